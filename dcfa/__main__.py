@@ -1,0 +1,5 @@
+import sys
+
+from dcfa.cli import main
+
+sys.exit(main())

@@ -1,0 +1,187 @@
+"""What LinCFA, NonLinCFA and GenLinCFA estimators share: fit -> moments -> partition -> labels.
+
+A subclass says which moments it needs, how it scales features before aggregating them, and
+which rule the driver applies; this base does the input checks, calls the subclass' functional
+twin, stores the fitted attributes and implements the lazy ``transform``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dcfa._aggregate import aggregate, broadcast_back
+from dcfa._moments import Moments
+from dcfa._validation import InputData, check_n_samples, check_X, check_y, validate_params
+
+__all__ = ["BaseCFA"]
+
+logger = logging.getLogger("dcfa")
+
+
+class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Base class of the feature-aggregation estimators (not for direct use).
+
+    Subclasses implement ``_fit_moments(inp, Y)`` (one pass; a :class:`Moments` or a list of
+    per-segment ones, the first being the whole data) and ``_partition(moments, inp,
+    **extras)`` (labels, -1 for excluded features), and set ``_aggregation`` ("mean" or "sum")
+    and ``_standardize``.
+    """
+
+    _min_samples = 4  # the LinCFA test divides by n - 3
+
+    # -- fit -----------------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Find the partition of the features of ``X`` for predicting ``y``.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            Samples in rows. A DataArray is stacked along every dim but ``sample_dim``.
+        y : array-like of shape (n_samples,)
+            The target.
+
+        Returns
+        -------
+        self
+        """
+        validate_params(self)
+        inp = check_X(X, sample_dim=self.sample_dim)
+        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        Y = self._check_target(y, inp)
+        extras = self._check_params(inp)
+        logger.info(
+            "%s: moments of %d samples x %d features (%s)",
+            type(self).__name__,
+            inp.n_samples,
+            inp.n_features,
+            "dask" if inp.is_dask else "in memory",
+        )
+        moments = self._fit_moments(inp, Y)
+        labels = self._partition(moments, inp, **extras)
+        self._set_fitted(inp, moments if isinstance(moments, Moments) else moments[0], labels)
+        return self
+
+    _min_samples_reason = "the aggregation test divides by n - 3"
+
+    def _check_target(self, y, inp: InputData) -> np.ndarray:
+        Y = check_y(y, inp.n_samples, layout=inp.layout)
+        if Y.shape[1] != 1:
+            raise ValueError(f"y: expected a single target, got {Y.shape[1]} columns")
+        return Y
+
+    def _check_params(self, inp: InputData) -> dict:
+        """Checks of parameters that need the data's shape (cheap, before the pass).
+
+        Returns keyword arguments for ``_partition`` (e.g. the resolved adjacency).
+        """
+        return {}
+
+    def _set_fitted(self, inp: InputData, m: Moments, labels: np.ndarray) -> None:
+        D = inp.n_features
+        self.n_features_in_ = D
+        if inp.feature_names is not None:
+            self.feature_names_in_ = inp.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.labels_ = labels
+        self.n_features_out_ = int(labels.max()) + 1 if (labels >= 0).any() else 0
+        self.group_sizes_ = np.bincount(labels[labels >= 0], minlength=self.n_features_out_)
+        self.excluded_ = m.excluded
+        mean = m.column_mean[:D].copy()
+        std = m.column_std(ddof=1)[:D].copy()
+        used = labels >= 0
+        self.mean_ = np.where(used, mean, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = 1.0 / std if self._standardize else np.ones(D)
+        self.scale_ = np.where(used, scale, np.nan)
+        self.moments_ = m
+        self._layout = inp.layout
+        if inp.layout is not None:
+            self.label_map_ = inp.layout.unstack(
+                labels,
+                name="group",
+                attrs={"description": f"{type(self).__name__} group of each cell, -1 = excluded"},
+            )
+        elif hasattr(self, "label_map_"):
+            del self.label_map_
+        if self.n_features_out_ == 0:
+            raise ValueError(
+                "X: every feature was excluded: "
+                + "; ".join(f"{k}: {v}" for k, v in list(self.excluded_.items())[:5])
+            )
+        logger.info(
+            "%s: %d features -> %d groups (%d excluded)",
+            type(self).__name__,
+            D,
+            self.n_features_out_,
+            len(self.excluded_),
+        )
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_features_out_
+
+    # -- transform -------------------------------------------------------------------------
+
+    def transform(self, X):
+        """The group aggregates of ``X``: one column per group.
+
+        Lazy for Dask and Dask-backed xarray input (one sparse product over the feature
+        blocks). A DataArray gives a DataArray ``(sample_dim, "group")`` keeping the sample
+        coordinates and attributes.
+
+        Returns
+        -------
+        Xt : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_groups)
+        """
+        check_is_fitted(self, "labels_")
+        inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.n_features != self.n_features_in_:
+            raise ValueError(
+                f"X has {inp.n_features} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        Xt = aggregate(
+            inp.data,
+            self.labels_,
+            np.nan_to_num(self.scale_),
+            np.nan_to_num(self.mean_),
+            how=self._aggregation,
+            nan_aware=getattr(self, "missing", "exclude") == "pairwise",
+        )
+        if inp.layout is None:
+            return Xt
+        return inp.layout.samples(
+            Xt,
+            dim="group",
+            coords={"group": np.arange(self.n_features_out_)},
+            name=f"{type(self).__name__.lower()}_features",
+        )
+
+    def inverse_transform(self, Xt):
+        """Every feature gets its group's value, back in its own units (NaN if excluded)."""
+        check_is_fitted(self, "labels_")
+        values = Xt.values if isinstance(Xt, xr.DataArray) else np.asarray(Xt)
+        if values.ndim != 2 or values.shape[1] != self.n_features_out_:
+            raise ValueError(
+                f"Xt: expected shape (n_samples, {self.n_features_out_}), got {values.shape}"
+            )
+        return broadcast_back(
+            values,
+            self.labels_,
+            np.nan_to_num(self.scale_, nan=1.0),
+            np.nan_to_num(self.mean_),
+            how=self._aggregation,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.allow_nan = True
+        return tags

@@ -1,0 +1,179 @@
+"""The Dask side of :mod:`dcfa._moments`: one pass over a chunked array, tile by tile.
+
+``Z = [X, Y]`` is cut into column blocks (the feature chunks of ``X`` plus one block for the
+targets). The ``p x p`` result is assembled from the tiles ``(I, J)``, ``I <= J``, of that
+block structure. For each tile and each row chunk one task computes the moments of that row
+block of the two column blocks (:func:`dcfa._moments.chunk_exclude`); a tree of
+:func:`dcfa._moments.combine` tasks (``split_every`` inputs each) merges the row chunks. So no
+task holds more than a pair of input chunks and one output tile, and the memory of a worker
+does not depend on the number of rows.
+
+Row *segments* (used for cross-validation folds) are contiguous row ranges reduced
+separately in the same pass: the row chunks are first split at the segment boundaries.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from itertools import count
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from dcfa import _moments as _m
+
+__all__ = ["tiled_moments", "segment_rows"]
+
+_DEFAULT_SPLIT_EVERY = 8
+
+
+def segment_rows(chunks: tuple[int, ...], bounds: list[int]) -> tuple[tuple[int, ...], list[int]]:
+    """Split row chunks at segment boundaries.
+
+    Returns the refined chunk sizes and, per refined chunk, the index of its segment.
+    ``bounds`` are the interior boundaries plus 0 and n, increasing.
+    """
+    edges = np.cumsum((0, *chunks))
+    cuts = np.unique(np.concatenate([edges, bounds]))
+    sizes = tuple(int(s) for s in np.diff(cuts) if s > 0)
+    starts = np.cumsum((0, *sizes))[:-1]
+    seg = np.searchsorted(bounds, starts, side="right") - 1
+    return sizes, [int(s) for s in seg]
+
+
+def tiled_moments(
+    X: da.Array,
+    Y: da.Array | None,
+    *,
+    missing: str = "exclude",
+    segments: list[int] | None = None,
+    split_every: int | None = None,
+) -> list[dict[str, da.Array]]:
+    """Lazy moments of ``[X, Y]``, one dict of Dask arrays per row segment.
+
+    The dict keys are the :class:`dcfa.Moments` fields (``count``, ``mean``,
+    ``cross`` and, pairwise, ``m2``); ``n`` and ``n_targets`` are known without computing.
+    """
+    split_every = split_every or _DEFAULT_SPLIT_EVERY
+    if split_every < 2:
+        raise ValueError(f"split_every: expected an int >= 2, got {split_every}")
+    n = X.shape[0]
+    bounds = [0, n] if segments is None else list(segments)
+    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
+    if row_chunks != X.chunks[0]:
+        X = X.rechunk({0: row_chunks})
+    blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
+    if Y is not None:
+        Y = Y.rechunk({0: row_chunks, 1: -1})
+        blocks.append((Y.name, 0, Y.shape[1]))
+    n_blocks = len(blocks)
+    n_seg = len(bounds) - 1
+
+    token = tokenize(X, Y, missing, bounds, split_every)
+    tile_name = f"dcfa-moments-tiles-{token}"
+    kernel = _m.chunk_pairwise if missing == "pairwise" else _m.chunk_exclude
+    dsk: dict = {}
+    ids = count()
+    # one reference value per column, from the first row chunk (see column_shift)
+    for b, (name, idx, _) in enumerate(blocks):
+        dsk[(tile_name, "shift", b)] = (_m.column_shift, (name, 0, idx))
+
+    # chunk + tree combine for every tile (I <= J) and segment
+    for i in range(n_blocks):
+        for j in range(i, n_blocks):
+            per_seg: list[list] = [[] for _ in range(n_seg)]
+            for r, s in enumerate(seg_of_chunk):
+                key = (tile_name, "chunk", next(ids))
+                a = (blocks[i][0], r, blocks[i][1])
+                shift_a = (tile_name, "shift", i)
+                if i == j:
+                    dsk[key] = (kernel, a, None, shift_a)
+                else:
+                    b = (blocks[j][0], r, blocks[j][1])
+                    dsk[key] = (kernel, a, b, shift_a, (tile_name, "shift", j))
+                per_seg[s].append(key)
+            for s, keys in enumerate(per_seg):
+                while len(keys) > 1:
+                    level = []
+                    for start in range(0, len(keys), split_every):
+                        group = keys[start : start + split_every]
+                        if len(group) == 1:
+                            level.append(group[0])
+                            continue
+                        key = (tile_name, "combine", next(ids))
+                        dsk[key] = (_m.combine, list(group))
+                        level.append(key)
+                    keys = level
+                if not keys:
+                    raise ValueError(f"segments: segment {s} holds no rows")
+                dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
+
+    deps = [X] if Y is None else [X, Y]
+    graph = HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps)
+    widths = tuple(b[2] for b in blocks)
+
+    out = []
+    for s in range(n_seg):
+        sq = partial(_square, graph, tile_name, s, n_blocks, widths)
+        fields = {"cross": sq("cross", _symmetric)}
+        if missing == "pairwise":
+            fields["count"] = sq("count", _symmetric)
+            fields["mean"] = sq("mean", _pair_mean)
+            fields["m2"] = sq("m2", _pair_field)
+        else:
+            fields["count"] = _diagonal(graph, tile_name, s, n_blocks, widths, "count")
+            fields["mean"] = _diagonal(graph, tile_name, s, n_blocks, widths, "mean")
+        out.append(fields)
+    return out
+
+
+# getters: block (I, J) of a (p, p) field from the tile (min, max) of the pair
+
+
+def _symmetric(tile: dict, field_: str, shift, upper: bool) -> np.ndarray:
+    return tile[field_] if upper else np.ascontiguousarray(tile[field_].T)
+
+
+def _pair_field(tile: dict, field_: str, shift, upper: bool) -> np.ndarray:
+    # m2[i, j] is about column i: the a-side of the tile above the diagonal, b-side below
+    return tile[f"{field_}_a"] if upper else np.ascontiguousarray(tile[f"{field_}_b"].T)
+
+
+def _pair_mean(tile: dict, field_: str, shift, upper: bool) -> np.ndarray:
+    mean = _pair_field(tile, field_, shift, upper)
+    return mean if shift is None else shift[:, None] + mean
+
+
+def _square(graph, tile_name, s, n_blocks, widths, field_, getter) -> da.Array:
+    name = f"dcfa-moments-{field_}-{s}-{tile_name[-32:]}"
+    dsk = {}
+    for i in range(n_blocks):
+        for j in range(n_blocks):
+            tile = (tile_name, s, min(i, j), max(i, j))
+            dsk[(name, i, j)] = (getter, tile, field_, (tile_name, "shift", i), i <= j)
+    return _layer(graph, tile_name, name, dsk, (widths, widths))
+
+
+def _diagonal(graph, tile_name, s, n_blocks, widths, field_) -> da.Array:
+    name = f"dcfa-moments-{field_}-{s}-{tile_name[-32:]}"
+    dsk = {
+        (name, i): (_diagonal_field, (tile_name, s, i, i), field_, (tile_name, "shift", i))
+        for i in range(n_blocks)
+    }
+    return _layer(graph, tile_name, name, dsk, (widths,))
+
+
+def _diagonal_field(tile: dict, field_: str, shift) -> np.ndarray:
+    if field_ == "mean":
+        return tile["mean_a"] if shift is None else shift + tile["mean_a"]
+    return np.asarray(tile["count_a"], dtype=np.float64)
+
+
+def _layer(graph, tile_name, name, dsk, chunks) -> da.Array:
+    hlg = HighLevelGraph(
+        layers={**graph.layers, name: dsk},
+        dependencies={**graph.dependencies, name: {tile_name}},
+    )
+    return da.Array(hlg, name, chunks=chunks, dtype=np.float64)

@@ -1,0 +1,420 @@
+"""The greedy partition driver shared by LinCFA, NonLinCFA and GenLinCFA.
+
+The three algorithms are one loop with different acceptance rules (:mod:`dcfa.rules`): open a
+group with the first unassigned feature (in a possibly shuffled order), test candidates
+against the group, let the passing ones join. What the loop needs from the data is a
+:class:`Basis`: the per-segment moments of the (scaled) features and the target. A group's
+aggregate ``g = sum_k w_k x_k`` is kept as running linear forms of those moments, so a step
+costs O(S D) for all candidates at once and never touches the data.
+
+Loop options (ALGORITHMS.md sections 2 and 3):
+
+``compare="seed"``
+    candidates are tested against the group's first feature (LinCFA, Algorithm 1);
+``compare="mean"``
+    against the current aggregate of the group, which grows as features join
+    (NonLinCFA / GenLinCFA, and the authors' LinCFA climate code);
+``scan="single"``
+    one forward pass per group, as the printed pseudo-code: a candidate rejected once is not
+    tested again for that group;
+``scan="restart"``
+    after every acceptance, rescan all remaining candidates from the first (the authors'
+    experiments; the published tables come from this);
+``neighbors``
+    a sparse ``D x D`` adjacency: only features adjacent to a member of the group are
+    candidates.
+
+:func:`greedy_partition` is the order-free variant of LinCFA's Remark 13.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dcfa.rules import PairMoments
+
+__all__ = ["Basis", "sequential_partition", "greedy_partition", "COMPARE", "SCANS"]
+
+COMPARE = ("seed", "mean")
+SCANS = ("single", "restart")
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Per-segment moments of ``D`` scaled features and one target (last column).
+
+    A view on :class:`~dcfa.Moments`: the ``p x p`` matrices are kept as they are and only the
+    rows the driver touches are gathered and scaled, so building a basis costs O(D), not
+    O(D^2). Column ``k`` of the basis is column ``cols[k]`` of the moments times ``scale[k]``.
+
+    Attributes
+    ----------
+    n : ndarray of shape (S,)
+        Rows per segment.
+    mean, diag, target : ndarray of shape (S, D + 1)
+        Scaled means, variances-like diagonal, and cross-products with the target.
+    crosses : list of S ndarrays of shape (p, p)
+        The segments' centred cross-products (or the correlation matrix, pairwise).
+    cols, scale : ndarray of shape (D + 1,)
+    count : ndarray of shape (p, p) or None
+        Pairwise-complete counts (one segment only): the ``n`` of a test is then the
+        smallest count between the candidate and a member of the group.
+    """
+
+    n: np.ndarray
+    mean: np.ndarray
+    diag: np.ndarray
+    target: np.ndarray
+    crosses: list
+    cols: np.ndarray
+    scale: np.ndarray
+    count: np.ndarray | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self.cols.size - 1
+
+    @property
+    def n_segments(self) -> int:
+        return len(self.crosses)
+
+    def row(self, j: int) -> np.ndarray:
+        """Scaled cross-products of basis column ``j`` with every column, shape (S, D + 1)."""
+        c = self.cols[j]
+        rows = [m[c] if self._all_columns else m[c, self.cols] for m in self.crosses]
+        return np.stack(rows) * (self.scale[j] * self.scale)
+
+    def count_row(self, j: int) -> np.ndarray:
+        c = self.cols[j]
+        return self.count[c] if self._all_columns else self.count[c, self.cols]
+
+    def dense(self) -> np.ndarray:
+        """All scaled cross-products, shape (S, D + 1, D + 1) (a copy)."""
+        ix = np.ix_(self.cols, self.cols)
+        return np.stack([m[ix] for m in self.crosses]) * np.outer(self.scale, self.scale)
+
+    def dense_count(self) -> np.ndarray | None:
+        return None if self.count is None else self.count[np.ix_(self.cols, self.cols)]
+
+    @property
+    def _all_columns(self) -> bool:
+        p = self.crosses[0].shape[0]
+        return self.cols.size == p and bool((self.cols == np.arange(p)).all())
+
+    @classmethod
+    def from_moments(cls, parts, features: np.ndarray, scale: np.ndarray, target: int = 0):
+        """Basis over ``features`` (indices) of one or several :class:`~dcfa.Moments`.
+
+        Feature ``k`` is multiplied by ``scale[k]`` (``1/std`` to average standardised
+        features, ``1`` to aggregate them as they are).
+        """
+        parts = list(parts)
+        cols = np.append(np.asarray(features), parts[0].n_features + target)
+        w = np.append(np.asarray(scale, dtype=np.float64), 1.0)
+        y = cols[-1]
+        if parts[0].pairwise:
+            if len(parts) != 1:
+                raise ValueError("pairwise-complete statistics support a single segment only")
+            m = parts[0]
+            # correlation space: unit scale, zero means; counts carry the sample sizes
+            corr = m.corr()
+            sign = np.sign(w)
+            return cls(
+                n=np.array([m.n]),
+                mean=np.zeros((1, cols.size)),
+                diag=np.ones((1, cols.size)),
+                target=(corr[cols, y] * sign)[None],
+                crosses=[corr],
+                cols=cols,
+                scale=sign,
+                count=m.count,
+            )
+        return cls(
+            n=np.array([m.n for m in parts]),
+            mean=np.stack([m.mean[cols] * w for m in parts]),
+            diag=np.stack([np.diagonal(m.cross)[cols] * w * w for m in parts]),
+            target=np.stack([m.cross[cols, y] * w for m in parts]),
+            crosses=[m.cross for m in parts],
+            cols=cols,
+            scale=w,
+        )
+
+
+class _Group:
+    """Running moments of a group aggregate ``g = sum of its (scaled) members``."""
+
+    def __init__(self, basis: Basis, seed: int):
+        self.basis = basis
+        self.u = basis.row(seed)  # cross(g, every column), (S, D+1)
+        self.q = basis.diag[:, seed].copy()  # cross(g, g), (S,)
+        self.m = basis.mean[:, seed].copy()  # mean(g), (S,)
+        self.nmin = None if basis.count is None else basis.count_row(seed).copy()
+
+    def add(self, j: int) -> None:
+        b = self.basis
+        self.q += 2.0 * self.u[:, j] + b.diag[:, j]
+        self.u += b.row(j)
+        self.m += b.mean[:, j]
+        if self.nmin is not None:
+            np.minimum(self.nmin, b.count_row(j), out=self.nmin)
+
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        b = self.basis
+        y = b.n_features
+        if self.nmin is None:
+            n = np.broadcast_to(b.n[:, None].astype(np.float64), (b.n_segments, cand.size))
+        else:
+            n = self.nmin[cand][None, :].astype(np.float64)
+        return _pair_moments(
+            gg=self.q,
+            gc=self.u[:, cand],
+            gy=self.u[:, y],
+            gm=self.m,
+            cc=b.diag[:, cand],
+            cy=b.target[:, cand],
+            yy=b.target[:, y],
+            cm=b.mean[:, cand],
+            ym=b.mean[:, y],
+            n=n,
+        )
+
+
+def _pair_moments(*, gg, gc, gy, gm, cc, cy, yy, cm, ym, n) -> PairMoments:
+    """Moments of ``[g, c, y]`` per segment for candidates ``c`` from the pieces.
+
+    ``gg, gy, gm, yy, ym`` are per segment (S,); ``gc, cc, cy, cm, n`` per segment and
+    candidate (S, J).
+    """
+    S, J = gc.shape
+    cross = np.empty((S, J, 3, 3))
+    cross[:, :, 0, 0] = gg[:, None]
+    cross[:, :, 0, 1] = cross[:, :, 1, 0] = gc
+    cross[:, :, 0, 2] = cross[:, :, 2, 0] = gy[:, None]
+    cross[:, :, 1, 1] = cc
+    cross[:, :, 1, 2] = cross[:, :, 2, 1] = cy
+    cross[:, :, 2, 2] = yy[:, None]
+    mean = np.empty((S, J, 3))
+    mean[:, :, 0] = gm[:, None]
+    mean[:, :, 1] = cm
+    mean[:, :, 2] = ym[:, None]
+    return PairMoments(n=n, mean=mean, cross=cross)
+
+
+def sequential_partition(
+    basis: Basis,
+    accept,
+    *,
+    order: np.ndarray | None = None,
+    compare: str = "seed",
+    scan: str = "single",
+    neighbors: sp.spmatrix | None = None,
+    progress=None,
+) -> np.ndarray:
+    """Partition the basis features with the greedy loop of the CFA algorithms.
+
+    Parameters
+    ----------
+    basis : Basis
+    accept : callable
+        ``accept(PairMoments) -> bool mask`` (a rule of :mod:`dcfa.rules` with its parameters
+        bound).
+    order : ndarray of shape (D,), default=None
+        The order in which features are visited (a permutation; ``None`` for ``0..D-1``).
+    compare : {"seed", "mean"}
+    scan : {"single", "restart"}
+    neighbors : sparse matrix of shape (D, D), default=None
+        Adjacency: candidates must be adjacent to a member of the group.
+    progress : callable, default=None
+        Called as ``progress(n_assigned, D)`` after each group.
+
+    Returns
+    -------
+    labels : ndarray of shape (D,)
+        Group index of every feature, numbered in order of creation.
+    """
+    D = basis.n_features
+    order = np.arange(D) if order is None else np.asarray(order)
+    pos = np.empty(D, dtype=np.int64)
+    pos[order] = np.arange(D)
+    labels = np.full(D, -1, dtype=np.int64)
+    unassigned = np.ones(D, dtype=bool)
+    adj = None if neighbors is None else sp.csr_array(neighbors)
+    fixed = compare == "seed"
+    n_groups = 0
+    n_assigned = 0
+
+    for seed in order:
+        if not unassigned[seed]:
+            continue
+        group = _Group(basis, seed)
+        members = [seed]
+        unassigned[seed] = False
+        front = _Frontier(adj, unassigned)
+        front.add(seed)
+        pointer = pos[seed]
+        verdict: dict[int, bool] = {}  # seed mode: a candidate's test never changes
+
+        while True:
+            cand = front.candidates() if adj is not None else np.flatnonzero(unassigned)
+            if scan == "single":
+                cand = cand[pos[cand] > pointer]
+            if cand.size == 0:
+                break
+            if fixed and adj is None:
+                passed = cand[accept(group.pair_moments(cand))]
+            elif fixed:  # frontier sets are small: cache each candidate's verdict
+                new = np.array([c for c in cand.tolist() if c not in verdict], dtype=np.int64)
+                if new.size:
+                    verdict.update(
+                        zip(new.tolist(), accept(group.pair_moments(new)).tolist(), strict=True)
+                    )
+                passed = cand[np.fromiter((verdict[c] for c in cand.tolist()), bool, cand.size)]
+            else:
+                passed = cand[accept(group.pair_moments(cand))]
+            if passed.size == 0:
+                break
+            if fixed and (adj is None or scan == "restart"):
+                take = passed  # tests against the seed do not depend on who joined first
+            else:
+                take = passed[[np.argmin(pos[passed])]]
+            for j in take:
+                unassigned[j] = False
+                members.append(j)
+                front.add(j)
+                if not fixed:
+                    group.add(j)
+            pointer = pos[take].max() if scan == "single" else pointer
+            if fixed and adj is None:
+                break  # every candidate has been tested against the seed
+        labels[members] = n_groups
+        n_groups += 1
+        n_assigned += len(members)
+        if progress is not None:
+            progress(n_assigned, D)
+    return labels
+
+
+class _Frontier:
+    """Unassigned features adjacent to a group (only used with ``neighbors``)."""
+
+    def __init__(self, adj, unassigned):
+        self.adj = adj
+        self.unassigned = unassigned
+        self.members: set[int] = set()
+
+    def add(self, j: int) -> None:
+        self.members.discard(int(j))
+        if self.adj is None:
+            return
+        row = self.adj.indices[self.adj.indptr[j] : self.adj.indptr[j + 1]]
+        self.members.update(int(k) for k in row[self.unassigned[row]])
+
+    def candidates(self) -> np.ndarray:
+        live = [k for k in self.members if self.unassigned[k]]
+        self.members = set(live)
+        return np.array(sorted(live), dtype=np.int64)
+
+
+def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
+    """Order-free greedy aggregation (LinCFA journal, Remark 13).
+
+    Repeatedly take the most correlated pair of current groups that passes the test and
+    replace it by its aggregate, until no pair passes. Pairs of original features are tested
+    all at once and kept in a sorted array; a merged group is tested against every other
+    group when it is formed. Needs the full ``D x D`` moments; O(D^2 log D) time.
+    """
+    D = basis.n_features
+    y = D
+    K = basis.dense()  # group x group moments, in the slot of the group's first member
+    mean = basis.mean.copy()
+    count = basis.dense_count()
+    active = np.ones(D, dtype=bool)
+    merged = np.zeros(D, dtype=bool)  # slot holds a merged group: its original pairs are stale
+    version = np.zeros(D, dtype=np.int64)
+    labels = np.arange(D)
+
+    def passing(a: int, others: np.ndarray):
+        if count is None:
+            n = np.broadcast_to(basis.n[:, None].astype(np.float64), (K.shape[0], others.size))
+        else:
+            n = count[a, others][None, :].astype(np.float64)
+        pm = _pair_moments(
+            gg=K[:, a, a],
+            gc=K[:, a, others],
+            gy=K[:, a, y],
+            gm=mean[:, a],
+            cc=K[:, others, others],
+            cy=K[:, others, y],
+            yy=K[:, y, y],
+            cm=mean[:, others],
+            ym=mean[:, y],
+            n=n,
+        )
+        ok = accept(pm)
+        c = pm.cross[:, ok].sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.nan_to_num(c[:, 0, 1] / np.sqrt(c[:, 0, 0] * c[:, 1, 1]))
+        return others[ok], r
+
+    # every original pair that passes, in decreasing correlation
+    rs, As, Bs = [], [], []
+    for a in range(D - 1):
+        b, r = passing(a, np.arange(a + 1, D))
+        rs.append(r)
+        As.append(np.full(b.size, a))
+        Bs.append(b)
+    rs = np.concatenate(rs) if rs else np.zeros(0)
+    idx = np.argsort(-rs, kind="stable")
+    s_r, s_a, s_b = rs[idx], np.concatenate(As or [[]])[idx], np.concatenate(Bs or [[]])[idx]
+    s_a, s_b = s_a.astype(np.int64), s_b.astype(np.int64)
+    ptr = 0
+    heap: list = []  # pairs involving a merged group: (-r, a, b, version a, version b)
+
+    while True:
+        while ptr < s_r.size and (
+            merged[s_a[ptr]] or merged[s_b[ptr]] or not (active[s_a[ptr]] and active[s_b[ptr]])
+        ):
+            ptr += 1
+        while heap and not _heap_valid(heap[0], active, version):
+            heapq.heappop(heap)
+        if ptr < s_r.size and (not heap or s_r[ptr] >= -heap[0][0]):
+            a, b = int(s_a[ptr]), int(s_b[ptr])
+            ptr += 1
+        elif heap:
+            _, a, b, _, _ = heapq.heappop(heap)
+        else:
+            break
+        K[:, a, :] += K[:, b, :]
+        K[:, :, a] += K[:, :, b]
+        mean[:, a] += mean[:, b]
+        if count is not None:
+            count[a] = count[:, a] = np.minimum(count[a], count[b])
+        active[b] = False
+        merged[a] = True
+        version[a] += 1
+        labels[labels == b] = a
+        others = np.flatnonzero(active)
+        others = others[others != a]
+        if others.size:
+            ok, r = passing(a, others)
+            for rv, o in zip(r.tolist(), ok.tolist(), strict=True):
+                lo, hi = (a, o) if a < o else (o, a)
+                heapq.heappush(heap, (-rv, lo, hi, int(version[lo]), int(version[hi])))
+        if progress is not None:
+            progress(D - int(active.sum()), D)
+
+    # number groups in order of their first member
+    _, first = np.unique(labels, return_index=True)
+    roots = labels[np.sort(first)]
+    rank = np.empty(D, dtype=np.int64)
+    rank[roots] = np.arange(roots.size)
+    return rank[labels]
+
+
+def _heap_valid(entry, active, version) -> bool:
+    _, a, b, va, vb = entry
+    return bool(active[a] and active[b] and version[a] == va and version[b] == vb)

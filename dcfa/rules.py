@@ -1,0 +1,230 @@
+"""Acceptance rules: does a candidate join the current group?
+
+A rule is a pure function of :class:`PairMoments`, the moments of ``[g, c, y]`` for the
+current group aggregate ``g``, every candidate ``c`` of the step (vectorised over candidates)
+and the target ``y``, per row segment. It returns a boolean mask over the candidates. The
+aggregate of the group enlarged by ``c`` is ``g + c`` (the driver scales candidates so this
+holds for mean and sum aggregation alike; every test here is invariant to the scale of a
+single regressor).
+
+==============  ==========================================================  ============
+rule            aggregate iff                                               reference
+==============  ==========================================================  ============
+``lincfa``      (r_g - r_c)^2 <(=) 2 (1 - R2_gc)(1 - rho_gc) / (n - 3)       LinCFA Eq. 17
+``nonlincfa``   CV-R2(y ~ g, c) - CV-R2(y ~ g + c) <= eps                    NonLinCFA Alg. 1
+``genlincfa``   k(|r_g| + |r_c|) + b/2 - eps [k |r_(g+c)| + b (1 + rho)] <= 0  GenLinCFA Alg. 2
+``genlincfa`` (simple form)  k(|r_g| + |r_c|) <= eps (1 + rho_gc)             authors' notebooks
+==============  ==========================================================  ============
+
+``r`` are correlations with the target, ``rho_gc`` the correlation of ``g`` and ``c``,
+``R2_gc`` the R^2 of the OLS of ``y`` on ``(g, c)``, ``k = n / (n - 1)`` (ALGORITHMS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "PairMoments",
+    "lincfa_rule",
+    "nonlincfa_rule",
+    "genlincfa_rule",
+    "eq17_threshold",
+    "ACCEPTANCE_RULES",
+]
+
+# 1 - rho below this is "the same feature", |r_g - r_c| below this "equally relevant":
+# both aggregate (Eq. 17's threshold is -inf or both sides vanish); rounding, not data
+_RHO_ONE = 1e-12
+_SAME_R = 1e-12
+
+
+@dataclass(frozen=True)
+class PairMoments:
+    """Moments of ``[g, c, y]`` for ``J`` candidates ``c`` and ``S`` row segments.
+
+    Attributes
+    ----------
+    n : ndarray of shape (S, J)
+        Rows in each segment (per candidate, for pairwise-complete statistics).
+    mean : ndarray of shape (S, J, 3)
+    cross : ndarray of shape (S, J, 3, 3)
+        Centred cross-products within each segment.
+    """
+
+    n: np.ndarray
+    mean: np.ndarray
+    cross: np.ndarray
+
+    @property
+    def n_candidates(self) -> int:
+        return self.cross.shape[1]
+
+    def merged(self, segments=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(n, mean, cross)`` of the union of ``segments`` (all by default), per candidate."""
+        idx = range(self.n.shape[0]) if segments is None else segments
+        n = mean = cross = None
+        for s in idx:
+            ns, ms, cs = self.n[s], self.mean[s], self.cross[s]
+            if n is None:
+                n, mean, cross = ns.astype(np.float64), ms, cs
+                continue
+            total = n + ns
+            d = ms - mean
+            cross = cross + cs + (n * ns / total)[:, None, None] * d[:, :, None] * d[:, None, :]
+            mean = mean + d * (ns / total)[:, None]
+            n = total
+        return n, mean, cross
+
+
+def _corr(cross: np.ndarray, a: int, b: int) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cross[:, a, b] / np.sqrt(cross[:, a, a] * cross[:, b, b])
+    return np.clip(np.nan_to_num(r), -1.0, 1.0)
+
+
+def _union(cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variance-like and target cross-product of ``u = g + c`` from the 3x3 moments."""
+    uu = cross[:, 0, 0] + 2 * cross[:, 0, 1] + cross[:, 1, 1]
+    uy = cross[:, 0, 2] + cross[:, 1, 2]
+    return uu, uy
+
+
+############################################################################################
+# LinCFA
+
+
+def lincfa_rule(pm: PairMoments, *, strict: bool = True) -> np.ndarray:
+    """LinCFA's test (journal Eq. 17 with the bivariate OLS plug-ins), in correlations.
+
+    ``rho_gc >(=) 1 - 2 s^2 / ((n - 1)(w_g - w_c)^2)`` with ``w`` and ``s^2 = RSS/(n - 3)`` of the
+    OLS of ``y`` on the standardised pair is, exactly (reference/lincfa.md section 2.6),
+    ``(r_g - r_c)^2 <(=) 2 (1 - R2_gc)(1 - rho_gc) / (n - 3)``.
+    ``strict`` is the journal's ``>`` (the 2021 preprint and the authors' code use ``>=``).
+    Candidates with ``r_g == r_c`` or ``rho_gc == 1`` always aggregate.
+    """
+    n, _, cross = pm.merged()
+    rho = _corr(cross, 0, 1)
+    rg = _corr(cross, 0, 2)
+    rc = _corr(cross, 1, 2)
+    one_minus_rho = 1.0 - rho
+    den = (1.0 - rho) * (1.0 + rho)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = (rg * rg + rc * rc - 2.0 * rho * rg * rc) / den
+    r2 = np.minimum(np.nan_to_num(r2, nan=1.0, posinf=1.0), 1.0)
+    lhs = (rg - rc) ** 2
+    rhs = 2.0 * (1.0 - r2) * one_minus_rho / (n - 3.0)
+    passed = lhs < rhs if strict else lhs <= rhs
+    return passed | (np.abs(rg - rc) <= _SAME_R) | (one_minus_rho <= _RHO_ONE)
+
+
+def eq17_threshold(w_i, w_j, sigma2, n):
+    """The LinCFA threshold of Eq. 17: ``1 - 2 sigma^2 / ((n - 1)(w_i - w_j)^2)``.
+
+    With the true coefficients and noise variance this is the paper's "theoretical"
+    threshold (Tables 1, 6, 7); ``-inf`` when ``w_i == w_j``.
+    """
+    w_i, w_j = np.asarray(w_i, dtype=float), np.asarray(w_j, dtype=float)
+    with np.errstate(divide="ignore"):
+        return 1.0 - 2.0 * sigma2 / ((n - 1.0) * (w_i - w_j) ** 2)
+
+
+############################################################################################
+# NonLinCFA
+
+
+def nonlincfa_rule(pm: PairMoments, *, eps: float, folds) -> np.ndarray:
+    """NonLinCFA's test: the cross-validated R^2 gain of keeping ``c`` apart is at most ``eps``.
+
+    ``folds`` is a sequence of ``(train_segments, test_segments)``; for each fold both OLS
+    models (``y ~ g + c`` as two regressors, and ``y ~ (g + c)`` as one) are solved from the
+    training moments and scored on the test moments exactly as
+    ``sklearn.model_selection.cross_val_score(LinearRegression(), ..., scoring="r2")`` would,
+    with no refitting.
+    """
+    gain = np.zeros(pm.n_candidates)
+    for train, test in folds:
+        tr = pm.merged(train)
+        te = pm.merged(test)
+        gain += _cv_r2_bivariate(tr, te) - _cv_r2_univariate(tr, te)
+    return gain / len(folds) <= eps
+
+
+def _cv_r2_univariate(tr, te) -> np.ndarray:
+    n_tr, m_tr, c_tr = tr
+    n_te, m_te, c_te = te
+    uu, uy = _union(c_tr)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where(uu > 0, uy / uu, 0.0)
+    mu_tr = m_tr[:, 0] + m_tr[:, 1]
+    intercept = m_tr[:, 2] - slope * mu_tr
+    uu_te, uy_te = _union(c_te)
+    resid_mean = m_te[:, 2] - slope * (m_te[:, 0] + m_te[:, 1]) - intercept
+    sse = c_te[:, 2, 2] - 2 * slope * uy_te + slope * slope * uu_te + n_te * resid_mean**2
+    return 1.0 - sse / c_te[:, 2, 2]
+
+
+def _cv_r2_bivariate(tr, te) -> np.ndarray:
+    n_tr, m_tr, c_tr = tr
+    n_te, m_te, c_te = te
+    A = c_tr[:, :2, :2]
+    b = c_tr[:, :2, 2]
+    w = _solve2(A, b)
+    intercept = m_tr[:, 2] - np.einsum("jk,jk->j", w, m_tr[:, :2])
+    resid_mean = m_te[:, 2] - np.einsum("jk,jk->j", w, m_te[:, :2]) - intercept
+    quad = np.einsum("jk,jkl,jl->j", w, c_te[:, :2, :2], w)
+    sse = c_te[:, 2, 2] - 2 * np.einsum("jk,jk->j", w, c_te[:, :2, 2]) + quad
+    sse = sse + n_te * resid_mean**2
+    return 1.0 - sse / c_te[:, 2, 2]
+
+
+def _solve2(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched 2x2 least squares; minimum-norm (as ``lstsq``) where ``A`` is singular."""
+    det = A[:, 0, 0] * A[:, 1, 1] - A[:, 0, 1] * A[:, 1, 0]
+    scale = A[:, 0, 0] * A[:, 1, 1]
+    ok = np.abs(det) > 1e-12 * np.abs(scale)
+    w = np.zeros_like(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w[:, 0] = (A[:, 1, 1] * b[:, 0] - A[:, 0, 1] * b[:, 1]) / det
+        w[:, 1] = (A[:, 0, 0] * b[:, 1] - A[:, 1, 0] * b[:, 0]) / det
+    if not ok.all():
+        bad = ~ok
+        w[bad] = np.einsum("jkl,jl->jk", np.linalg.pinv(A[bad]), b[bad])
+    return w
+
+
+############################################################################################
+# GenLinCFA
+
+
+def genlincfa_rule(
+    pm: PairMoments, *, eps: float, curvature: float = 1.0, form: str = "full"
+) -> np.ndarray:
+    """GenLinCFA's moment bound (Algorithm 2, Eq. 15), no model fitted.
+
+    ``form="full"``: ``k(|r_g| + |r_c|) + b/2 - eps [k |r_(g+c)| + b (1 + rho_gc)] <= 0``;
+    ``form="simple"``: ``k(|r_g| + |r_c|) <= eps (1 + rho_gc)`` (the real-data notebooks).
+    ``b = curvature`` is ``b''(0)`` of the GLM family and ``k = n / (n - 1)``.
+    """
+    n, _, cross = pm.merged()
+    kappa = n / (n - 1.0)
+    rho = _corr(cross, 0, 1)
+    rg = np.abs(_corr(cross, 0, 2))
+    rc = np.abs(_corr(cross, 1, 2))
+    if form == "simple":
+        return kappa * (rg + rc) <= eps * (1.0 + rho)
+    uu, uy = _union(cross)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ru = np.abs(np.nan_to_num(uy / np.sqrt(uu * cross[:, 2, 2])))
+    lhs = kappa * (rg + rc) + curvature / 2.0
+    rhs = eps * (kappa * ru + curvature * (1.0 + rho))
+    return lhs - rhs <= 0.0
+
+
+ACCEPTANCE_RULES = {
+    "lincfa": lincfa_rule,
+    "nonlincfa": nonlincfa_rule,
+    "genlincfa": genlincfa_rule,
+}

@@ -1,0 +1,101 @@
+"""xarray plumbing: a labelled field <-> a (sample, feature) matrix.
+
+A climate field ``(time, lat, lon)`` becomes ``(time, feature)`` with ``feature`` the flattened
+``(lat, lon)``; :class:`FeatureLayout` remembers the feature dims, their coordinates, the sample
+coordinate and the attributes so every per-feature result (a label map, a mean, a weight) can
+be put back on the grid and every per-sample result keeps its time axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["FeatureLayout", "stack_features"]
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """How the features of a stacked DataArray map back onto its dims."""
+
+    sample_dim: str
+    feature_dims: tuple[str, ...]
+    feature_shape: tuple[int, ...]
+    feature_coords: dict
+    sample_coords: dict
+    name: str | None
+    attrs: dict
+
+    @property
+    def n_features(self) -> int:
+        return int(np.prod(self.feature_shape))
+
+    def unstack(
+        self, values, *, name: str | None = None, attrs: dict | None = None
+    ) -> xr.DataArray:
+        """Put a length-``D`` vector (or ``(D, ...)`` array) back on the feature dims."""
+        values = np.asarray(values)
+        trailing = values.shape[1:]
+        data = values.reshape(self.feature_shape + trailing)
+        extra = tuple(f"dim_{i}" for i in range(len(trailing)))
+        return xr.DataArray(
+            data,
+            dims=self.feature_dims + extra,
+            coords={k: v for k, v in self.feature_coords.items()},
+            name=name,
+            attrs=dict(attrs or {}),
+        )
+
+    def samples(
+        self,
+        data,
+        *,
+        dim: str,
+        coords: dict | None = None,
+        name: str | None = None,
+        attrs: dict | None = None,
+    ) -> xr.DataArray:
+        """Wrap a ``(n_samples, k)`` result with the sample coordinates and ``dim`` for columns."""
+        return xr.DataArray(
+            data,
+            dims=(self.sample_dim, dim),
+            coords={**self.sample_coords, **(coords or {})},
+            name=name,
+            attrs=dict(self.attrs if attrs is None else attrs),
+        )
+
+
+def stack_features(X: xr.DataArray, sample_dim: str, *, name: str = "X"):
+    """Stack every dim of ``X`` but ``sample_dim`` into one feature axis.
+
+    Returns the ``(n_samples, n_features)`` data (NumPy or Dask, never loaded) and the
+    :class:`FeatureLayout` to map results back.
+    """
+    if sample_dim not in X.dims:
+        raise ValueError(
+            f"{name}: the sample dim {sample_dim!r} is not among the dims {X.dims}; pass "
+            f"sample_dim=<one of {list(X.dims)}>"
+        )
+    feature_dims = tuple(d for d in X.dims if d != sample_dim)
+    if not feature_dims:
+        raise ValueError(
+            f"{name}: expected a sample dim and at least one feature dim, got only "
+            f"{sample_dim!r}; a single series is one feature: use X.expand_dims('feature', -1)"
+        )
+    X = X.transpose(sample_dim, *feature_dims)
+    shape = tuple(X.sizes[d] for d in feature_dims)
+    data = X.data.reshape((X.sizes[sample_dim], int(np.prod(shape))))
+    layout = FeatureLayout(
+        sample_dim=sample_dim,
+        feature_dims=feature_dims,
+        feature_shape=shape,
+        feature_coords={
+            k: c.variable for k, c in X.coords.items() if set(c.dims) <= set(feature_dims)
+        },
+        sample_coords={k: c.variable for k, c in X.coords.items() if set(c.dims) == {sample_dim}},
+        name=X.name,
+        attrs=dict(X.attrs),
+    )
+    return data, layout

@@ -1,0 +1,65 @@
+"""Shared fixtures: seeded data, a real multi-process Dask cluster, a compute counter."""
+
+from __future__ import annotations
+
+import contextlib
+
+import dask
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261122)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A LocalCluster with 2 single-threaded worker *processes* (real pickling, real transfer)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit="2GiB",
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+class _CountingScheduler:
+    """A scheduler that counts how many times it is asked to compute (xarray/flox idiom)."""
+
+    def __init__(self, max_computes: int):
+        self.max_computes = max_computes
+        self.total = 0
+
+    def __call__(self, dsk, keys, **kwargs):
+        self.total += 1
+        if self.total > self.max_computes:
+            raise RuntimeError(f"Too many computes: {self.total} > {self.max_computes}")
+        return dask.get(dsk, keys, **kwargs)
+
+
+@contextlib.contextmanager
+def count_computes(max_computes: int = 0):
+    """Fail if the block asks Dask to compute more than ``max_computes`` times."""
+    sched = _CountingScheduler(max_computes)
+    with dask.config.set(scheduler=sched):
+        yield sched
+
+
+def correlated_data(rng, n=200, D=12, k_latent=3, offset=0.0, noise=None):
+    """Features sharing a few latent series (so groups exist), with a linear target."""
+    latent = rng.normal(size=(n, k_latent))
+    which = rng.integers(0, k_latent, D)
+    noise = rng.uniform(0.2, 1.5) if noise is None else noise
+    X = latent[:, which] + noise * rng.normal(size=(n, D)) + offset + rng.normal(size=D)
+    y = (X - X.mean(0)) @ rng.normal(size=D) * 0.3 + rng.normal(size=n) * rng.uniform(0.5, 5)
+    return X, y

@@ -1,0 +1,24 @@
+"""Every estimator through scikit-learn's own estimator checks."""
+
+from __future__ import annotations
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dcfa import LinCFA
+
+EXPECTED_FAILED = {
+    "LinCFA": {
+        "check_estimators_pickle": (
+            "the check puts NaN in every column; with missing='exclude' (the default) every "
+            "gappy column is excluded, so fit raises 'every feature was excluded' by design"
+        ),
+    },
+}
+
+
+@parametrize_with_checks(
+    [LinCFA(random_state=0)],
+    expected_failed_checks=lambda est: EXPECTED_FAILED.get(type(est).__name__, {}),
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

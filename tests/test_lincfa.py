@@ -1,0 +1,265 @@
+"""LinCFA: exact agreement with the printed pseudo-code, any input type, any chunking."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import xarray as xr
+from conftest import correlated_data, count_computes
+from hypothesis import given, settings
+from reference import lincfa_algorithm1, lincfa_greedy, standardize
+from sklearn.utils import check_random_state
+from strategies import chunks
+
+import dcfa
+from dcfa import LinCFA
+from dcfa.neighbors import grid_adjacency
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_partition_equals_algorithm1(seed, shuffle):
+    rng = np.random.default_rng(seed)
+    X, y = correlated_data(rng, n=int(rng.integers(30, 120)), D=int(rng.integers(5, 16)))
+    model = LinCFA(shuffle=shuffle, random_state=seed).fit(X, y)
+    order = check_random_state(seed).permutation(X.shape[1]) if shuffle else None
+    np.testing.assert_array_equal(model.labels_, lincfa_algorithm1(X, y, order=order))
+    assert model.n_features_out_ == model.labels_.max() + 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("compare", ["seed", "mean"])
+@pytest.mark.parametrize("scan", ["single", "restart"])
+@pytest.mark.parametrize("strict", [True, False])
+def test_every_variant_equals_its_reference(seed, compare, scan, strict):
+    rng = np.random.default_rng(100 + seed)
+    X, y = correlated_data(rng, n=80, D=12)
+    model = LinCFA(compare=compare, scan=scan, strict=strict, random_state=seed).fit(X, y)
+    order = check_random_state(seed).permutation(12)
+    expected = lincfa_algorithm1(X, y, order=order, compare=compare, scan=scan, strict=strict)
+    np.testing.assert_array_equal(model.labels_, expected)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_greedy_equals_remark_13(seed):
+    rng = np.random.default_rng(200 + seed)
+    X, y = correlated_data(rng, n=60, D=10)
+    model = LinCFA(strategy="greedy").fit(X, y)
+    np.testing.assert_array_equal(model.labels_, lincfa_greedy(X, y))
+
+
+def test_variants_differ_somewhere():
+    """The options are not cosmetic: on some data they give different partitions."""
+    seen = set()
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        X, y = correlated_data(rng, n=60, D=12)
+        for kw in (dict(), dict(compare="mean"), dict(strategy="greedy")):
+            seen.add((tuple(LinCFA(shuffle=False, **kw).fit(X, y).labels_), str(kw)))
+    by_variant = {}
+    for labels, kw in seen:
+        by_variant.setdefault(labels, set()).add(kw)
+    assert any(len(v) == 1 for v in by_variant.values())
+
+
+@settings(max_examples=20, deadline=None)
+@given(row_chunks=chunks(90), col_chunks=chunks(14))
+def test_same_partition_for_numpy_dask_and_any_chunking(row_chunks, col_chunks):
+    rng = np.random.default_rng(sum(row_chunks) + len(col_chunks))
+    X, y = correlated_data(rng, n=90, D=14, offset=280.0)
+    ref = LinCFA(random_state=3).fit(X, y)
+    Xd = da.from_array(X, chunks=(row_chunks, col_chunks))
+    got = LinCFA(random_state=3).fit(Xd, y)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.transform(Xd).compute(), ref.transform(X), atol=1e-10)
+
+
+def test_transform_is_group_mean_of_standardised_members(rng):
+    X, y = correlated_data(rng, n=70, D=9, offset=1e5)
+    model = LinCFA(random_state=0).fit(X, y)
+    Z = standardize(X)
+    expected = np.column_stack(
+        [Z[:, model.labels_ == g].mean(axis=1) for g in range(model.n_features_out_)]
+    )
+    np.testing.assert_allclose(model.transform(X), expected, atol=1e-9)
+    np.testing.assert_allclose(model.fit_transform(X, y), expected, atol=1e-9)
+    # inverse_transform then transform gives back the reduced features
+    back = model.inverse_transform(expected)
+    np.testing.assert_allclose(model.transform(back), expected, atol=1e-9)
+    assert model.get_feature_names_out().tolist() == [
+        f"lincfa{g}" for g in range(model.n_features_out_)
+    ]
+
+
+def test_transform_of_dask_is_lazy_and_one_compute(rng):
+    X, y = correlated_data(rng, n=60, D=8)
+    Xd = da.from_array(X, chunks=(15, 3))
+    model = LinCFA(random_state=0).fit(X, y)
+    with count_computes(0):
+        out = model.transform(Xd)
+    assert isinstance(out, da.Array)
+    with count_computes(1):
+        out.compute()
+
+
+def test_fit_on_dask_is_one_compute(rng):
+    X, y = correlated_data(rng, n=60, D=8)
+    with count_computes(1):
+        LinCFA(random_state=0).fit(da.from_array(X, chunks=(15, 3)), y)
+    # a Dask target is validated (computed: n numbers) before the pass over X
+    with count_computes(2):
+        LinCFA(random_state=0).fit(da.from_array(X, chunks=(15, 3)), da.from_array(y, 20))
+
+
+def test_xarray_in_xarray_out(rng):
+    n, nlat, nlon = 80, 3, 4
+    X, y = correlated_data(rng, n=n, D=nlat * nlon, offset=273.15)
+    X[:, 5] = np.nan  # a land cell
+    time = np.arange(n)
+    field = xr.DataArray(
+        da.from_array(X.reshape(n, nlat, nlon), chunks=(20, 3, 2)),
+        dims=("time", "lat", "lon"),
+        coords={"time": time, "lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0, 10.0, 15.0]},
+        attrs={"units": "K"},
+        name="sst",
+    )
+    target = xr.DataArray(y, dims="time", coords={"time": time})
+    model = LinCFA(random_state=1).fit(field, target)
+    np_model = LinCFA(random_state=1).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, np_model.labels_)
+    assert model.labels_[5] == -1 and 5 in model.excluded_
+    assert model.label_map_.dims == ("lat", "lon")
+    assert model.label_map_.sel(lat=20.0, lon=5.0).item() == -1
+    np.testing.assert_array_equal(model.label_map_.values.ravel(), model.labels_)
+    out = model.transform(field)
+    assert out.dims == ("time", "group") and out.attrs["units"] == "K"
+    np.testing.assert_array_equal(out.time.values, time)
+    assert isinstance(out.data, da.Array)
+    np.testing.assert_allclose(out.values, np_model.transform(X), atol=1e-9)
+
+
+def test_other_sample_dim_name(rng):
+    X, y = correlated_data(rng, n=40, D=6)
+    field = xr.DataArray(X.T, dims=("cell", "sample"))
+    model = LinCFA(sample_dim="sample", random_state=0).fit(field, y)
+    np.testing.assert_array_equal(model.labels_, LinCFA(random_state=0).fit(X, y).labels_)
+
+
+def test_excluded_columns_get_minus_one_and_never_leak(rng):
+    X, y = correlated_data(rng, n=50, D=8)
+    X2 = X.copy()
+    X2[:, 0] = np.nan
+    X2[:, 3] = 7.0
+    model = LinCFA(shuffle=False).fit(X2, y)
+    assert model.labels_[0] == model.labels_[3] == -1
+    assert set(model.excluded_) == {0, 3}
+    keep = [1, 2, 4, 5, 6, 7]
+    sub = LinCFA(shuffle=False).fit(X[:, keep], y)
+    np.testing.assert_array_equal(model.labels_[keep], sub.labels_)
+    out = model.transform(X2)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, sub.transform(X[:, keep]), atol=1e-10)
+
+
+def test_pairwise_missing_on_gappy_data(rng):
+    X, y = correlated_data(rng, n=120, D=8)
+    gappy = X.copy()
+    gappy[rng.uniform(size=X.shape) < 0.05] = np.nan
+    model = LinCFA(missing="pairwise", random_state=0).fit(gappy, y)
+    assert (model.labels_ >= 0).all()
+    # the default treatment drops every gappy column instead: here, all of them
+    with pytest.raises(ValueError, match="X: every feature was excluded: 0: .* missing"):
+        LinCFA(random_state=0).fit(gappy, y)
+    # transform: mean over the members observed in each sample
+    Z = (gappy - np.nanmean(gappy, 0)) / np.nanstd(gappy, 0, ddof=1)
+    out = model.transform(gappy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows where a group is all missing
+        expected = [np.nanmean(Z[:, model.labels_ == g], axis=1) for g in range(out.shape[1])]
+    np.testing.assert_allclose(out, np.column_stack(expected), atol=1e-9)
+    out_dask = model.transform(da.from_array(gappy, chunks=(30, 3))).compute()
+    np.testing.assert_allclose(out_dask, out, atol=1e-9)
+
+
+def test_neighbors_restrict_groups_to_touching_cells(rng):
+    shape = (4, 5)
+    X, y = correlated_data(rng, n=100, D=20, k_latent=1, noise=0.3)
+    model = LinCFA(neighbors=grid_adjacency(shape, 1), shuffle=False, compare="mean").fit(X, y)
+    A = grid_adjacency(shape, 1).toarray()
+    for g in range(model.n_features_out_):
+        members = np.flatnonzero(model.labels_ == g)
+        # every group is connected on the grid
+        reached = {members[0]}
+        frontier = [members[0]]
+        while frontier:
+            k = frontier.pop()
+            for j in members:
+                if A[k, j] and j not in reached:
+                    reached.add(j)
+                    frontier.append(j)
+        assert reached == set(members.tolist())
+    # an int radius on a gridded DataArray means the same adjacency
+    field = xr.DataArray(X.reshape(100, *shape), dims=("time", "lat", "lon"))
+    by_radius = LinCFA(neighbors=1, shuffle=False, compare="mean").fit(field, y)
+    np.testing.assert_array_equal(by_radius.labels_, model.labels_)
+
+
+def test_neighbors_with_seed_compare_match_a_loop(rng):
+    """Seed comparison restricted to the group's neighbours, against a plain loop."""
+    shape = (3, 4)
+    X, y = correlated_data(rng, n=90, D=12, k_latent=2)
+    A = grid_adjacency(shape, 1)
+    for scan in ("single", "restart"):
+        got = LinCFA(neighbors=A, shuffle=False, scan=scan).fit(X, y).labels_
+        np.testing.assert_array_equal(got, _seed_neighbors_loop(X, y, A.toarray(), scan))
+
+
+def _seed_neighbors_loop(X, y, A, scan):
+    from reference import lincfa_pair_test
+
+    Z = standardize(X)
+    D = X.shape[1]
+    labels = np.full(D, -1)
+    g = 0
+    for i in range(D):
+        if labels[i] >= 0:
+            continue
+        G = [i]
+        labels[i] = g
+        pointer = i
+        while True:
+            cands = [
+                j
+                for j in range(D)
+                if labels[j] < 0 and any(A[k, j] for k in G) and (scan == "restart" or j > pointer)
+            ]
+            hit = next((j for j in cands if lincfa_pair_test(Z[:, i], Z[:, j], y)), None)
+            if hit is None:
+                break
+            G.append(hit)
+            labels[hit] = g
+            pointer = hit
+        g += 1
+    return labels
+
+
+def test_functional_twin_is_what_the_estimator_runs(rng):
+    X, y = correlated_data(rng, n=50, D=9)
+    m = dcfa.moments(X, y)
+    np.testing.assert_array_equal(
+        dcfa.lincfa(m, random_state=4), LinCFA(random_state=4).fit(X, y).labels_
+    )
+
+
+def test_sparse_neighbors_are_validated(rng):
+    X, y = correlated_data(rng, n=30, D=6)
+    with pytest.raises(ValueError, match=r"neighbors: expected an adjacency of shape \(6, 6\)"):
+        LinCFA(neighbors=sp.eye(5)).fit(X, y)
+    with pytest.raises(ValueError, match="neighbors: an int radius needs the grid"):
+        LinCFA(neighbors=1).fit(X, y)
+    with pytest.raises(ValueError, match="greedy"):
+        LinCFA(neighbors=sp.eye(6), strategy="greedy").fit(X, y)

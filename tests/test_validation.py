@@ -1,0 +1,96 @@
+"""Bad input fails fast, before any pass over the data, naming the argument."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import count_computes
+
+from dcfa import LinCFA
+
+
+@pytest.fixture
+def data(rng):
+    return rng.normal(size=(30, 4)), rng.normal(size=30)
+
+
+def lazy(X):
+    return da.from_array(X, chunks=(10, 2))
+
+
+@pytest.mark.parametrize(
+    "make, err, match",
+    [
+        (lambda X, y: (X, y[:-1]), ValueError, "y: X has 30 samples but y has 29"),
+        (lambda X, y: (X[:, 0], y), ValueError, "X: expected a 2-D array"),
+        (lambda X, y: (X.astype(str), y), TypeError, "X: expected a numeric dtype"),
+        (lambda X, y: (X.astype(complex), y), ValueError, "X: Complex data not supported"),
+        (
+            lambda X, y: (X, np.where(np.arange(30) == 3, np.nan, y)),
+            ValueError,
+            "y: contains 1 NaN",
+        ),
+        (lambda X, y: (X, np.ones(30)), ValueError, "y: the target is constant"),
+        (lambda X, y: (X, y.astype(str)), TypeError, "y: expected a numeric dtype"),
+        (lambda X, y: (X, y.astype(object)), None, None),
+        (lambda X, y: (X[:3], y[:3]), ValueError, "X: expected at least 4 samples"),
+        (lambda X, y: (X, None), ValueError, "y: a target is required"),
+        (lambda X, y: (X, np.column_stack([y, y])), ValueError, "y: expected a single target"),
+        (lambda X, y: (X.reshape(30, 2, 2), y), ValueError, "use an xarray.DataArray"),
+    ],
+)
+def test_bad_input_is_rejected_before_the_pass(data, make, err, match):
+    X, y = make(*data)
+    X = lazy(X) if X.dtype.kind == "f" and X.ndim == 2 else X
+    if err is None:  # numbers in an object array are numbers
+        LinCFA().fit(X, y)
+        return
+    with count_computes(0), pytest.raises(err, match=match):
+        LinCFA().fit(X, y)
+
+
+def test_xarray_without_the_sample_dim(data):
+    X, y = data
+    field = xr.DataArray(X, dims=("t", "cell"))
+    with pytest.raises(
+        ValueError, match=r"X: the sample dim 'time' is not among the dims \('t', 'cell'\)"
+    ):
+        LinCFA().fit(field, y)
+    with pytest.raises(ValueError, match="X: expected a sample dim and at least one feature dim"):
+        LinCFA().fit(xr.DataArray(X[:, 0], dims="time"), y)
+
+
+def test_xarray_target_on_other_times(data):
+    X, y = data
+    field = xr.DataArray(X, dims=("time", "cell"), coords={"time": np.arange(30)})
+    target = xr.DataArray(y, dims="time", coords={"time": np.arange(1, 31)})
+    with pytest.raises(ValueError, match="y: its 'time' coordinate differs from X's"):
+        LinCFA().fit(field, target)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(compare="group"), "compare"),
+        (dict(scan="twice"), "scan"),
+        (dict(strategy="best"), "strategy"),
+        (dict(missing="zero"), "missing"),
+        (dict(neighbors=0), "neighbors"),
+        (dict(shuffle="yes"), "shuffle"),
+    ],
+)
+def test_bad_parameters(data, params, match):
+    X, y = data
+    with count_computes(0), pytest.raises(ValueError, match=match):
+        LinCFA(**params).fit(lazy(X), y)
+
+
+def test_transform_checks_the_feature_count(data):
+    X, y = data
+    model = LinCFA().fit(X, y)
+    with pytest.raises(
+        ValueError, match="X has 3 features, but LinCFA is expecting 4 features as input"
+    ):
+        model.transform(X[:, :3])
