@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+import dask.array as da
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -23,13 +24,36 @@ __all__ = ["BaseCFA"]
 logger = logging.getLogger("dcfa")
 
 
+INPUTS = ("identity", "square")
+
+
+def apply_inputs(data, inputs):
+    """The inputs ``phi_k(x)`` of the CFA papers: ``x``, ``x**2`` or a user's elementwise function.
+
+    Lazy on Dask arrays (applied blockwise); the function must keep the shape of a block.
+    """
+    if isinstance(inputs, str) and inputs == "identity":
+        return data
+    func = np.square if isinstance(inputs, str) and inputs == "square" else inputs
+    if isinstance(data, da.Array):
+        return data.map_blocks(func, dtype=np.float64)
+    out = np.asarray(func(data))
+    if out.shape != np.shape(data):
+        raise ValueError(
+            f"inputs: the function must be elementwise (keep the shape {np.shape(data)}), "
+            f"returned shape {out.shape}"
+        )
+    return out
+
+
 class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base class of the feature-aggregation estimators (not for direct use).
 
-    Subclasses implement ``_fit_moments(inp, Y)`` (one pass; a :class:`Moments` or a list of
-    per-segment ones, the first being the whole data) and ``_partition(moments, inp,
-    **extras)`` (labels, -1 for excluded features), and set ``_aggregation`` ("mean" or "sum")
-    and ``_standardize``.
+    Subclasses implement ``_fit_moments(data, Y, **extras)`` (the one pass: a
+    :class:`Moments`, or one per row segment) and ``_partition(moments, inp, **extras)``
+    (labels, -1 for excluded features). ``extras`` come from ``_check_params``. Parameters
+    ``inputs``, ``aggregation`` and ``standardize``, when a subclass has them, choose the
+    inputs and how groups are aggregated (LinCFA: identity, mean of standardised features).
     """
 
     _min_samples = 4  # the LinCFA test divides by n - 3
@@ -54,7 +78,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
-        extras = self._check_params(inp)
+        extras = self._check_params(inp, Y)
         logger.info(
             "%s: moments of %d samples x %d features (%s)",
             type(self).__name__,
@@ -62,10 +86,23 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             inp.n_features,
             "dask" if inp.is_dask else "in memory",
         )
-        moments = self._fit_moments(inp, Y)
+        moments = self._fit_moments(apply_inputs(inp.data, self._inputs), Y, **extras)
         labels = self._partition(moments, inp, **extras)
-        self._set_fitted(inp, moments if isinstance(moments, Moments) else moments[0], labels)
+        whole = moments if isinstance(moments, Moments) else Moments.merge_all(moments)
+        self._set_fitted(inp, whole, labels)
         return self
+
+    @property
+    def _inputs(self):
+        return getattr(self, "inputs", "identity")
+
+    @property
+    def _aggregation(self) -> str:
+        return getattr(self, "aggregation", "mean")
+
+    @property
+    def _standardize(self) -> bool:
+        return getattr(self, "standardize", True)
 
     _min_samples_reason = "the aggregation test divides by n - 3"
 
@@ -75,7 +112,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"y: expected a single target, got {Y.shape[1]} columns")
         return Y
 
-    def _check_params(self, inp: InputData) -> dict:
+    def _check_params(self, inp: InputData, Y: np.ndarray) -> dict:
         """Checks of parameters that need the data's shape (cheap, before the pass).
 
         Returns keyword arguments for ``_partition`` (e.g. the resolved adjacency).
@@ -148,10 +185,10 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"{self.n_features_in_} features as input"
             )
         Xt = aggregate(
-            inp.data,
+            apply_inputs(inp.data, self._inputs),
             self.labels_,
             np.nan_to_num(self.scale_),
-            np.nan_to_num(self.mean_),
+            self._centre,
             how=self._aggregation,
             nan_aware=getattr(self, "missing", "exclude") == "pairwise",
         )
@@ -176,9 +213,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             values,
             self.labels_,
             np.nan_to_num(self.scale_, nan=1.0),
-            np.nan_to_num(self.mean_),
+            self._centre,
             how=self._aggregation,
         )
+
+    @property
+    def _centre(self) -> np.ndarray:
+        """What is subtracted before aggregating: the means for standardised aggregation,
+        nothing otherwise (a group is then the plain mean or sum of its inputs)."""
+        if self._standardize:
+            return np.nan_to_num(self.mean_)
+        return np.zeros(self.n_features_in_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -6,18 +6,15 @@ from functools import partial
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from dcfa._base import BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.neighbors import resolve_neighbors
-from dcfa.partition import COMPARE, SCANS, Basis, greedy_partition, sequential_partition
+from dcfa.partition import COMPARE, SCANS, STRATEGIES, partition_moments
 from dcfa.rules import lincfa_rule
 
 __all__ = ["LinCFA", "lincfa"]
-
-STRATEGIES = ("sequential", "greedy")
 
 
 def lincfa(
@@ -54,31 +51,19 @@ def lincfa(
     labels : ndarray of shape (n_features,)
         Group of every feature, numbered in order of creation; -1 for excluded features.
     """
-    valid = np.flatnonzero(moments.valid)
-    labels = np.full(moments.n_features, -1, dtype=np.int64)
-    if valid.size == 0:
-        return labels
-    std = moments.column_std(ddof=1)[valid]
-    basis = Basis.from_moments([moments], valid, 1.0 / std, target)
-    accept = partial(lincfa_rule, strict=strict)
-    if strategy == "greedy":
-        if neighbors is not None:
-            raise ValueError("neighbors: not supported with strategy='greedy'")
-        sub = greedy_partition(basis, accept, progress=progress)
-    else:
-        order = check_random_state(random_state).permutation(valid.size) if shuffle else None
-        adj = None if neighbors is None else neighbors[valid][:, valid]
-        sub = sequential_partition(
-            basis,
-            accept,
-            order=order,
-            compare=compare,
-            scan=scan,
-            neighbors=adj,
-            progress=progress,
-        )
-    labels[valid] = sub
-    return labels
+    return partition_moments(
+        moments,
+        partial(lincfa_rule, strict=strict),
+        standardize=True,
+        shuffle=shuffle,
+        random_state=random_state,
+        compare=compare,
+        scan=scan,
+        strategy=strategy,
+        neighbors=neighbors,
+        target=target,
+        progress=progress,
+    )
 
 
 class LinCFA(BaseCFA):
@@ -193,8 +178,6 @@ class LinCFA(BaseCFA):
         "missing": [StrOptions(set(MISSING_POLICIES))],
         "sample_dim": [str],
     }
-    _aggregation = "mean"
-    _standardize = True
 
     def __init__(
         self,
@@ -219,14 +202,14 @@ class LinCFA(BaseCFA):
         self.missing = missing
         self.sample_dim = sample_dim
 
-    def _check_params(self, inp):
+    def _check_params(self, inp, Y):
         adjacency = resolve_neighbors(self.neighbors, inp.n_features, inp.layout)
         if self.strategy == "greedy" and adjacency is not None:
             raise ValueError("neighbors: not supported with strategy='greedy'")
         return {"neighbors": adjacency}
 
-    def _fit_moments(self, inp, Y):
-        return moments(inp.data, Y, missing=self.missing)
+    def _fit_moments(self, data, Y, **extras):
+        return moments(data, Y, missing=self.missing)
 
     def _partition(self, m, inp, neighbors=None):
         return lincfa(

@@ -18,6 +18,7 @@ import pandas as pd
 import xarray as xr
 
 __all__ = [
+    "make_cfa_synthetic",
     "make_lincfa_bivariate",
     "make_lincfa_tree",
     "make_regions_field",
@@ -59,6 +60,41 @@ def make_lincfa_tree(n: int, w: np.ndarray, sigma: float, rng):
         X[:, i] = 0.7 * X[:, j] + 0.3 * rng.uniform(0, 1, n)
     X = _standardize0(X)
     y = X @ w + rng.normal(0, sigma, n)
+    return X, y
+
+
+def make_cfa_synthetic(
+    n_features: int, sigma: float, *, target: str = "linear", n_samples: int = 30_000
+):
+    """The synthetic data of the NonLinCFA/GenLinCFA paper (Tables 3-6), in the authors' order.
+
+    ``x_1 ~ U[0, 1]``; ``x_{i+1} = 0.7 x_j + 0.3 u`` with ``j`` uniform over the earlier
+    features (Python's ``random.randrange``, seeded 30); standardised over all rows (ddof=0);
+    ``y = X w + N(0, sigma^2)`` (``target="linear"``) or ``(X**2) w + N(0, sigma^2)``
+    (``"quadratic"``), ``w ~ U[0, 1]``. The random draws follow the authors' code
+    (reference/nonlincfa-genlincfa.md section 6.1), so their repetitions are rows
+    ``[3000 t, 3000 t + 3000)``: the first 2000 for training, the rest for testing.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    """
+    import random
+
+    if target not in ("linear", "quadratic"):
+        raise ValueError(f"target: expected 'linear' or 'quadratic', got {target!r}")
+    rng = np.random.default_rng(seed=0)
+    py = random.Random(30)
+    X = np.empty((n_samples, n_features))
+    X[:, 0] = rng.uniform(0, 1, n_samples)
+    w = rng.uniform(0, 1, size=n_features)
+    for i in range(n_features - 1):
+        j = py.randrange(i + 1)
+        X[:, i + 1] = 0.3 * rng.uniform(0, 1, n_samples) + 0.7 * X[:, j]
+    X = _standardize0(X)
+    noise = rng.normal(0, sigma, size=(n_samples, 1))[:, 0]
+    y = (X if target == "linear" else X**2) @ w + noise
     return X, y
 
 

@@ -31,16 +31,95 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
 
 from dcfa.rules import PairMoments
 
-__all__ = ["Basis", "sequential_partition", "greedy_partition", "COMPARE", "SCANS"]
+__all__ = [
+    "Basis",
+    "partition_moments",
+    "sequential_partition",
+    "greedy_partition",
+    "COMPARE",
+    "SCANS",
+    "STRATEGIES",
+]
 
 COMPARE = ("seed", "mean")
 SCANS = ("single", "restart")
+STRATEGIES = ("sequential", "greedy")
+
+
+def partition_moments(
+    parts,
+    accept,
+    *,
+    standardize: bool,
+    shuffle: bool = False,
+    random_state=None,
+    compare: str = "seed",
+    scan: str = "single",
+    strategy: str = "sequential",
+    neighbors=None,
+    target: int = 0,
+    progress=None,
+    whole=None,
+) -> np.ndarray:
+    """Labels of every feature from moments and a rule: what the three functional twins share.
+
+    Parameters
+    ----------
+    parts : Moments or list of Moments
+        One value, or several row sets the rule reads (cross-validation folds).
+    whole : Moments, default=None
+        The moments of all the data, on which exclusions and standardisation are decided
+        (default: ``parts`` merged, for disjoint parts).
+    accept : callable
+        A rule of :mod:`dcfa.rules` with its parameters bound.
+    standardize : bool
+        Aggregate standardised features (``1/std`` weights) or the features as they are.
+    shuffle, random_state, compare, scan, strategy, neighbors, target, progress
+        See :func:`sequential_partition` and :func:`greedy_partition`.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_features,)
+        Group of each feature in order of creation; -1 for excluded features.
+    """
+    from sklearn.utils import check_random_state
+
+    from dcfa._moments import Moments
+
+    parts = [parts] if isinstance(parts, Moments) else list(parts)
+    if whole is None:
+        whole = parts[0] if len(parts) == 1 else Moments.merge_all(parts)
+    valid = np.flatnonzero(whole.valid)
+    labels = np.full(whole.n_features, -1, dtype=np.int64)
+    if valid.size == 0:
+        return labels
+    scale = 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
+    basis = Basis.from_moments(parts, valid, scale, target)
+    adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
+    if strategy == "greedy":
+        if adj is not None:
+            raise ValueError("neighbors: not supported with strategy='greedy'")
+        sub = greedy_partition(basis, accept, progress=progress)
+    else:
+        order = check_random_state(random_state).permutation(valid.size) if shuffle else None
+        sub = sequential_partition(
+            basis,
+            accept,
+            order=order,
+            compare=compare,
+            scan=scan,
+            neighbors=adj,
+            progress=progress,
+        )
+    labels[valid] = sub
+    return labels
 
 
 @dataclass(frozen=True)
@@ -256,31 +335,26 @@ def sequential_partition(
         front = _Frontier(adj, unassigned)
         front.add(seed)
         pointer = pos[seed]
-        verdict: dict[int, bool] = {}  # seed mode: a candidate's test never changes
+        # seed mode with neighbours: a candidate's verdict never changes, cache it
+        test = partial(_test, accept, group, {} if fixed and adj is not None else None)
 
         while True:
-            cand = front.candidates() if adj is not None else np.flatnonzero(unassigned)
+            if adj is None:
+                cand = order[unassigned[order]]  # what is left, in visiting order
+            else:
+                cand = front.candidates()
+                cand = cand[np.argsort(pos[cand], kind="stable")]
             if scan == "single":
                 cand = cand[pos[cand] > pointer]
             if cand.size == 0:
                 break
-            if fixed and adj is None:
-                passed = cand[accept(group.pair_moments(cand))]
-            elif fixed:  # frontier sets are small: cache each candidate's verdict
-                new = np.array([c for c in cand.tolist() if c not in verdict], dtype=np.int64)
-                if new.size:
-                    verdict.update(
-                        zip(new.tolist(), accept(group.pair_moments(new)).tolist(), strict=True)
-                    )
-                passed = cand[np.fromiter((verdict[c] for c in cand.tolist()), bool, cand.size)]
-            else:
-                passed = cand[accept(group.pair_moments(cand))]
-            if passed.size == 0:
-                break
             if fixed and (adj is None or scan == "restart"):
-                take = passed  # tests against the seed do not depend on who joined first
+                # tests against the seed do not depend on who joined first: take every pass
+                take = cand[test(cand)]
             else:
-                take = passed[[np.argmin(pos[passed])]]
+                take = _first_passing(cand, test)
+            if take.size == 0:
+                break
             for j in take:
                 unassigned[j] = False
                 members.append(j)
@@ -296,6 +370,33 @@ def sequential_partition(
         if progress is not None:
             progress(n_assigned, D)
     return labels
+
+
+def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
+    if verdict is None:
+        return accept(group.pair_moments(cand))
+    new = np.array([c for c in cand.tolist() if c not in verdict], dtype=np.int64)
+    if new.size:
+        verdict.update(zip(new.tolist(), accept(group.pair_moments(new)).tolist(), strict=True))
+    return np.fromiter((verdict[c] for c in cand.tolist()), bool, cand.size)
+
+
+def _first_passing(cand: np.ndarray, test, first_block: int = 32) -> np.ndarray:
+    """The first candidate (in the given order) that passes, as a length-0 or 1 array.
+
+    Candidates are tested in blocks of growing size (32, 128, 512, ...), so a step where an
+    early candidate passes costs a block, and a step where none does costs at most 4/3 of
+    one vectorised test of all of them.
+    """
+    start, size = 0, first_block
+    while start < cand.size:
+        block = cand[start : start + size]
+        ok = test(block)
+        if ok.any():
+            return block[[int(np.argmax(ok))]]
+        start += size
+        size *= 4
+    return cand[:0]
 
 
 class _Frontier:

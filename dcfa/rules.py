@@ -43,7 +43,10 @@ _SAME_R = 1e-12
 
 @dataclass(frozen=True)
 class PairMoments:
-    """Moments of ``[g, c, y]`` for ``J`` candidates ``c`` and ``S`` row segments.
+    """Moments of ``[g, c, y]`` for ``J`` candidates ``c`` and ``S`` row sets.
+
+    One row set (all the data) for LinCFA and GenLinCFA; for NonLinCFA the ``K`` folds'
+    training rows followed by their test rows.
 
     Attributes
     ----------
@@ -62,33 +65,24 @@ class PairMoments:
     def n_candidates(self) -> int:
         return self.cross.shape[1]
 
-    def merged(self, segments=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(n, mean, cross)`` of the union of ``segments`` (all by default), per candidate."""
-        idx = range(self.n.shape[0]) if segments is None else segments
-        n = mean = cross = None
-        for s in idx:
-            ns, ms, cs = self.n[s], self.mean[s], self.cross[s]
-            if n is None:
-                n, mean, cross = ns.astype(np.float64), ms, cs
-                continue
-            total = n + ns
-            d = ms - mean
-            cross = cross + cs + (n * ns / total)[:, None, None] * d[:, :, None] * d[:, None, :]
-            mean = mean + d * (ns / total)[:, None]
-            n = total
-        return n, mean, cross
+    def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(n, mean, cross)`` per candidate, for moments of a single row set."""
+        if self.n.shape[0] != 1:
+            raise ValueError(f"expected the moments of one row set, got {self.n.shape[0]}")
+        return self.n[0].astype(np.float64), self.mean[0], self.cross[0]
 
 
 def _corr(cross: np.ndarray, a: int, b: int) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = cross[:, a, b] / np.sqrt(cross[:, a, a] * cross[:, b, b])
-    return np.clip(np.nan_to_num(r), -1.0, 1.0)
+    """Correlation of columns ``a`` and ``b`` of stacked 3x3 moments; 0 where undefined."""
+    den = np.sqrt(cross[..., a, a] * cross[..., b, b])
+    r = np.divide(cross[..., a, b], den, out=np.zeros_like(den), where=den > 0)
+    return np.clip(r, -1.0, 1.0, out=r)
 
 
 def _union(cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Variance-like and target cross-product of ``u = g + c`` from the 3x3 moments."""
-    uu = cross[:, 0, 0] + 2 * cross[:, 0, 1] + cross[:, 1, 1]
-    uy = cross[:, 0, 2] + cross[:, 1, 2]
+    uu = cross[..., 0, 0] + 2 * cross[..., 0, 1] + cross[..., 1, 1]
+    uy = cross[..., 0, 2] + cross[..., 1, 2]
     return uu, uy
 
 
@@ -105,15 +99,16 @@ def lincfa_rule(pm: PairMoments, *, strict: bool = True) -> np.ndarray:
     ``strict`` is the journal's ``>`` (the 2021 preprint and the authors' code use ``>=``).
     Candidates with ``r_g == r_c`` or ``rho_gc == 1`` always aggregate.
     """
-    n, _, cross = pm.merged()
+    n, _, cross = pm.pooled()
     rho = _corr(cross, 0, 1)
     rg = _corr(cross, 0, 2)
     rc = _corr(cross, 1, 2)
     one_minus_rho = 1.0 - rho
     den = (1.0 - rho) * (1.0 + rho)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r2 = (rg * rg + rc * rc - 2.0 * rho * rg * rc) / den
-    r2 = np.minimum(np.nan_to_num(r2, nan=1.0, posinf=1.0), 1.0)
+    r2 = np.divide(
+        rg * rg + rc * rc - 2.0 * rho * rg * rc, den, out=np.ones_like(den), where=den > 0
+    )
+    np.minimum(r2, 1.0, out=r2)
     lhs = (rg - rc) ** 2
     rhs = 2.0 * (1.0 - r2) * one_minus_rho / (n - 3.0)
     passed = lhs < rhs if strict else lhs <= rhs
@@ -135,60 +130,63 @@ def eq17_threshold(w_i, w_j, sigma2, n):
 # NonLinCFA
 
 
-def nonlincfa_rule(pm: PairMoments, *, eps: float, folds) -> np.ndarray:
+def nonlincfa_rule(pm: PairMoments, *, eps: float) -> np.ndarray:
     """NonLinCFA's test: the cross-validated R^2 gain of keeping ``c`` apart is at most ``eps``.
 
-    ``folds`` is a sequence of ``(train_segments, test_segments)``; for each fold both OLS
-    models (``y ~ g + c`` as two regressors, and ``y ~ (g + c)`` as one) are solved from the
-    training moments and scored on the test moments exactly as
+    ``pm`` holds ``2 K`` moment sets: the ``K`` folds' training rows, then their test rows.
+    For each fold both OLS models (``y ~ g + c`` as two regressors, and ``y ~ (g + c)`` as one)
+    are solved from the training moments and scored on the test moments exactly as
     ``sklearn.model_selection.cross_val_score(LinearRegression(), ..., scoring="r2")`` would,
-    with no refitting.
+    with no refitting; all folds at once.
     """
-    gain = np.zeros(pm.n_candidates)
-    for train, test in folds:
-        tr = pm.merged(train)
-        te = pm.merged(test)
-        gain += _cv_r2_bivariate(tr, te) - _cv_r2_univariate(tr, te)
-    return gain / len(folds) <= eps
+    k = pm.n.shape[0] // 2
+    tr = (pm.n[:k], pm.mean[:k], pm.cross[:k])
+    te = (pm.n[k:], pm.mean[k:], pm.cross[k:])
+    gain = _cv_r2_bivariate(tr, te) - _cv_r2_univariate(tr, te)
+    return gain.mean(axis=0) <= eps
 
 
 def _cv_r2_univariate(tr, te) -> np.ndarray:
-    n_tr, m_tr, c_tr = tr
+    _, m_tr, c_tr = tr
     n_te, m_te, c_te = te
     uu, uy = _union(c_tr)
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = np.where(uu > 0, uy / uu, 0.0)
-    mu_tr = m_tr[:, 0] + m_tr[:, 1]
-    intercept = m_tr[:, 2] - slope * mu_tr
+    intercept = m_tr[..., 2] - slope * (m_tr[..., 0] + m_tr[..., 1])
     uu_te, uy_te = _union(c_te)
-    resid_mean = m_te[:, 2] - slope * (m_te[:, 0] + m_te[:, 1]) - intercept
-    sse = c_te[:, 2, 2] - 2 * slope * uy_te + slope * slope * uu_te + n_te * resid_mean**2
-    return 1.0 - sse / c_te[:, 2, 2]
+    resid_mean = m_te[..., 2] - slope * (m_te[..., 0] + m_te[..., 1]) - intercept
+    sse = c_te[..., 2, 2] - 2 * slope * uy_te + slope * slope * uu_te + n_te * resid_mean**2
+    return _r2(sse, c_te[..., 2, 2])
 
 
 def _cv_r2_bivariate(tr, te) -> np.ndarray:
-    n_tr, m_tr, c_tr = tr
+    _, m_tr, c_tr = tr
     n_te, m_te, c_te = te
-    A = c_tr[:, :2, :2]
-    b = c_tr[:, :2, 2]
-    w = _solve2(A, b)
-    intercept = m_tr[:, 2] - np.einsum("jk,jk->j", w, m_tr[:, :2])
-    resid_mean = m_te[:, 2] - np.einsum("jk,jk->j", w, m_te[:, :2]) - intercept
-    quad = np.einsum("jk,jkl,jl->j", w, c_te[:, :2, :2], w)
-    sse = c_te[:, 2, 2] - 2 * np.einsum("jk,jk->j", w, c_te[:, :2, 2]) + quad
+    w = _solve2(c_tr[..., :2, :2], c_tr[..., :2, 2])
+    intercept = m_tr[..., 2] - np.einsum("...k,...k->...", w, m_tr[..., :2])
+    resid_mean = m_te[..., 2] - np.einsum("...k,...k->...", w, m_te[..., :2]) - intercept
+    quad = np.einsum("...k,...kl,...l->...", w, c_te[..., :2, :2], w)
+    sse = c_te[..., 2, 2] - 2 * np.einsum("...k,...k->...", w, c_te[..., :2, 2]) + quad
     sse = sse + n_te * resid_mean**2
-    return 1.0 - sse / c_te[:, 2, 2]
+    return _r2(sse, c_te[..., 2, 2])
+
+
+def _r2(sse: np.ndarray, sst: np.ndarray) -> np.ndarray:
+    """``1 - sse / sst`` per fold; on a fold where y is constant (``sst`` is rounding noise
+    next to the other folds') 1 if the fit is perfect, else 0, as sklearn's ``r2_score``."""
+    varies = sst > 1e-12 * sst.max(axis=0, keepdims=True)
+    ratio = np.divide(sse, sst, out=np.zeros_like(sse), where=varies)
+    return np.where(varies, 1.0 - ratio, np.where(sse <= 0, 1.0, 0.0))
 
 
 def _solve2(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Batched 2x2 least squares; minimum-norm (as ``lstsq``) where ``A`` is singular."""
-    det = A[:, 0, 0] * A[:, 1, 1] - A[:, 0, 1] * A[:, 1, 0]
-    scale = A[:, 0, 0] * A[:, 1, 1]
-    ok = np.abs(det) > 1e-12 * np.abs(scale)
-    w = np.zeros_like(b)
+    det = A[..., 0, 0] * A[..., 1, 1] - A[..., 0, 1] * A[..., 1, 0]
+    ok = np.abs(det) > 1e-12 * np.abs(A[..., 0, 0] * A[..., 1, 1])
+    w = np.empty_like(b)
     with np.errstate(invalid="ignore", divide="ignore"):
-        w[:, 0] = (A[:, 1, 1] * b[:, 0] - A[:, 0, 1] * b[:, 1]) / det
-        w[:, 1] = (A[:, 0, 0] * b[:, 1] - A[:, 1, 0] * b[:, 0]) / det
+        w[..., 0] = (A[..., 1, 1] * b[..., 0] - A[..., 0, 1] * b[..., 1]) / det
+        w[..., 1] = (A[..., 0, 0] * b[..., 1] - A[..., 1, 0] * b[..., 0]) / det
     if not ok.all():
         bad = ~ok
         w[bad] = np.einsum("jkl,jl->jk", np.linalg.pinv(A[bad]), b[bad])
@@ -208,7 +206,7 @@ def genlincfa_rule(
     ``form="simple"``: ``k(|r_g| + |r_c|) <= eps (1 + rho_gc)`` (the real-data notebooks).
     ``b = curvature`` is ``b''(0)`` of the GLM family and ``k = n / (n - 1)``.
     """
-    n, _, cross = pm.merged()
+    n, _, cross = pm.pooled()
     kappa = n / (n - 1.0)
     rho = _corr(cross, 0, 1)
     rg = np.abs(_corr(cross, 0, 2))
@@ -216,8 +214,8 @@ def genlincfa_rule(
     if form == "simple":
         return kappa * (rg + rc) <= eps * (1.0 + rho)
     uu, uy = _union(cross)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ru = np.abs(np.nan_to_num(uy / np.sqrt(uu * cross[:, 2, 2])))
+    den = np.sqrt(uu * cross[:, 2, 2])
+    ru = np.abs(np.divide(uy, den, out=np.zeros_like(den), where=den > 0))
     lhs = kappa * (rg + rc) + curvature / 2.0
     rhs = eps * (kappa * ru + curvature * (1.0 + rho))
     return lhs - rhs <= 0.0

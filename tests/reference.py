@@ -112,3 +112,104 @@ def same_partition(a, b) -> bool:
         return False
     pairs = set(zip(a.tolist(), b.tolist(), strict=True))
     return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+############################################################################################
+# NonLinCFA / GenLinCFA, as the authors' code computes each test
+
+
+def zscore0(x: np.ndarray) -> np.ndarray:
+    """The authors' StandardScaler (ddof=0)."""
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def cfa_loop(D, joins, *, scan="restart", order=None):
+    """The greedy loop of the CFA papers around a test ``joins(group, j)``.
+
+    ``scan="restart"``: the authors' code (the first passing column joins, then rescan);
+    ``scan="single"``: the printed pseudo-code (one pass per group).
+    """
+    order = list(range(D)) if order is None else [int(i) for i in order]
+    labels = np.full(D, -1)
+    g = 0
+    if scan == "restart":
+        cols = list(order)
+        cur: list[int] = []
+        while cols or cur:
+            if not cur:
+                cur = [cols.pop(0)]
+            hit = next((j for j in cols if joins(cur, j)), None)
+            if hit is None:
+                labels[cur] = g
+                g += 1
+                cur = []
+            else:
+                cur.append(hit)
+                cols.remove(hit)
+        return labels
+    for ii, i in enumerate(order):
+        if labels[i] >= 0:
+            continue
+        group = [i]
+        labels[i] = g
+        for j in order[ii + 1 :]:
+            if labels[j] < 0 and joins(group, j):
+                group.append(j)
+                labels[j] = g
+        g += 1
+    return labels
+
+
+def _aggregate(Phi, group, how, compare):
+    cols = group[:1] if compare == "seed" else group
+    return Phi[:, cols].mean(axis=1) if how == "mean" else Phi[:, cols].sum(axis=1)
+
+
+def nonlincfa_authors(
+    Phi, y, *, eps, cv=5, scan="restart", compare="mean", how="mean", order=None, scoring="r2"
+):
+    """NonLinCFA with the authors' test: z-score, then cross_val_score of LinearRegression
+    on [h(group), phi_j] and on h(group + j); join iff the mean R^2 gain <= eps."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import cross_val_score
+
+    yy = zscore0(y)
+
+    def joins(group, j):
+        x1 = zscore0(_aggregate(Phi, group, how, compare))
+        x2 = zscore0(Phi[:, j])
+        xa = zscore0(
+            _aggregate(Phi, group + [j], how, "mean")
+            if compare == "mean"
+            else _aggregate(Phi, [group[0], j], how, "mean")
+        )
+        biv = cross_val_score(
+            LinearRegression(), np.column_stack([x1, x2]), yy, cv=cv, scoring=scoring
+        ).mean()
+        uni = cross_val_score(LinearRegression(), xa[:, None], yy, cv=cv, scoring=scoring)
+        uni = uni.mean()
+        return biv - uni <= eps
+
+    return cfa_loop(Phi.shape[1], joins, scan=scan, order=order)
+
+
+def genlincfa_authors(
+    Phi, y, *, eps, eps2=1.0, form="full", scan="restart", compare="mean", how="mean", order=None
+):
+    """GenLinCFA with the authors' test (GenLinCFA_anyFunction / GenLinCFA.py)."""
+    yy = zscore0(y)
+
+    def cov(a, b):
+        return np.cov(a, b)[0, 1]
+
+    def joins(group, j):
+        x1 = zscore0(_aggregate(Phi, group, how, compare))
+        x2 = zscore0(Phi[:, j])
+        members = group + [j] if compare == "mean" else [group[0], j]
+        xa = zscore0(_aggregate(Phi, members, how, "mean"))
+        if form == "simple":
+            return abs(cov(x1, yy)) + abs(cov(x2, yy)) - eps * 0.5 * np.var(x1 + x2) <= 0
+        left = abs(cov(x1, yy)) + abs(cov(x2, yy)) + eps2 * 0.5 * np.var(xa)
+        return left - eps * (abs(cov(xa, yy)) + eps2 * 0.5 * np.var(x1 + x2)) <= 0
+
+    return cfa_loop(Phi.shape[1], joins, scan=scan, order=order)

@@ -70,3 +70,97 @@ def test_hundred_features_table_3(seed):
     assert 13.5 <= np.mean(d) <= 17.5
     assert 0.80 <= np.mean(r2_cfa) <= 0.94
     assert np.mean(r2_cfa) > np.mean(r2_full) + 0.02
+
+
+############################################################################################
+# NonLinCFA / GenLinCFA paper, Tables 3 and 4 (reference/nonlincfa-genlincfa.md section 6).
+# The generator follows the authors' random draws, so the published means come out exactly.
+
+# eps: (mean d, mean test R2 or accuracy, 95% CI of the score), 10 repetitions
+TABLE_3 = {
+    ("NonLinCFA", 100): {
+        1e-2: (1.0, 0.8655, 0.0051),
+        1e-3: (8.0, 0.8664, 0.0048),
+        1e-4: (11.4, 0.8661, 0.0049),
+        1e-5: (14.4, 0.8659, 0.0050),
+        1e-6: (14.7, 0.8664, 0.0043),
+    },
+    ("GenLinCFA", 100): {
+        0.76: (21.6, 0.8656, 0.0047),
+        0.77: (16.6, 0.8663, 0.0046),
+        0.78: (13.6, 0.8660, 0.0046),
+        0.79: (5.4, 0.8659, 0.0049),
+        0.80: (2.0, 0.8657, 0.0049),
+    },
+    ("NonLinCFA", 1000): {
+        1e-2: (1.0, 0.7332, 0.0069),
+        1e-3: (3.1, 0.7318, 0.0071),
+        1e-4: (18.0, 0.7274, 0.0079),
+        1e-5: (21.9, 0.7265, 0.0072),
+        1e-6: (22.3, 0.7267, 0.0076),
+    },
+    ("GenLinCFA", 1000): {
+        0.76: (7.3, 0.7326, 0.0069),
+        0.77: (3.4, 0.7325, 0.0072),
+        0.78: (1.0, 0.7332, 0.0069),
+        0.79: (1.0, 0.7332, 0.0069),
+        0.80: (1.0, 0.7332, 0.0069),
+    },
+}
+TABLE_4 = {  # GenLinCFA, binary target 1{y >= 0}, D = 100, sigma = 10, logistic regression
+    0.71: (25.2, 0.8928, 0.0064),
+    0.72: (19.4, 0.8947, 0.0066),
+    0.73: (15.6, 0.8956, 0.0065),
+    0.75: (4.3, 0.8958, 0.0069),
+    0.77: (1.0, 0.8975, 0.0054),
+}
+SIGMA = {100: 10.0, 1000: 100.0}
+
+
+@pytest.fixture(scope="module")
+def cfa_data():
+    from dcfa.datasets import make_cfa_synthetic
+
+    return {D: make_cfa_synthetic(D, SIGMA[D]) for D in (100, 1000)}
+
+
+def _repetitions(X, y):
+    for t in range(10):
+        a = 3000 * t
+        yield slice(a, a + 2000), slice(a + 2000, a + 3000)
+
+
+@pytest.mark.parametrize("algorithm, D", list(TABLE_3))
+def test_nonlincfa_genlincfa_table_3(cfa_data, algorithm, D):
+    from dcfa import GenLinCFA, NonLinCFA
+
+    cls = {"NonLinCFA": NonLinCFA, "GenLinCFA": GenLinCFA}[algorithm]
+    X, y = cfa_data[D]
+    for eps, (paper_d, paper_r2, ci) in TABLE_3[(algorithm, D)].items():
+        d, r2 = [], []
+        for tr, te in _repetitions(X, y):
+            model = cls(eps=eps).fit(X[tr], y[tr])
+            ols = LinearRegression().fit(model.transform(X[tr]), y[tr])
+            d.append(model.n_features_out_)
+            r2.append(ols.score(model.transform(X[te]), y[te]))
+        assert np.mean(d) == pytest.approx(paper_d, abs=0.05), (eps, d)
+        assert abs(np.mean(r2) - paper_r2) <= ci, (eps, np.mean(r2))
+
+
+def test_genlincfa_classification_table_4(cfa_data):
+    from sklearn.linear_model import LogisticRegression
+
+    from dcfa import GenLinCFA
+
+    X, y = cfa_data[100]
+    labels = (y >= 0).astype(int)
+    for eps, (paper_d, paper_acc, ci) in TABLE_4.items():
+        d, acc = [], []
+        for tr, te in _repetitions(X, labels):
+            # the authors use b''(0) = 1 for every linear task, classification included
+            model = GenLinCFA(eps=eps, family="bernoulli", curvature=1.0).fit(X[tr], labels[tr])
+            clf = LogisticRegression().fit(model.transform(X[tr]), labels[tr])
+            d.append(model.n_features_out_)
+            acc.append(clf.score(model.transform(X[te]), labels[te]))
+        assert np.mean(d) == pytest.approx(paper_d, abs=0.05), (eps, d)
+        assert abs(np.mean(acc) - paper_acc) <= ci, (eps, np.mean(acc))
