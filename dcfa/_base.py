@@ -60,7 +60,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     # -- fit -----------------------------------------------------------------------------
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, moments=None):
         """Find the partition of the features of ``X`` for predicting ``y``.
 
         Parameters
@@ -69,6 +69,11 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Samples in rows. A DataArray is stacked along every dim but ``sample_dim``.
         y : array-like of shape (n_samples,)
             The target.
+        moments : Moments or list of Moments, default=None
+            The moments of ``[inputs(X), y]`` from an earlier pass (``self.moments_`` of a
+            previous fit, :meth:`Moments.load`, a resumed batch job); the pass over ``X`` is
+            then skipped. They must come from the same data, in the form this estimator
+            computes (one value; for NonLinCFA one per row segment of its folds).
 
         Returns
         -------
@@ -86,11 +91,45 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             inp.n_features,
             "dask" if inp.is_dask else "in memory",
         )
-        moments = self._fit_moments(apply_inputs(inp.data, self._inputs), Y, **extras)
+        if moments is None:
+            moments = self._fit_moments(apply_inputs(inp.data, self._inputs), Y, **extras)
+        else:
+            moments = self._check_moments(moments, inp, Y, extras)
         labels = self._partition(moments, inp, **extras)
-        whole = moments if isinstance(moments, Moments) else Moments.merge_all(moments)
+        if isinstance(moments, Moments):
+            whole = moments
+        else:
+            whole = Moments.merge_all(moments)
+            self.segment_moments_ = list(moments)
         self._set_fitted(inp, whole, labels)
         return self
+
+    def _check_moments(self, moments, inp: InputData, Y, extras: dict):
+        parts = [moments] if isinstance(moments, Moments) else list(moments)
+        if not parts or not all(isinstance(p, Moments) for p in parts):
+            raise TypeError("moments: expected a Moments value (or a list of them)")
+        expect = self._expected_segments(extras)
+        if len(parts) != expect:
+            raise ValueError(
+                f"moments: expected {expect} Moments for this estimator, got {len(parts)}"
+            )
+        n = sum(p.n for p in parts)
+        if parts[0].n_features != inp.n_features or n != inp.n_samples:
+            raise ValueError(
+                f"moments: they describe {n} samples x {parts[0].n_features} features, but X "
+                f"has {inp.n_samples} x {inp.n_features}"
+            )
+        if parts[0].n_targets != Y.shape[1]:
+            raise ValueError(f"moments: {parts[0].n_targets} targets, expected {Y.shape[1]}")
+        if getattr(self, "missing", "exclude") != parts[0].missing:
+            raise ValueError(
+                f"moments: computed with missing={parts[0].missing!r}, the estimator has "
+                f"missing={getattr(self, 'missing', 'exclude')!r}"
+            )
+        return moments if isinstance(moments, Moments) else parts
+
+    def _expected_segments(self, extras: dict) -> int:
+        return 1
 
     @property
     def _inputs(self):

@@ -6,9 +6,10 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
 * runs a single ``dask.compute`` over everything the step needs;
 * pins BLAS to one thread per task under the local threaded scheduler (the chunk kernels are
   BLAS products; distributed workers already start with one BLAS thread each);
-* shows a progress bar when the Dask config key ``dcfa.progress`` is true: distributed's
-  progress bar when a ``distributed.Client`` is active (text in a terminal, a widget in
-  Jupyter), :class:`dask.diagnostics.ProgressBar` otherwise. The CLI sets it; in a notebook::
+* shows progress when the Dask config key ``dcfa.progress`` is true: distributed's progress
+  bar when a ``distributed.Client`` is active (a widget in Jupyter),
+  :class:`dask.diagnostics.ProgressBar` otherwise; when the output is not a terminal (a batch
+  job's log file), one line per 10 % instead of a redrawn bar. The CLI sets it; in a notebook::
 
       dask.config.set({"dcfa.progress": True})
 """
@@ -16,6 +17,8 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
 from __future__ import annotations
 
 import contextlib
+import sys
+import time
 
 import dask
 
@@ -36,7 +39,10 @@ def compute(*args, progress: bool | None = None):
         from distributed import progress as distributed_progress
 
         futures = client.compute(list(args))
-        distributed_progress(futures, notebook=_in_notebook())
+        if _in_notebook() or sys.stdout.isatty():
+            distributed_progress(futures, notebook=_in_notebook())
+        else:
+            _DistributedLines(futures, scheduler=client.scheduler.address)
         return tuple(client.gather(futures))
     with _blas_single_threaded_if_threaded(), _local_progress(show):
         return dask.compute(*args)
@@ -77,8 +83,56 @@ def _local_progress(show: bool):
         return
     from dask.diagnostics import ProgressBar
 
-    with ProgressBar(minimum=1.0, dt=0.5):
+    bar = ProgressBar(minimum=1.0, dt=0.5) if sys.stdout.isatty() else _LocalLines(minimum=1.0)
+    with bar:
         yield
+
+
+class _Lines:
+    """Progress as plain lines, one per 10 %: readable in a log file."""
+
+    _step = 0.1
+
+    def _line(self, frac: float, elapsed: float) -> None:
+        reached = int(frac / self._step + 1e-9)
+        if reached > getattr(self, "_reached", -1):
+            self._reached = reached
+            print(f"  {100 * frac:3.0f}% done after {elapsed:6.1f} s", flush=True)
+
+
+def _local_lines_class():
+    from dask.diagnostics import ProgressBar
+
+    class LocalLines(_Lines, ProgressBar):
+        def _draw_bar(self, frac, elapsed):
+            self._line(frac, elapsed)
+
+        def _finish(self, dsk, state, errored):
+            ProgressBar._finish(self, dsk, state, errored)
+
+    return LocalLines
+
+
+def _LocalLines(**kwargs):
+    return _local_lines_class()(**kwargs, out=sys.stdout)
+
+
+def _DistributedLines(futures, scheduler):
+    """Block until ``futures`` finish, printing a line per 10 % of their tasks."""
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    class DistributedLines(_Lines, TextProgressBar):
+        def _draw_bar(self, remaining, all, **kwargs):
+            frac = (1 - remaining / all) if all else 1.0
+            self._line(frac, self.elapsed)
+
+        def _draw_stop(self, **kwargs):
+            pass
+
+    DistributedLines(futures, scheduler=scheduler, interval="100ms", complete=True)
+    # the scheduler's feed notices the closed comm on its next write, one interval later; a
+    # cluster closed before that logs a CancelledError traceback
+    time.sleep(0.25)
 
 
 def _in_notebook() -> bool:

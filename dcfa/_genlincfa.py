@@ -35,6 +35,7 @@ def genlincfa(
     shuffle: bool = False,
     random_state=None,
     neighbors=None,
+    neighborhood: str = "group",
     target: int = 0,
     progress=None,
 ) -> np.ndarray:
@@ -52,6 +53,7 @@ def genlincfa(
         compare=compare,
         scan=scan,
         neighbors=neighbors,
+        neighborhood=neighborhood,
         target=target,
         progress=progress,
     )
@@ -83,7 +85,7 @@ class GenLinCFA(BaseCFA):
         ``"simple"``: ``k(|r_P| + |r_j|) <= eps (1 + rho)``, the rule of the authors' real-data
         notebooks.
     inputs, aggregation, standardize, compare, scan, shuffle, random_state, neighbors,
-    sample_dim
+    neighborhood, sample_dim
         As in :class:`NonLinCFA`.
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
@@ -139,6 +141,7 @@ class GenLinCFA(BaseCFA):
         shuffle=False,
         random_state=None,
         neighbors=None,
+        neighborhood="group",
         missing="exclude",
         sample_dim="time",
     ):
@@ -154,6 +157,7 @@ class GenLinCFA(BaseCFA):
         self.shuffle = shuffle
         self.random_state = random_state
         self.neighbors = neighbors
+        self.neighborhood = neighborhood
         self.missing = missing
         self.sample_dim = sample_dim
 
@@ -198,4 +202,5 @@ class GenLinCFA(BaseCFA):
             shuffle=self.shuffle,
             random_state=self.random_state,
             neighbors=neighbors,
+            neighborhood=self.neighborhood,
         )

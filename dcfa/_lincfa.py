@@ -11,7 +11,7 @@ from dcfa._base import BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.neighbors import resolve_neighbors
-from dcfa.partition import COMPARE, SCANS, STRATEGIES, partition_moments
+from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, STRATEGIES, partition_moments
 from dcfa.rules import lincfa_rule
 
 __all__ = ["LinCFA", "lincfa"]
@@ -27,6 +27,7 @@ def lincfa(
     scan: str = "single",
     strategy: str = "sequential",
     neighbors=None,
+    neighborhood: str = "group",
     target: int = 0,
     progress=None,
 ) -> np.ndarray:
@@ -40,7 +41,9 @@ def lincfa(
     shuffle, random_state, strict, compare, scan, strategy
         As in :class:`LinCFA`.
     neighbors : sparse matrix of shape (D, D), default=None
-        Only features adjacent to a member of the group are candidates.
+        Only features adjacent to a member of the group (or to its seed) are candidates.
+    neighborhood : {"group", "seed"}, default="group"
+        As in :class:`LinCFA`.
     target : int, default=0
         Which target column of ``moments`` to use.
     progress : callable, default=None
@@ -61,6 +64,7 @@ def lincfa(
         scan=scan,
         strategy=strategy,
         neighbors=neighbors,
+        neighborhood=neighborhood,
         target=target,
         progress=progress,
     )
@@ -95,8 +99,12 @@ class LinCFA(BaseCFA):
         correlated pair of groups that passes the test); ignores ``shuffle``, ``compare``
         and ``scan``.
     neighbors : int, sparse matrix of shape (n_features, n_features) or None, default=None
-        Restrict candidates to features adjacent to a member of the group: an int radius in
-        grid steps (needs an xarray input; the grid is its feature dims) or an adjacency.
+        Restrict candidates to features adjacent to the group: an int radius in grid steps
+        (needs an xarray input; the grid is its feature dims) or an adjacency.
+    neighborhood : {"group", "seed"}, default="group"
+        With ``neighbors``: candidates adjacent to any member (groups grow across the grid, as
+        in the authors' climate runs) or to the seed only (a group stays within a radius of its
+        seed).
     missing : {"exclude", "pairwise"}, default="exclude"
         ``"exclude"``: features with missing values are left out (label -1, reported in
         ``excluded_``). ``"pairwise"``: pairwise-complete correlations; ``transform`` then
@@ -175,6 +183,7 @@ class LinCFA(BaseCFA):
             "sparse matrix",
             "array-like",
         ],
+        "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
         "missing": [StrOptions(set(MISSING_POLICIES))],
         "sample_dim": [str],
     }
@@ -189,6 +198,7 @@ class LinCFA(BaseCFA):
         scan="single",
         strategy="sequential",
         neighbors=None,
+        neighborhood="group",
         missing="exclude",
         sample_dim="time",
     ):
@@ -199,6 +209,7 @@ class LinCFA(BaseCFA):
         self.scan = scan
         self.strategy = strategy
         self.neighbors = neighbors
+        self.neighborhood = neighborhood
         self.missing = missing
         self.sample_dim = sample_dim
 
@@ -221,4 +232,5 @@ class LinCFA(BaseCFA):
             scan=self.scan,
             strategy=self.strategy,
             neighbors=neighbors,
+            neighborhood=self.neighborhood,
         )

@@ -12,7 +12,7 @@ from dcfa._moments import Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.folds import Folds, make_folds
 from dcfa.neighbors import resolve_neighbors
-from dcfa.partition import COMPARE, SCANS, partition_moments
+from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, partition_moments
 from dcfa.rules import nonlincfa_rule
 
 __all__ = ["NonLinCFA", "nonlincfa", "CFA_PARAMETERS"]
@@ -27,6 +27,7 @@ CFA_PARAMETERS: dict = {
     "shuffle": ["boolean"],
     "random_state": ["random_state"],
     "neighbors": [None, Interval(Integral, 1, None, closed="left"), "sparse matrix", "array-like"],
+    "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
     "sample_dim": [str],
 }
 
@@ -42,6 +43,7 @@ def nonlincfa(
     shuffle: bool = False,
     random_state=None,
     neighbors=None,
+    neighborhood: str = "group",
     target: int = 0,
     progress=None,
 ) -> np.ndarray:
@@ -84,6 +86,7 @@ def nonlincfa(
         compare=compare,
         scan=scan,
         neighbors=neighbors,
+        neighborhood=neighborhood,
         target=target,
         progress=progress,
     )
@@ -125,6 +128,8 @@ class NonLinCFA(BaseCFA):
     random_state : int, RandomState instance or None, default=None
     neighbors : int, sparse matrix or None, default=None
         Restrict candidates to grid neighbours of the group (see :class:`LinCFA`).
+    neighborhood : {"group", "seed"}, default="group"
+        Neighbours of any member, or of the seed only (see :class:`LinCFA`).
     sample_dim : str, default="time"
 
     Attributes
@@ -134,6 +139,9 @@ class NonLinCFA(BaseCFA):
         As in :class:`LinCFA`; ``moments_`` are those of the inputs over all samples.
     folds_ : Folds
         The row segments and folds used.
+    segment_moments_ : list of Moments
+        The moments of each row segment of ``folds_`` (pass them to ``fit(..., moments=)`` to
+        refit without a pass).
 
     Notes
     -----
@@ -180,6 +188,7 @@ class NonLinCFA(BaseCFA):
         shuffle=False,
         random_state=None,
         neighbors=None,
+        neighborhood="group",
         sample_dim="time",
     ):
         self.eps = eps
@@ -192,6 +201,7 @@ class NonLinCFA(BaseCFA):
         self.shuffle = shuffle
         self.random_state = random_state
         self.neighbors = neighbors
+        self.neighborhood = neighborhood
         self.sample_dim = sample_dim
 
     def _check_params(self, inp, Y):
@@ -201,10 +211,13 @@ class NonLinCFA(BaseCFA):
         }
 
     def _fit_moments(self, data, Y, *, folds, neighbors):
-        self.folds_ = folds
         return moments(data, Y, segments=folds.bounds)
 
+    def _expected_segments(self, extras: dict) -> int:
+        return extras["folds"].n_segments
+
     def _partition(self, parts, inp, *, folds, neighbors):
+        self.folds_ = folds
         return nonlincfa(
             parts,
             folds,
@@ -215,4 +228,5 @@ class NonLinCFA(BaseCFA):
             shuffle=self.shuffle,
             random_state=self.random_state,
             neighbors=neighbors,
+            neighborhood=self.neighborhood,
         )

@@ -1,4 +1,12 @@
-"""The ``dcfa`` command line. Argument parsing only; the work is in the library."""
+"""The ``dcfa`` command line. Argument parsing only; the work is in the library.
+
+``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.config` for the file)
+``dcfa demo``              the whole pipeline on an embedded example
+``dcfa inspect STORE``     what a Zarr store (an input archive or a result) holds
+
+Exit status: 0 on success, 2 for a bad configuration or input (the message names the key or
+path, and nothing is written), 1 for any other failure.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +28,25 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bars or logs")
     sub = p.add_subparsers(dest="command")
+
+    fit = sub.add_parser("fit", parents=[common], help="run a batch job from a TOML config")
+    fit.add_argument("config", help="the job's TOML file (see deploy/example-job.toml)")
+    fit.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config key (repeatable)",
+    )
+    fit.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
+    fit.add_argument("--output", help="the result store (overrides output.store)")
+    fit.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the finished passes of an interrupted run of this job",
+    )
+
     demo = sub.add_parser(
         "demo", parents=[common], help="run the whole pipeline on an embedded example"
     )
@@ -27,29 +54,45 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     demo.add_argument("--memory-limit", default="2GiB", help="per worker (default 2GiB)")
     demo.add_argument("--n-time", type=int, default=600, help="time steps (default 600)")
+
+    inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
+    inspect.add_argument("store", help="an input archive or a dcfa result store")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.version:
         from dcfa import __version__
 
         print(__version__)
         return EXIT_OK
     if args.command is None:
-        _parser().print_help()
+        parser.print_help()
         return EXIT_BAD_INPUT
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("dcfa: %(message)s"))
     log = logging.getLogger("dcfa")
-    log.addHandler(handler)
+    if not any(getattr(h, "_dcfa_cli", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("dcfa: %(message)s"))
+        handler._dcfa_cli = True
+        log.addHandler(handler)
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
     import dask
 
-    dask.config.set({"dcfa.progress": not args.quiet})
+    with dask.config.set({"dcfa.progress": not args.quiet}):
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
-        if args.command == "demo":
+        if args.command == "fit":
+            from dcfa._job import run_job
+            from dcfa.config import load_config
+
+            config = load_config(args.config, args.overrides)
+            run_job(config, scheduler=args.scheduler, output=args.output, resume=args.resume)
+        elif args.command == "demo":
             from dcfa._demo import run_demo
 
             run_demo(
@@ -58,9 +101,23 @@ def main(argv: list[str] | None = None) -> int:
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
             )
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as exc:
+        elif args.command == "inspect":
+            from dcfa._inspect import describe
+
+            print(describe(args.store))
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        FileNotFoundError,
+        FileExistsError,
+        ConnectionError,
+    ) as exc:
         print(f"dcfa: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("dcfa: interrupted; rerun with --resume to continue", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -216,7 +216,9 @@ def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **k
     ds = make_regions_field(**kwargs)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False)
+        from dcfa.io import to_zarr
+
+        to_zarr(ds, tmp, mode="w-")
         _replace_dir(tmp, path)
     finally:
         if tmp.exists():

@@ -39,6 +39,7 @@ import scipy.sparse as sp
 from dcfa.rules import PairMoments
 
 __all__ = [
+    "NEIGHBORHOODS",
     "Basis",
     "partition_moments",
     "sequential_partition",
@@ -51,6 +52,7 @@ __all__ = [
 COMPARE = ("seed", "mean")
 SCANS = ("single", "restart")
 STRATEGIES = ("sequential", "greedy")
+NEIGHBORHOODS = ("group", "seed")
 
 
 def partition_moments(
@@ -64,6 +66,7 @@ def partition_moments(
     scan: str = "single",
     strategy: str = "sequential",
     neighbors=None,
+    neighborhood: str = "group",
     target: int = 0,
     progress=None,
     whole=None,
@@ -81,7 +84,7 @@ def partition_moments(
         A rule of :mod:`dcfa.rules` with its parameters bound.
     standardize : bool
         Aggregate standardised features (``1/std`` weights) or the features as they are.
-    shuffle, random_state, compare, scan, strategy, neighbors, target, progress
+    shuffle, random_state, compare, scan, strategy, neighbors, neighborhood, target, progress
         See :func:`sequential_partition` and :func:`greedy_partition`.
 
     Returns
@@ -116,6 +119,7 @@ def partition_moments(
             compare=compare,
             scan=scan,
             neighbors=adj,
+            neighborhood=neighborhood,
             progress=progress,
         )
     labels[valid] = sub
@@ -291,6 +295,7 @@ def sequential_partition(
     compare: str = "seed",
     scan: str = "single",
     neighbors: sp.spmatrix | None = None,
+    neighborhood: str = "group",
     progress=None,
 ) -> np.ndarray:
     """Partition the basis features with the greedy loop of the CFA algorithms.
@@ -307,6 +312,10 @@ def sequential_partition(
     scan : {"single", "restart"}
     neighbors : sparse matrix of shape (D, D), default=None
         Adjacency: candidates must be adjacent to a member of the group.
+    neighborhood : {"group", "seed"}, default="group"
+        With ``neighbors``: adjacent to any member (groups grow across the grid, the authors'
+        climate runs) or to the seed only (a group stays within the seed's neighbourhood; what
+        the banded moments of ``mode="neighbors"`` need).
     progress : callable, default=None
         Called as ``progress(n_assigned, D)`` after each group.
 
@@ -332,7 +341,7 @@ def sequential_partition(
         group = _Group(basis, seed)
         members = [seed]
         unassigned[seed] = False
-        front = _Frontier(adj, unassigned)
+        front = _Frontier(adj, unassigned, grow=neighborhood == "group")
         front.add(seed)
         pointer = pos[seed]
         # seed mode with neighbours: a candidate's verdict never changes, cache it
@@ -348,7 +357,7 @@ def sequential_partition(
                 cand = cand[pos[cand] > pointer]
             if cand.size == 0:
                 break
-            if fixed and (adj is None or scan == "restart"):
+            if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
                 # tests against the seed do not depend on who joined first: take every pass
                 take = cand[test(cand)]
             else:
@@ -400,17 +409,24 @@ def _first_passing(cand: np.ndarray, test, first_block: int = 32) -> np.ndarray:
 
 
 class _Frontier:
-    """Unassigned features adjacent to a group (only used with ``neighbors``)."""
+    """Unassigned features adjacent to a group (only used with ``neighbors``).
 
-    def __init__(self, adj, unassigned):
+    ``grow=False``: adjacent to the seed only (``neighborhood="seed"``), so a group stays
+    within the seed's neighbourhood.
+    """
+
+    def __init__(self, adj, unassigned, grow: bool = True):
         self.adj = adj
         self.unassigned = unassigned
+        self.grow = grow
         self.members: set[int] = set()
+        self.seeded = False
 
     def add(self, j: int) -> None:
         self.members.discard(int(j))
-        if self.adj is None:
+        if self.adj is None or (self.seeded and not self.grow):
             return
+        self.seeded = True
         row = self.adj.indices[self.adj.indptr[j] : self.adj.indptr[j + 1]]
         self.members.update(int(k) for k in row[self.unassigned[row]])
 

@@ -25,13 +25,14 @@ def run(*args, cwd=None):
 def test_demo_writes_a_complete_result_store(tmp_path):
     proc = run("demo", "--workdir", str(tmp_path), "--n-time", "240", "-q")
     assert proc.returncode == 0, proc.stderr
-    assert "LinCFA:" in proc.stdout and "purity vs the true regions" in proc.stdout
-    result = xr.open_zarr(tmp_path / "result.zarr", consolidated=False)
-    truth = xr.open_zarr(tmp_path / "synthetic.zarr", consolidated=False)
+    assert "[5/5]" in proc.stdout and "share their group's true region" in proc.stdout
+    result = xr.open_zarr(tmp_path / "result.zarr")
+    truth = xr.open_zarr(tmp_path / "synthetic.zarr")
     assert result.features.dims == ("time", "group")
-    assert result.region_map.dims == ("lat", "lon")
+    assert result.region.dims == ("lat", "lon")
+    assert result.embedding.dims == ("time", "boost")
     land = truth.region.values < 0
-    assert (result.region_map.values[land] == -1).all()
+    assert np.isnan(result.region.values[land]).all()
     assert int(result.group_size.sum()) == int((~land).sum())
     assert np.isfinite(result.features.values).all()
     assert result.attrs["dcfa_version"]

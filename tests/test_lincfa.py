@@ -218,7 +218,9 @@ def test_neighbors_with_seed_compare_match_a_loop(rng):
         np.testing.assert_array_equal(got, _seed_neighbors_loop(X, y, A.toarray(), scan))
 
 
-def _seed_neighbors_loop(X, y, A, scan):
+def _seed_neighbors_loop(X, y, A, scan, compare="seed", neighborhood="group"):
+    """The neighbour-restricted loop, literally: a candidate is adjacent to a member (or to
+    the seed) and is tested against the seed (or the group's mean)."""
     from reference import lincfa_pair_test
 
     Z = standardize(X)
@@ -232,12 +234,16 @@ def _seed_neighbors_loop(X, y, A, scan):
         labels[i] = g
         pointer = i
         while True:
+            near = G if neighborhood == "group" else [i]
             cands = [
                 j
                 for j in range(D)
-                if labels[j] < 0 and any(A[k, j] for k in G) and (scan == "restart" or j > pointer)
+                if labels[j] < 0
+                and any(A[k, j] for k in near)
+                and (scan == "restart" or j > pointer)
             ]
-            hit = next((j for j in cands if lincfa_pair_test(Z[:, i], Z[:, j], y)), None)
+            agg = Z[:, i] if compare == "seed" else standardize(Z[:, G].mean(axis=1))
+            hit = next((j for j in cands if lincfa_pair_test(agg, Z[:, j], y)), None)
             if hit is None:
                 break
             G.append(hit)
@@ -263,3 +269,46 @@ def test_sparse_neighbors_are_validated(rng):
         LinCFA(neighbors=1).fit(X, y)
     with pytest.raises(ValueError, match="greedy"):
         LinCFA(neighbors=sp.eye(6), strategy="greedy").fit(X, y)
+
+
+def test_fit_with_stored_moments_skips_the_pass(rng, tmp_path):
+    X, y = correlated_data(rng, n=60, D=8)
+    Xd = da.from_array(X, chunks=(20, 4))
+    first = LinCFA(random_state=2).fit(Xd, y)
+    path = first.moments_.save(tmp_path / "m.zarr")
+    with count_computes(0):
+        again = LinCFA(random_state=2).fit(Xd, y, moments=dcfa.Moments.load(path))
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+    with pytest.raises(ValueError, match="moments: they describe 60 samples x 8 features"):
+        LinCFA().fit(X[:, :5], y, moments=first.moments_)
+    with pytest.raises(ValueError, match="moments: computed with missing='exclude'"):
+        LinCFA(missing="pairwise").fit(X, y, moments=first.moments_)
+    with pytest.raises(TypeError, match="moments: expected a Moments"):
+        LinCFA().fit(X, y, moments=np.zeros(3))
+
+
+@pytest.mark.parametrize("compare", ["seed", "mean"])
+@pytest.mark.parametrize("scan", ["single", "restart"])
+def test_seed_neighborhood_matches_a_loop(rng, compare, scan):
+    """neighborhood="seed": candidates are the seed's neighbours only."""
+    shape = (4, 5)
+    X, y = correlated_data(rng, n=100, D=20, k_latent=2, noise=0.4)
+    A = grid_adjacency(shape, 1).toarray()
+    got = (
+        LinCFA(
+            neighbors=grid_adjacency(shape, 1),
+            neighborhood="seed",
+            shuffle=False,
+            compare=compare,
+            scan=scan,
+        )
+        .fit(X, y)
+        .labels_
+    )
+    labels = _seed_neighbors_loop(X, y, A, scan, compare=compare, neighborhood="seed")
+    np.testing.assert_array_equal(got, labels)
+    radius_ok = all(
+        A[min(np.flatnonzero(got == k))][np.flatnonzero(got == k)[1:]].all()
+        for k in range(got.max() + 1)
+    )
+    assert radius_ok  # every member is a neighbour of its group's first cell

@@ -187,3 +187,14 @@ def test_constant_target_in_a_test_fold_scores_zero(rng):
     got = NonLinCFA(eps=1e-3).fit(X, y).labels_
     scorer = make_scorer(r2_constant_fold_is_zero)
     np.testing.assert_array_equal(got, nonlincfa_authors(X, y, eps=1e-3, scoring=scorer))
+
+
+def test_fit_with_stored_segment_moments(rng):
+    X, y = correlated_data(rng, n=100, D=6)
+    first = NonLinCFA(eps=1e-3).fit(X, y)
+    parts = dcfa.moments(X, y, segments=first.folds_.bounds)
+    with count_computes(0):
+        again = NonLinCFA(eps=1e-3).fit(da.from_array(X, chunks=25), y, moments=parts)
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+    with pytest.raises(ValueError, match="moments: expected 5 Moments"):
+        NonLinCFA(eps=1e-3).fit(X, y, moments=parts[0])

@@ -1,0 +1,72 @@
+"""``dcfa inspect``: what a Zarr store holds, in a few lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["describe"]
+
+
+def describe(store: str) -> str:
+    path = Path(store)
+    if not path.exists():
+        raise FileNotFoundError(f"store: no Zarr store at {store!r}")
+    from dcfa.io import _open_zarr
+
+    ds = _open_zarr(path, "store")
+    if "dcfa_version" in ds.attrs and "region" in ds:
+        return _describe_result(ds, path)
+    return _describe_archive(ds, path)
+
+
+def _describe_archive(ds: xr.Dataset, path: Path) -> str:
+    lines = [f"{path}: {len(ds.data_vars)} variable(s), {_size(ds.nbytes)}"]
+    for name, da in ds.data_vars.items():
+        chunks = {d: c[0] if len(set(c)) == 1 else c for d, c in da.chunksizes.items()}
+        lines.append(f"  {name}{da.dims}: {dict(da.sizes)}, {da.dtype}, chunks {chunks}")
+    for name, c in ds.coords.items():
+        if c.ndim == 1 and c.size:
+            lines.append(f"  coord {name}: {c.values[0]} .. {c.values[-1]} ({c.size})")
+    return "\n".join(lines)
+
+
+def _describe_result(ds: xr.Dataset, path: Path) -> str:
+    a = ds.attrs
+    region = ds["region"].values
+    used = np.isfinite(region) & (region >= 0) if region.dtype.kind == "f" else region >= 0
+    lines = [
+        f"{path}: dcfa {a.get('dcfa_version')} result of {a.get('method')} "
+        f"({a.get('created', '?')})",
+        f"  input {a.get('input_store')}, target {a.get('target')}, "
+        f"{a.get('n_samples_used')} samples",
+        f"  {ds.sizes.get('group', 0)} groups over {int(used.sum())} cells "
+        f"({int((~used).sum())} not used)",
+        f"  parameters {json.loads(a.get('parameters', '{}'))}",
+    ]
+    if "embedding" in ds:
+        lines.append(f"  GBMAP embedding {dict(ds['embedding'].sizes)}")
+    if (path / "moments").exists():
+        from dcfa import Moments
+
+        lines.append(f"  moments: {Moments.load(path / 'moments')!r}")
+    r = ds["group_target_corr"].values
+    sizes = ds["group_size"].values
+    lines.append("  groups most correlated with the target:")
+    for g in np.argsort(-np.nan_to_num(np.abs(r)))[:5]:
+        where = ""
+        if "group_lat" in ds and "group_lon" in ds:
+            where = f" around lat {float(ds.group_lat[g]):.1f}, lon {float(ds.group_lon[g]):.1f}"
+        lines.append(f"    group {g}: {sizes[g]} cells{where}, corr {r[g]:+.2f}")
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.0f} PiB"

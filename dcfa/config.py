@@ -1,0 +1,229 @@
+"""The batch job's configuration: a TOML file, checked key by key.
+
+A job reads a Zarr archive, aligns a target, fits one of the CFA methods (and optionally
+GBMAP) and writes a result store. Example (every key but ``input.store``,
+``input.variables``, ``target.path`` and ``output.store`` has a default)::
+
+    [input]
+    store = "sst.zarr"            # Zarr (format 2 or 3)
+    variables = ["sst"]           # on the same grid; other dims than sample_dim are features
+    sample_dim = "time"
+    time = ["1991-01", "2021-12"] # optional: a slice of the sample dim
+    anomalies = true              # remove the mean seasonal cycle per calendar month
+    standardize = false           # divide every cell by its standard deviation
+
+    [target]
+    path = "soi.nc"               # .zarr, .nc or .csv
+    variable = "SOI"              # the variable (Zarr/netCDF) or column (CSV)
+    time_column = "time"          # CSV only
+    match = "month"               # align on calendar month ("exact": identical stamps)
+
+    [method]
+    name = "lincfa"               # lincfa | nonlincfa | genlincfa
+    [method.params]               # the estimator's parameters
+    neighbors = 1
+
+    [gbmap]                       # optional: GBMAP on the reduced features
+    n_boosts = 4
+
+    [output]
+    store = "result.zarr"
+    overwrite = false
+
+    [cluster]
+    scheduler = ""                # address of a running scheduler (or $DASK_SCHEDULER_ADDRESS)
+    kind = "local"                # without an address: local | slurm | pbs (dask-jobqueue,
+                                  # configured by its jobqueue.yaml; see deploy/)
+    n_workers = 2
+    threads_per_worker = 1
+    memory_limit = "2GiB"         # per worker, for the LocalCluster
+
+Every key can be overridden on the command line: ``--set method.params.neighbors=2``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
+
+METHODS = ("lincfa", "nonlincfa", "genlincfa")
+CLUSTER_KINDS = ("local", "slurm", "pbs")
+
+
+class ConfigError(ValueError):
+    """A bad configuration: the message names the key (and the file)."""
+
+
+_SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
+    # section: key: (types, default); a default of ... means required
+    "input": {
+        "store": (str, ...),
+        "variables": (list, ...),
+        "sample_dim": (str, "time"),
+        "time": (list, None),
+        "anomalies": (bool, False),
+        "standardize": (bool, False),
+    },
+    "target": {
+        "path": (str, ...),
+        "variable": (str, None),
+        "time_column": (str, "time"),
+        "match": (str, "exact"),
+    },
+    "method": {
+        "name": (str, "lincfa"),
+        "params": (dict, {}),
+    },
+    "gbmap": {},  # free-form: the GBMAP estimator's parameters
+    "output": {
+        "store": (str, ...),
+        "overwrite": (bool, False),
+    },
+    "cluster": {
+        "scheduler": (str, ""),
+        "kind": (str, "local"),
+        "n_workers": (int, 2),
+        "threads_per_worker": (int, 1),
+        "memory_limit": (str, "2GiB"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A checked job configuration (sections as dicts, every default filled in)."""
+
+    input: dict
+    target: dict
+    method: dict
+    output: dict
+    cluster: dict
+    gbmap: dict | None = None
+    source: str = "<config>"
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, *, base: dict | None = None
+) -> JobConfig:
+    """Read a TOML file (or ``base``), apply ``key=value`` overrides, check every key."""
+    source = str(path) if path is not None else "<config>"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config: no such file {source!r}")
+        try:
+            raw = tomllib.loads(p.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config: {source!r} is not valid TOML: {exc}") from None
+    else:
+        raw = dict(base or {})
+    for item in overrides or []:
+        _apply_override(raw, item)
+    return _check(raw, source)
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    if "=" not in item:
+        raise ConfigError(f"--set: expected section.key=value, got {item!r}")
+    key, value = item.split("=", 1)
+    parts = key.strip().split(".")
+    if len(parts) < 2 or not all(parts):
+        raise ConfigError(f"--set: expected section.key=value, got {item!r}")
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value  # a bare word: a string
+    node = raw
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set: {key!r}: {p!r} is not a section")
+    node[parts[-1]] = parsed
+
+
+def _check(raw: dict, source: str) -> JobConfig:
+    unknown = set(raw) - set(_SCHEMA)
+    if unknown:
+        raise ConfigError(
+            f"config {source}: unknown section(s) {sorted(unknown)}; expected {sorted(_SCHEMA)}"
+        )
+    out: dict[str, dict] = {}
+    for section, keys in _SCHEMA.items():
+        given = raw.get(section)
+        if given is None:
+            if section == "gbmap":
+                continue
+            given = {}
+        if not isinstance(given, dict):
+            raise ConfigError(f"config {source}: [{section}] must be a table")
+        if section == "gbmap":
+            out[section] = dict(given)
+            continue
+        extra = set(given) - set(keys)
+        if extra:
+            raise ConfigError(
+                f"config {source}: unknown key(s) {sorted(f'{section}.{k}' for k in extra)}; "
+                f"[{section}] takes {sorted(keys)}"
+            )
+        checked = {}
+        for key, (types, default) in keys.items():
+            if key not in given:
+                if default is ...:
+                    raise ConfigError(f"config {source}: missing required key {section}.{key}")
+                checked[key] = default
+                continue
+            value = given[key]
+            if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+                raise ConfigError(
+                    f"config {source}: {section}.{key} must be a {_type_name(types)}, got {value!r}"
+                )
+            checked[key] = value
+        out[section] = checked
+    _check_values(out, source)
+    return JobConfig(
+        input=out["input"],
+        target=out["target"],
+        method=out["method"],
+        output=out["output"],
+        cluster=out["cluster"],
+        gbmap=out.get("gbmap"),
+        source=source,
+        raw=raw,
+    )
+
+
+def _check_values(c: dict, source: str) -> None:
+    where = f"config {source}:"
+    variables = c["input"]["variables"]
+    if not variables or not all(isinstance(v, str) and v for v in variables):
+        raise ConfigError(f"{where} input.variables must be a non-empty list of names")
+    if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
+        raise ConfigError(f"{where} input.time must be [start, stop], got {c['input']['time']}")
+    if c["target"]["match"] not in ("exact", "month"):
+        raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
+    if c["method"]["name"] not in METHODS:
+        raise ConfigError(
+            f"{where} method.name must be one of {METHODS}, got {c['method']['name']!r}"
+        )
+    if c["cluster"]["kind"] not in CLUSTER_KINDS:
+        raise ConfigError(
+            f"{where} cluster.kind must be one of {CLUSTER_KINDS}, got {c['cluster']['kind']!r}"
+        )
+    if c["cluster"]["n_workers"] < 1 or c["cluster"]["threads_per_worker"] < 1:
+        raise ConfigError(f"{where} cluster.n_workers and threads_per_worker must be >= 1")
+
+
+def _type_name(types) -> str:
+    names = {
+        str: "string",
+        list: "list",
+        bool: "boolean (true/false)",
+        int: "integer",
+        dict: "table",
+    }
+    return names.get(types, str(types))

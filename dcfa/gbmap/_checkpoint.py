@@ -1,0 +1,111 @@
+"""Checkpoints of a GBMAP fit: the learners after each boosting step, written atomically.
+
+A checkpoint is one ``.npz`` file, ``<directory>/gbmap_checkpoint.npz``, holding the fitted
+learners so far (:class:`dcfa.gbmap._solver.Learners`), the seed that drew their starting
+points, and a *fingerprint* of the fit: the estimator, every parameter that changes the
+learners (all but ``n_boosts``, ``persist`` and ``checkpoint``), the data's shape and its
+standardisation moments. It is written to a temporary file in the same directory and moved
+into place with :func:`os.replace`, so a crash leaves the previous checkpoint intact.
+
+Boosting is stagewise, so the first ``k`` learners of any fit equal a fit with
+``n_boosts=k``: a checkpoint with ``k`` steps resumes any fit with the same fingerprint, and
+serves a smaller ``n_boosts`` by truncation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from dcfa.gbmap._solver import Learners
+
+__all__ = ["CHECKPOINT_FILE", "load_checkpoint", "save_checkpoint"]
+
+CHECKPOINT_FILE = "gbmap_checkpoint.npz"
+_FORMAT = 1
+# Standardisation moments of the same data computed with another chunking (or in memory)
+# differ by rounding only.
+_MOMENTS_RTOL = 1e-9
+
+
+def _atol(value: np.ndarray) -> float:
+    """Absolute tolerance: the rounding of sums of numbers as large as the largest entry (a
+    mean near 0 computed with another chunking is 1e-17, not 0)."""
+    return _MOMENTS_RTOL * max(1.0, float(np.abs(value).max(initial=0.0)))
+
+
+def _path(directory) -> Path:
+    return Path(os.fspath(directory)) / CHECKPOINT_FILE
+
+
+def save_checkpoint(
+    directory, fingerprint: dict, arrays: dict[str, np.ndarray], seed: int, learners: Learners
+) -> Path:
+    """Write the learners so far atomically (temporary file + ``os.replace``)."""
+    path = _path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = json.dumps({"format": _FORMAT, "seed": int(seed), "fingerprint": fingerprint})
+    payload = {f"learner_{k}": v for k, v in learners.as_dict().items()}
+    payload.update({f"data_{k}": np.asarray(v) for k, v in arrays.items()})
+    fd, tmp = tempfile.mkstemp(prefix=".gbmap-", suffix=".npz.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, meta=np.asarray(meta), **payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(
+    directory, fingerprint: dict, arrays: dict[str, np.ndarray]
+) -> tuple[Learners, int] | None:
+    """The learners and seed of a matching checkpoint; None if there is none.
+
+    Raises
+    ------
+    ValueError
+        If a checkpoint exists but was written by a fit with other parameters or other data.
+    """
+    path = _path(directory)
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as f:
+        meta = json.loads(str(f["meta"]))
+        stored = {k: f[k] for k in f.files if k != "meta"}
+    if meta.get("format") != _FORMAT:
+        raise ValueError(f"checkpoint: {path} has an unknown format {meta.get('format')!r}")
+    theirs = meta["fingerprint"]
+    ours = json.loads(json.dumps(fingerprint))  # same normalisation as the stored one
+    diff = [
+        f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}"
+        for k in sorted(set(ours) | set(theirs))
+        if ours.get(k) != theirs.get(k)
+    ]
+    for name, value in arrays.items():
+        old = stored.get(f"data_{name}")
+        value = np.asarray(value)
+        if (
+            old is None
+            or old.shape != value.shape
+            or not np.allclose(old, value, rtol=_MOMENTS_RTOL, atol=_atol(value))
+        ):
+            diff.append(f"{name}: the data's column moments differ")
+    if diff:
+        details = "; ".join(diff[:6])
+        raise ValueError(
+            f"checkpoint: {path} was written by a different fit ({details}); use another "
+            "checkpoint directory or delete the file to start afresh"
+        )
+    learners = Learners(
+        **{k[len("learner_") :]: v for k, v in stored.items() if k.startswith("learner_")}
+    )
+    return learners, int(meta["seed"])

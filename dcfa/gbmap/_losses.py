@@ -1,0 +1,374 @@
+"""GBMAP arithmetic on in-memory blocks: activations, losses, and the per-chunk loss/gradient.
+
+Nothing here imports Dask: every function takes NumPy arrays (one row chunk, or the whole data
+in memory) and :mod:`dcfa.gbmap._solver` maps them over the row chunks of a Dask array. The
+layout follows dask-glm's ``families``: each loss and activation is a class of static,
+array-agnostic methods (plain NumPy ufuncs, so they also work elementwise on Dask arrays), and
+the registries :data:`LOSSES` and :data:`ACTIVATIONS` feed the parameter validation.
+
+Notation (Patron et al. 2024, Eqs. 2-4). A row chunk holds the standardised features
+``Z`` (``n_c x p``, *without* the intercept column), the target ``y`` and the current ensemble
+score ``F``. One weak learner is the parameter vector
+
+``theta = [a, w_1, ..., w_p, c]``
+
+where ``a`` is its additive offset, ``w`` the projection of the standardised features and ``c``
+the weight of the intercept column of ones (the bias inside the nonlinearity). Its output is
+``f(z) = a + b * g(w . z + c)`` with the sign ``b`` in {-1, +1} and ``g`` the activation. The
+intercept column is never materialised: ``[Z, 1] @ [w, c] = Z @ w + c``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "ACTIVATIONS",
+    "LOSSES",
+    "Identity",
+    "LogisticLoss",
+    "Softplus",
+    "SquaredLoss",
+    "Standardizer",
+    "chunk_sums",
+    "learner_outputs",
+    "objective",
+    "penalty_value",
+    "sigmoid",
+]
+
+# Rows per sub-block inside one chunk: ``Z @ w`` and ``Z.T @ r`` run on the same sub-block
+# while it is still in cache, so a chunk is read from memory once per evaluation, not twice.
+_BLOCK_ROWS = 4096
+
+
+def sigmoid(x):
+    """The logistic function ``1 / (1 + exp(-x))`` without overflow."""
+    return _log1pexp_and_sigmoid(x)[1]
+
+
+def _log1pexp_and_sigmoid(x):
+    """``log(1 + exp(x))`` and ``sigmoid(x)`` from one ``exp`` (stable for any ``x``).
+
+    With ``e = exp(-|x|)`` (never overflows): ``log(1 + exp(x)) = max(x, 0) + log1p(e)`` and
+    ``sigmoid(x) = 1 / (1 + e)`` for ``x >= 0``, ``e / (1 + e)`` otherwise. Cheaper than
+    ``np.logaddexp`` followed by a separate sigmoid (this is the inner loop of every fit).
+    """
+    e = np.exp(-np.abs(x))
+    softplus = np.maximum(x, 0.0) + np.log1p(e)
+    sig = np.where(x >= 0, 1.0, e) / (1.0 + e)
+    return softplus, sig
+
+
+############################################################################################
+# activations g (Eq. 2)
+
+
+class Softplus:
+    """Softplus with sharpness ``beta``: ``g(u) = log(1 + exp(beta * u)) / beta``.
+
+    ``g -> max(0, u)`` (ReLU) as ``beta -> inf``; ``g'(u) = sigmoid(beta * u)``.
+    """
+
+    @staticmethod
+    def value(u, beta: float):
+        return np.logaddexp(0.0, beta * u) / beta
+
+    @staticmethod
+    def derivative(u, beta: float):
+        return sigmoid(beta * u)
+
+    @staticmethod
+    def value_and_derivative(u, beta: float):
+        softplus, sig = _log1pexp_and_sigmoid(beta * u)
+        return softplus / beta, sig
+
+
+class Identity:
+    """``g(u) = u``: GBMAP without its nonlinearity (Lemma 1 of the paper; for tests)."""
+
+    @staticmethod
+    def value(u, beta: float):
+        return u
+
+    @staticmethod
+    def derivative(u, beta: float):
+        return np.ones_like(u)
+
+    @staticmethod
+    def value_and_derivative(u, beta: float):
+        return u, np.ones_like(u)
+
+
+ACTIVATIONS = {"softplus": Softplus, "identity": Identity}
+
+
+############################################################################################
+# losses l(y, f) (Section 3.1)
+
+
+class SquaredLoss:
+    """Quadratic loss ``(y - f)**2`` (regression)."""
+
+    @staticmethod
+    def pointwise_loss(y, f):
+        return (y - f) ** 2
+
+    @staticmethod
+    def pointwise_gradient(y, f):
+        """Derivative with respect to the score ``f``."""
+        return -2.0 * (y - f)
+
+    @staticmethod
+    def loss_and_gradient(y, f):
+        r = y - f
+        return r * r, -2.0 * r
+
+
+class LogisticLoss:
+    """Logistic loss ``log(1 + exp(-y f))`` for labels ``y`` in {-1, +1} (classification)."""
+
+    @staticmethod
+    def pointwise_loss(y, f):
+        return np.logaddexp(0.0, -y * f)
+
+    @staticmethod
+    def pointwise_gradient(y, f):
+        """Derivative with respect to the score ``f``: ``-y * sigmoid(-y f)``."""
+        return -y * sigmoid(-y * f)
+
+    @staticmethod
+    def loss_and_gradient(y, f):
+        loss, sig = _log1pexp_and_sigmoid(-y * f)
+        return loss, -y * sig
+
+
+LOSSES = {"squared": SquaredLoss, "logistic": LogisticLoss}
+
+
+############################################################################################
+# one row chunk: sums of loss and gradient
+
+
+def chunk_sums(
+    Z: np.ndarray,
+    y: np.ndarray,
+    F: np.ndarray,
+    theta: np.ndarray,
+    sign: float,
+    beta: float,
+    loss: str = "squared",
+    activation: str = "softplus",
+) -> np.ndarray:
+    """Sum over the rows of one chunk of the loss and of its gradient in ``theta``.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_c, p)
+        Standardised features of the chunk (no intercept column).
+    y, F : ndarray of shape (n_c,)
+        Target (standardised, or labels in {-1, +1}) and current ensemble score.
+    theta : ndarray of shape (p + 2,)
+        ``[a, w_1, ..., w_p, c]`` (module docstring).
+    sign : {-1.0, 1.0}
+        The sign ``b`` of the learner.
+    beta : float
+        Softplus sharpness.
+    loss, activation : str
+        Keys of :data:`LOSSES` and :data:`ACTIVATIONS`.
+
+    Returns
+    -------
+    sums : ndarray of shape (p + 3,)
+        ``[sum_i l_i, d/dtheta sum_i l_i]`` in float64: the unnormalised loss and gradient
+        (the mean and the penalty are added by :func:`objective` once all chunks are summed).
+    """
+    lossf = LOSSES[loss]
+    act = ACTIVATIONS[activation]
+    theta = np.asarray(theta, dtype=np.float64)
+    a, w, c = theta[0], theta[1:-1], theta[-1]
+    p = w.shape[0]
+    out = np.zeros(p + 3)
+    n = Z.shape[0]
+    for start in range(0, n, _BLOCK_ROWS):
+        stop = min(start + _BLOCK_ROWS, n)
+        Zb = np.asarray(Z[start:stop], dtype=np.float64)
+        u = Zb @ w + c
+        g, dg = act.value_and_derivative(u, beta)
+        f = F[start:stop] + a + sign * g
+        lb, dl = lossf.loss_and_gradient(y[start:stop], f)
+        dz = sign * dl * dg
+        out[0] += lb.sum()
+        out[1] += dl.sum()
+        out[2 : p + 2] += Zb.T @ dz
+        out[p + 2] += dz.sum()
+    return out
+
+
+def penalty_value(theta: np.ndarray, penalty: float) -> float:
+    """The ridge term ``lambda * mean(w_full**2)`` of Eq. (4), ``w_full = [w, c]``."""
+    w_full = np.asarray(theta)[1:]
+    return float(penalty * np.mean(w_full**2))
+
+
+def objective(
+    sums: np.ndarray, theta: np.ndarray, n: int, penalty: float
+) -> tuple[float, np.ndarray]:
+    """Finish an evaluation on the driver: ``J = sum_l / n + lambda * mean(w_full**2)``.
+
+    ``sums`` is the total of :func:`chunk_sums` over all chunks; returns ``(J, dJ/dtheta)``.
+    The offset ``a`` is not penalised; the intercept-column weight ``c`` is (as in the paper,
+    where it is one of the ``p + 1`` entries of ``w``).
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    k = theta.shape[0] - 1  # p + 1 penalised weights
+    value = sums[0] / n + penalty_value(theta, penalty)
+    grad = sums[1:] / n
+    grad[1:] += 2.0 * penalty / k * theta[1:]
+    return float(value), grad
+
+
+############################################################################################
+# standardisation moments (chunk / merge / finalize, as the Moments of dcfa._moments)
+
+
+def moments_chunk(X: np.ndarray, shift: np.ndarray | None) -> dict:
+    """Count, centred moments, range and non-finite count of the columns of one row chunk.
+
+    The block is shifted by ``shift`` (a per-column reference from the first chunk,
+    :func:`dcfa._moments.column_shift`) first, so a column at 1e8 with a spread of 1e-5 keeps
+    its digits; the moments are centred on the chunk mean, and :func:`moments_merge` combines
+    them with the update of Chan, Golub & LeVeque (never ``sum(x**2)/n - mean**2``).
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        A = np.asarray(X, dtype=np.float64)
+        bad = int(A.size - np.isfinite(A).sum())
+        if shift is not None:
+            A = A - shift
+        n = A.shape[0]
+        if n == 0:
+            zeros = np.zeros(A.shape[1])
+            return {"n": 0, "mean": zeros, "m2": zeros, "min": zeros + np.inf,
+                    "max": zeros - np.inf, "bad": 0}  # fmt: skip
+        mean = A.mean(axis=0)
+        dev = A - mean
+        return {
+            "n": n,
+            "mean": mean,
+            "m2": np.einsum("ij,ij->j", dev, dev),
+            "min": A.min(axis=0),
+            "max": A.max(axis=0),
+            "bad": bad,
+        }
+
+
+def moments_merge(parts: list[dict]) -> dict:
+    """Merge chunk moments pairwise (Chan et al. 1979)."""
+    out = parts[0]
+    for b in parts[1:]:
+        n = out["n"] + b["n"]
+        if b["n"] == 0:
+            continue
+        if out["n"] == 0:
+            out = b
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            delta = b["mean"] - out["mean"]
+            out = {
+                "n": n,
+                "mean": out["mean"] + delta * (b["n"] / n),
+                "m2": out["m2"] + b["m2"] + delta * delta * (out["n"] * b["n"] / n),
+                "min": np.minimum(out["min"], b["min"]),
+                "max": np.maximum(out["max"], b["max"]),
+                "bad": out["bad"] + b["bad"],
+            }
+    return out
+
+
+@dataclass(frozen=True)
+class Standardizer:
+    """``z = ((x - shift) - centre) / scale``: the column standardisation of GBMAP.
+
+    ``shift`` is the reference value the moments were taken around (zeros if none was
+    needed) and ``centre`` the mean of ``x - shift``; subtracting them one after the other
+    keeps the digits of data with a large offset (``mean = shift + centre`` rounded to float64
+    can be off by half an ulp of the offset, a visible error when the spread is small).
+    """
+
+    shift: np.ndarray
+    centre: np.ndarray
+    scale: np.ndarray
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.shift + self.centre
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return ((np.asarray(X, dtype=np.float64) - self.shift) - self.centre) / self.scale
+
+
+def moments_finalize(total: dict, shift: np.ndarray | None) -> tuple[Standardizer, int]:
+    """The :class:`Standardizer` (population std, scale 1 for a constant column) and the
+    number of non-finite entries."""
+    centre = total["mean"]
+    shift = np.zeros_like(centre) if shift is None else np.asarray(shift, dtype=np.float64)
+    if total["bad"]:
+        return Standardizer(shift, centre, np.ones_like(centre)), int(total["bad"])
+    std = np.sqrt(total["m2"] / total["n"])
+    constant = total["min"] == total["max"]  # exact: every value equal
+    return Standardizer(shift, centre, np.where(constant, 1.0, std)), 0
+
+
+############################################################################################
+# outputs of fitted learners (transform)
+
+
+def learner_outputs(
+    Z: np.ndarray,
+    intercept: np.ndarray,
+    coef: np.ndarray,
+    bias: np.ndarray,
+    sign: np.ndarray,
+    beta: float,
+    activation: str = "softplus",
+) -> np.ndarray:
+    """The embedding ``phi_j(z) = a_j + b_j g(w_j . z + c_j)`` of standardised rows (Eq. 5).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_c, p)
+    intercept, bias, sign : ndarray of shape (m,)
+        ``a_j``, ``c_j`` and ``b_j``.
+    coef : ndarray of shape (m, p)
+        ``w_j``.
+
+    Returns
+    -------
+    phi : ndarray of shape (n_c, m)
+    """
+    act = ACTIVATIONS[activation]
+    U = np.asarray(Z, dtype=np.float64) @ np.asarray(coef, dtype=np.float64).T + bias
+    return intercept + sign * act.value_and_derivative(U, beta)[0]
+
+
+def standardize(X: np.ndarray, standardizer: Standardizer) -> np.ndarray:
+    """Standardised float64 rows of one chunk."""
+    return standardizer(X)
+
+
+def embed_block(
+    X: np.ndarray,
+    standardizer: Standardizer,
+    intercept: np.ndarray,
+    coef: np.ndarray,
+    bias: np.ndarray,
+    sign: np.ndarray,
+    beta: float,
+    activation: str,
+    out_scale: float,
+) -> np.ndarray:
+    """Raw rows -> embedding, times ``out_scale`` (the target scale of the regressor)."""
+    phi = learner_outputs(standardizer(X), intercept, coef, bias, sign, beta, activation)
+    return phi * out_scale

@@ -1,0 +1,189 @@
+"""Archives in, results out: real Zarr stores (formats 2 and 3), netCDF and CSV targets."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import dcfa
+from dcfa import io
+
+
+def make_archive(
+    path,
+    *,
+    n=48,
+    shape=(4, 6),
+    zarr_format=3,
+    time_chunk=12,
+    seed=0,
+    land=((0, 0), (3, 5)),
+    extra_var=False,
+):
+    rng = np.random.default_rng(seed)
+    time = pd.date_range("2000-01-01", periods=n, freq="MS")
+    season = 3 * np.sin(2 * np.pi * time.month.values / 12)[:, None, None]
+    sst = (280 + season + rng.normal(size=(n, *shape))).astype("float32")
+    for i, j in land:
+        sst[:, i, j] = np.nan
+    ds = xr.Dataset(
+        {"sst": (("time", "lat", "lon"), sst, {"units": "K"})},
+        coords={
+            "time": time,
+            "lat": np.linspace(-10, 10, shape[0]),
+            "lon": np.linspace(150, 250, shape[1]),
+        },
+    )
+    if extra_var:
+        ds["t2m"] = ds.sst + 5
+        ds["index"] = ("time", rng.normal(size=n))
+    ds = ds.chunk({"time": time_chunk})
+    ds.to_zarr(path, zarr_format=zarr_format, consolidated=False)
+    return ds
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_open_archive_both_formats(tmp_path, zarr_format):
+    ds = make_archive(tmp_path / "a.zarr", zarr_format=zarr_format)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    assert field.dims == ("time", "lat", "lon") and field.chunks[0] == (12,) * 4
+    np.testing.assert_array_equal(field.values, ds.sst.values)
+    part = io.open_archive(tmp_path / "a.zarr", "sst", time=["2001-01", "2001-12"])
+    assert part.sizes["time"] == 12
+
+
+def test_several_variables_become_a_feature_dim(tmp_path):
+    make_archive(tmp_path / "a.zarr", extra_var=True)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst", "t2m"])
+    assert field.dims == ("time", "variable", "lat", "lon")
+    assert field["variable"].values.tolist() == ["sst", "t2m"]
+
+
+@pytest.mark.parametrize(
+    "variables, kwargs, err, match",
+    [
+        (["sst"], dict(store="missing.zarr"), FileNotFoundError, "input.store: no Zarr store"),
+        (["slp"], {}, ValueError, r"input.variables: \['slp'\] not in"),
+        (["sst", "index"], {}, ValueError, "input.variables: 'index' has only the sample dim"),
+        (["sst"], dict(sample_dim="step"), ValueError, "without the sample dim 'step'"),
+        (["sst"], dict(time=["1990", "1991"]), ValueError, "input.time: no samples"),
+    ],
+)
+def test_archive_errors_name_the_key(tmp_path, variables, kwargs, err, match):
+    make_archive(tmp_path / "a.zarr", extra_var=True)
+    store = tmp_path / kwargs.pop("store", "a.zarr")
+    with pytest.raises(err, match=match):
+        io.open_archive(store, variables, **kwargs)
+
+
+def test_not_a_store(tmp_path):
+    (tmp_path / "junk").mkdir()
+    with pytest.raises(ValueError, match="not a readable Zarr store"):
+        io.open_archive(tmp_path / "junk", ["sst"])
+
+
+def test_one_step_chunks_are_rechunked_with_a_warning(tmp_path):
+    make_archive(tmp_path / "a.zarr", time_chunk=1, n=96)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    assert len(field.chunks[0]) == 96
+    assert io.plan_chunks(field).chunks[0] == (96,)  # small: re-chunked, and silently
+    with pytest.warns(io.ChunkWarning, match="96 chunks along 'time'.*GiB per pass"):
+        planned = io.plan_chunks(field, target_bytes=4096)  # as if the archive were large
+    assert min(planned.chunks[0][:-1]) >= 32
+    np.testing.assert_array_equal(planned.values, field.values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert io.plan_chunks(planned) is planned  # already fine: untouched, no warning
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_preprocessing_against_xarray(tmp_path, standardize):
+    make_archive(tmp_path / "a.zarr")
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    prep = io.fit_preprocessing(field, anomalies=True, standardize=standardize)
+    out = io.apply_preprocessing(field, prep)
+    assert out.chunks == field.chunks  # no one-step chunks from a groupby
+    x = field.astype("float64").load()
+    expected = x.groupby("time.month") - x.groupby("time.month").mean()
+    if standardize:
+        expected = expected / expected.std("time", ddof=1)
+    np.testing.assert_allclose(out.values, expected.values, atol=1e-9, equal_nan=True)
+    assert prep.has_data.values.sum() == 24 - 2
+    assert not prep.has_data.values[0, 0]
+
+
+def test_standardize_without_anomalies(tmp_path):
+    make_archive(tmp_path / "a.zarr")
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    out = io.apply_preprocessing(field, io.fit_preprocessing(field, standardize=True))
+    x = field.astype("float64").values
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the land cells' all-NaN std
+        std = np.nanstd(x, axis=0, ddof=1)
+    np.testing.assert_allclose(out.values, x / std, rtol=1e-6)
+
+
+def test_targets_from_netcdf_zarr_and_csv(tmp_path):
+    time = pd.date_range("1999-01-15", periods=30, freq="MS") + pd.Timedelta(days=14)
+    soi = xr.DataArray(np.arange(30.0), dims="time", coords={"time": time}, name="SOI")
+    soi.to_dataset().to_netcdf(tmp_path / "soi.nc")
+    soi.to_dataset().to_zarr(tmp_path / "soi.zarr", consolidated=False)
+    pd.DataFrame({"date": time, "soi": np.arange(30.0)}).to_csv(tmp_path / "soi.csv", index=False)
+    for path, kw in [("soi.nc", {}), ("soi.zarr", {}), ("soi.csv", dict(time_column="date"))]:
+        t = io.open_target(tmp_path / path, **kw)
+        assert t.dims == ("time",) and t.size == 30
+        np.testing.assert_array_equal(t.values, np.arange(30.0))
+    with pytest.raises(ValueError, match="target.time_column: 'time' is not a column"):
+        io.open_target(tmp_path / "soi.csv")
+    with pytest.raises(ValueError, match="target.variable: 'nino' not in"):
+        io.open_target(tmp_path / "soi.nc", "nino")
+    with pytest.raises(FileNotFoundError, match="target.path"):
+        io.open_target(tmp_path / "nope.nc")
+
+
+def test_align_target_exact_and_by_month(tmp_path):
+    make_archive(tmp_path / "a.zarr")  # monthly, 2000-01 .. 2003-12, stamped on the 1st
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    time = pd.date_range("1998-06-01", periods=40, freq="MS") + pd.Timedelta(days=14)
+    target = xr.DataArray(np.arange(40.0), dims="time", coords={"time": time})
+    with pytest.raises(ValueError, match="no samples in common"):
+        io.align_target(field, target)
+    f, t, n = io.align_target(field, target, match="month")
+    assert n == 21  # 2000-01 .. 2001-09
+    np.testing.assert_array_equal(t.time.values, f.time.values)
+    assert t.values[0] == 19.0  # 1998-06 + 19 months = 2000-01
+
+
+def test_write_result_is_complete_and_atomic(tmp_path):
+    make_archive(tmp_path / "a.zarr")
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    y = np.random.default_rng(1).normal(size=field.sizes["time"])
+    model = dcfa.LinCFA(random_state=0).fit(field, y)
+    ds = io.result_dataset(model, field, attrs={"dcfa_version": dcfa.__version__})
+    out = io.write_result(tmp_path / "r.zarr", ds, moments=model.moments_)
+    back = xr.open_zarr(out, consolidated=False)
+    assert np.isnan(back.region.values[0, 0])  # land cell: NaN once decoded
+    labels = model.label_map_.values.astype(float)
+    np.testing.assert_array_equal(back.region.values, np.where(labels < 0, np.nan, labels))
+    np.testing.assert_allclose(back.features.values, model.transform(field).values, rtol=1e-6)
+    assert int(back.group_size.sum()) == 22 and "created" in back.attrs
+    np.testing.assert_allclose(dcfa.Moments.load(out / "moments").cross, model.moments_.cross)
+    with pytest.raises(FileExistsError, match="output.store"):
+        io.write_result(tmp_path / "r.zarr", ds)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "r.zarr"]
+
+
+def test_write_result_of_a_sliced_archive(tmp_path):
+    """Slicing time out of line with the stored chunks gives uneven chunks; Zarr needs even."""
+    make_archive(tmp_path / "a.zarr", n=60, time_chunk=12)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"], time=["2000-04", "2004-11"])
+    assert len(set(field.chunks[0][:-1])) > 1 or field.chunks[0][0] != field.chunks[0][1]
+    y = np.random.default_rng(1).normal(size=field.sizes["time"])
+    model = dcfa.LinCFA(random_state=0).fit(field, y)
+    out = io.write_result(tmp_path / "r.zarr", io.result_dataset(model, field))
+    back = xr.open_zarr(out, consolidated=False)
+    np.testing.assert_allclose(back.features.values, model.transform(field).values, rtol=1e-6)

@@ -1,0 +1,227 @@
+"""The batch job: config checks, a real run against an in-memory computation, resume, and
+bad input through the real command line (exit 2, a message naming the key, nothing written)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from test_io import make_archive
+
+import dcfa
+from dcfa._job import run_job
+from dcfa.config import ConfigError, load_config
+
+pytestmark = pytest.mark.slow
+
+
+def write_job(tmp_path, **changes):
+    make_archive(tmp_path / "sst.zarr", n=120, shape=(5, 8), land=((0, 0), (4, 7), (2, 3)))
+    time = pd.date_range("1999-06-01", periods=150, freq="MS") + pd.Timedelta(days=14)
+    rng = np.random.default_rng(3)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)
+    anomalies = ds.sst.groupby("time.month") - ds.sst.groupby("time.month").mean()
+    driver = anomalies.isel(lat=slice(1, 3), lon=slice(2, 5)).mean(["lat", "lon"]).values
+    soi = np.concatenate(
+        [rng.normal(size=7), driver + 0.3 * rng.normal(size=120), rng.normal(size=23)]
+    )
+    pd.DataFrame({"time": time, "soi": soi}).to_csv(tmp_path / "soi.csv", index=False)
+    config = {
+        "input": {"store": str(tmp_path / "sst.zarr"), "variables": ["sst"], "anomalies": True},
+        "target": {"path": str(tmp_path / "soi.csv"), "variable": "soi", "match": "month"},
+        "method": {"name": "lincfa", "params": {"random_state": 0, "neighbors": 1}},
+        "output": {"store": str(tmp_path / "result.zarr")},
+        "cluster": {"n_workers": 2, "memory_limit": "1GiB"},
+    }
+    for key, value in changes.items():
+        section, name = key.split("__")
+        config.setdefault(section, {})[name] = value
+    import tomli_w
+
+    (tmp_path / "job.toml").write_text(tomli_w.dumps(config))
+    return tmp_path / "job.toml"
+
+
+def test_config_errors_name_the_key(tmp_path):
+    good = {
+        "input": {"store": "a", "variables": ["v"]},
+        "target": {"path": "t"},
+        "output": {"store": "o"},
+    }
+    assert load_config(base=good).method["name"] == "lincfa"
+    cases = [
+        ({**good, "inputs": {}}, "unknown section"),
+        ({**good, "input": {"store": "a"}}, "missing required key input.variables"),
+        ({**good, "input": {"store": "a", "variables": "v"}}, "input.variables must be a list"),
+        ({**good, "method": {"name": "pca"}}, "method.name must be one of"),
+        (
+            {**good, "output": {"store": "o", "ovewrite": True}},
+            r"unknown key\(s\) \['output.ovewrite'\]",
+        ),
+        ({**good, "cluster": {"kind": "k8s"}}, "cluster.kind must be one of"),
+        ({**good, "target": {"path": "t", "match": "year"}}, "target.match"),
+    ]
+    for raw, match in cases:
+        with pytest.raises(ConfigError, match=match):
+            load_config(base=raw)
+    c = load_config(
+        base=good,
+        overrides=[
+            "method.params.neighbors=2",
+            "input.anomalies=true",
+            "output.store=elsewhere.zarr",
+        ],
+    )
+    assert c.method["params"] == {"neighbors": 2} and c.input["anomalies"] is True
+    assert c.output["store"] == "elsewhere.zarr"
+    with pytest.raises(ConfigError, match="--set: expected section.key=value"):
+        load_config(base=good, overrides=["neighbors"])
+    (tmp_path / "bad.toml").write_text("[input\nstore=")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_config(tmp_path / "bad.toml")
+
+
+def test_job_matches_the_in_memory_computation(tmp_path):
+    job = write_job(tmp_path)
+    out = run_job(load_config(job), echo=lambda *a: None)
+    result = xr.open_zarr(out, consolidated=False)
+    # the same steps in memory, with NumPy
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
+    x = ds.sst.astype("float64")
+    anomalies = (x.groupby("time.month") - x.groupby("time.month").mean()).values
+    soi = pd.read_csv(tmp_path / "soi.csv")["soi"].to_numpy()[7:127]
+    has_data = ~np.isnan(anomalies).all(axis=0).ravel()
+    cells = anomalies.reshape(120, -1)[:, has_data]
+    from dcfa.neighbors import grid_adjacency
+
+    A = grid_adjacency((5, 8), 1)[has_data][:, has_data]
+    model = dcfa.LinCFA(random_state=0, neighbors=A).fit(cells, soi)
+    region = np.full(40, -1.0)
+    region[has_data] = model.labels_
+    np.testing.assert_array_equal(np.nan_to_num(result.region.values.ravel(), nan=-1.0), region)
+    np.testing.assert_allclose(result.features.values, model.transform(cells), atol=1e-5)
+    assert result.attrs["n_samples_used"] == 120 and result.attrs["method"] == "LinCFA"
+    assert not (tmp_path / "result.zarr.work").exists()
+    corr = result.group_target_corr.values
+    g = int(np.nanargmax(np.abs(corr)))
+    members = np.flatnonzero(region == g)
+    assert abs(corr[g]) > 0.8 and set(members) & {10, 11, 12, 18, 19, 20}
+
+
+def test_resume_reuses_finished_passes(tmp_path):
+    job = write_job(tmp_path)
+    config = load_config(job)
+    lines = []
+
+    def die_after_moments(line):
+        lines.append(line)
+        if line.startswith("[3/5]"):
+            raise KeyboardInterrupt  # the job is killed once the moments are on disk
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(config, echo=die_after_moments)
+    work = tmp_path / "result.zarr.work"
+    assert (work / "moments").exists() and not (tmp_path / "result.zarr").exists()
+    resumed = []
+    out = run_job(config, resume=True, echo=resumed.append)
+    assert any("reused from the interrupted run" in s for s in resumed if s.startswith("[2/5]"))
+    assert any("moments reused" in s for s in resumed)
+    straight = run_job(config, output=str(tmp_path / "straight.zarr"), echo=lambda *a: None)
+    a = xr.open_zarr(out, consolidated=False)
+    b = xr.open_zarr(straight, consolidated=False)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.features.values, b.features.values)
+    # a changed configuration refuses to resume someone else's work
+    other = str(tmp_path / "other.zarr")
+    with pytest.raises(KeyboardInterrupt):
+        run_job(config, output=other, echo=die_after_moments)
+    changed = load_config(job, ["input.anomalies=false"])
+    with pytest.raises(ConfigError, match="--resume: the work in"):
+        run_job(changed, output=other, resume=True, echo=lambda *a: None)
+
+
+def cli(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "dcfa", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(input__store="nowhere.zarr"), "input.store: no Zarr store at"),
+        (dict(input__variables=["slp"]), r"input.variables: \['slp'\] not in"),
+        (dict(target__path="nothing.csv"), "target.path: no such file"),
+        (dict(target__variable="nino"), "target.variable: 'nino' not in"),
+        (dict(target__match="exact"), "target: no samples in common"),
+        (dict(input__sample_dim="step"), "without the sample dim 'step'"),
+        (
+            dict(method__params={"neighbours": 1}),
+            r"method.params: unknown or reserved parameter\(s\) \['neighbours'\]",
+        ),
+        (dict(method__params={"compare": "group"}), "method.params: The 'compare' parameter"),
+        (dict(gbmap__n_boost=3), r"gbmap: unknown or reserved parameter\(s\) \['n_boost'\]"),
+        (dict(gbmap__beta=-1.0), "gbmap: The 'beta' parameter"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, change, message):
+    """The CLI's own entry point, in this process (the process boundary is tested below)."""
+    import re
+
+    from dcfa.cli import main
+
+    job = write_job(tmp_path, **change)
+    before = set(tmp_path.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", str(job), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "dcfa: error:" in err and re.search(message, err), err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_unreadable_config_and_existing_output_exit_2(tmp_path):
+    (tmp_path / "job.toml").write_text("[input]\nstore = ")
+    proc = cli("fit", "job.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and "not valid TOML" in proc.stderr
+    proc = cli("fit", "missing.toml", cwd=tmp_path)
+    assert proc.returncode == 2 and "config: no such file 'missing.toml'" in proc.stderr
+    job = write_job(tmp_path)
+    (tmp_path / "result.zarr").mkdir()
+    proc = cli("fit", str(job), cwd=tmp_path)
+    assert proc.returncode == 2 and "output.store" in proc.stderr and "exists" in proc.stderr
+
+
+def test_cli_fit_and_inspect(tmp_path):
+    job = write_job(tmp_path)
+    proc = cli(
+        "fit",
+        str(job),
+        "--set",
+        "method.name=genlincfa",
+        "--set",
+        "method.params={eps=0.8}",
+        "--set",
+        "gbmap.n_boosts=2",
+        "--set",
+        "gbmap.random_state=0",
+        "--output",
+        "g.zarr",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[5/5]" in proc.stdout and "% done" in proc.stdout
+    assert "GBMAP: 2 learners" in proc.stdout
+    result = xr.open_zarr(tmp_path / "g.zarr")
+    assert result.attrs["method"] == "GenLinCFA"
+    assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (120, 2)
+    assert result.gbmap_coef.shape == (2, result.sizes["group"])
+    assert np.isfinite(result.embedding.values).all()
+    proc = cli("inspect", "g.zarr", cwd=tmp_path)
+    assert proc.returncode == 0 and "result of GenLinCFA" in proc.stdout
+    assert "groups most correlated with the target" in proc.stdout
+    proc = cli("inspect", str(tmp_path / "sst.zarr"), cwd=tmp_path)
+    assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
