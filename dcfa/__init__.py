@@ -24,6 +24,8 @@ _EXPORTS = {
     "drift_score": "dcfa.gbmap",
     "embedding_distance": "dcfa.gbmap",
     "GenLinCFA": "dcfa._genlincfa",
+    "GridMoments": "dcfa._stencil",
+    "grid_moments": "dcfa._stencil",
     "genlincfa": "dcfa._genlincfa",
     "LinCFA": "dcfa._lincfa",
     "lincfa": "dcfa._lincfa",

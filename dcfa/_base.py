@@ -96,11 +96,11 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         else:
             moments = self._check_moments(moments, inp, Y, extras)
         labels = self._partition(moments, inp, **extras)
-        if isinstance(moments, Moments):
-            whole = moments
-        else:
+        if isinstance(moments, list | tuple):  # one Moments per row segment (NonLinCFA)
             whole = Moments.merge_all(moments)
             self.segment_moments_ = list(moments)
+        else:
+            whole = moments
         self._set_fitted(inp, whole, labels)
         return self
 

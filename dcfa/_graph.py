@@ -71,47 +71,20 @@ def tiled_moments(
     n_blocks = len(blocks)
     n_seg = len(bounds) - 1
 
-    token = tokenize(X, Y, missing, bounds, split_every)
-    tile_name = f"dcfa-moments-tiles-{token}"
     kernel = _m.chunk_pairwise if missing == "pairwise" else _m.chunk_exclude
-    dsk: dict = {}
-    ids = count()
-    # one reference value per column, from the first row chunk (see column_shift)
-    for b, (name, idx, _) in enumerate(blocks):
-        dsk[(tile_name, "shift", b)] = (_m.column_shift, (name, 0, idx))
-
-    # chunk + tree combine for every tile (I <= J) and segment
-    for i in range(n_blocks):
-        for j in range(i, n_blocks):
-            per_seg: list[list] = [[] for _ in range(n_seg)]
-            for r, s in enumerate(seg_of_chunk):
-                key = (tile_name, "chunk", next(ids))
-                a = (blocks[i][0], r, blocks[i][1])
-                shift_a = (tile_name, "shift", i)
-                if i == j:
-                    dsk[key] = (kernel, a, None, shift_a)
-                else:
-                    b = (blocks[j][0], r, blocks[j][1])
-                    dsk[key] = (kernel, a, b, shift_a, (tile_name, "shift", j))
-                per_seg[s].append(key)
-            for s, keys in enumerate(per_seg):
-                while len(keys) > 1:
-                    level = []
-                    for start in range(0, len(keys), split_every):
-                        group = keys[start : start + split_every]
-                        if len(group) == 1:
-                            level.append(group[0])
-                            continue
-                        key = (tile_name, "combine", next(ids))
-                        dsk[key] = (_m.combine, list(group))
-                        level.append(key)
-                    keys = level
-                if not keys:
-                    raise ValueError(f"segments: segment {s} holds no rows")
-                dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
-
+    pairs = [(i, j) for i in range(n_blocks) for j in range(i, n_blocks)]
     deps = [X] if Y is None else [X, Y]
-    graph = HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps)
+    graph, tile_name = _tile_graph(
+        "dcfa-moments-tiles",
+        deps,
+        blocks,
+        pairs,
+        kernel,
+        seg_of_chunk,
+        n_seg,
+        split_every,
+        tokenize(X, Y, missing, bounds, split_every),
+    )
     widths = tuple(b[2] for b in blocks)
 
     out = []
@@ -127,6 +100,152 @@ def tiled_moments(
             fields["mean"] = _diagonal(graph, tile_name, s, n_blocks, widths, "mean")
         out.append(fields)
     return out
+
+
+def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_every, token):
+    """Chunk and tree-combine tasks for the tiles ``pairs`` of the column ``blocks``.
+
+    ``blocks`` are ``(array name, column block index, width)``; ``pairs`` lists the tiles
+    ``(i, j)`` to compute (``i == j``: a diagonal tile). The root of tile ``(i, j)`` in
+    segment ``s`` is the key ``(name, s, i, j)``; the per-column shift of block ``b`` is
+    ``(name, "shift", b)``.
+    """
+    tile_name = f"{prefix}-{token}"
+    dsk: dict = {}
+    ids = count()
+    # one reference value per column, from the first row chunk (see column_shift)
+    for b in sorted({b for pair in pairs for b in pair}):
+        name, idx, _ = blocks[b]
+        dsk[(tile_name, "shift", b)] = (_m.column_shift, (name, 0, idx))
+    for i, j in pairs:
+        per_seg: list[list] = [[] for _ in range(n_seg)]
+        for r, s in enumerate(seg_of_chunk):
+            key = (tile_name, "chunk", next(ids))
+            a = (blocks[i][0], r, blocks[i][1])
+            shift_a = (tile_name, "shift", i)
+            if i == j:
+                dsk[key] = (kernel, a, None, shift_a)
+            else:
+                b = (blocks[j][0], r, blocks[j][1])
+                dsk[key] = (kernel, a, b, shift_a, (tile_name, "shift", j))
+            per_seg[s].append(key)
+        for s, keys in enumerate(per_seg):
+            if not keys:
+                raise ValueError(f"segments: segment {s} holds no rows")
+            while len(keys) > 1:
+                level = []
+                for start in range(0, len(keys), split_every):
+                    group = keys[start : start + split_every]
+                    if len(group) == 1:
+                        level.append(group[0])
+                        continue
+                    key = (tile_name, "combine", next(ids))
+                    dsk[key] = (_m.combine, list(group))
+                    level.append(key)
+                keys = level
+            dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
+    return HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps), tile_name
+
+
+def column_moments(X: da.Array, Y: da.Array | None, *, split_every: int | None = None):
+    """Lazy per-column count, mean and centred sum of squares of ``X``, and the centred
+    cross-products of every column with ``Y``: the tiles ``(I, y)`` only, never ``D x D``.
+
+    Returns a dict of Dask arrays: ``count``, ``mean``, ``m2`` (``D``), and with ``Y``:
+    ``target_cross`` (``D x k``), ``target_mean``, ``target_m2`` (``k``).
+    """
+    split_every = split_every or _DEFAULT_SPLIT_EVERY
+    blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
+    nx = len(blocks)
+    deps = [X]
+    if Y is not None:
+        Y = Y.rechunk({0: X.chunks[0], 1: -1})
+        blocks.append((Y.name, 0, Y.shape[1]))
+        deps.append(Y)
+        pairs = [(i, nx) for i in range(nx)] + [(nx, nx)]
+    else:
+        pairs = [(i, i) for i in range(nx)]
+    kernel = partial(_m.chunk_exclude, column_stats=True)
+    graph, tile = _tile_graph(
+        "dcfa-columns",
+        deps,
+        blocks,
+        pairs,
+        kernel,
+        [0] * len(X.chunks[0]),
+        1,
+        split_every,
+        tokenize(X, Y, split_every),
+    )
+    widths = tuple(w for _, _, w in blocks[:nx])
+    last = nx if Y is not None else None
+    out = {
+        f: _blocks1d(
+            graph, tile, [(i, last if last is not None else i) for i in range(nx)], f, widths
+        )
+        for f in ("count", "mean", "m2")
+    }
+    if Y is not None:
+        k = Y.shape[1]
+        out["target_cross"] = _layer(
+            graph,
+            tile,
+            f"dcfa-columns-ycross-{tile[-32:]}",
+            {
+                (f"dcfa-columns-ycross-{tile[-32:]}", i, 0): (_field, (tile, 0, i, nx), "cross")
+                for i in range(nx)
+            },
+            (widths, (k,)),
+        )
+        for f in ("mean", "m2"):
+            name = f"dcfa-columns-y{f}-{tile[-32:]}"
+            task = (_a_side, (tile, 0, nx, nx), f, (tile, "shift", nx))
+            out[f"target_{f}"] = _layer(graph, tile, name, {(name, 0): task}, ((k,),))
+    return out
+
+
+def row_moments(X: da.Array, columns: np.ndarray, *, split_every: int | None = None):
+    """Lazy centred cross-products of every column of ``X`` with ``X[:, columns]``:
+    a ``D x B`` Dask array, the tiles ``(I, batch)`` only."""
+    split_every = split_every or _DEFAULT_SPLIT_EVERY
+    B = X[:, np.asarray(columns)].rechunk({0: X.chunks[0], 1: -1})
+    blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])] + [(B.name, 0, B.shape[1])]
+    nx = len(blocks) - 1
+    graph, tile = _tile_graph(
+        "dcfa-rows",
+        [X, B],
+        blocks,
+        [(i, nx) for i in range(nx)],
+        _m.chunk_exclude,
+        [0] * len(X.chunks[0]),
+        1,
+        split_every,
+        tokenize(X, list(columns), split_every),
+    )
+    name = f"dcfa-rows-cross-{tile[-32:]}"
+    dsk = {(name, i, 0): (_field, (tile, 0, i, nx), "cross") for i in range(nx)}
+    return _layer(graph, tile, name, dsk, (tuple(X.chunks[1]), (B.shape[1],)))
+
+
+def _field(tile: dict, field_: str) -> np.ndarray:
+    return tile[field_]
+
+
+def _blocks1d(graph, tile, pairs, field_, widths) -> da.Array:
+    name = f"dcfa-columns-{field_}-{tile[-32:]}"
+    dsk = {
+        (name, i): (_a_side, (tile, 0, i, j), field_, (tile, "shift", i))
+        for i, (_, j) in enumerate(pairs)
+    }
+    return _layer(graph, tile, name, dsk, (widths,))
+
+
+def _a_side(tile: dict, field_: str, shift) -> np.ndarray:
+    if field_ == "count":
+        return np.asarray(tile["count_a"], dtype=np.float64)
+    if field_ == "m2":  # a diagonal tile has them on its diagonal
+        return tile["m2_a"] if "m2_a" in tile else np.diagonal(tile["cross"]).copy()
+    return tile["mean_a"] if shift is None else shift + tile["mean_a"]
 
 
 # getters: block (I, J) of a (p, p) field from the tile (min, max) of the pair

@@ -50,9 +50,11 @@ def _describe_result(ds: xr.Dataset, path: Path) -> str:
     if "embedding" in ds:
         lines.append(f"  GBMAP embedding {dict(ds['embedding'].sizes)}")
     if (path / "moments").exists():
-        from dcfa import Moments
+        from dcfa._moments import load_moments
 
-        lines.append(f"  moments: {Moments.load(path / 'moments')!r}")
+        lines.append(f"  moments: {load_moments(path / 'moments')!r}")
+    if "group_target_corr" not in ds:
+        return "\n".join(lines)
     r = ds["group_target_corr"].values
     sizes = ds["group_size"].values
     lines.append("  groups most correlated with the target:")

@@ -139,23 +139,27 @@ def run_job(
                 + ("; standardised" if inp["standardize"] else "")
             )
         prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
-        cells, keep = _cells_with_data(prepared, prep.has_data, grid)
+        estimator.set_params(sample_dim=dim)
+        on_grid = estimator.get_params().get("mode") == "neighbors"
+        if on_grid:  # the neighbour mode reads the grid itself; cells without data are excluded
+            cells, keep = prepared, np.arange(prep.has_data.size)
+        else:  # the other modes skip the cells without data
+            cells, keep = _cells_with_data(prepared, prep.has_data, grid)
+            radius = estimator.get_params().get("neighbors")
+            if isinstance(radius, int) and not isinstance(radius, bool):
+                # a radius on the grid, restricted to the cells kept (the stacked input is 1-D)
+                from dcfa.neighbors import grid_adjacency
+
+                shape = tuple(field.sizes[d] for d in grid)
+                estimator.set_params(neighbors=grid_adjacency(shape, radius)[keep][:, keep])
 
         moments = _load_moments(work)
         action = "reused from the interrupted run" if moments is not None else "pass"
         t = time.perf_counter()
-        estimator.set_params(sample_dim=dim)
-        radius = estimator.get_params().get("neighbors")
-        if isinstance(radius, int) and not isinstance(radius, bool):
-            # a radius on the grid, restricted to the cells kept (the stacked input is 1-D)
-            from dcfa.neighbors import grid_adjacency
-
-            shape = tuple(field.sizes[d] for d in grid)
-            estimator.set_params(neighbors=grid_adjacency(shape, radius)[keep][:, keep])
         estimator.fit(cells, target, moments=moments)
         _save_moments(work, estimator)
         echo(
-            f"[3/5] moments {action} and partition: {cells.sizes['cell']} cells -> "
+            f"[3/5] moments {action} and partition: {keep.size} cells -> "
             f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
             f"{time.perf_counter() - t:.1f} s"
         )
@@ -180,6 +184,7 @@ def run_job(
             estimator,
             cells,
             region=region,
+            target=target.values,
             sample_dim=dim,
             embedding=embedding,
             gbmap=gbmap,
@@ -198,7 +203,7 @@ def run_job(
         )
     shutil.rmtree(work, ignore_errors=True)
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
-    _print_groups(dataset, echo)
+    _print_groups(xr.open_zarr(out), echo)  # from the store: no second pass
     return out
 
 
@@ -270,13 +275,13 @@ def _save_moments(work: Path, estimator) -> None:
 
 
 def _load_moments(work: Path):
-    from dcfa import Moments
+    from dcfa._moments import load_moments
 
     path = work / "moments"
     if not path.exists():
         return None
     parts = sorted(path.glob("part-*"))
-    return [Moments.load(p) for p in parts] if parts else Moments.load(path)
+    return [load_moments(p) for p in parts] if parts else load_moments(path)
 
 
 def _print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from numbers import Integral
 
@@ -9,12 +10,25 @@ import numpy as np
 
 from dcfa._base import BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
+from dcfa._seedrows import ColumnMoments, RowBasis, column_pass
+from dcfa._stencil import GridMoments, grid_moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.neighbors import resolve_neighbors
-from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, STRATEGIES, partition_moments
+from dcfa.partition import (
+    COMPARE,
+    NEIGHBORHOODS,
+    SCANS,
+    STRATEGIES,
+    grid_partition,
+    partition_moments,
+    sequential_partition,
+)
 from dcfa.rules import lincfa_rule
 
 __all__ = ["LinCFA", "lincfa"]
+
+logger = logging.getLogger("dcfa")
+MODES = ("full", "neighbors", "seed-rows")
 
 
 def lincfa(
@@ -30,14 +44,18 @@ def lincfa(
     neighborhood: str = "group",
     target: int = 0,
     progress=None,
+    radius: int | None = None,
+    data=None,
+    row_batch: int = 256,
 ) -> np.ndarray:
     """LinCFA partition of the features from their moments (the function behind :class:`LinCFA`).
 
     Parameters
     ----------
-    moments : Moments
-        Moments of ``[X, y]`` (:func:`dcfa.moments`). Excluded features (all-NaN, constant, ...)
-        get label -1.
+    moments : Moments, GridMoments or ColumnMoments
+        Moments of ``[X, y]`` (:func:`dcfa.moments`; the neighbour mode's
+        :func:`dcfa.grid_moments`, with ``radius``; or the seed-row mode's column moments, with
+        ``data``). Excluded features (all-NaN, constant, ...) get label -1.
     shuffle, random_state, strict, compare, scan, strategy
         As in :class:`LinCFA`.
     neighbors : sparse matrix of shape (D, D), default=None
@@ -48,12 +66,45 @@ def lincfa(
         Which target column of ``moments`` to use.
     progress : callable, default=None
         ``progress(n_assigned, n_features)`` after each group.
+    radius : int, default=None
+        Neighbour mode: candidates are the cells within ``radius`` of the seed.
+    data : dask.array.Array of shape (n_samples, n_features), default=None
+        Seed-row mode: the data the column moments come from; rows are computed from it.
+    row_batch : int, default=256
+        Seed-row mode: rows computed per pass.
 
     Returns
     -------
     labels : ndarray of shape (n_features,)
         Group of every feature, numbered in order of creation; -1 for excluded features.
     """
+    accept = partial(lincfa_rule, strict=strict)
+    if isinstance(moments, GridMoments):
+        if radius is None:
+            raise ValueError("radius: the neighbour mode needs the radius of the seed's cells")
+        return grid_partition(
+            moments,
+            accept,
+            radius=radius,
+            shuffle=shuffle,
+            random_state=random_state,
+            compare=compare,
+            scan=scan,
+            progress=progress,
+        )
+    if isinstance(moments, ColumnMoments):
+        if data is None:
+            raise ValueError("data: the seed-row mode computes rows from the data; pass it")
+        return _seed_row_partition(
+            moments,
+            data,
+            accept,
+            shuffle=shuffle,
+            random_state=random_state,
+            scan=scan,
+            row_batch=row_batch,
+            progress=progress,
+        )
     return partition_moments(
         moments,
         partial(lincfa_rule, strict=strict),
@@ -68,6 +119,28 @@ def lincfa(
         target=target,
         progress=progress,
     )
+
+
+def _as_dask(data):
+    import dask.array as da
+
+    return data if isinstance(data, da.Array) else da.from_array(data, chunks="auto")
+
+
+def _seed_row_partition(cm, data, accept, *, shuffle, random_state, scan, row_batch, progress):
+    from sklearn.utils import check_random_state
+
+    valid = np.flatnonzero(cm.valid)
+    labels = np.full(cm.n_features, -1, dtype=np.int64)
+    if valid.size == 0:
+        return labels
+    basis = RowBasis(data, cm, valid, 1.0 / cm.column_std(ddof=1)[valid], batch_size=row_batch)
+    order = check_random_state(random_state).permutation(valid.size) if shuffle else None
+    labels[valid] = sequential_partition(
+        basis, accept, order=order, compare="seed", scan=scan, progress=progress
+    )
+    logger.info("LinCFA seed-row mode: %d passes of %d rows", basis.n_passes, row_batch)
+    return labels
 
 
 class LinCFA(BaseCFA):
@@ -105,6 +178,16 @@ class LinCFA(BaseCFA):
         With ``neighbors``: candidates adjacent to any member (groups grow across the grid, as
         in the authors' climate runs) or to the seed only (a group stays within a radius of its
         seed).
+    mode : {"full", "neighbors", "seed-rows"}, default="full"
+        Which moments are computed. ``"full"``: the ``D x D`` matrix (every option works).
+        ``"neighbors"``: only the moments of cells near each other on the grid (memory
+        O(D k), time linear in D); needs an xarray X, an int ``neighbors`` radius and
+        ``neighborhood="seed"``. ``"seed-rows"``: per-feature statistics, then the correlation
+        rows of the features that open a group, ``row_batch`` at a time (memory
+        O(row_batch D)); needs ``compare="seed"`` and no ``neighbors``. Both give exactly the
+        full mode's partition under the same options.
+    row_batch : int, default=256
+        Seed-row mode: rows computed per pass over the data.
     missing : {"exclude", "pairwise"}, default="exclude"
         ``"exclude"``: features with missing values are left out (label -1, reported in
         ``excluded_``). ``"pairwise"``: pairwise-complete correlations; ``transform`` then
@@ -184,6 +267,8 @@ class LinCFA(BaseCFA):
             "array-like",
         ],
         "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
+        "mode": [StrOptions(set(MODES))],
+        "row_batch": [Interval(Integral, 1, None, closed="left")],
         "missing": [StrOptions(set(MISSING_POLICIES))],
         "sample_dim": [str],
     }
@@ -199,6 +284,8 @@ class LinCFA(BaseCFA):
         strategy="sequential",
         neighbors=None,
         neighborhood="group",
+        mode="full",
+        row_batch=256,
         missing="exclude",
         sample_dim="time",
     ):
@@ -210,19 +297,80 @@ class LinCFA(BaseCFA):
         self.strategy = strategy
         self.neighbors = neighbors
         self.neighborhood = neighborhood
+        self.mode = mode
+        self.row_batch = row_batch
         self.missing = missing
         self.sample_dim = sample_dim
 
     def _check_params(self, inp, Y):
+        if self.mode != "full":
+            return self._check_mode(inp)
         adjacency = resolve_neighbors(self.neighbors, inp.n_features, inp.layout)
         if self.strategy == "greedy" and adjacency is not None:
             raise ValueError("neighbors: not supported with strategy='greedy'")
         return {"neighbors": adjacency}
 
-    def _fit_moments(self, data, Y, **extras):
+    def _check_mode(self, inp) -> dict:
+        """What ``mode="neighbors"`` / ``"seed-rows"`` need, checked before the pass."""
+        where = f"mode={self.mode!r}"
+        if self.strategy != "sequential":
+            raise ValueError(f"strategy: {where} needs strategy='sequential'")
+        if self.missing != "exclude":
+            raise ValueError(f"missing: {where} needs missing='exclude'")
+        if self.mode == "seed-rows":
+            if self.compare != "seed" or self.neighbors is not None:
+                raise ValueError(
+                    f"compare: {where} computes only the seeds' rows: it needs compare='seed' "
+                    "and no neighbors"
+                )
+            return {"neighbors": None}
+        if (
+            inp.layout is None
+            or not isinstance(self.neighbors, int)
+            or isinstance(self.neighbors, bool)
+        ):
+            raise ValueError(
+                f"neighbors: {where} needs an int radius and an xarray.DataArray X (its feature "
+                "dims are the grid)"
+            )
+        if self.neighborhood != "seed":
+            raise ValueError(
+                f"neighborhood: {where} keeps a group within the radius of its seed; set "
+                "neighborhood='seed'"
+            )
+        return {"neighbors": None, "radius": int(self.neighbors), "grid": inp.layout.feature_shape}
+
+    def _fit_moments(self, data, Y, *, neighbors=None, radius=None, grid=None):
+        if self.mode == "neighbors":
+            R = radius if self.compare == "seed" else 2 * radius
+            return grid_moments(data.reshape((data.shape[0], *grid)), Y[:, 0], radius=R)
+        if self.mode == "seed-rows":
+            return column_pass(_as_dask(data), Y[:, 0])
         return moments(data, Y, missing=self.missing)
 
-    def _partition(self, m, inp, neighbors=None):
+    def _check_moments(self, moments, inp, Y, extras):
+        if self.mode == "full":
+            return super()._check_moments(moments, inp, Y, extras)
+        kind = GridMoments if self.mode == "neighbors" else ColumnMoments
+        if not isinstance(moments, kind):
+            raise TypeError(
+                f"moments: mode={self.mode!r} reuses {kind.__name__}, got {type(moments).__name__}"
+            )
+        if moments.n != inp.n_samples or moments.n_features != inp.n_features:
+            raise ValueError(
+                f"moments: they describe {moments.n} samples x {moments.n_features} features, "
+                f"but X has {inp.n_samples} x {inp.n_features}"
+            )
+        if kind is GridMoments:
+            need = extras["radius"] if self.compare == "seed" else 2 * extras["radius"]
+            if moments.shape != tuple(extras["grid"]) or moments.radius < need:
+                raise ValueError(
+                    f"moments: grid {moments.shape}, radius {moments.radius}; need grid "
+                    f"{tuple(extras['grid'])}, radius >= {need}"
+                )
+        return moments
+
+    def _partition(self, m, inp, neighbors=None, radius=None, grid=None):
         return lincfa(
             m,
             shuffle=self.shuffle,
@@ -233,4 +381,7 @@ class LinCFA(BaseCFA):
             strategy=self.strategy,
             neighbors=neighbors,
             neighborhood=self.neighborhood,
+            radius=radius,
+            data=_as_dask(inp.data) if self.mode == "seed-rows" else None,
+            row_batch=self.row_batch,
         )

@@ -106,13 +106,15 @@ def _prepare(a, shift):
     return c, s, count
 
 
-def chunk_exclude(a, b=None, shift_a=None, shift_b=None) -> dict:
+def chunk_exclude(a, b=None, shift_a=None, shift_b=None, *, column_stats=False) -> dict:
     """Moments of one row block of the column blocks ``a`` (m x I) and ``b`` (m x J).
 
     ``b=None`` marks a diagonal tile (``b`` is ``a``); only diagonal tiles carry the
     per-column count of observed values, which is what exclusion needs. Means are returned
     relative to the shifts (see :func:`column_shift`). Non-finite values are treated as
     missing; their column's moments are then meaningless and the column is excluded later.
+    ``column_stats``: also the count and centred sum of squares of every column of ``a``
+    (``count_a``, ``m2_a``), for passes that skip the diagonal tiles.
     """
     m = a.shape[0]
     ca, sa, count_a = _prepare(a, shift_a)
@@ -125,7 +127,11 @@ def chunk_exclude(a, b=None, shift_a=None, shift_b=None) -> dict:
     mean_b = sb / m if m else np.zeros(b.shape[1])
     cross = ca.T @ cb
     cross -= np.multiply.outer(sa, mean_b)
-    return {"n": m, "mean_a": mean_a, "mean_b": mean_b, "cross": cross}
+    out = {"n": m, "mean_a": mean_a, "mean_b": mean_b, "cross": cross}
+    if column_stats:
+        out["count_a"] = count_a
+        out["m2_a"] = np.einsum("ij,ij->j", ca, ca) - sa * mean_a
+    return out
 
 
 def chunk_pairwise(a, b=None, shift_a=None, shift_b=None) -> dict:
@@ -201,6 +207,8 @@ def _merge_exclude(x: dict, y: dict) -> dict:
     )
     if "count_a" in x:
         out["count_a"] = x["count_a"] + y["count_a"]
+    if "m2_a" in x:
+        out["m2_a"] = x["m2_a"] + y["m2_a"] + d_a * d_a * f
     return out
 
 
@@ -631,6 +639,96 @@ class Moments:
             f"Moments(n={self.n}, n_features={self.n_features}, n_targets={self.n_targets}, "
             f"missing={self.missing!r}, excluded={len(self.excluded)})"
         )
+
+
+def load_moments(path: str | os.PathLike):
+    """Read any moments dcfa saves: :class:`Moments`, grid (neighbour mode) or column moments
+    (seed-row mode), by the kind recorded in the store."""
+    import zarr
+
+    from dcfa._seedrows import ColumnMoments
+    from dcfa._stencil import GridMoments
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"path: no moments store at {str(path)!r}")
+    kind = zarr.open_group(str(path), mode="r").attrs.get("dcfa_kind")
+    classes = {"Moments": Moments, "GridMoments": GridMoments, "ColumnMoments": ColumnMoments}
+    if kind not in classes:
+        raise ValueError(f"path: {str(path)!r} is not a dcfa moments store")
+    return classes[kind].load(path)
+
+
+def save_fields(
+    value, path, kind: str, arrays: list[str], attrs: list[str], *, overwrite: bool = False
+) -> Path:
+    """Save the named array and scalar fields of a moments value (atomically)."""
+    from dcfa import __version__
+
+    return write_zarr_atomic(
+        path,
+        arrays={a: getattr(value, a) for a in arrays if getattr(value, a) is not None},
+        attrs={
+            "dcfa_kind": kind,
+            "dcfa_version": __version__,
+            **{a: _plain(getattr(value, a)) for a in attrs},
+        },
+        overwrite=overwrite,
+    )
+
+
+def load_fields(cls, path, kind: str, arrays: list[str], attrs: list[str]):
+    """Inverse of :func:`save_fields`."""
+    import zarr
+
+    group = zarr.open_group(str(path), mode="r")
+    meta = dict(group.attrs)
+    if meta.get("dcfa_kind") != kind:
+        raise ValueError(f"path: {str(path)!r} holds {meta.get('dcfa_kind')!r}, not {kind}")
+    fields = {a: (group[a][...] if a in group else None) for a in arrays}
+    fields.update({a: (tuple(meta[a]) if isinstance(meta[a], list) else meta[a]) for a in attrs})
+    return cls(**fields)
+
+
+def _plain(v):
+    if isinstance(v, tuple | list | np.ndarray):
+        return [int(x) for x in v]
+    return (
+        v
+        if v is None or isinstance(v, str | bool)
+        else float(v)
+        if isinstance(v, float | np.floating)
+        else int(v)
+    )
+
+
+class ColumnSummary:
+    """Per-column statistics of the moment summaries that hold no full matrix (the stencil
+    and seed-row modes): they keep ``count``, ``mean`` and the columns' centred sums of
+    squares ``column_m2``, and exclude columns by the rules of :class:`Moments`."""
+
+    @property
+    def column_count(self) -> np.ndarray:
+        return self.count
+
+    @property
+    def column_mean(self) -> np.ndarray:
+        return self.mean
+
+    def column_std(self, ddof: int = 1) -> np.ndarray:
+        count = self.count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(np.where(count - ddof > 0, self.column_m2 / (count - ddof), np.nan))
+
+    @property
+    def excluded(self) -> dict[int, str]:
+        return _exclusions(self)
+
+    @property
+    def valid(self) -> np.ndarray:
+        mask = np.ones(self.n_features, dtype=bool)
+        mask[list(self.excluded)] = False
+        return mask
 
 
 def _exclusions(m: Moments) -> dict[int, str]:

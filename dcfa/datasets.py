@@ -141,6 +141,7 @@ def make_regions_field(
     *,
     n_active: int = 4,
     noise: float = 0.5,
+    loading: tuple[float, float] = (0.5, 2.0),
     target_noise: float = 0.5,
     land_fraction: float = 0.0,
     time_chunk: int = 12,
@@ -150,8 +151,10 @@ def make_regions_field(
     """A ``(time, lat, lon)`` field made of regions, and a target built from some of them.
 
     Every cell of region ``r`` is ``offset + loading * z_r(t) + noise * e``, with ``z_r`` a unit
-    AR(1) signal shared by the region, so cells within a region are strongly correlated and
-    cells of different regions are not. The target is ``sum_r beta_r z_r + target_noise * e``
+    AR(1) signal shared by the region and ``loading`` drawn per cell from the ``loading``
+    range, so cells within a region are strongly correlated and cells of different regions are
+    not. With equal loadings (``loading=(1, 1)``) the cells of a region are exchangeable: the
+    regions are then what LinCFA should find. The target is ``sum_r beta_r z_r + target_noise * e``
     over ``n_active`` regions. Built lazily (Dask, one task per chunk): any size works.
 
     Returns
@@ -169,7 +172,7 @@ def make_regions_field(
     lat = np.linspace(-90 + 90 / nlat, 90 - 90 / nlat, nlat)
     lon = np.linspace(180 / nlon, 360 - 180 / nlon, nlon)
     offset = 273.15 + 25 * np.cos(np.deg2rad(lat))[:, None] * np.ones((1, nlon))
-    loading = rng.uniform(0.5, 2.0, size=shape)
+    loadings = rng.uniform(loading[0], loading[1], size=shape)
     land = rng.uniform(size=shape) < land_fraction
     space_chunks = space_chunks or shape
     field = da.map_blocks(
@@ -178,7 +181,7 @@ def make_regions_field(
         chunks=da.core.normalize_chunks((time_chunk, *space_chunks), (n_time, nlat, nlon)),
         signals=signals,
         regions=regions,
-        loading=loading,
+        loading=loadings,
         offset=offset,
         noise=noise,
         seed=seed,

@@ -391,15 +391,17 @@ def result_dataset(
     field: xr.DataArray,
     *,
     region: xr.DataArray | None = None,
+    target=None,
     sample_dim: str = "time",
     embedding=None,
     gbmap=None,
     attrs: dict | None = None,
 ) -> xr.Dataset:
-    """The result of a fit as a Dataset (features lazy when the field is Dask-backed).
+    """The result of a fit as a Dataset (lazy when the field is Dask-backed).
 
     ``region`` is the map of groups on the grid (-1 where a cell was not used); by default the
-    model's ``label_map_``.
+    model's ``label_map_``. With ``target``, each group's correlation with it is computed from
+    the features in the same pass that writes them.
     """
     features = model.transform(field)
     region = (model.label_map_ if region is None else region).astype("int32")
@@ -413,19 +415,12 @@ def result_dataset(
             "features": features.astype("float32").rename(None),
             "region": region,
             "group_size": ("group", model.group_sizes_.astype("int64")),
-            "group_target_corr": ("group", group_target_corr(model)),
         },
         coords={"group": g},
         attrs=dict(attrs or {}),
     )
-    ds = ds.drop_vars(
-        [
-            c
-            for c in ds["features"].coords
-            if c not in (sample_dim, "group") and c in ds.coords and ds[c].dims == ()
-        ],
-        errors="ignore",
-    )
+    if target is not None:
+        ds["group_target_corr"] = _corr_with(features, target, sample_dim)
     ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
     for name, values in _group_centres(region, model.n_features_out_).items():
         ds[name] = ("group", values)
@@ -441,21 +436,14 @@ def result_dataset(
     return ds
 
 
-def group_target_corr(model) -> np.ndarray:
-    """Correlation of each group's aggregate with the target, from the fitted moments."""
-    m = model.moments_
-    D = m.n_features
-    w = np.nan_to_num(model.scale_)
-    labels = model.labels_
-    out = np.full(model.n_features_out_, np.nan)
-    cov = m.cov()
-    vy = cov[D, D]
-    for g in range(model.n_features_out_):
-        k = np.flatnonzero(labels == g)
-        wk = w[k]
-        var = wk @ cov[np.ix_(k, k)] @ wk
-        out[g] = (wk @ cov[k, D]) / np.sqrt(var * vy) if var > 0 else np.nan
-    return out
+def _corr_with(features: xr.DataArray, target, sample_dim: str) -> xr.DataArray:
+    """Correlation of every column of ``features`` with ``target`` (lazy if they are)."""
+    t = np.asarray(target, dtype=np.float64).reshape(-1)
+    tc = xr.DataArray(t - t.mean(), dims=sample_dim)
+    fc = features - features.mean(sample_dim)
+    corr = (fc * tc).sum(sample_dim) / np.sqrt((fc**2).sum(sample_dim) * float(tc @ tc))
+    corr.attrs = {"long_name": "correlation of the group's aggregate with the target"}
+    return corr.drop_vars([c for c in corr.coords if c != "group"])
 
 
 def _group_centres(region: xr.DataArray, n_groups: int) -> dict:

@@ -44,6 +44,7 @@ __all__ = [
     "partition_moments",
     "sequential_partition",
     "greedy_partition",
+    "grid_partition",
     "COMPARE",
     "SCANS",
     "STRATEGIES",
@@ -331,54 +332,75 @@ def sequential_partition(
     labels = np.full(D, -1, dtype=np.int64)
     unassigned = np.ones(D, dtype=bool)
     adj = None if neighbors is None else sp.csr_array(neighbors)
-    fixed = compare == "seed"
+    prefetch = getattr(basis, "prefetch", None)
     n_groups = 0
     n_assigned = 0
 
     for seed in order:
         if not unassigned[seed]:
             continue
-        group = _Group(basis, seed)
-        members = [seed]
-        unassigned[seed] = False
-        front = _Frontier(adj, unassigned, grow=neighborhood == "group")
-        front.add(seed)
-        pointer = pos[seed]
-        # seed mode with neighbours: a candidate's verdict never changes, cache it
-        test = partial(_test, accept, group, {} if fixed and adj is not None else None)
-
-        while True:
-            if adj is None:
-                cand = order[unassigned[order]]  # what is left, in visiting order
-            else:
-                cand = front.candidates()
-                cand = cand[np.argsort(pos[cand], kind="stable")]
-            if scan == "single":
-                cand = cand[pos[cand] > pointer]
-            if cand.size == 0:
-                break
-            if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
-                # tests against the seed do not depend on who joined first: take every pass
-                take = cand[test(cand)]
-            else:
-                take = _first_passing(cand, test)
-            if take.size == 0:
-                break
-            for j in take:
-                unassigned[j] = False
-                members.append(j)
-                front.add(j)
-                if not fixed:
-                    group.add(j)
-            pointer = pos[take].max() if scan == "single" else pointer
-            if fixed and adj is None:
-                break  # every candidate has been tested against the seed
+        if prefetch is not None:
+            prefetch(order[unassigned[order]])  # the seeds that may come next
+        members = _grow_group(
+            basis,
+            seed,
+            accept,
+            order=order,
+            pos=pos,
+            unassigned=unassigned,
+            adj=adj,
+            compare=compare,
+            scan=scan,
+            neighborhood=neighborhood,
+        )
         labels[members] = n_groups
         n_groups += 1
         n_assigned += len(members)
         if progress is not None:
             progress(n_assigned, D)
     return labels
+
+
+def _grow_group(
+    basis, seed, accept, *, order, pos, unassigned, adj, compare, scan, neighborhood
+) -> list[int]:
+    """The group opened by ``seed``: its members, marked assigned in ``unassigned``."""
+    fixed = compare == "seed"
+    group = _Group(basis, seed)
+    members = [seed]
+    unassigned[seed] = False
+    front = _Frontier(adj, unassigned, grow=neighborhood == "group")
+    front.add(seed)
+    pointer = pos[seed]
+    # seed mode with neighbours: a candidate's verdict never changes, cache it
+    test = partial(_test, accept, group, {} if fixed and adj is not None else None)
+    while True:
+        if adj is None:
+            cand = order[unassigned[order]]  # what is left, in visiting order
+        else:
+            cand = front.candidates()
+            cand = cand[np.argsort(pos[cand], kind="stable")]
+        if scan == "single":
+            cand = cand[pos[cand] > pointer]
+        if cand.size == 0:
+            break
+        if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
+            # tests against the seed do not depend on who joined first: take every pass
+            take = cand[test(cand)]
+        else:
+            take = _first_passing(cand, test)
+        if take.size == 0:
+            break
+        for j in take:
+            unassigned[j] = False
+            members.append(j)
+            front.add(j)
+            if not fixed:
+                group.add(j)
+        pointer = pos[take].max() if scan == "single" else pointer
+        if fixed and adj is None:
+            break  # every candidate has been tested against the seed
+    return members
 
 
 def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
@@ -535,3 +557,133 @@ def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
 def _heap_valid(entry, active, version) -> bool:
     _, a, b, va, vb = entry
     return bool(active[a] and active[b] and version[a] == va and version[b] == vb)
+
+
+def grid_partition(
+    gm,
+    accept,
+    *,
+    radius: int,
+    standardize: bool = True,
+    shuffle: bool = False,
+    random_state=None,
+    compare: str = "seed",
+    scan: str = "single",
+    progress=None,
+) -> np.ndarray:
+    """The neighbour mode: a group holds its seed and cells within ``radius`` of it.
+
+    Works from :class:`~dcfa._stencil.GridMoments` (the moments of nearby cells only), never a
+    ``D x D`` matrix, and gives exactly the partition of :func:`sequential_partition` with the
+    grid adjacency and ``neighborhood="seed"``. With ``compare="seed"`` every test is between
+    a cell and one of its neighbours: all ``D x k`` of them are evaluated in a few vectorised
+    calls and the loop only looks verdicts up. With ``compare="mean"`` each group grows on a
+    local basis of its seed's neighbourhood (the moments must reach ``2 radius``).
+
+    Returns
+    -------
+    labels : ndarray of shape (D,)
+        -1 for excluded cells.
+    """
+    from sklearn.utils import check_random_state
+
+    need = radius if compare == "seed" else 2 * radius
+    if gm.radius < need:
+        raise ValueError(
+            f"radius: compare={compare!r} with a radius of {radius} needs the moments of cells "
+            f"up to {need} apart; these reach {gm.radius}"
+        )
+    D = gm.n_features
+    valid = gm.valid
+    idx = np.flatnonzero(valid)
+    order = idx[check_random_state(random_state).permutation(idx.size)] if shuffle else idx
+    pos = np.full(D, D, dtype=np.int64)
+    pos[order] = np.arange(order.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(valid, 1.0 / gm.column_std(ddof=1) if standardize else 1.0, 0.0)
+    nbr, _ = gm.neighbours(np.arange(D), radius)
+    nbr = np.where((nbr >= 0) & valid[np.maximum(nbr, 0)], nbr, -1)
+    labels = np.full(D, -1, dtype=np.int64)
+    unassigned = valid.copy()
+    verdict = _neighbour_verdicts(gm, accept, nbr, w) if compare == "seed" else None
+    n_groups = n_assigned = 0
+    for seed in order:
+        if not unassigned[seed]:
+            continue
+        row = nbr[seed]
+        live = (row >= 0) & unassigned[np.maximum(row, 0)]
+        if verdict is not None:  # seed tests: order-free, all passing candidates join
+            members = [seed, *row[live & verdict[seed]].tolist()]
+        else:
+            cand = row[live]
+            cand = cand[np.argsort(pos[cand], kind="stable")]
+            cells = np.concatenate([[seed], cand])
+            local = _local_basis(gm, cells, w)
+            L = cells.size
+            grown = _grow_group(
+                local,
+                0,
+                accept,
+                order=np.arange(L),
+                pos=np.arange(L),
+                unassigned=np.ones(L, dtype=bool),
+                adj=None,
+                compare=compare,
+                scan=scan,
+                neighborhood="seed",
+            )
+            members = cells[grown].tolist()
+        unassigned[members] = False
+        labels[members] = n_groups
+        n_groups += 1
+        n_assigned += len(members)
+        if progress is not None:
+            progress(n_assigned, D)
+    return labels
+
+
+def _neighbour_verdicts(
+    gm, accept, nbr: np.ndarray, w: np.ndarray, block: int = 500_000
+) -> np.ndarray:
+    """``accept`` for every (cell, neighbour) pair: (D, K) booleans, False off the grid."""
+    D, K = nbr.shape
+    flat_a = np.repeat(np.arange(D), K)
+    flat_b = nbr.ravel()
+    verdict = np.zeros(D * K, dtype=bool)
+    ok = np.flatnonzero(flat_b >= 0)
+    ym = gm.target_mean
+    for s in range(0, ok.size, block):
+        sel = ok[s : s + block]
+        a, b = flat_a[sel], flat_b[sel]
+        J = sel.size
+        cross = np.empty((1, J, 3, 3))
+        cross[0, :, 0, 0] = w[a] ** 2 * gm.diag[a]
+        cross[0, :, 0, 1] = cross[0, :, 1, 0] = w[a] * w[b] * gm.pair_cross(a, b)
+        cross[0, :, 0, 2] = cross[0, :, 2, 0] = w[a] * gm.target_cross[a]
+        cross[0, :, 1, 1] = w[b] ** 2 * gm.diag[b]
+        cross[0, :, 1, 2] = cross[0, :, 2, 1] = w[b] * gm.target_cross[b]
+        cross[0, :, 2, 2] = gm.target_ss
+        mean = np.stack([w[a] * gm.mean[a], w[b] * gm.mean[b], np.full(J, ym)], axis=-1)[None]
+        n = np.full((1, J), float(gm.n))
+        verdict[sel] = accept(PairMoments(n=n, mean=mean, cross=cross))
+    return verdict.reshape(D, K)
+
+
+def _local_basis(gm, cells: np.ndarray, w: np.ndarray) -> Basis:
+    """A dense basis of a few cells (all within ``gm.radius`` of each other) and the target."""
+    L = cells.size
+    M = np.empty((L + 1, L + 1))
+    wc = w[cells]
+    M[:L, :L] = np.outer(wc, wc) * gm.pair_cross(cells[:, None], cells[None, :])
+    M[:L, L] = M[L, :L] = wc * gm.target_cross[cells]
+    M[L, L] = gm.target_ss
+    mean = np.append(wc * gm.mean[cells], gm.target_mean)
+    return Basis(
+        n=np.array([gm.n]),
+        mean=mean[None],
+        diag=np.diagonal(M).copy()[None],
+        target=M[:, L].copy()[None],
+        crosses=[M],
+        cols=np.arange(L + 1),
+        scale=np.ones(L + 1),
+    )

@@ -225,3 +225,21 @@ def test_cli_fit_and_inspect(tmp_path):
     assert "groups most correlated with the target" in proc.stdout
     proc = cli("inspect", str(tmp_path / "sst.zarr"), cwd=tmp_path)
     assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
+
+
+def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
+    """mode = "neighbors" reads the grid itself and gives the full mode's regions."""
+    job = write_job(
+        tmp_path, method__params={"random_state": 0, "neighbors": 1, "neighborhood": "seed"}
+    )
+    full = run_job(load_config(job), echo=lambda *a: None)
+    near = run_job(
+        load_config(job, ["method.params.mode=neighbors"]),
+        output=str(tmp_path / "near.zarr"),
+        echo=lambda *a: None,
+    )
+    a, b = xr.open_zarr(full), xr.open_zarr(near)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
+    np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values, atol=1e-5)
+    assert type(dcfa._moments.load_moments(near / "moments")).__name__ == "GridMoments"

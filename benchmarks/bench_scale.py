@@ -1,0 +1,100 @@
+"""LinCFA at climate resolution: the neighbour and seed-row modes at growing D.
+
+    python benchmarks/bench_scale.py            # D = 1e4, 1e5, 1e6 (neighbours), 5e4 (seed rows)
+    python benchmarks/bench_scale.py --quick    # D = 1e4 and 4e4, and 1e4 for seed rows
+
+Data: the synthetic regions field of ``dcfa.datasets.make_regions_field`` (float32, kelvin-like
+offsets, 500 monthly samples, 10 % land), generated lazily chunk by chunk like an archive
+read from disk: the data never exist in memory as a whole. Each fit is timed on the threaded
+scheduler (2 cores); peak memory is the process's resident set size sampled every 50 ms,
+above what it held before the fit. For reference, the D x D correlation matrix the full mode
+would hold is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import threading
+import time
+
+import dask
+import numpy as np
+import psutil
+
+from dcfa import LinCFA
+from dcfa.datasets import make_regions_field
+
+
+class PeakRSS:
+    """Peak resident memory of this process above its level at entry, in MiB."""
+
+    def __enter__(self):
+        gc.collect()
+        self.proc = psutil.Process()
+        self.base = self.proc.memory_info().rss
+        self.peak = self.base
+        self._stop = False
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop:
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self._stop = True
+        self._thread.join()
+        self.mib = (self.peak - self.base) / 2**20
+
+
+def field_of(n_cells: int, n_time: int = 500):
+    nlat = int(np.sqrt(n_cells / 2))
+    nlon = n_cells // nlat
+    rows = max(1, int(16 * 2**20 / (100 * nlon * 4)))  # ~16 MB chunks of 100 samples
+    ds = make_regions_field(
+        n_time=n_time,
+        shape=(nlat, nlon),
+        n_regions=40,
+        noise=0.5,
+        land_fraction=0.1,
+        time_chunk=100,
+        space_chunks=(rows, nlon),
+        seed=1,
+    )
+    return ds.field, ds.target.values, nlat * nlon
+
+
+def run(label, model, field, target, D):
+    with dask.config.set(scheduler="threads"), PeakRSS() as mem:
+        t = time.perf_counter()
+        model.fit(field, target)
+        seconds = time.perf_counter() - t
+    dense = D * D * 8 / 2**30
+    print(
+        f"{label:22s} D = {D:9,d}: {seconds:7.1f} s, {seconds / D * 1e6:6.1f} us/cell, peak "
+        f"{mem.mib:7.0f} MiB (a D x D matrix: {dense:9.1f} GiB); "
+        f"{model.n_features_out_:,d} groups",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    sizes = [10_000, 40_000] if args.quick else [10_000, 100_000, 1_000_000]
+    for D in sizes:
+        field, y, D = field_of(D)
+        model = LinCFA(mode="neighbors", neighbors=1, neighborhood="seed", random_state=0)
+        run("neighbour mode, r = 1", model, field, y, D)
+    D = 10_000 if args.quick else 50_000
+    field, y, D = field_of(D)
+    field = field.persist()  # each batch of rows is one pass: keep the data in memory
+    run("seed-row mode", LinCFA(mode="seed-rows", row_batch=512, random_state=0), field, y, D)
+
+
+if __name__ == "__main__":
+    main()

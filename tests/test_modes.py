@@ -1,0 +1,224 @@
+"""LinCFA beyond a D x D matrix: the neighbour mode (grid moments) and the seed-row mode.
+
+Each must give exactly the full-matrix partition under the same options, and hold far less
+than a D x D matrix at any time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from dask.diagnostics import CacheProfiler
+from dask.sizeof import sizeof
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import chunks
+
+import dcfa
+from dcfa import LinCFA
+from dcfa._moments import load_moments
+from dcfa._stencil import grid_moments, half_offsets
+from dcfa.datasets import make_regions_field
+from dcfa.neighbors import grid_adjacency
+from dcfa.partition import grid_partition, partition_moments
+from dcfa.rules import lincfa_rule
+
+
+def grid_data(seed, n=120, shape=(9, 11), land=True):
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 4))
+    region = rng.integers(0, 4, shape)
+    X = latent[:, region] + rng.uniform(0.3, 1.0) * rng.normal(size=(n, *shape)) + 280
+    if land:
+        X[:, 0, :2] = np.nan
+    y = latent @ rng.normal(size=4) + rng.normal(size=n)
+    return X, y
+
+
+def test_half_offsets_cover_every_pair_once():
+    for ndim, r in [(1, 2), (2, 1), (2, 2), (3, 1)]:
+        o = half_offsets(ndim, r)
+        both = {tuple(v) for v in o} | {tuple(-v) for v in o}
+        assert len(both) == 2 * len(o) == (2 * r + 1) ** ndim - 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    t=chunks(60, 4),
+    a=chunks(7, 3),
+    b=chunks(8, 3),
+    radius=st.integers(1, 3),
+    periodic=st.booleans(),
+)
+def test_grid_moments_equal_the_dense_ones(t, a, b, radius, periodic):
+    rng = np.random.default_rng(len(t) + 10 * radius)
+    X = rng.normal(size=(60, 7, 8)).cumsum(axis=2) + 1e4
+    X[:, 2, 3] = np.nan
+    y = rng.normal(size=60)
+    field = xr.DataArray(da.from_array(X, chunks=(t, a, b)), dims=("time", "lat", "lon"))
+    gm = grid_moments(field, y, radius=radius, periodic=(1,) if periodic else ())
+    m = dcfa.moments(X.reshape(60, -1), y)
+    cells = np.arange(56)
+    nbr, _ = gm.neighbours(cells)
+    pa, pb = np.repeat(cells, nbr.shape[1]), nbr.ravel()
+    ok = (pb >= 0) & (pa != 19) & (pb != 19)  # cell 19 = (2, 3) is all NaN
+    np.testing.assert_allclose(
+        gm.pair_cross(pa[ok], pb[ok]), m.cross[pa[ok], pb[ok]], rtol=1e-9, atol=1e-7
+    )
+    keep = cells != 19
+    np.testing.assert_allclose(gm.mean[keep], m.mean[:56][keep], rtol=1e-12)
+    np.testing.assert_allclose(gm.diag[keep], np.diag(m.cross)[:56][keep], rtol=1e-10)
+    np.testing.assert_allclose(gm.target_cross[keep], m.cross[:56, 56][keep], rtol=1e-9, atol=1e-8)
+    assert gm.excluded == {19: "all values missing"}
+    assert len(gm.offsets) == ((2 * radius + 1) ** 2 - 1) // 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("radius", [1, 2])
+@pytest.mark.parametrize("compare", ["seed", "mean"])
+@pytest.mark.parametrize("scan", ["single", "restart"])
+def test_neighbour_mode_is_the_full_partition(seed, radius, compare, scan):
+    X, y = grid_data(seed)
+    field = xr.DataArray(da.from_array(X, chunks=(40, 4, 11)), dims=("time", "lat", "lon"))
+    gm = grid_moments(field, y, radius=2 * radius)
+    m = dcfa.moments(X.reshape(120, -1), y)
+    accept = partial(lincfa_rule, strict=True)
+    for shuffle in (False, True):
+        full = partition_moments(
+            m,
+            accept,
+            standardize=True,
+            shuffle=shuffle,
+            random_state=seed,
+            compare=compare,
+            scan=scan,
+            neighbors=grid_adjacency((9, 11), radius),
+            neighborhood="seed",
+        )
+        grid = grid_partition(
+            gm,
+            accept,
+            radius=radius,
+            shuffle=shuffle,
+            random_state=seed,
+            compare=compare,
+            scan=scan,
+        )
+        np.testing.assert_array_equal(grid, full)
+
+
+@pytest.mark.parametrize("compare", ["seed", "mean"])
+def test_lincfa_neighbour_mode(compare):
+    X, y = grid_data(7)
+    field = xr.DataArray(
+        da.from_array(X, chunks=(50, 5, 11)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": np.arange(9.0), "lon": np.arange(11.0)},
+    )
+    kw = dict(neighbors=1, neighborhood="seed", compare=compare, random_state=3)
+    full = LinCFA(**kw).fit(field, y)
+    near = LinCFA(mode="neighbors", **kw).fit(field, y)
+    np.testing.assert_array_equal(near.labels_, full.labels_)
+    np.testing.assert_allclose(
+        near.transform(field).values, full.transform(field).values, atol=1e-9
+    )
+    assert near.label_map_.dims == ("lat", "lon") and near.excluded_ == full.excluded_
+    assert type(near.moments_).__name__ == "GridMoments"
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("row_batch", [3, 256])
+def test_seed_row_mode_is_the_full_partition(seed, row_batch):
+    X, y = grid_data(seed, land=seed == 0)
+    flat = X.reshape(120, -1)
+    full = LinCFA(random_state=seed).fit(flat, y)
+    rows = LinCFA(random_state=seed, mode="seed-rows", row_batch=row_batch).fit(
+        da.from_array(flat, chunks=(40, 25)), y
+    )
+    np.testing.assert_array_equal(rows.labels_, full.labels_)
+    np.testing.assert_allclose(rows.transform(flat), full.transform(flat), atol=1e-9)
+    assert rows.excluded_ == full.excluded_
+
+
+def _largest_result(fit):
+    with dask.config.set(scheduler="threads"), CacheProfiler(metric=sizeof) as prof:
+        fit()
+    return max(r.metric for r in prof.results)
+
+
+def test_no_mode_but_full_holds_a_d_by_d_matrix():
+    """With D = 3600 cells a D x D float64 matrix is 104 MB; the other modes never hold one."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 60, 60))
+    y = X[:, 10:20, 10:20].mean(axis=(1, 2)) + rng.normal(size=200)
+    field = xr.DataArray(da.from_array(X, chunks=(50, 20, 60)), dims=("time", "lat", "lon"))
+    dd = 3600 * 3600 * 8
+    near = _largest_result(
+        lambda: LinCFA(mode="neighbors", neighbors=1, neighborhood="seed").fit(field, y)
+    )
+    rows = _largest_result(lambda: LinCFA(mode="seed-rows", row_batch=64).fit(field, y))
+    full = _largest_result(lambda: LinCFA().fit(field, y))
+    assert near < dd / 20 and rows < dd / 20, (near, rows)
+    assert full > dd / 20  # the full mode does hold D x D pieces: the bound can tell
+
+
+def test_stored_moments_of_every_mode(tmp_path):
+    X, y = grid_data(2)
+    field = xr.DataArray(X, dims=("time", "lat", "lon"))
+    for mode, kw in [("neighbors", dict(neighbors=1, neighborhood="seed")), ("seed-rows", {})]:
+        first = LinCFA(mode=mode, random_state=1, **kw).fit(field, y)
+        back = load_moments(first.moments_.save(tmp_path / f"{mode}.zarr"))
+        again = LinCFA(mode=mode, random_state=1, **kw).fit(field, y, moments=back)
+        np.testing.assert_array_equal(again.labels_, first.labels_)
+    with pytest.raises(TypeError, match="moments: mode='seed-rows' reuses ColumnMoments"):
+        LinCFA(mode="seed-rows").fit(field, y, moments=dcfa.moments(X.reshape(120, -1), y))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(mode="neighbors"), "neighbors: mode='neighbors' needs an int radius"),
+        (dict(mode="neighbors", neighbors=1), "neighborhood: mode='neighbors' keeps a group"),
+        (dict(mode="seed-rows", compare="mean"), "compare: mode='seed-rows'"),
+        (dict(mode="seed-rows", strategy="greedy"), "strategy: mode='seed-rows'"),
+        (dict(mode="neighbors", neighbors=1, neighborhood="seed", missing="pairwise"), "missing"),
+        (dict(mode="rows"), "mode"),
+    ],
+)
+def test_mode_options_are_checked_before_the_pass(params, match):
+    from conftest import count_computes
+
+    X, y = grid_data(0)
+    field = xr.DataArray(da.from_array(X, chunks=40), dims=("time", "lat", "lon"))
+    with count_computes(0), pytest.raises(ValueError, match=match):
+        LinCFA(**params).fit(field, y)
+
+
+def test_known_regions_are_recovered():
+    """On the synthetic grid, no group mixes a region that drives the target with another
+    cell's region, in either mode, and each such region gives a group correlated with it."""
+    ds = make_regions_field(
+        n_time=400, shape=(20, 30), n_regions=8, noise=0.5, land_fraction=0.1, seed=3
+    ).load()
+    true = ds.region.values.ravel()
+    active = np.flatnonzero(ds.beta.values != 0)
+    for kw in (
+        dict(neighbors=1, compare="mean"),
+        dict(neighbors=1, neighborhood="seed", mode="neighbors"),
+    ):
+        model = LinCFA(random_state=0, **kw).fit(ds.field, ds.target)
+        labels = model.labels_
+        assert (labels[true < 0] == -1).all()  # land
+        for g in np.unique(labels[np.isin(true, active)]):
+            assert len(set(true[labels == g])) == 1
+        Xt = model.transform(ds.field).values
+        for r in active:
+            groups = Counter(labels[true == r]).most_common(3)
+            best = max(abs(np.corrcoef(Xt[:, g], ds.target)[0, 1]) for g, _ in groups)
+            assert best > 0.15 * abs(ds.beta.values[r]) / np.abs(ds.beta.values).sum()
