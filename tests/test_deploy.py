@@ -527,7 +527,9 @@ def test_dockerfile():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert {"pyproject.toml", pyproject["project"]["readme"], "dcfa"} <= sources
     (install,) = [a for k, a in steps if k == "RUN" and "pip install" in a]
-    assert re.search(r'pip install "?/tmp/dcfa-src\[deploy\]"?', install)
+    extras = re.search(r'pip install "?/tmp/dcfa-src\[([a-z,]+)\]"?', install).group(1).split(",")
+    assert set(extras) <= set(pyproject["project"]["optional-dependencies"])
+    assert {"deploy", "demo"} <= set(extras)  # the image runs `dcfa demo` (its header says so)
     # `dask scheduler` / `dask worker` (what the operator's pods run) are checked at build time
     assert "dask scheduler --help" in install and "dask worker --help" in install
     assert any(d.startswith("distributed") for d in pyproject["project"]["dependencies"])

@@ -1,0 +1,411 @@
+"""Plots of dcfa results: the regions found on a lat/lon grid, GBMAP embeddings, drift scores.
+
+matplotlib is imported when a function is called, not when this module is imported, so the
+rest of dcfa never needs it (``pip install "dcfa[demo]"`` or ``pip install matplotlib``).
+cartopy is optional: with it, :func:`plot_regions` draws coastlines on a map projection;
+without it, plain longitude/latitude axes.
+
+Every function draws on ``ax`` when given (a new figure otherwise) and returns the Axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
+
+__all__ = ["plot_drift", "plot_embedding", "plot_regions"]
+
+_MAX_ANNOTATED_GROUPS = 30
+_UNUSED_COLOUR = (0.85, 0.85, 0.85, 1.0)  # light grey: cells not used (land, no data)
+_LAT_NAMES = ("lat", "latitude")
+_LON_NAMES = ("lon", "longitude")
+
+
+def _pyplot():
+    """``matplotlib.pyplot``, or an ImportError that says how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError(
+            'dcfa.plot needs matplotlib: pip install "dcfa[demo]" or pip install matplotlib'
+        ) from err
+    return plt
+
+
+def _cartopy_crs():
+    """``cartopy.crs``, or None when cartopy is not importable."""
+    try:
+        import cartopy.crs as ccrs
+    except ImportError:
+        return None
+    return ccrs
+
+
+############################################################################################
+# regions
+
+
+def plot_regions(
+    region: xr.DataArray,
+    *,
+    ax: Axes | None = None,
+    coastlines: bool = True,
+    title: str | None = None,
+    cmap: str | Colormap = "tab20",
+    annotate: bool = True,
+    lat: str = "lat",
+    lon: str = "lon",
+) -> Axes:
+    """Map of the groups (regions) found on a lat/lon grid.
+
+    Parameters
+    ----------
+    region : xarray.DataArray of shape (n_lat, n_lon) or (n_lon, n_lat)
+        Integer group label of every cell, e.g. ``label_map_`` of a fitted LinCFA or the
+        ``region`` variable of a result store. A negative label (-1) or NaN marks a cell that
+        was not used (land, no data, excluded); such cells are drawn in light grey. Needs 1-D
+        latitude and longitude coordinates along its two dimensions, in any order.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on (a cartopy GeoAxes gets coastlines and the right transform). By default
+        a new figure, with a cartopy PlateCarree map when ``coastlines`` and cartopy is
+        installed.
+    coastlines : bool, default=True
+        Draw coastlines when cartopy is importable; silently ignored otherwise.
+    title : str, optional
+        Title of the Axes; none by default.
+    cmap : str or matplotlib.colors.Colormap, default="tab20"
+        Colours of the groups, which are categorical: group ``g`` gets colour ``g`` of a
+        listed colormap (cycled when there are more groups than colours) or, for a continuous
+        colormap, an evenly spaced sample of it.
+    annotate : bool, default=True
+        Write each group's number at its centroid (mean latitude and mean longitude of its
+        cells) when there are at most 30 groups.
+    lat, lon : str, default="lat", "lon"
+        Names of the coordinates; "latitude" / "longitude" are found automatically.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes; ``ax.collections[0]`` is the QuadMesh of the groups, with latitude and
+        longitude ascending whatever the order of the coordinates.
+
+    Raises
+    ------
+    TypeError
+        If ``region`` is not an xarray.DataArray.
+    ValueError
+        If ``region`` is not 2-D, lacks latitude/longitude coordinates along its dimensions,
+        has repeated coordinate values or labels that are not integers.
+
+    Notes
+    -----
+    Cell edges are halfway between neighbouring cell centres, and half a step beyond the
+    first and last centres, so regular and irregular grids are both drawn exactly. Latitude
+    edges are clipped to [-90, 90].
+    """
+    import xarray as xr
+
+    if not isinstance(region, xr.DataArray):
+        raise TypeError(f"region: expected an xarray.DataArray, got {type(region).__name__}")
+    if region.ndim != 2:
+        raise ValueError(f"region: expected a 2-D (lat, lon) grid, got dims {region.dims}")
+    lat_name = _grid_coord(region, lat, _LAT_NAMES, "latitude")
+    lon_name = _grid_coord(region, lon, _LON_NAMES, "longitude")
+    lat_dim, lon_dim = region[lat_name].dims[0], region[lon_name].dims[0]
+    if lat_dim == lon_dim:
+        raise ValueError(
+            f"region: latitude {lat_name!r} and longitude {lon_name!r} share the dim {lat_dim!r}"
+        )
+    grid = region.transpose(lat_dim, lon_dim).sortby([lat_name, lon_name])
+    lats = np.asarray(grid[lat_name].values, dtype=np.float64)
+    lons = np.asarray(grid[lon_name].values, dtype=np.float64)
+    for name, c in ((lat_name, lats), (lon_name, lons)):
+        if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
+            raise ValueError(f"region: coordinate {name!r} has repeated or non-finite values")
+    labels = np.asarray(grid.values, dtype=np.float64)
+    used = np.isfinite(labels) & (labels >= 0)
+    if np.any(labels[used] != np.round(labels[used])):
+        raise ValueError("region: group labels must be integers (-1 or NaN for unused cells)")
+    values = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
+    groups = np.unique(values.compressed())
+
+    lat_edges = _edges(lats)
+    if np.all(np.abs(lats) <= 90):
+        lat_edges = np.clip(lat_edges, -90.0, 90.0)
+    lon_edges = _edges(lons)
+
+    plt = _pyplot()
+    ccrs = _cartopy_crs() if coastlines else None
+    if ax is None:
+        if ccrs is not None:
+            crosses_dateline = (
+                lons.min() >= 0 and lons.max() <= 360 and lons.min() < 180 < lons.max()
+            )
+            projection = ccrs.PlateCarree(central_longitude=180 if crosses_dateline else 0)
+            _, ax = plt.subplots(subplot_kw={"projection": projection})
+        else:
+            _, ax = plt.subplots()
+    geo = ccrs is not None and hasattr(ax, "coastlines")
+    kw: dict[str, Any] = {"transform": ccrs.PlateCarree()} if geo else {}
+
+    colormap, norm = _categorical(cmap, int(groups.max()) + 1 if groups.size else 1)
+    ax.pcolormesh(lon_edges, lat_edges, values, cmap=colormap, norm=norm, shading="flat", **kw)
+
+    if annotate and 0 < groups.size <= _MAX_ANNOTATED_GROUPS:
+        lat2d, lon2d = np.meshgrid(lats, lons, indexing="ij")
+        for g in groups:
+            cells = values.filled(-1) == g
+            ax.text(
+                float(lon2d[cells].mean()),
+                float(lat2d[cells].mean()),
+                str(int(g)),
+                ha="center",
+                va="center",
+                fontsize="small",
+                fontweight="bold",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.7},
+                **kw,
+            )
+
+    if geo:
+        ax.coastlines()
+        if lon_edges[-1] - lon_edges[0] >= 359.0 and lat_edges[-1] - lat_edges[0] >= 179.0:
+            ax.set_global()
+        else:
+            ax.set_extent(
+                [lon_edges[0], lon_edges[-1], lat_edges[0], lat_edges[-1]], crs=ccrs.PlateCarree()
+            )
+    else:
+        ax.set_xlim(lon_edges[0], lon_edges[-1])
+        ax.set_ylim(lat_edges[0], lat_edges[-1])
+        ax.set_aspect("equal", adjustable="box")
+        ax.set_xlabel("longitude (°E)")
+        ax.set_ylabel("latitude (°N)")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _grid_coord(region: xr.DataArray, name: str, standard: Sequence[str], what: str) -> str:
+    """The name of the 1-D ``what`` coordinate of ``region`` along one of its dims."""
+    candidates = [name, *(s for s in standard if s != name)]
+    for c in candidates:
+        if c in region.coords:
+            coord = region.coords[c]
+            if coord.ndim != 1 or coord.dims[0] not in region.dims:
+                raise ValueError(
+                    f"region: {what} coordinate {c!r} must be 1-D along one of the dims "
+                    f"{region.dims}, got dims {coord.dims}"
+                )
+            return c
+    raise ValueError(
+        f"region: no {what} coordinate (looked for {candidates}); coordinates are "
+        f"{list(region.coords)}. Pass the name with lat=/lon=."
+    )
+
+
+def _edges(centres: np.ndarray) -> np.ndarray:
+    """Cell edges from ascending cell centres: midpoints, extended half a step at both ends."""
+    if centres.size == 1:
+        return np.array([centres[0] - 0.5, centres[0] + 0.5])
+    mid = (centres[:-1] + centres[1:]) / 2
+    first = centres[0] - (centres[1] - centres[0]) / 2
+    last = centres[-1] + (centres[-1] - centres[-2]) / 2
+    return np.concatenate([[first], mid, [last]])
+
+
+def _categorical(cmap: str | Colormap, n: int):
+    """A ListedColormap of ``n`` categories from ``cmap`` and its BoundaryNorm."""
+    import matplotlib as mpl
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    base = mpl.colormaps[cmap] if isinstance(cmap, str) else cmap
+    if isinstance(base, ListedColormap) and base.N < 256:
+        palette = [base(i) for i in range(base.N)]
+        colors = [palette[i % len(palette)] for i in range(n)]
+    else:
+        colors = [base(x) for x in np.linspace(0.0, 1.0, n)]
+    colormap = ListedColormap(colors, name="dcfa_groups").with_extremes(bad=_UNUSED_COLOUR)
+    norm = BoundaryNorm(np.arange(n + 1) - 0.5, n)
+    return colormap, norm
+
+
+############################################################################################
+# GBMAP
+
+
+def plot_embedding(
+    embedding: Any,
+    y: Any = None,
+    *,
+    ax: Axes | None = None,
+    components: tuple[int, int] = (0, 1),
+    cmap: str | Colormap = "viridis",
+    title: str | None = None,
+) -> Axes:
+    """Scatter plot of two components of a GBMAP embedding.
+
+    Parameters
+    ----------
+    embedding : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, m)
+        The embedding ``(f_1(x), ..., f_m(x))``, e.g. ``GBMAPRegressor.transform(X)``
+        (computed here if lazy). A 1-D array is one component.
+    y : array-like of shape (n_samples,), optional
+        Colours the points (with a colorbar), e.g. the target or the model's prediction.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure by default.
+    components : (int, int), default=(0, 1)
+        0-based columns drawn on the x and y axes (labelled 1-based, ``f_1(x)`` ...).
+    cmap : str or matplotlib.colors.Colormap, default="viridis"
+        Colormap of ``y``.
+    title : str, optional
+        Title of the Axes; none by default.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes; ``ax.collections[0]`` is the scatter.
+
+    Notes
+    -----
+    With a single component (m == 1), it is drawn against the sample index, or against ``y``
+    when given (then without colours).
+
+    Raises
+    ------
+    ValueError
+        If ``embedding`` is not 1-D or 2-D, ``components`` are not two distinct columns of
+        it, or ``y`` has not one value per sample.
+    """
+    E = np.asarray(embedding, dtype=np.float64)
+    if E.ndim == 1:
+        E = E[:, None]
+    if E.ndim != 2:
+        raise ValueError(f"embedding: expected shape (n_samples, m), got {E.shape}")
+    n, m = E.shape
+    yv = None
+    if y is not None:
+        yv = np.asarray(y).reshape(-1)
+        if yv.shape[0] != n:
+            raise ValueError(f"y: expected {n} values (one per sample), got {yv.shape[0]}")
+    y_label = _name(y, "y")
+
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots()
+    if m == 1:
+        x = np.arange(n) if yv is None else yv
+        ax.scatter(x, E[:, 0], s=12)
+        ax.set_xlabel("sample" if yv is None else y_label)
+        ax.set_ylabel("f_1(x)")
+    else:
+        i, j = _components(components, m)
+        if yv is None:
+            ax.scatter(E[:, i], E[:, j], s=12)
+        else:
+            points = ax.scatter(E[:, i], E[:, j], c=yv, cmap=cmap, s=12)
+            ax.figure.colorbar(points, ax=ax, label=y_label)
+        ax.set_xlabel(f"f_{i + 1}(x)")
+        ax.set_ylabel(f"f_{j + 1}(x)")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _components(components: Sequence[int], m: int) -> tuple[int, int]:
+    try:
+        i, j = (int(c) for c in components)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"components: expected two column indices, got {components!r}") from err
+    if not (0 <= i < m and 0 <= j < m) or i == j:
+        raise ValueError(
+            f"components: expected two distinct columns in 0..{m - 1}, got {components!r}"
+        )
+    return i, j
+
+
+def _name(values: Any, default: str) -> str:
+    name = getattr(values, "name", None)
+    return str(name) if isinstance(name, str) and name else default
+
+
+def plot_drift(
+    score: Any,
+    time: Any = None,
+    *,
+    ax: Axes | None = None,
+    threshold: float | None = None,
+    title: str | None = None,
+) -> Axes:
+    """GBMAP drift score over time, with the points above a threshold highlighted.
+
+    Parameters
+    ----------
+    score : array-like, dask.array.Array or xarray.DataArray of shape (n_samples,)
+        Drift score ``|f(x) - kNN mean|``, e.g. ``GBMAPRegressor.drift_score(X)``. A
+        DataArray's coordinate along its dimension gives the x values.
+    time : array-like of shape (n_samples,), optional
+        x values (numbers or datetimes); overrides the DataArray's coordinate. By default the
+        coordinate, or the sample index.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure by default.
+    threshold : float, optional
+        Draws a horizontal line at this level and marks the points strictly above it.
+    title : str, optional
+        Title of the Axes; none by default.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes; ``ax.lines[0]`` is the score, ``ax.lines[1]`` the threshold and
+        ``ax.collections[0]`` the points above it (when ``threshold`` is given).
+
+    Raises
+    ------
+    ValueError
+        If ``score`` is not 1-D or ``time`` has not one value per score.
+    """
+    s = np.asarray(score, dtype=np.float64)
+    if s.ndim != 1:
+        raise ValueError(f"score: expected shape (n_samples,), got {s.shape}")
+    n = s.shape[0]
+    if time is not None:
+        x = np.asarray(time)
+        if x.shape != (n,):
+            raise ValueError(f"time: expected shape ({n},), got {x.shape}")
+        x_label = _name(time, "time")
+    else:
+        x, x_label = _sample_axis(score, n)
+
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots()
+    ax.plot(x, s, lw=1.2, color="C0", label="drift score")
+    if threshold is not None:
+        above = s > threshold
+        ax.axhline(threshold, ls="--", lw=1, color="C3", label=f"threshold {threshold:g}")
+        ax.scatter(
+            x[above], s[above], s=20, color="C3", zorder=3, label=f"above ({int(above.sum())})"
+        )
+        ax.legend(loc="best", fontsize="small")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("drift score |f(x) − kNN mean|")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _sample_axis(score: Any, n: int) -> tuple[np.ndarray, str]:
+    """The x values of a score: the coordinate of a DataArray's dim, or the sample index."""
+    dims = getattr(score, "dims", None)
+    coords = getattr(score, "coords", None)
+    if dims and coords is not None and len(dims) == 1 and dims[0] in coords:
+        return np.asarray(coords[dims[0]].values), str(dims[0])
+    return np.arange(n), "sample"

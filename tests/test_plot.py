@@ -1,0 +1,422 @@
+"""dcfa.plot: what is drawn is the data (mesh values and edges, labels, offsets, lines)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import QuadMesh  # noqa: E402
+
+from dcfa.plot import plot_drift, plot_embedding, plot_regions  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAN = np.nan
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def no_cartopy(monkeypatch):
+    """Make ``import cartopy`` fail even where cartopy is installed."""
+    monkeypatch.setitem(sys.modules, "cartopy", None)
+    monkeypatch.setitem(sys.modules, "cartopy.crs", None)
+
+
+# irregular spacing on purpose: edges are midpoints, not centre +- a constant half step
+LAT = np.array([-30.0, -10.0, 0.0, 20.0])
+LON = np.array([100.0, 110.0, 120.0, 140.0, 150.0, 160.0])
+LAT_EDGES = np.array([-40.0, -20.0, -5.0, 10.0, 30.0])
+LON_EDGES = np.array([95.0, 105.0, 115.0, 130.0, 145.0, 155.0, 165.0])
+LABELS = np.array(
+    [
+        [-1, 0, 0, 1, 1, 1],
+        [0, 0, NAN, 1, 1, 2],
+        [0, -1, 2, 2, 2, 2],
+        [NAN, 0, 2, -1, 2, 2],
+    ]
+)
+
+
+def _region(labels=LABELS, lat=LAT, lon=LON) -> xr.DataArray:
+    return xr.DataArray(labels, dims=("lat", "lon"), coords={"lat": lat, "lon": lon})
+
+
+def _mesh(ax) -> QuadMesh:
+    meshes = [c for c in ax.collections if isinstance(c, QuadMesh)]
+    assert len(meshes) == 1
+    assert ax.collections[0] is meshes[0]
+    return meshes[0]
+
+
+def _mesh_edges(mesh: QuadMesh) -> tuple[np.ndarray, np.ndarray]:
+    """(lon edges, lat edges) of a rectilinear mesh, checking it is rectilinear."""
+    xy = mesh.get_coordinates()  # (n_lat + 1, n_lon + 1, 2)
+    lon_edges, lat_edges = xy[0, :, 0], xy[:, 0, 1]
+    np.testing.assert_allclose(xy[..., 0], np.broadcast_to(lon_edges, xy.shape[:2]))
+    np.testing.assert_allclose(xy[..., 1], np.broadcast_to(lat_edges[:, None], xy.shape[:2]))
+    return lon_edges, lat_edges
+
+
+def _assert_mesh_shows(ax, region: xr.DataArray, lat="lat", lon="lon"):
+    """Every drawn cell holds the label of the region cell at its centre (masked if unused)."""
+    mesh = _mesh(ax)
+    lon_edges, lat_edges = _mesh_edges(mesh)
+    arr = mesh.get_array()
+    assert arr.shape == (lat_edges.size - 1, lon_edges.size - 1)
+    assert arr.size == region.size
+    mask = np.ma.getmaskarray(arr)
+    lat_centres = (lat_edges[:-1] + lat_edges[1:]) / 2
+    lon_centres = (lon_edges[:-1] + lon_edges[1:]) / 2
+    for i, la in enumerate(lat_centres):
+        for j, lo in enumerate(lon_centres):
+            # centres of irregular cells are not the coordinates: pick the enclosing cell
+            want = float(region.sel({lat: la, lon: lo}, method="nearest"))
+            if np.isnan(want) or want < 0:
+                assert mask[i, j], (i, j, want)
+            else:
+                assert not mask[i, j], (i, j, want)
+                assert arr[i, j] == want, (i, j)
+    return mesh
+
+
+def _texts(ax) -> dict[int, tuple[float, float]]:
+    return {int(t.get_text()): t.get_position() for t in ax.texts}
+
+
+def _assert_same_positions(got: dict, want: dict):
+    assert set(got) == set(want)
+    for g in want:
+        assert got[g] == pytest.approx(want[g]), g
+
+
+def _centroids(region: xr.DataArray) -> dict[int, tuple[float, float]]:
+    lat2d, lon2d = xr.broadcast(region.lat, region.lon)
+    out = {}
+    for g in np.unique(region.values[np.isfinite(region.values) & (region.values >= 0)]):
+        cells = (region == g).values
+        lats = lat2d.transpose(*region.dims).values[cells]
+        lons = lon2d.transpose(*region.dims).values[cells]
+        out[int(g)] = (lons.mean(), lats.mean())
+    return out
+
+
+############################################################################################
+# plot_regions
+
+
+def test_regions_mesh_values_and_mask(no_cartopy):
+    region = _region()
+    ax = plot_regions(region)
+    mesh = _assert_mesh_shows(ax, region)
+    # ascending coords: the array is the region itself, masked where -1 / NaN
+    arr = mesh.get_array()
+    unused = np.isnan(LABELS) | (LABELS < 0)
+    np.testing.assert_array_equal(np.ma.getmaskarray(arr), unused)
+    np.testing.assert_array_equal(arr.compressed(), LABELS[~unused])
+
+
+def test_regions_edges_are_midpoints_and_half_steps(no_cartopy):
+    ax = plot_regions(_region())
+    lon_edges, lat_edges = _mesh_edges(_mesh(ax))
+    np.testing.assert_allclose(lat_edges, LAT_EDGES)
+    np.testing.assert_allclose(lon_edges, LON_EDGES)
+    assert ax.get_xlim() == pytest.approx((95.0, 165.0))
+    assert ax.get_ylim() == pytest.approx((-40.0, 30.0))
+
+
+def test_regions_regular_grid_edges(no_cartopy):
+    lat, lon = np.arange(4) * 2.5 + 41.25, np.arange(6) * 2.5 + 1.25
+    ax = plot_regions(_region(lat=lat, lon=lon))
+    lon_edges, lat_edges = _mesh_edges(_mesh(ax))
+    np.testing.assert_allclose(lat_edges, np.arange(5) * 2.5 + 40.0)
+    np.testing.assert_allclose(lon_edges, np.arange(7) * 2.5)
+
+
+def test_regions_latitude_edges_clipped_at_poles(no_cartopy):
+    lat = np.array([-90.0, -30.0, 30.0, 90.0])
+    ax = plot_regions(_region(lat=lat))
+    _, lat_edges = _mesh_edges(_mesh(ax))
+    np.testing.assert_allclose(lat_edges, [-90.0, -60.0, 0.0, 60.0, 90.0])
+
+
+def test_regions_annotations_at_centroids(no_cartopy):
+    region = _region()
+    ax = plot_regions(region)
+    texts = _texts(ax)
+    assert set(texts) == {0, 1, 2}
+    want = _centroids(region)
+    for g, pos in texts.items():
+        assert pos == pytest.approx(want[g]), g
+    # hand-checked: group 1 is cells (0,3),(0,4),(0,5),(1,3),(1,4)
+    assert texts[1] == pytest.approx(((140 + 150 + 160 + 140 + 150) / 5, (-30 * 3 - 10 * 2) / 5))
+
+
+def test_regions_no_annotation_when_disabled(no_cartopy):
+    assert len(plot_regions(_region(), annotate=False).texts) == 0
+
+
+def test_regions_categorical_colours(no_cartopy):
+    mesh = _mesh(plot_regions(_region()))
+    colours = [tuple(mesh.cmap(mesh.norm(g))) for g in (0, 1, 2)]
+    assert len(set(colours)) == 3
+    # the colours are the ones the QuadMesh paints: group g is colour g of tab20
+    tab20 = matplotlib.colormaps["tab20"]
+    for g in (0, 1, 2):
+        assert mesh.cmap(mesh.norm(g)) == pytest.approx(tab20(g))
+    # unused cells get the "bad" colour, which is none of the group colours
+    bad = tuple(mesh.cmap(np.ma.masked_array([0], mask=[True]))[0])
+    assert bad not in colours
+
+
+def test_regions_descending_coords_same_picture(no_cartopy):
+    region = _region()
+    reference = _mesh(plot_regions(region))
+    flipped = region.isel(lat=slice(None, None, -1), lon=slice(None, None, -1))
+    ax = plot_regions(flipped)
+    mesh = _assert_mesh_shows(ax, flipped)
+    np.testing.assert_allclose(mesh.get_coordinates(), reference.get_coordinates())
+    np.testing.assert_array_equal(
+        np.ma.getmaskarray(mesh.get_array()), np.ma.getmaskarray(reference.get_array())
+    )
+    np.testing.assert_array_equal(mesh.get_array().filled(-9), reference.get_array().filled(-9))
+    _assert_same_positions(_texts(ax), _texts(plot_regions(region)))
+
+
+def test_regions_lon_lat_dim_order_same_picture(no_cartopy):
+    region = _region()
+    reference = _mesh(plot_regions(region))
+    transposed = region.transpose("lon", "lat")
+    ax = plot_regions(transposed)
+    mesh = _assert_mesh_shows(ax, transposed)
+    np.testing.assert_allclose(mesh.get_coordinates(), reference.get_coordinates())
+    np.testing.assert_array_equal(mesh.get_array().filled(-9), reference.get_array().filled(-9))
+    _assert_same_positions(_texts(ax), _centroids(region))
+
+
+def test_regions_latitude_longitude_names_found(no_cartopy):
+    region = _region().rename(lat="latitude", lon="longitude")
+    ax = plot_regions(region)
+    _assert_mesh_shows(ax, region, lat="latitude", lon="longitude")
+    np.testing.assert_allclose(_mesh_edges(_mesh(ax))[1], LAT_EDGES)
+
+
+def test_regions_custom_coordinate_names(no_cartopy):
+    region = _region().rename(lat="y", lon="x")
+    ax = plot_regions(region, lat="y", lon="x")
+    _assert_mesh_shows(ax, region, lat="y", lon="x")
+
+
+def test_regions_int_labels_with_fill_and_many_groups(no_cartopy):
+    rng = np.random.default_rng(0)
+    labels = rng.permutation(np.arange(-1, 24).repeat(2))[:48].reshape(6, 8)
+    region = _region(labels, lat=np.arange(6.0), lon=np.arange(8.0))
+    ax = plot_regions(region)
+    _assert_mesh_shows(ax, region)
+    groups = set(np.unique(labels[labels >= 0]).tolist())
+    assert set(_texts(ax)) == groups
+    assert len(groups) > 20  # tab20 cycles: group g + 20 has the colour of group g
+    mesh = _mesh(ax)
+    assert mesh.cmap(mesh.norm(21)) == pytest.approx(mesh.cmap(mesh.norm(1)))
+
+
+def test_regions_no_annotation_beyond_30_groups(no_cartopy):
+    labels = np.arange(48).reshape(6, 8)
+    region = _region(labels, lat=np.arange(6.0), lon=np.arange(8.0))
+    ax = plot_regions(region)
+    assert len(ax.texts) == 0
+    _assert_mesh_shows(ax, region)
+
+
+def test_regions_without_cartopy_plain_axes(no_cartopy):
+    fig, given = plt.subplots()
+    ax = plot_regions(_region(), ax=given, coastlines=True, title="groups")
+    assert ax is given
+    assert ax.get_xlabel() == "longitude (°E)"
+    assert ax.get_ylabel() == "latitude (°N)"
+    assert ax.get_title() == "groups"
+    assert ax.get_aspect() == 1.0
+
+
+def test_regions_with_cartopy_geoaxes():
+    pytest.importorskip("cartopy")
+    lon = np.linspace(100.0, 260.0, 6)  # crosses the dateline in 0..360
+    ax = plot_regions(_region(lon=lon))
+    assert hasattr(ax, "coastlines")
+    assert ax.projection.proj4_params.get("lon_0") == 180
+    assert set(_texts(ax)) == {0, 1, 2}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        xr.DataArray(np.zeros((4, 6)), dims=("lat", "lon")),  # no coordinates
+        xr.DataArray(np.zeros((4, 6)), dims=("a", "b"), coords={"a": LAT, "b": LON}),
+        xr.DataArray(np.zeros(4), dims="lat", coords={"lat": LAT}),  # 1-D
+        xr.DataArray(
+            np.zeros((2, 4, 6)),
+            dims=("time", "lat", "lon"),
+            coords={"lat": LAT, "lon": LON},
+        ),
+    ],
+)
+def test_regions_rejects_non_grid(bad):
+    with pytest.raises(ValueError, match="region"):
+        plot_regions(bad)
+
+
+def test_regions_rejects_non_integer_labels_and_arrays():
+    with pytest.raises(ValueError, match="region"):
+        plot_regions(_region(LABELS + 0.5))
+    with pytest.raises(TypeError, match="region"):
+        plot_regions(LABELS)
+
+
+############################################################################################
+# plot_embedding
+
+
+@pytest.fixture
+def embedding():
+    return np.random.default_rng(1).normal(size=(40, 3))
+
+
+def test_embedding_offsets_are_chosen_columns(embedding):
+    ax = plot_embedding(embedding, components=(2, 0))
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [2, 0]])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("f_3(x)", "f_1(x)")
+    assert ax.collections[0].colorbar is None
+    assert len(ax.figure.axes) == 1
+
+
+def test_embedding_coloured_by_y_with_colorbar(embedding):
+    y = np.linspace(-1.0, 1.0, 40)
+    ax = plot_embedding(embedding, y, title="GBMAP")
+    points = ax.collections[0]
+    np.testing.assert_allclose(points.get_offsets(), embedding[:, [0, 1]])
+    np.testing.assert_allclose(points.get_array(), y)
+    assert points.colorbar is not None
+    assert len(ax.figure.axes) == 2
+    assert ax.get_title() == "GBMAP"
+
+
+def test_embedding_dataarray_and_dask(embedding):
+    import dask.array as da
+
+    xa = xr.DataArray(embedding, dims=("time", "boost"))
+    y = xr.DataArray(np.arange(40.0), dims="time", name="target")
+    ax = plot_embedding(xa, y, components=(1, 2))
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [1, 2]])
+    assert ax.collections[0].colorbar.ax.get_ylabel() == "target"
+    ax = plot_embedding(da.from_array(embedding, chunks=(10, 3)), components=(0, 2))
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [0, 2]])
+
+
+def test_embedding_single_component(embedding):
+    one = embedding[:, :1]
+    ax = plot_embedding(one)
+    np.testing.assert_allclose(
+        ax.collections[0].get_offsets(), np.column_stack([np.arange(40), one[:, 0]])
+    )
+    assert ax.get_ylabel() == "f_1(x)"
+    y = np.linspace(3.0, 5.0, 40)
+    ax = plot_embedding(one[:, 0], y)  # 1-D input is one component too
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), np.column_stack([y, one[:, 0]]))
+
+
+@pytest.mark.parametrize("components", [(0, 0), (0, 3), (-1, 1), (1,)])
+def test_embedding_rejects_bad_components(embedding, components):
+    with pytest.raises(ValueError, match="components"):
+        plot_embedding(embedding, components=components)
+
+
+def test_embedding_rejects_bad_shapes(embedding):
+    with pytest.raises(ValueError, match="y"):
+        plot_embedding(embedding, np.zeros(39))
+    with pytest.raises(ValueError, match="embedding"):
+        plot_embedding(np.zeros((2, 3, 4)))
+
+
+############################################################################################
+# plot_drift
+
+
+def test_drift_line_is_the_score():
+    score = np.array([0.1, 0.5, 0.2, 0.9, 0.3])
+    ax = plot_drift(score)
+    line = ax.lines[0]
+    np.testing.assert_allclose(line.get_xdata(), np.arange(5))
+    np.testing.assert_allclose(line.get_ydata(), score)
+    assert ax.get_ylabel() == "drift score |f(x) − kNN mean|"
+    assert len(ax.lines) == 1 and len(ax.collections) == 0
+
+
+def test_drift_threshold_highlights_exactly_points_above():
+    rng = np.random.default_rng(2)
+    score = rng.uniform(size=50)
+    time = np.arange(50) * 0.5 + 2000.0
+    ax = plot_drift(score, time, threshold=0.7)
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), time)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), score)
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), [0.7, 0.7])
+    above = score > 0.7
+    assert 0 < above.sum() < 50
+    np.testing.assert_allclose(
+        ax.collections[0].get_offsets(), np.column_stack([time[above], score[above]])
+    )
+
+
+def test_drift_threshold_above_everything_highlights_nothing():
+    ax = plot_drift(np.array([0.1, 0.2, 0.3]), threshold=0.3)  # strictly above
+    assert len(ax.collections[0].get_offsets()) == 0
+
+
+def test_drift_dataarray_time_coordinate_and_override():
+    import pandas as pd
+
+    t = pd.date_range("2000-01-01", periods=6, freq="MS")
+    score = xr.DataArray([0.0, 1.0, 4.0, 1.0, 0.5, 3.0], dims="time", coords={"time": t})
+    ax = plot_drift(score, threshold=2.0)
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(orig=True), t.values)
+    assert ax.get_xlabel() == "time"
+    highlighted = matplotlib.dates.num2date(ax.collections[0].get_offsets()[:, 0])
+    assert [d.strftime("%Y-%m") for d in highlighted] == ["2000-03", "2000-06"]
+    ax = plot_drift(score, time=np.arange(6) * 10.0)
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), np.arange(6) * 10.0)
+
+
+def test_drift_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="score"):
+        plot_drift(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="time"):
+        plot_drift(np.zeros(3), time=np.arange(4))
+
+
+############################################################################################
+# imports
+
+
+def test_import_does_not_import_matplotlib():
+    code = "import sys, dcfa.plot; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_missing_matplotlib_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"pip install .*dcfa\[demo\].*matplotlib"):
+        plot_drift(np.zeros(3))
