@@ -190,11 +190,18 @@ def _draw(result: xr.Dataset, lincfa, skills, path: Path, echo) -> Path | None:
     except ImportError:
         echo('      (no PNG: matplotlib is not installed; pip install "dcfa[demo]")')
         return None
-    from dcfa.plot import plot_regions
+    from dcfa.plot import map_projection, plot_regions
 
     r2 = {s.name: s.mean for s in skills}
     n_gen = int(result.sizes["group"])
-    fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), constrained_layout=True)
+    projection = map_projection(result.region)  # a map with coastlines when cartopy is there
+    fig, axes = plt.subplots(
+        2,
+        1,
+        figsize=(11, 6.5),
+        constrained_layout=True,
+        subplot_kw={"projection": projection} if projection is not None else {},
+    )
     plot_regions(
         result.region,
         ax=axes[0],

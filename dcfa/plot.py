@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.colors import Colormap
 
-__all__ = ["plot_drift", "plot_embedding", "plot_regions"]
+__all__ = ["map_projection", "plot_drift", "plot_embedding", "plot_regions"]
 
 _MAX_ANNOTATED_GROUPS = 30
 _UNUSED_COLOUR = (0.85, 0.85, 0.85, 1.0)  # light grey: cells not used (land, no data)
@@ -145,11 +145,7 @@ def plot_regions(
     ccrs = _cartopy_crs() if coastlines else None
     if ax is None:
         if ccrs is not None:
-            crosses_dateline = (
-                lons.min() >= 0 and lons.max() <= 360 and lons.min() < 180 < lons.max()
-            )
-            projection = ccrs.PlateCarree(central_longitude=180 if crosses_dateline else 0)
-            _, ax = plt.subplots(subplot_kw={"projection": projection})
+            _, ax = plt.subplots(subplot_kw={"projection": _projection(ccrs, lons)})
         else:
             _, ax = plt.subplots()
     geo = ccrs is not None and hasattr(ax, "coastlines")
@@ -175,7 +171,9 @@ def plot_regions(
             )
 
     if geo:
-        ax.coastlines()
+        _add_coastlines(ax)
+        gl = ax.gridlines(draw_labels=True, linewidth=0.3, color="grey", alpha=0.6)
+        gl.top_labels = gl.right_labels = False
         if lon_edges[-1] - lon_edges[0] >= 359.0 and lat_edges[-1] - lat_edges[0] >= 179.0:
             ax.set_global()
         else:
@@ -191,6 +189,46 @@ def plot_regions(
     if title is not None:
         ax.set_title(title)
     return ax
+
+
+def _add_coastlines(ax) -> None:
+    """Natural Earth 110m coastlines, or a warning when cartopy has not got them and cannot
+    download them (compute nodes are often offline; cartopy would fail at draw time)."""
+    import warnings
+
+    from cartopy.io import shapereader
+
+    try:
+        shapereader.natural_earth(resolution="110m", category="physical", name="coastline")
+    except OSError as exc:  # urllib's URLError is an OSError
+        warnings.warn(
+            "plot_regions: drawn without coastlines: cartopy has no Natural Earth coastline "
+            f"data on disk and cannot download them ({exc}). Download them once where there "
+            "is network (cartopy's data_dir), or pass coastlines=False.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    ax.coastlines(resolution="110m")
+
+
+def map_projection(region: xr.DataArray, *, lon: str = "lon"):
+    """The cartopy projection :func:`plot_regions` draws ``region`` on, or None without cartopy.
+
+    For axes made beforehand, e.g. ``plt.subplots(2, subplot_kw={"projection": p})`` with
+    ``p = map_projection(region)`` (when it is not None).
+    """
+    ccrs = _cartopy_crs()
+    if ccrs is None:
+        return None
+    name = _grid_coord(region, lon, _LON_NAMES, "longitude")
+    return _projection(ccrs, np.asarray(region[name].values, dtype=float))
+
+
+def _projection(ccrs, lons: np.ndarray):
+    """PlateCarree, centred on the dateline when the grid crosses it in 0..360."""
+    crosses_dateline = lons.min() >= 0 and lons.max() <= 360 and lons.min() < 180 < lons.max()
+    return ccrs.PlateCarree(central_longitude=180 if crosses_dateline else 0)
 
 
 def _grid_coord(region: xr.DataArray, name: str, standard: Sequence[str], what: str) -> str:

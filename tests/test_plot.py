@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import QuadMesh  # noqa: E402
 
-from dcfa.plot import plot_drift, plot_embedding, plot_regions  # noqa: E402
+from dcfa.plot import map_projection, plot_drift, plot_embedding, plot_regions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = np.nan
@@ -251,12 +254,33 @@ def test_regions_without_cartopy_plain_axes(no_cartopy):
 
 
 def test_regions_with_cartopy_geoaxes():
+    """A map with coastlines when cartopy has the data; offline (CI, compute nodes) a warning
+    and no coastlines, and the figure still draws (cartopy alone would fail at draw time)."""
     pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+    from cartopy.io import shapereader
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # cartopy's DownloadWarning
+            shapereader.natural_earth(resolution="110m", category="physical", name="coastline")
+        offline = False
+    except OSError:
+        offline = True
     lon = np.linspace(100.0, 260.0, 6)  # crosses the dateline in 0..360
-    ax = plot_regions(_region(lon=lon))
+    region = _region(lon=lon)
+    with pytest.warns(UserWarning, match="without coastlines") if offline else nullcontext():
+        ax = plot_regions(region)
     assert hasattr(ax, "coastlines")
-    assert ax.projection.proj4_params.get("lon_0") == 180
+    dateline = ccrs.PlateCarree(central_longitude=180)
+    assert ax.projection == dateline and map_projection(region) == dateline
+    assert map_projection(_region()) == ccrs.PlateCarree()  # 95E-165E: not crossing 180
     assert set(_texts(ax)) == {0, 1, 2}
+    ax.figure.savefig(io.BytesIO(), format="png")  # draws without the network
+
+
+def test_map_projection_without_cartopy(no_cartopy):
+    assert map_projection(_region()) is None
 
 
 @pytest.mark.parametrize(
