@@ -30,12 +30,16 @@ _EXPORTS = {
     "LinCFA": "dcfa._lincfa",
     "lincfa": "dcfa._lincfa",
     "Moments": "dcfa._moments",
+    "MemoryBudgetError": "dcfa.memory",
     "moments": "dcfa._moments",
     "NonLinCFA": "dcfa._nonlincfa",
     "nonlincfa": "dcfa._nonlincfa",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# registers the Dask config default of ``dcfa.memory_budget`` (imports only dask.config, NumPy)
+from dcfa import memory  # noqa: E402
+
+__all__ = sorted(_EXPORTS) + ["__version__", "memory"]
 
 
 def __getattr__(name: str):

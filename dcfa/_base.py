@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from dcfa._aggregate import aggregate, broadcast_back
 from dcfa._moments import Moments
 from dcfa._validation import InputData, check_n_samples, check_X, check_y, validate_params
+from dcfa.memory import check_dense
 
 __all__ = ["BaseCFA"]
 
@@ -92,6 +93,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             "dask" if inp.is_dask else "in memory",
         )
         if moments is None:
+            # the dense pass must fit dcfa.memory_budget: refused here, before any compute
+            check_dense(self, inp.n_samples, inp.n_features, data=inp.data)
             moments = self._fit_moments(apply_inputs(inp.data, self._inputs), Y, **extras)
         else:
             moments = self._check_moments(moments, inp, Y, extras)

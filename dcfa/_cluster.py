@@ -25,7 +25,8 @@ def make_cluster(cluster: dict):
             n_workers=cluster["n_workers"],
             threads_per_worker=cluster["threads_per_worker"],
             memory_limit=cluster["memory_limit"],
-            dashboard_address=":0",
+            # the dashboard shows the job's data: loopback unless the config says otherwise
+            dashboard_address=cluster.get("dashboard_address", "127.0.0.1:0") or None,
             silence_logs=40,
         )
     try:

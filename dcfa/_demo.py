@@ -38,8 +38,9 @@ def run_demo(
     echo=print,
 ) -> Path:
     """Run the demo; return the path of the result store."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
+    from dcfa._cluster import make_cluster
     from dcfa._job import run_job
     from dcfa.config import load_config
     from dcfa.datasets import write_enso_store
@@ -66,16 +67,7 @@ def run_demo(
             "cluster": {"n_workers": n_workers, "memory_limit": memory_limit},
         }
     )
-    with (
-        LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            memory_limit=memory_limit,
-            dashboard_address=":0",
-            silence_logs=40,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with make_cluster(config.cluster) as cluster, Client(cluster) as client:
         out = run_job(config, scheduler=cluster.scheduler_address, echo=echo)
         result = xr.open_zarr(out).load()
         lincfa, X, y = _fit_lincfa(ds, client, echo)
@@ -147,7 +139,13 @@ def _group_corr(model, X: xr.DataArray, y: xr.DataArray) -> np.ndarray:
 
 
 def _where(region: xr.DataArray, g: int) -> str:
-    """Where group ``g`` of a (lat, lon) map lies: extent, centre and ocean basins."""
+    """Where group ``g`` of a (lat, lon) map lies: extent, centre and ocean basins.
+
+    The centre's longitude is the circular mean (:func:`dcfa.geo.circular_mean`), right for a
+    region across Greenwich too; its latitude the arithmetic mean.
+    """
+    from dcfa.geo import circular_mean
+
     cells = region.where(region == g).stack(c=region.dims).dropna("c")
     lat, lon = cells["lat"].values, cells["lon"].values % 360
     shares = []
@@ -157,7 +155,7 @@ def _where(region: xr.DataArray, g: int) -> str:
             shares.append(f"{basin} {share:.0%}")
     return (
         f"{_lat(lat.min())}-{_lat(lat.max())}, {_lon(lon.min())}-{_lon(lon.max())}, centre "
-        f"{_lat(lat.mean())} {_lon(lon.mean())}; {', '.join(shares)}"
+        f"{_lat(lat.mean())} {_lon(circular_mean(lon))}; {', '.join(shares)}"
     )
 
 

@@ -11,7 +11,7 @@ from dcfa._base import BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._nonlincfa import CFA_PARAMETERS
 from dcfa._validation import Interval, StrOptions, check_y
-from dcfa.neighbors import resolve_neighbors
+from dcfa.neighbors import resolve_grid
 from dcfa.partition import partition_moments
 from dcfa.rules import genlincfa_rule
 
@@ -38,11 +38,13 @@ def genlincfa(
     neighborhood: str = "group",
     target: int = 0,
     progress=None,
+    order=None,
 ) -> np.ndarray:
     """GenLinCFA partition from moments (the function behind :class:`GenLinCFA`).
 
     ``curvature`` is ``b''(0)`` of the family (see :data:`FAMILIES`); the other parameters are
-    those of :class:`GenLinCFA`. Returns labels, -1 for excluded features.
+    those of :class:`GenLinCFA`; ``order`` is the visiting order before any shuffle (see
+    :func:`dcfa.partition.partition_moments`). Returns labels, -1 for excluded features.
     """
     return partition_moments(
         moments,
@@ -56,6 +58,7 @@ def genlincfa(
         neighborhood=neighborhood,
         target=target,
         progress=progress,
+        order=order,
     )
 
 
@@ -85,7 +88,7 @@ class GenLinCFA(BaseCFA):
         ``"simple"``: ``k(|r_P| + |r_j|) <= eps (1 + rho)``, the rule of the authors' real-data
         notebooks.
     inputs, aggregation, standardize, compare, scan, shuffle, random_state, neighbors,
-    neighborhood, sample_dim
+    neighborhood, periodic, sample_dim
         As in :class:`NonLinCFA`.
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
@@ -103,6 +106,11 @@ class GenLinCFA(BaseCFA):
     In correlations, with ``k = n/(n-1)`` (the authors z-score with ``ddof=0`` and take
     covariances with ``ddof=1``), only four correlations per candidate are needed; they come
     from the moments of one pass (reference/nonlincfa-genlincfa.md section 4.1).
+
+    Memory: the pass holds ``(D+1) x (D+1)`` float64 matrices (``neighbors`` does not avoid
+    them). Before the pass, ``fit`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``),
+    computing nothing, when they exceed the Dask config key ``dcfa.memory_budget`` (default
+    0.5 of the available memory; see :mod:`dcfa.memory`).
 
     Examples
     --------
@@ -142,6 +150,7 @@ class GenLinCFA(BaseCFA):
         random_state=None,
         neighbors=None,
         neighborhood="group",
+        periodic="auto",
         missing="exclude",
         sample_dim="time",
     ):
@@ -158,6 +167,7 @@ class GenLinCFA(BaseCFA):
         self.random_state = random_state
         self.neighbors = neighbors
         self.neighborhood = neighborhood
+        self.periodic = periodic
         self.missing = missing
         self.sample_dim = sample_dim
 
@@ -184,12 +194,13 @@ class GenLinCFA(BaseCFA):
         return (values == classes[1]).astype(np.float64)
 
     def _check_params(self, inp, Y):
-        return {"neighbors": resolve_neighbors(self.neighbors, inp.n_features, inp.layout)}
+        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
+        return {"neighbors": grid.adjacency, "order": grid.order}
 
-    def _fit_moments(self, data, Y, *, neighbors):
+    def _fit_moments(self, data, Y, *, neighbors, order):
         return moments(data, Y, missing=self.missing)
 
-    def _partition(self, m, inp, *, neighbors):
+    def _partition(self, m, inp, *, neighbors, order):
         curvature = FAMILIES[self.family] if self.curvature is None else self.curvature
         return genlincfa(
             m,
@@ -203,4 +214,5 @@ class GenLinCFA(BaseCFA):
             random_state=self.random_state,
             neighbors=neighbors,
             neighborhood=self.neighborhood,
+            order=order,
         )

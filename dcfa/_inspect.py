@@ -1,4 +1,8 @@
-"""``dcfa inspect``: what a Zarr store holds, in a few lines."""
+"""``dcfa inspect``: what a Zarr store holds, in a few lines.
+
+Text that comes from the store (names, attributes, coordinate values) is printed with control
+characters escaped, so a store cannot move the cursor, recolour or rewrite the terminal.
+"""
 
 from __future__ import annotations
 
@@ -12,18 +16,33 @@ __all__ = ["describe"]
 
 
 def describe(store: str) -> str:
+    """A few lines on what ``store`` holds: an archive's variables, or a result's groups."""
+    from dcfa._store import incomplete_reason
+
     path = Path(store)
     if not path.exists():
         raise FileNotFoundError(f"store: no Zarr store at {store!r}")
+    reason = incomplete_reason(path)
+    if reason is not None:
+        raise ValueError(f"store: {escape(reason)}")
     from dcfa.io import _open_zarr
 
     ds = _open_zarr(path, "store")
     if "dcfa_version" in ds.attrs and "region" in ds:
-        return _describe_result(ds, path)
-    return _describe_archive(ds, path)
+        lines = _describe_result(ds, path)
+    else:
+        lines = _describe_archive(ds, path)
+    return "\n".join(escape(line) for line in lines)
 
 
-def _describe_archive(ds: xr.Dataset, path: Path) -> str:
+def escape(text: str) -> str:
+    """``text`` with every non-printable character (ESC, CR, BEL, ...) written as an escape."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
+    )
+
+
+def _describe_archive(ds: xr.Dataset, path: Path) -> list[str]:
     lines = [f"{path}: {len(ds.data_vars)} variable(s), {_size(ds.nbytes)}"]
     for name, da in ds.data_vars.items():
         chunks = {d: c[0] if len(set(c)) == 1 else c for d, c in da.chunksizes.items()}
@@ -31,10 +50,10 @@ def _describe_archive(ds: xr.Dataset, path: Path) -> str:
     for name, c in ds.coords.items():
         if c.ndim == 1 and c.size:
             lines.append(f"  coord {name}: {c.values[0]} .. {c.values[-1]} ({c.size})")
-    return "\n".join(lines)
+    return lines
 
 
-def _describe_result(ds: xr.Dataset, path: Path) -> str:
+def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     a = ds.attrs
     region = ds["region"].values
     used = np.isfinite(region) & (region >= 0) if region.dtype.kind == "f" else region >= 0
@@ -54,7 +73,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> str:
 
         lines.append(f"  moments: {load_moments(path / 'moments')!r}")
     if "group_target_corr" not in ds:
-        return "\n".join(lines)
+        return lines
     r = ds["group_target_corr"].values
     sizes = ds["group_size"].values
     lines.append("  groups most correlated with the target:")
@@ -63,7 +82,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> str:
         if "group_lat" in ds and "group_lon" in ds:
             where = f" around lat {float(ds.group_lat[g]):.1f}, lon {float(ds.group_lon[g]):.1f}"
         lines.append(f"    group {g}: {sizes[g]} cells{where}, corr {r[g]:+.2f}")
-    return "\n".join(lines)
+    return lines
 
 
 def _size(n: int) -> str:

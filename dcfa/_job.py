@@ -1,7 +1,9 @@
 """The batch job behind ``dcfa fit CONFIG.toml``.
 
-Every check that needs no pass over the data comes first (stores, variables, dims, target,
-overlap, estimator parameters, output path), so a bad job exits before it writes anything.
+Every check that needs no pass over the data comes first (the output path, stores, variables,
+dims, dtypes, target, overlap, estimator parameters, memory), so a bad job exits before it
+writes anything; the output must not be, contain or lie inside an input, and it replaces only
+an earlier dcfa result (:mod:`dcfa._store`).
 Then, on the cluster:
 
 1. preprocessing pass: which cells hold data, the seasonal cycle, the spread;
@@ -9,16 +11,16 @@ Then, on the cluster:
 3. the partition, on the driver, from the moments;
 4. the result store (a third pass computes the reduced features), written atomically.
 
-Finished passes are kept in ``<output>.work/`` with a fingerprint of the configuration, so a
-killed job rerun with ``--resume`` skips them; the directory is removed once the result is
-written.
+Finished passes are kept in ``<output>.work/`` with the identity of the configuration, the
+input store's content and the target's values (:mod:`dcfa._workdir`), so a killed job rerun
+with ``--resume`` skips them, and only when nothing they depend on changed; the directory is
+removed once the result is written, or when the job stops on bad input.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
+import contextlib
+import os
 import time
 from pathlib import Path
 
@@ -26,6 +28,8 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
+from dcfa._store import atomic_store, check_apart, check_replaceable, check_writable
+from dcfa._workdir import WorkDir, job_identity
 from dcfa.config import ConfigError, JobConfig
 
 __all__ = ["run_job", "build_estimator", "build_gbmap"]
@@ -90,18 +94,25 @@ def run_job(
     resume: bool = False,
     echo=print,
 ) -> Path:
-    """Run the job; return the path of the result store."""
+    """Run the job; return the path of the result store.
+
+    Bad input found during a pass (no data at all, an unreadable chunk) raises a ValueError
+    naming the key or path, and the work directory is removed; any other failure keeps the
+    finished passes for ``--resume``.
+    """
     t0 = time.perf_counter()
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
-    out = Path(output or config.output["store"])
-    if out.exists() and not config.output["overwrite"]:
-        raise FileExistsError(
-            f"output.store: {str(out)!r} exists; set output.overwrite = true or choose another"
-        )
+    out = Path(os.path.abspath(output or config.output["store"]))
+    work = out.with_name(out.name + ".work")
+    _check_output(out, work, config)
     field = io.open_archive(inp["store"], inp["variables"], sample_dim=dim, time=inp["time"])
     target = io.open_target(
-        tgt["path"], tgt["variable"], time_column=tgt["time_column"], sample_dim=dim
+        tgt["path"],
+        tgt["variable"],
+        time_column=tgt["time_column"],
+        sample_dim=dim,
+        calendar=tgt["calendar"],
     )
     n_gaps = int(target.isnull().sum())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
@@ -109,31 +120,97 @@ def run_job(
         raise ValueError(f"target: only {n_common} samples in common with the input; need >= 4")
     estimator = build_estimator(config.method)
     gbmap = build_gbmap(config)
-    grid = [d for d in field.dims if d != dim]
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
         f"{tgt['path']}: {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
-    work = out.with_name(out.name + ".work")
-    fingerprint = _fingerprint(config, field)
-    _prepare_work(work, fingerprint, resume, echo)
+    workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo)
+    try:
+        with _reading(inp["store"], inp["variables"]):
+            _run_passes(
+                config, field, target, n_common, estimator, gbmap, workdir, out, scheduler, echo
+            )
+    except ValueError:
+        workdir.remove()  # bad input: nothing of this run is worth resuming
+        raise
+    workdir.remove()
+    echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
+    _print_groups(io._open_zarr(out, "output.store"), echo)  # from the store: no second pass
+    return out
+
+
+def _check_output(out: Path, work: Path, config: JobConfig) -> None:
+    """Before anything is read: the output and its work directory are apart from every input,
+    replaceable (only an earlier dcfa result, with overwrite) and writable."""
+    inputs = {
+        "input.store": config.input["store"],
+        "target.path": config.target["path"],
+    }
+    if config.source != "<config>":
+        inputs["the job file"] = config.source
+    for path in (out, work):
+        check_apart(path, inputs, "output.store")
+    check_replaceable(
+        out, overwrite=config.output["overwrite"], key="output.store", kinds=("result",)
+    )
+    check_writable(out, "output.store")
+
+
+@contextlib.contextmanager
+def _reading(store: str, variables: list[str]):
+    """Name the store when a chunk of it cannot be decoded (a truncated or corrupt file gives a
+    codec's bare error, raised on a worker, that names no path)."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, ValueError) or not _from_codec(exc):
+            raise
+        raise ValueError(
+            f"input.store: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
+            f"or corrupt file?): {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _from_codec(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/zarr/codecs/" in name or "numcodecs" in name or "/zarr/abc/codec" in name:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _run_passes(
+    config, field, target, n_common, estimator, gbmap, workdir, out, scheduler, echo
+) -> None:
+    inp, tgt = config.input, config.target
+    dim = inp["sample_dim"]
+    grid = [d for d in field.dims if d != dim]
+    work = workdir.path
 
     from dcfa._cluster import open_client
 
     with open_client(config.cluster, scheduler) as client:
         echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
+        from dcfa.memory import check_dense
+
+        # a dense pass that cannot fit is refused before the first pass (metadata only)
+        check_dense(estimator, n_common, int(np.prod([field.sizes[d] for d in grid])))
         field = io.plan_chunks(field, sample_dim=dim)
 
-        prep_path = work / "preprocessing.zarr"
-        if prep_path.exists():
+        prep_path = workdir.reuse("preprocessing.zarr")
+        if prep_path is not None:
             prep = io.Preprocessing.from_dataset(xr.open_zarr(prep_path))
             echo("[2/5] preprocessing: reused from the interrupted run")
         else:
             prep = io.fit_preprocessing(
                 field, sample_dim=dim, anomalies=inp["anomalies"], standardize=inp["standardize"]
             )
-            _atomic_zarr(prep.to_dataset(), prep_path)
+            _check_has_data(prep, inp)
+            _save_dataset(prep.to_dataset(), work / "preprocessing.zarr")
+            workdir.record("preprocessing.zarr")
             echo(
                 f"[2/5] preprocessing pass: {int(prep.has_data.sum())} of "
                 f"{int(prep.has_data.size)} cells hold data"
@@ -146,20 +223,31 @@ def run_job(
         if on_grid:  # the neighbour mode reads the grid itself; cells without data are excluded
             cells, keep = prepared, np.arange(prep.has_data.size)
         else:  # the other modes skip the cells without data
-            cells, keep = _cells_with_data(prepared, prep.has_data, grid)
             radius = estimator.get_params().get("neighbors")
-            if isinstance(radius, int) and not isinstance(radius, bool):
-                # a radius on the grid, restricted to the cells kept (the stacked input is 1-D)
-                from dcfa.neighbors import grid_adjacency
+            on_radius = isinstance(radius, int) and not isinstance(radius, bool)
+            order = None
+            if on_radius:
+                # a radius on the grid (wrapping round a global longitude), restricted to the
+                # cells kept, visited in the estimator's canonical order (the same partition
+                # in any longitude convention): the stacked input is 1-D
+                from dcfa.neighbors import grid_adjacency_for, periodic_dims
+                from dcfa.stacking import stack_features
 
-                shape = tuple(field.sizes[d] for d in grid)
-                estimator.set_params(neighbors=grid_adjacency(shape, radius)[keep][:, keep])
+                periodic = estimator.get_params().get("periodic", "auto")
+                _, layout = stack_features(field, dim)  # lazy: the layout is what is used
+                order = layout.visit_order(periodic_dims(field, periodic, sample_dim=dim))
+                A = grid_adjacency_for(field, radius, periodic=periodic, sample_dim=dim)
+            cells, keep = _cells_with_data(prepared, prep.has_data, grid, order)
+            if on_radius:
+                estimator.set_params(neighbors=A[keep][:, keep])
 
-        moments = _load_moments(work)
+        moments = _load_moments(workdir)
         action = "reused from the interrupted run" if moments is not None else "pass"
         t = time.perf_counter()
         estimator.fit(cells, target, moments=moments)
-        _save_moments(work, estimator)
+        if moments is None:
+            _save_moments(work, estimator)
+            workdir.record("moments")
         echo(
             f"[3/5] moments {action} and partition: {keep.size} cells -> "
             f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
@@ -203,16 +291,22 @@ def run_job(
         io.write_result(
             out, dataset, moments=estimator.moments_, overwrite=config.output["overwrite"]
         )
-    shutil.rmtree(work, ignore_errors=True)
-    echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
-    _print_groups(xr.open_zarr(out), echo)  # from the store: no second pass
-    return out
 
 
-def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str]):
-    """The field stacked to (sample, cell) over the cells that hold data, with their coords."""
+def _check_has_data(prep, inp: dict) -> None:
+    if not bool(prep.has_data.any()):
+        raise ValueError(
+            f"input.variables: {inp['variables']} in {inp['store']!r} hold no data (every value "
+            "is missing" + (" in input.time" if inp["time"] else "") + ")"
+        )
+
+
+def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str], order=None):
+    """The field stacked to (sample, cell) over the cells that hold data, with their coords;
+    in ``order`` (flat grid indices) when given, else in the grid's order."""
     stacked = field.stack(cell=grid)
-    keep = np.flatnonzero(has_data.values.ravel())
+    flat = has_data.values.ravel()
+    keep = np.flatnonzero(flat) if order is None else np.asarray(order)[flat[order]]
     cells = stacked.isel(cell=keep)
     cells = cells.reset_index("cell").assign_coords(cell=np.arange(keep.size))
     return cells, keep
@@ -224,63 +318,27 @@ def _region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray
     return has_data.copy(data=grid.reshape(has_data.shape)).rename("region")
 
 
-def _fingerprint(config: JobConfig, field: xr.DataArray) -> str:
-    key = {
-        "input": {**config.input, "store": str(Path(config.input["store"]).resolve())},
-        "target": {**config.target, "path": str(Path(config.target["path"]).resolve())},
-        "method": config.method,
-        "shape": dict(field.sizes),
-    }
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _prepare_work(work: Path, fingerprint: str, resume: bool, echo) -> None:
-    stamp = work / "fingerprint.json"
-    if work.exists() and resume:
-        stored = json.loads(stamp.read_text()).get("fingerprint") if stamp.exists() else None
-        if stored != fingerprint:
-            raise ConfigError(
-                f"--resume: the work in {str(work)!r} was made by a different configuration or "
-                "input; remove it or run without --resume"
-            )
-        return
-    if work.exists():
-        echo(
-            f"      found work of an interrupted run in {work}; starting over (use --resume "
-            "to reuse it)"
-        )
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    stamp.write_text(json.dumps({"fingerprint": fingerprint}))
-
-
-def _atomic_zarr(ds: xr.Dataset, path: Path) -> None:
-    from dcfa._moments import _replace_dir
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    io.to_zarr(ds, tmp, mode="w")
-    _replace_dir(tmp, path)
+def _save_dataset(ds: xr.Dataset, path: Path) -> None:
+    with atomic_store(path) as tmp:
+        io.to_zarr(ds, tmp, mode="a")
 
 
 def _save_moments(work: Path, estimator) -> None:
     """Keep what the pass produced: one Moments, or one per row segment (NonLinCFA)."""
-    if (work / "moments").exists():
-        return
     parts = getattr(estimator, "segment_moments_", None)
     if parts is None:
         estimator.moments_.save(work / "moments")
         return
+    (work / "moments").mkdir()
     for i, m in enumerate(parts):
         m.save(work / "moments" / f"part-{i:03d}")
 
 
-def _load_moments(work: Path):
+def _load_moments(workdir: WorkDir):
     from dcfa._moments import load_moments
 
-    path = work / "moments"
-    if not path.exists():
+    path = workdir.reuse("moments")
+    if path is None:
         return None
     parts = sorted(path.glob("part-*"))
     return [load_moments(p) for p in parts] if parts else load_moments(path)

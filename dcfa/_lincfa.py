@@ -13,7 +13,7 @@ from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._seedrows import ColumnMoments, RowBasis, column_pass
 from dcfa._stencil import GridMoments, grid_moments
 from dcfa._validation import Interval, StrOptions
-from dcfa.neighbors import resolve_neighbors
+from dcfa.neighbors import PERIODIC_AUTO, resolve_grid
 from dcfa.partition import (
     COMPARE,
     NEIGHBORHOODS,
@@ -47,6 +47,7 @@ def lincfa(
     radius: int | None = None,
     data=None,
     row_batch: int = 256,
+    order=None,
 ) -> np.ndarray:
     """LinCFA partition of the features from their moments (the function behind :class:`LinCFA`).
 
@@ -72,6 +73,9 @@ def lincfa(
         Seed-row mode: the data the column moments come from; rows are computed from it.
     row_batch : int, default=256
         Seed-row mode: rows computed per pass.
+    order : ndarray of shape (n_features,), default=None
+        The order features are visited in before any shuffle (see
+        :func:`dcfa.partition.partition_moments`); not used by the seed-row mode.
 
     Returns
     -------
@@ -91,6 +95,7 @@ def lincfa(
             compare=compare,
             scan=scan,
             progress=progress,
+            order=order,
         )
     if isinstance(moments, ColumnMoments):
         if data is None:
@@ -118,6 +123,7 @@ def lincfa(
         neighborhood=neighborhood,
         target=target,
         progress=progress,
+        order=order,
     )
 
 
@@ -178,6 +184,16 @@ class LinCFA(BaseCFA):
         With ``neighbors``: candidates adjacent to any member (groups grow across the grid, as
         in the authors' climate runs) or to the seed only (a group stays within a radius of its
         seed).
+    periodic : "auto", bool or tuple of str, default="auto"
+        With an int ``neighbors`` radius: which grid dims wrap around, so that the first and
+        last longitude columns of a global grid are neighbours. ``"auto"``: a longitude dim
+        (named ``lon``/``longitude``, or with ``units="degrees_east"`` /
+        ``standard_name="longitude"``) whose coordinate is regularly spaced with spacing x size
+        = 360 degrees; a regional grid stays non-periodic. ``True``: every longitude dim;
+        ``False``: none (the grid as given); a tuple names the dims. Along a periodic
+        longitude, features are visited from longitude 0 east (modulo 360), so 0..360,
+        -180..180 or a grid rotated across its seam give the same partition. Ignored
+        without an int radius.
     mode : {"full", "neighbors", "seed-rows"}, default="full"
         Which moments are computed. ``"full"``: the ``D x D`` matrix (every option works).
         ``"neighbors"``: only the moments of cells near each other on the grid (memory
@@ -233,6 +249,12 @@ class LinCFA(BaseCFA):
     result is a partition. Features are standardised with ``ddof=1``; the authors'
     ``StandardScaler`` (``ddof=0``) changes the threshold by a factor ``n/(n-1)``.
 
+    Memory: ``mode="full"`` holds ``(D+1) x (D+1)`` float64 matrices (26.8 GiB each for
+    ``D = 60 000``). Before the pass, ``fit`` estimates the bytes it will hold and raises
+    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing, when they exceed the
+    Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
+    :mod:`dcfa.memory`). The other modes never build that matrix.
+
     References
     ----------
     P. Bonetti, A. M. Metelli, M. Restelli. "Interpretable linear dimensionality reduction
@@ -267,6 +289,7 @@ class LinCFA(BaseCFA):
             "array-like",
         ],
         "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
+        "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
         "mode": [StrOptions(set(MODES))],
         "row_batch": [Interval(Integral, 1, None, closed="left")],
         "missing": [StrOptions(set(MISSING_POLICIES))],
@@ -284,6 +307,7 @@ class LinCFA(BaseCFA):
         strategy="sequential",
         neighbors=None,
         neighborhood="group",
+        periodic="auto",
         mode="full",
         row_batch=256,
         missing="exclude",
@@ -297,6 +321,7 @@ class LinCFA(BaseCFA):
         self.strategy = strategy
         self.neighbors = neighbors
         self.neighborhood = neighborhood
+        self.periodic = periodic
         self.mode = mode
         self.row_batch = row_batch
         self.missing = missing
@@ -305,10 +330,10 @@ class LinCFA(BaseCFA):
     def _check_params(self, inp, Y):
         if self.mode != "full":
             return self._check_mode(inp)
-        adjacency = resolve_neighbors(self.neighbors, inp.n_features, inp.layout)
-        if self.strategy == "greedy" and adjacency is not None:
+        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
+        if self.strategy == "greedy" and grid.adjacency is not None:
             raise ValueError("neighbors: not supported with strategy='greedy'")
-        return {"neighbors": adjacency}
+        return {"neighbors": grid.adjacency, "order": grid.order}
 
     def _check_mode(self, inp) -> dict:
         """What ``mode="neighbors"`` / ``"seed-rows"`` need, checked before the pass."""
@@ -338,12 +363,25 @@ class LinCFA(BaseCFA):
                 f"neighborhood: {where} keeps a group within the radius of its seed; set "
                 "neighborhood='seed'"
             )
-        return {"neighbors": None, "radius": int(self.neighbors), "grid": inp.layout.feature_shape}
+        wrap = resolve_grid(
+            self.neighbors, inp.n_features, inp.layout, periodic=self.periodic, adjacency=False
+        )
+        return {
+            "neighbors": None,
+            "radius": int(self.neighbors),
+            "grid": inp.layout.feature_shape,
+            "periodic": wrap.periodic,
+            "order": wrap.order,
+        }
 
-    def _fit_moments(self, data, Y, *, neighbors=None, radius=None, grid=None):
+    def _fit_moments(
+        self, data, Y, *, neighbors=None, radius=None, grid=None, periodic=(), order=None
+    ):
         if self.mode == "neighbors":
             R = radius if self.compare == "seed" else 2 * radius
-            return grid_moments(data.reshape((data.shape[0], *grid)), Y[:, 0], radius=R)
+            return grid_moments(
+                data.reshape((data.shape[0], *grid)), Y[:, 0], radius=R, periodic=periodic
+            )
         if self.mode == "seed-rows":
             return column_pass(_as_dask(data), Y[:, 0])
         return moments(data, Y, missing=self.missing)
@@ -368,9 +406,15 @@ class LinCFA(BaseCFA):
                     f"moments: grid {moments.shape}, radius {moments.radius}; need grid "
                     f"{tuple(extras['grid'])}, radius >= {need}"
                 )
+            wraps = tuple(int(a) for a in moments.periodic)
+            if wraps != tuple(extras["periodic"]):
+                raise ValueError(
+                    f"moments: computed with periodic grid dims {wraps}, the estimator's grid "
+                    f"wraps along {tuple(extras['periodic'])} (see periodic=)"
+                )
         return moments
 
-    def _partition(self, m, inp, neighbors=None, radius=None, grid=None):
+    def _partition(self, m, inp, neighbors=None, radius=None, grid=None, periodic=(), order=None):
         return lincfa(
             m,
             shuffle=self.shuffle,
@@ -384,4 +428,5 @@ class LinCFA(BaseCFA):
             radius=radius,
             data=_as_dask(inp.data) if self.mode == "seed-rows" else None,
             row_batch=self.row_batch,
+            order=order,
         )

@@ -30,8 +30,6 @@ Two treatments of missing values:
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -327,6 +325,18 @@ def moments(
     Y = None if y is None else check_y(y, n, layout=inp.layout, allow_constant=True)
     k = 0 if Y is None else Y.shape[1]
     bounds = _check_segments(segments, n)
+    if compute or not inp.is_dask:  # the p x p result is built now: it must fit the budget
+        from dcfa.memory import check_moments
+
+        check_moments(
+            n,
+            inp.n_features,
+            n_targets=k,
+            segments=bounds,
+            missing=missing,
+            data=inp.data,
+            split_every=split_every,
+        )
 
     if inp.is_dask:
         Yd = None if Y is None else _dask_target(Y, inp.data.chunks[0])
@@ -760,31 +770,16 @@ def write_zarr_atomic(
     attrs: dict,
     overwrite: bool = False,
 ) -> Path:
-    """Write arrays and attributes as a Zarr v3 group, via a temporary store and a rename."""
+    """Write arrays and attributes as a Zarr v3 group, atomically (:func:`dcfa._store.atomic_store`;
+    ``overwrite`` replaces only a store dcfa wrote)."""
     import zarr
 
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"path: {str(path)!r} exists; pass overwrite=True to replace it")
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        group = zarr.open_group(str(tmp), mode="w-", zarr_format=3)
+    from dcfa._store import atomic_store
+
+    with atomic_store(path, overwrite=overwrite) as tmp:
+        group = zarr.open_group(str(tmp), mode="a", zarr_format=3)
         for name, value in arrays.items():
             value = np.asarray(value)
             group.create_array(name, shape=value.shape, dtype=value.dtype)[...] = value
         group.attrs.update(attrs)
-        _replace_dir(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    if dst.exists():
-        trash = dst.with_name(f".{dst.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(dst, trash)
-        os.replace(src, dst)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(src, dst)
+    return Path(path)

@@ -11,7 +11,7 @@ from dcfa._base import INPUTS, BaseCFA
 from dcfa._moments import Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.folds import Folds, make_folds
-from dcfa.neighbors import resolve_neighbors
+from dcfa.neighbors import PERIODIC_AUTO, resolve_grid
 from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, partition_moments
 from dcfa.rules import nonlincfa_rule
 
@@ -28,6 +28,7 @@ CFA_PARAMETERS: dict = {
     "random_state": ["random_state"],
     "neighbors": [None, Interval(Integral, 1, None, closed="left"), "sparse matrix", "array-like"],
     "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
+    "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
     "sample_dim": [str],
 }
 
@@ -46,6 +47,7 @@ def nonlincfa(
     neighborhood: str = "group",
     target: int = 0,
     progress=None,
+    order=None,
 ) -> np.ndarray:
     """NonLinCFA partition from per-segment moments (the function behind :class:`NonLinCFA`).
 
@@ -61,6 +63,9 @@ def nonlincfa(
     neighbors : sparse matrix of shape (D, D), default=None
     target : int, default=0
     progress : callable, default=None
+    order : ndarray of shape (D,), default=None
+        The order inputs are visited in before any shuffle (see
+        :func:`dcfa.partition.partition_moments`).
 
     Returns
     -------
@@ -89,6 +94,7 @@ def nonlincfa(
         neighborhood=neighborhood,
         target=target,
         progress=progress,
+        order=order,
     )
 
 
@@ -130,6 +136,8 @@ class NonLinCFA(BaseCFA):
         Restrict candidates to grid neighbours of the group (see :class:`LinCFA`).
     neighborhood : {"group", "seed"}, default="group"
         Neighbours of any member, or of the seed only (see :class:`LinCFA`).
+    periodic : "auto", bool or tuple of str, default="auto"
+        Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
     sample_dim : str, default="time"
 
     Attributes
@@ -151,6 +159,13 @@ class NonLinCFA(BaseCFA):
     cross-validated on the training data, as in the authors' code; OLS R^2 does not change
     under the z-scoring that code applies. With ``scan="restart"``, the first passing input in
     order joins and the scan starts again, as in their code.
+
+    Memory: the pass holds one ``(D+1) x (D+1)`` float64 matrix per row segment of the folds,
+    and the partition one more per merged training set (13 at the peak for ``cv=5``); ``neighbors``
+    restricts the candidates but does not avoid them. Before the pass, ``fit`` raises
+    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing, when they exceed the
+    Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
+    :mod:`dcfa.memory`).
 
     References
     ----------
@@ -189,6 +204,7 @@ class NonLinCFA(BaseCFA):
         random_state=None,
         neighbors=None,
         neighborhood="group",
+        periodic="auto",
         sample_dim="time",
     ):
         self.eps = eps
@@ -202,21 +218,24 @@ class NonLinCFA(BaseCFA):
         self.random_state = random_state
         self.neighbors = neighbors
         self.neighborhood = neighborhood
+        self.periodic = periodic
         self.sample_dim = sample_dim
 
     def _check_params(self, inp, Y):
+        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
         return {
             "folds": make_folds(self.cv, inp.n_samples),
-            "neighbors": resolve_neighbors(self.neighbors, inp.n_features, inp.layout),
+            "neighbors": grid.adjacency,
+            "order": grid.order,
         }
 
-    def _fit_moments(self, data, Y, *, folds, neighbors):
+    def _fit_moments(self, data, Y, *, folds, neighbors, order):
         return moments(data, Y, segments=folds.bounds)
 
     def _expected_segments(self, extras: dict) -> int:
         return extras["folds"].n_segments
 
-    def _partition(self, parts, inp, *, folds, neighbors):
+    def _partition(self, parts, inp, *, folds, neighbors, order):
         self.folds_ = folds
         return nonlincfa(
             parts,
@@ -229,4 +248,5 @@ class NonLinCFA(BaseCFA):
             random_state=self.random_state,
             neighbors=neighbors,
             neighborhood=self.neighborhood,
+            order=order,
         )

@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the version and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bars or logs")
+    common.add_argument(
+        "--traceback", action="store_true", help="on an unexpected error, print the traceback"
+    )
     sub = p.add_subparsers(dest="command")
 
     fit = sub.add_parser("fit", parents=[common], help="run a batch job from a TOML config")
@@ -118,15 +121,26 @@ def _run(args) -> int:
         FileExistsError,
         ConnectionError,
     ) as exc:
-        print(f"dcfa: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_BAD_INPUT
     except ImportError as exc:  # an optional dependency (the demo's data, matplotlib)
-        print(f"dcfa: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("dcfa: interrupted; rerun with --resume to continue", file=sys.stderr)
         return EXIT_FAILED
+    except Exception as exc:  # a fault (a worker lost, a disk full): one line, not a traceback
+        if args.traceback:
+            raise
+        _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
+        return EXIT_FAILED
     return EXIT_OK
+
+
+def _error(exc) -> None:
+    from dcfa._inspect import escape
+
+    print(f"dcfa: error: {escape(str(exc))}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,8 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     variable = "SOI"              # the variable (Zarr/netCDF) or column (CSV)
     time_column = "time"          # CSV only
     match = "month"               # align on calendar month ("exact": identical stamps)
+    calendar = "noleap"           # CSV only: the calendar of its dates (default: standard);
+                                  # netCDF/Zarr targets carry their own
 
     [method]
     name = "lincfa"               # lincfa | nonlincfa | genlincfa
@@ -37,12 +39,20 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     n_workers = 2
     threads_per_worker = 1
     memory_limit = "2GiB"         # per worker, for the LocalCluster
+    dashboard_address = "127.0.0.1:0"  # the LocalCluster's dashboard: loopback, any free port
+                                  # (":8787" listens on every interface; "" turns it off)
 
 Every key can be overridden on the command line: ``--set method.params.neighbors=2``.
+
+Relative paths (``input.store``, ``target.path``, ``output.store``) in a job file are relative
+to the file's directory, so a job runs the same from anywhere; relative paths given with
+``--set`` or ``--output`` are relative to the working directory. URLs (``s3://...``) are kept
+as they are.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +83,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "variable": (str, None),
         "time_column": (str, "time"),
         "match": (str, "exact"),
+        "calendar": (str, None),
     },
     "method": {
         "name": (str, "lincfa"),
@@ -89,6 +100,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "n_workers": (int, 2),
         "threads_per_worker": (int, 1),
         "memory_limit": (str, "2GiB"),
+        "dashboard_address": (str, "127.0.0.1:0"),
     },
 }
 
@@ -120,11 +132,24 @@ def load_config(
             raw = tomllib.loads(p.read_text())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config: {source!r} is not valid TOML: {exc}") from None
+        _resolve_paths(raw, p.resolve().parent)
     else:
         raw = dict(base or {})
     for item in overrides or []:
         _apply_override(raw, item)
+    _resolve_paths(raw, Path.cwd())  # what --set gave (the file's are absolute by now)
     return _check(raw, source)
+
+
+PATH_KEYS = (("input", "store"), ("target", "path"), ("output", "store"))
+
+
+def _resolve_paths(raw: dict, base: Path) -> None:
+    """Make the relative local paths of ``raw`` absolute, relative to ``base``."""
+    for section, key in PATH_KEYS:
+        value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
+        if isinstance(value, str) and value and "://" not in value:
+            raw[section][key] = os.path.normpath(base / Path(value).expanduser())
 
 
 def _apply_override(raw: dict, item: str) -> None:
@@ -216,6 +241,17 @@ def _check_values(c: dict, source: str) -> None:
         )
     if c["cluster"]["n_workers"] < 1 or c["cluster"]["threads_per_worker"] < 1:
         raise ConfigError(f"{where} cluster.n_workers and threads_per_worker must be >= 1")
+    from dask.utils import parse_bytes
+
+    limit = c["cluster"]["memory_limit"]
+    try:
+        if limit.strip().lower() != "auto" and parse_bytes(limit) <= 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(
+            f"{where} cluster.memory_limit must be a size per worker such as '2GiB' or "
+            f"'500MB' (or 'auto'), got {limit!r}"
+        ) from None
 
 
 def _type_name(types) -> str:

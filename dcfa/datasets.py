@@ -224,26 +224,17 @@ def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **k
 
 
 def _write_store(make, path: str | os.PathLike, *, overwrite: bool) -> Path:
-    """``make()`` written to a Zarr store at ``path`` through a temporary store and a rename
-    (the path is checked before anything is built)."""
-    from dcfa._moments import _replace_dir
+    """``make()`` written to a Zarr store at ``path`` atomically (the path is checked before
+    anything is built; ``overwrite`` replaces only a store dcfa wrote)."""
+    from dcfa._store import atomic_store, check_replaceable
+    from dcfa.io import to_zarr
 
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"path: {str(path)!r} exists; pass overwrite=True to replace it")
+    check_replaceable(path, overwrite=overwrite)
     ds = make()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        from dcfa.io import to_zarr
-
-        to_zarr(ds, tmp, mode="w-")
-        _replace_dir(tmp, path)
-    finally:
-        if tmp.exists():
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    ds.attrs = {**ds.attrs, "dcfa_kind": "dataset"}
+    with atomic_store(path, overwrite=overwrite) as tmp:
+        to_zarr(ds, tmp, mode="a")
+    return Path(path)
 
 
 ############################################################################################

@@ -22,8 +22,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import shutil
-import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +88,26 @@ def open_archive(
             raise ValueError(f"input.variables: {v!r} has only the sample dim; need a grid")
     if len({dims[v] for v in names}) > 1:
         raise ValueError(f"input.variables: the variables must share their dims, got {dims}")
+    for v in names:
+        if ds[v].dtype.kind not in "iuf":
+            raise ValueError(
+                f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
+                "expected numbers (integer or floating point)"
+            )
+    empty = [v for v in names if _stores_no_chunks(path, v)]
+    if empty:
+        raise ValueError(
+            f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
+            "written: every value is the fill value)"
+        )
     if time is not None:
-        ds = ds.sel({sample_dim: slice(time[0], time[1])})
+        try:
+            ds = ds.sel({sample_dim: slice(time[0], time[1])})
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            raise ValueError(
+                f"input.time: cannot select {list(time)} on the {sample_dim!r} axis of "
+                f"{str(path)!r} (expected dates such as '1991-01'): {exc}"
+            ) from None
         if ds.sizes[sample_dim] == 0:
             raise ValueError(f"input.time: no samples of {str(path)!r} in {list(time)}")
     if len(names) == 1:
@@ -103,13 +119,28 @@ def open_archive(
     return field.transpose(sample_dim, ...)
 
 
-def _open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
-    """Open a Zarr store of format 2 or 3, consolidated or not, without xarray's warning."""
+def _stores_no_chunks(path: Path, name: str) -> bool:
+    """True when a Zarr array has no chunk on disk (Zarr skips chunks that hold only the fill
+    value, so an all-missing variable has none): known from the listing, before any pass."""
+    import zarr
+
     try:
-        try:
-            return xr.open_zarr(path, consolidated=True, **kwargs)
-        except (KeyError, ValueError, FileNotFoundError):
-            return xr.open_zarr(path, consolidated=False, **kwargs)
+        array = zarr.open_array(str(path), path=name, mode="r")
+        return array.size > 0 and array.nchunks_initialized == 0
+    except Exception:  # not a plain array of this store: the passes will tell
+        return False
+
+
+def _open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
+    """Open a Zarr store of format 2 or 3, consolidated or not, without xarray's warnings (a
+    time axis past 2262 or in a model calendar is decoded to cftime, as it should be)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _CFTIME_FALLBACK, xr.SerializationWarning)
+            try:
+                return xr.open_zarr(path, consolidated=True, **kwargs)
+            except (KeyError, ValueError, FileNotFoundError):
+                return xr.open_zarr(path, consolidated=False, **kwargs)
     except Exception as exc:  # zarr raises several types for a non-store
         raise ValueError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
 
@@ -244,7 +275,7 @@ def apply_preprocessing(
 
     data = field.data
     if prep.climatology is not None:
-        months = field[sample_dim].dt.month.values - 1
+        months = _months(field[sample_dim], "input.anomalies") - 1  # any calendar's dates
         clim = prep.climatology.transpose("month", *field.dims[1:])
         clim = clim.reindex(month=np.arange(1, 13)).values  # months absent from the fit: NaN
         if isinstance(data, da.Array):
@@ -287,11 +318,50 @@ def open_target(
     *,
     time_column: str = "time",
     sample_dim: str = "time",
+    calendar: str | None = None,
 ) -> xr.DataArray:
-    """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file."""
+    """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv`` file, a netCDF file or a Zarr store (``target.path``).
+    variable : str, optional
+        The variable (netCDF, Zarr) or column (CSV) to read; needed when there are several
+        (``target.variable``).
+    time_column : str
+        The CSV column holding the dates (``target.time_column``).
+    sample_dim : str
+        The name of the returned series' dim.
+    calendar : str, optional
+        The CF calendar of a CSV file's dates (``target.calendar``): unset, or one of
+        ``"standard"``, ``"gregorian"``, ``"proleptic_gregorian"``, the dates are read by pandas
+        (any year: pandas picks a coarser resolution past 2262); a model calendar
+        (``"noleap"``, ``"360_day"``, ...) reads them as cftime dates of that calendar, so
+        ``2001-02-30`` is a date of ``"360_day"``. netCDF and Zarr targets carry their calendar
+        (xarray decodes them to cftime where numpy cannot hold them); a ``calendar`` that
+        contradicts the file's is an error.
+
+    Returns
+    -------
+    DataArray
+        The series over ``sample_dim``, loaded, with datetime64 or cftime dates.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file or store at ``path``.
+    ValueError
+        Naming the key: an unknown column or variable, a date that is not one of the
+        calendar's, an unknown calendar, a series that is not 1-D over ``sample_dim``.
+    """
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"target.path: no such file or store {str(p)!r}")
+    if calendar is not None and calendar not in _CALENDARS:
+        raise ValueError(
+            f"target.calendar: unknown calendar {calendar!r}; one of {sorted(_CALENDARS)}"
+        )
     if p.suffix.lower() == ".csv":
         frame = pd.read_csv(p)
         if time_column not in frame.columns:
@@ -301,26 +371,34 @@ def open_target(
             )
         values = [c for c in frame.columns if c != time_column]
         column = _pick(variable, values, p)
-        times = pd.to_datetime(frame[time_column])
+        times = _parse_dates(frame[time_column], calendar, f"{time_column!r} of {str(p)!r}")
         return xr.DataArray(
             frame[column].to_numpy(dtype=float),
             dims=sample_dim,
-            coords={sample_dim: times.values},
+            coords={sample_dim: times},
             name=column,
         )
-    if p.is_dir():
-        ds = _open_zarr(p, "target.path")
-    else:
-        try:
-            ds = xr.open_dataset(p)
-        except Exception as exc:
-            raise ValueError(f"target.path: cannot read {str(p)!r} ({exc})") from None
+    with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
+        warnings.filterwarnings("ignore", _CFTIME_FALLBACK, xr.SerializationWarning)
+        if p.is_dir():
+            ds = _open_zarr(p, "target.path")
+        else:
+            try:
+                ds = xr.open_dataset(p)
+            except Exception as exc:
+                raise ValueError(f"target.path: cannot read {str(p)!r} ({exc})") from None
     name = _pick(variable, list(ds.data_vars), p)
     series = ds[name].squeeze(drop=True)
     if series.dims != (sample_dim,):
         raise ValueError(
             f"target.variable: {name!r} in {str(p)!r} has dims {ds[name].dims}; expected a series "
             f"over {sample_dim!r}"
+        )
+    found = _calendar(series[sample_dim]) if sample_dim in series.coords else None
+    if calendar is not None and found is not None and not _same_calendar(calendar, found):
+        raise ValueError(
+            f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
+            "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
     return series.load()
 
@@ -340,19 +418,62 @@ def align_target(
 ) -> tuple[xr.DataArray, xr.DataArray, int]:
     """Keep the samples present in both; ``match="month"`` pairs the same calendar month.
 
-    A sample whose target value is missing (NaN) is not present: records with gaps, or put on
-    a longer time axis, lose those samples here. Returns the field and target on their common
-    samples (the target takes the field's sample coordinate) and how many there are. Raises
-    when there are none.
+    Dates may be numpy datetime64 or cftime dates of any CF calendar (``noleap``,
+    ``360_day``, a proleptic Gregorian axis past 2262, ...).
+
+    Parameters
+    ----------
+    field : DataArray
+        The input, ``sample_dim`` first.
+    target : DataArray
+        A series over ``sample_dim``. A sample whose target value is missing (NaN) is not
+        present: records with gaps, or put on a longer time axis, lose those samples here.
+    sample_dim : str
+        The sample dim of both.
+    match : {"exact", "month"}
+        ``"month"`` pairs the samples of the same (year, month), whatever the day and
+        whatever either side's calendar (a ``noleap`` input with a standard-calendar index);
+        ``"exact"`` pairs identical stamps (to the microsecond), which needs both sides on
+        the same calendar (``standard``, ``gregorian`` and ``proleptic_gregorian`` count as
+        one, as do the aliases ``noleap``/``365_day`` and ``all_leap``/``366_day``).
+
+    Returns
+    -------
+    field, target : DataArray
+        Both on their common samples, in the input's order; the target takes the field's
+        sample coordinate (so the input's calendar).
+    n_common : int
+        How many samples they have in common.
+
+    Raises
+    ------
+    ValueError
+        Naming the key: ``target.match`` (an unknown mode, repeated samples, no dates to
+        match by month, calendars that exact matching cannot compare) or ``target`` (no
+        samples in common).
     """
+    if match not in ("exact", "month"):
+        raise ValueError(f"target.match must be 'exact' or 'month', got {match!r}")
     target = target.isel({sample_dim: np.flatnonzero(target.notnull().values)})
-    f_time = pd.DatetimeIndex(field[sample_dim].values) if match == "month" else None
-    if match == "month":
-        f_key = f_time.to_period("M")
-        t_key = pd.DatetimeIndex(target[sample_dim].values).to_period("M")
-    else:
-        f_key = pd.Index(field[sample_dim].values)
-        t_key = pd.Index(target[sample_dim].values)
+    f_coord, t_coord = field[sample_dim], target[sample_dim]
+    f_cal, t_cal = _calendar(f_coord), _calendar(t_coord)
+    if t_coord.size == 0:
+        raise ValueError("target: every target value is missing (NaN); nothing to fit on")
+    if match == "month" or (f_cal is None) != (t_cal is None):
+        for cal, coord, what in ((f_cal, f_coord, "input"), (t_cal, t_coord, "target")):
+            if cal is None:
+                raise ValueError(
+                    f"target.match: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
+                    f"dates; matching with target.match = {match!r} needs dates on both sides"
+                )
+    if match == "exact" and f_cal is not None and not _same_calendar(f_cal, t_cal):
+        raise ValueError(
+            f"target.match: the input is on the {f_cal!r} calendar and the target on the "
+            f"{t_cal!r} calendar, so no stamp can be identical; use target.match = 'month' to "
+            "pair the same calendar months"
+        )
+    f_key = _sample_keys(f_coord, f_cal, match)
+    t_key = _sample_keys(t_coord, t_cal, match)
     for key, what in ((f_key, "input"), (t_key, "target")):
         if key.has_duplicates:
             raise ValueError(
@@ -361,8 +482,8 @@ def align_target(
     common = f_key.intersection(t_key)
     if len(common) == 0:
         raise ValueError(
-            f"target: no samples in common between the input ({_span(f_key)}) and the target "
-            f"({_span(t_key)}) with target.match = {match!r}"
+            f"target: no samples in common between the input ({_span(f_coord, f_cal, match)}) "
+            f"and the target ({_span(t_coord, t_cal, match)}) with target.match = {match!r}"
         )
     f_idx = f_key.get_indexer(common)
     t_idx = t_key.get_indexer(common)
@@ -379,10 +500,130 @@ def align_target(
     return field, aligned, int(len(common))
 
 
-def _span(index) -> str:
-    if len(index) == 0:
+def _span(coord: xr.DataArray, calendar: str | None, match: str) -> str:
+    """``"noleap calendar, 2250-01 .. 2290-12, 492 samples"``: first and last sample, for
+    messages (months when matching by month)."""
+    n = coord.size
+    if n == 0:
         return "empty"
-    return f"{index.min()} .. {index.max()}, {len(index)} samples"
+    order = np.argsort(coord.values, kind="stable")  # datetime64, cftime dates or numbers
+    ends = coord.isel({coord.dims[0]: [order[0], order[-1]]})
+    if calendar is None:
+        return f"{ends.values[0]} .. {ends.values[1]}, {n} samples"
+    parts = _date_fields(ends)
+    labels = []
+    for k in range(2):
+        y, mo, d, h, mi, s, _ = (int(f[k]) for f in parts)
+        label = f"{y:04d}-{mo:02d}"
+        if match != "month":
+            label += f"-{d:02d}" + (f" {h:02d}:{mi:02d}:{s:02d}" if h or mi or s else "")
+        labels.append(label)
+    return f"{calendar} calendar, {labels[0]} .. {labels[1]}, {n} samples"
+
+
+# CF calendars, and the ones that name the same calendar (dates after 1582-10-15 for the first)
+_CALENDARS = frozenset(
+    {
+        "standard",
+        "gregorian",
+        "proleptic_gregorian",
+        "noleap",
+        "365_day",
+        "all_leap",
+        "366_day",
+        "360_day",
+        "julian",
+    }
+)
+_CALENDAR_ALIASES = {
+    "standard": "gregorian",
+    "proleptic_gregorian": "gregorian",
+    "365_day": "noleap",
+    "366_day": "all_leap",
+}
+# xarray's warning when it decodes dates out of datetime64[ns]'s range to cftime
+_CFTIME_FALLBACK = "Unable to decode time axis into full numpy.datetime64"
+_DATE_PATTERN = (  # ISO 8601 text: 2001-02, 2001-02-30, 2001-02-30T12:00:00.5
+    r"^\s*(-?\d{1,4})-(\d{1,2})(?:-(\d{1,2})"
+    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6})\d*)?)?)?)?\s*$"
+)
+
+
+def _calendar(coord: xr.DataArray) -> str | None:
+    """The CF calendar of a sample coordinate (``"proleptic_gregorian"`` for datetime64),
+    None when it does not hold dates."""
+    if coord.size == 0 and coord.dtype == object:
+        return None
+    try:
+        return coord.dt.calendar
+    except (AttributeError, TypeError, ValueError):  # not dates (or mixed calendars)
+        return None
+
+
+def _same_calendar(a: str, b: str) -> bool:
+    return _CALENDAR_ALIASES.get(a, a) == _CALENDAR_ALIASES.get(b, b)
+
+
+def _date_fields(coord: xr.DataArray) -> list[np.ndarray]:
+    """Year, month, day, hour, minute, second and microsecond of datetime64 or cftime dates."""
+    fields = ("year", "month", "day", "hour", "minute", "second", "microsecond")
+    return [np.asarray(getattr(coord.dt, f).values, dtype=np.int64) for f in fields]
+
+
+def _sample_keys(coord: xr.DataArray, calendar: str | None, match: str) -> pd.Index:
+    """What pairs samples: the month number ``12 * year + month - 1`` (by month), the date's
+    fields (exact, on dates of any calendar) or the coordinate's values (not dates)."""
+    if calendar is None:
+        return pd.Index(coord.values)
+    if match == "month":
+        year, month = _date_fields(coord)[:2]
+        return pd.Index(12 * year + month - 1)
+    return pd.MultiIndex.from_arrays(_date_fields(coord))
+
+
+def _parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarray:
+    """A CSV column's dates: datetime64 (pandas) for the standard calendars, else cftime
+    dates of ``calendar`` from ISO 8601 text (``2001-02-30``, ``2001-02-30 12:00``...)."""
+    if calendar is None or _same_calendar(calendar, "standard"):
+        try:
+            return pd.to_datetime(column).to_numpy()
+        except (ValueError, TypeError, OverflowError) as exc:
+            reason = str(exc).splitlines()[0].removesuffix(" You might want to try:")
+            raise ValueError(
+                f"target.time_column: {where} holds a value that is not a date of the standard "
+                f"calendar ({reason}); for a model calendar set target.calendar (e.g. 'noleap', "
+                "'360_day')"
+            ) from None
+    import re
+
+    import cftime
+
+    pattern = re.compile(_DATE_PATTERN)
+    dates = []
+    for row, text in enumerate(column.astype(str)):
+        m = pattern.match(text)
+        try:
+            if m is None:
+                raise ValueError("not an ISO 8601 date such as 2001-02-30 or 2001-02-30 12:00")
+            y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups()[:6])
+            us = int(m.group(7).ljust(6, "0")) if m.group(7) else 0
+            dates.append(cftime.datetime(y, mo, d or 1, h, mi, s, us, calendar=calendar))
+        except ValueError as exc:
+            raise ValueError(
+                f"target.time_column: {where}, row {row + 1}: {text!r} is not a date of the "
+                f"{calendar!r} calendar (target.calendar) ({exc})"
+            ) from None
+    return np.array(dates, dtype=object)
+
+
+def _months(coord: xr.DataArray, key: str) -> np.ndarray:
+    """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
+    if _calendar(coord) is None:
+        raise ValueError(
+            f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
+            "dates; monthly anomalies need dates"
+        )
+    return np.asarray(coord.dt.month.values, dtype=np.int64)
 
 
 ############################################################################################
@@ -450,12 +691,24 @@ def _corr_with(features: xr.DataArray, target, sample_dim: str) -> xr.DataArray:
 
 
 def _group_centres(region: xr.DataArray, n_groups: int) -> dict:
-    """Mean latitude/longitude of each group's cells, when the grid has such coordinates."""
+    """Centre latitude/longitude of each group's cells, when the grid has such coordinates.
+
+    Latitude: the arithmetic mean of the cells' latitudes (unweighted). Longitude: their
+    circular mean (:func:`dcfa.geo.group_circular_mean`), in the convention of the grid's
+    longitudes (-180..180 if any is negative, else 0..360), so a region across the dateline
+    or Greenwich is centred where it is; NaN when undefined (cells evenly all round the globe).
+    """
+    from dcfa.geo import group_circular_mean, is_longitude, longitude_convention
+
     labels = region.values
     out = {}
     for coord in ("lat", "latitude", "lon", "longitude"):
         if coord in region.coords and set(region[coord].dims) <= set(region.dims):
             values = region[coord].broadcast_like(region).values
+            if is_longitude(coord, region[coord].attrs):
+                lower = longitude_convention(region[coord].values)
+                out[f"group_{coord}"] = group_circular_mean(labels, values, n_groups, lower=lower)
+                continue
             out[f"group_{coord}"] = np.array(
                 [
                     values[labels == g].mean() if (labels == g).any() else np.nan
@@ -475,39 +728,44 @@ def write_result(
     """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
 
     Everything goes to a temporary store next to ``path`` that is renamed into place once
-    complete, so an interrupted write never leaves a store that looks finished.
+    complete (:func:`dcfa._store.atomic_store`), so an interrupted write never leaves a store
+    that looks finished. ``overwrite`` replaces only an earlier dcfa result, never a store or
+    file that dcfa did not write.
     """
     from dcfa._compute import compute
+    from dcfa._store import atomic_store
 
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"output.store: {str(path)!r} exists; set output.overwrite = true")
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        dataset = _uniform_chunks(dataset)
-        dataset.attrs = {
-            **dataset.attrs,
-            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        }
-        delayed = to_zarr(dataset, tmp, mode="w-", compute=False)
-        compute(delayed)
+    dataset = _uniform_chunks(dataset)
+    dataset.attrs = {
+        **dataset.attrs,
+        "dcfa_kind": "result",
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    with atomic_store(path, overwrite=overwrite, key="output.store", kinds=("result",)) as tmp:
+        compute(to_zarr(dataset, tmp, mode="a", compute=False))
         if moments is not None:
             moments.save(tmp / "moments")
-        from dcfa._moments import _replace_dir
-
-        _replace_dir(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
 def to_zarr(ds: xr.Dataset, path, **kwargs):
     """``ds.to_zarr`` as dcfa writes stores: Zarr format 3 with consolidated metadata (so
-    readers open them quickly and without xarray's warning)."""
+    readers open them quickly and without xarray's warning), in dcfa's own encoding.
+
+    The encoding a variable carries from its source (a format 2 archive's Blosc compressor,
+    its chunks, int16 packing) is dropped; only an integer variable's ``_FillValue`` is kept.
+    """
+    fill = {
+        name: {"_FillValue": var.encoding["_FillValue"]}
+        for name, var in ds.variables.items()
+        if "_FillValue" in var.encoding and var.dtype.kind in "iu"
+    }
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Consolidated metadata is currently not part")
-        return ds.to_zarr(path, zarr_format=3, consolidated=True, **kwargs)
+        return ds.drop_encoding().to_zarr(
+            path, zarr_format=3, consolidated=True, encoding=fill, **kwargs
+        )
 
 
 def _uniform_chunks(ds: xr.Dataset) -> xr.Dataset:

@@ -4,16 +4,30 @@ On a grid the authors of the CFA papers only aggregate cells that touch a group 
 climate runs); :func:`grid_adjacency` builds that restriction as a sparse ``D x D`` matrix from
 the shape of the feature dims, and :func:`resolve_neighbors` turns an estimator's
 ``neighbors`` parameter (``None``, an int radius, or a matrix) into it.
+
+A global grid wraps around in longitude: its first and last columns are neighbours.
+:func:`periodic_dims` finds such dims from the coordinates (or takes the user's word), and
+:func:`grid_adjacency_for` builds the adjacency of an xarray field's grid with them.
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["grid_adjacency", "resolve_neighbors"]
+__all__ = [
+    "PERIODIC_AUTO",
+    "grid_adjacency",
+    "grid_adjacency_for",
+    "periodic_dims",
+    "resolve_grid",
+    "resolve_neighbors",
+]
+
+PERIODIC_AUTO = "auto"
 
 
 def grid_adjacency(shape: tuple[int, ...], radius: int = 1, *, periodic=()) -> sp.csr_array:
@@ -61,17 +75,134 @@ def grid_adjacency(shape: tuple[int, ...], radius: int = 1, *, periodic=()) -> s
     return sp.csr_array(A)
 
 
-def resolve_neighbors(neighbors, n_features: int, layout=None):
-    """The adjacency matrix an estimator's ``neighbors`` parameter stands for (or None)."""
+def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[int, ...]:
+    """Positions of the grid dims that wrap around (a global longitude).
+
+    Parameters
+    ----------
+    grid : xarray.DataArray or FeatureLayout
+        A field (its grid is every dim but ``sample_dim``, in order) or the layout of a
+        stacked one (its ``feature_dims``).
+    periodic : "auto", bool or sequence of str, default="auto"
+        ``"auto"``: the longitude dims (:func:`dcfa.geo.longitude_axes`: named ``lon`` /
+        ``longitude``, or with CF ``units = "degrees_east"`` / ``standard_name =
+        "longitude"``) whose values are regularly spaced and go round the globe
+        (:func:`dcfa.geo.is_global_longitude`); a regional grid is not periodic. ``True``:
+        every longitude dim, global or not (an error when there is none). ``False``: none.
+        A sequence names the dims that wrap.
+    sample_dim : str, default="time"
+        For a DataArray: the dim that is not part of the grid (ignored if absent).
+
+    Returns
+    -------
+    tuple of int
+        Positions among the grid dims, ascending (what :func:`grid_adjacency` and
+        :func:`dcfa.grid_moments` take).
+    """
+    from dcfa.geo import is_global_longitude, longitude_axes
+
+    dims, coords = _grid_of(grid, sample_dim)
+    if isinstance(periodic, str):
+        if periodic != PERIODIC_AUTO:
+            raise ValueError(
+                f"periodic: expected 'auto', a bool or a tuple of dim names, got {periodic!r}"
+            )
+        lons = longitude_axes(dims, coords)
+        return tuple(a for a, v in lons.items() if v is not None and is_global_longitude(v))
+    if isinstance(periodic, bool | np.bool_):
+        if not periodic:
+            return ()
+        lons = longitude_axes(dims, coords)
+        if not lons:
+            raise ValueError(
+                f"periodic=True: no longitude dim among the grid dims {dims}; name the dims "
+                "that wrap around, e.g. periodic=('x',), or set periodic=False"
+            )
+        return tuple(sorted(lons))
+    if isinstance(periodic, tuple | list):
+        unknown = [d for d in periodic if d not in dims]
+        if unknown:
+            raise ValueError(
+                f"periodic: {unknown} not among the grid dims {dims} (the dims of X but the "
+                "sample dim)"
+            )
+        return tuple(sorted({dims.index(d) for d in periodic}))
+    raise TypeError(
+        f"periodic: expected 'auto', a bool or a tuple of dim names, got {type(periodic).__name__}"
+    )
+
+
+def _grid_of(grid, sample_dim: str) -> tuple[tuple, dict]:
+    """(grid dims, their coordinate variables) of a DataArray or a FeatureLayout."""
+    if hasattr(grid, "feature_dims"):
+        return tuple(grid.feature_dims), dict(grid.feature_coords)
+    if not hasattr(grid, "dims") or not hasattr(grid, "coords"):
+        raise TypeError(
+            f"grid: expected an xarray.DataArray or a FeatureLayout, got {type(grid).__name__}"
+        )
+    dims = tuple(d for d in grid.dims if d != sample_dim)
+    coords = {k: c.variable for k, c in grid.coords.items() if set(c.dims) <= set(dims)}
+    return dims, coords
+
+
+def grid_adjacency_for(
+    field, radius: int = 1, *, periodic="auto", sample_dim: str = "time"
+) -> sp.csr_array:
+    """:func:`grid_adjacency` of the grid of an xarray field, wrapping where it is global.
+
+    Parameters
+    ----------
+    field : xarray.DataArray
+        Its grid is every dim but ``sample_dim``, in order; cells are numbered in C order
+        over those dims (as ``field.stack(cell=grid)`` does). Only its dims, sizes and
+        coordinates are read (nothing is computed).
+    radius : int, default=1
+        Neighbours are within ``radius`` steps along every grid dim.
+    periodic : "auto", bool or sequence of str, default="auto"
+        Which dims wrap around (see :func:`periodic_dims`).
+    sample_dim : str, default="time"
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (D, D), bool, without the diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> lon = np.arange(-180.0, 180.0, 90.0)
+    >>> field = xr.DataArray(np.zeros((3, 2, 4)), dims=("time", "lat", "lon"),
+    ...                      coords={"lat": [-45.0, 45.0], "lon": lon})
+    >>> bool(grid_adjacency_for(field, 1)[0, 3])  # lon -180 and 90 are neighbours
+    True
+    >>> bool(grid_adjacency_for(field, 1, periodic=False)[0, 3])
+    False
+    """
+    dims, _ = _grid_of(field, sample_dim)
+    shape = tuple(int(field.sizes[d]) for d in dims)
+    axes = periodic_dims(field, periodic, sample_dim=sample_dim)
+    return grid_adjacency(shape, radius, periodic=axes)
+
+
+def _is_radius(neighbors) -> bool:
+    return isinstance(neighbors, int | np.integer) and not isinstance(neighbors, bool)
+
+
+def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto"):
+    """The adjacency matrix an estimator's ``neighbors`` parameter stands for (or None).
+
+    ``periodic`` (see :func:`periodic_dims`, or positions already resolved, a tuple of int)
+    only matters for an int radius on the grid of ``layout``.
+    """
     if neighbors is None:
         return None
-    if isinstance(neighbors, (int, np.integer)) and not isinstance(neighbors, bool):
+    if _is_radius(neighbors):
         if layout is None:
             raise ValueError(
                 "neighbors: an int radius needs the grid, i.e. an xarray.DataArray X whose "
                 "feature dims are the grid; for other inputs pass a sparse (D, D) adjacency"
             )
-        return grid_adjacency(layout.feature_shape, int(neighbors))
+        axes = _axes(periodic, layout)
+        return grid_adjacency(layout.feature_shape, int(neighbors), periodic=axes)
     if sp.issparse(neighbors) or isinstance(neighbors, np.ndarray):
         A = sp.csr_array(neighbors)
         if A.shape != (n_features, n_features):
@@ -87,3 +218,42 @@ def resolve_neighbors(neighbors, n_features: int, layout=None):
         f"neighbors: expected None, an int radius or a sparse (D, D) matrix, got "
         f"{type(neighbors).__name__}"
     )
+
+
+def _axes(periodic, layout) -> tuple[int, ...]:
+    """Positions, whether ``periodic`` is already resolved (ints) or a user's value."""
+    if isinstance(periodic, tuple | list) and all(
+        isinstance(a, int | np.integer) and not isinstance(a, bool) for a in periodic
+    ):
+        return tuple(int(a) for a in periodic)
+    return periodic_dims(layout, periodic)
+
+
+class GridNeighbors(NamedTuple):
+    """What an estimator's ``neighbors`` and ``periodic`` stand for on its input."""
+
+    adjacency: sp.csr_array | None
+    """The ``D x D`` adjacency (None without ``neighbors``, or when not asked for)."""
+    periodic: tuple[int, ...]
+    """Grid dims (positions among the feature dims) that wrap around."""
+    order: np.ndarray | None
+    """The order the partition visits features in (:meth:`FeatureLayout.visit_order`)."""
+
+
+def resolve_grid(
+    neighbors, n_features: int, layout=None, *, periodic="auto", adjacency: bool = True
+) -> GridNeighbors:
+    """Resolve ``neighbors`` and ``periodic`` of an estimator, before the pass.
+
+    The grid, its periodic dims and the canonical visiting order only exist for an int
+    radius on an xarray input; for ``neighbors=None`` or a matrix, ``periodic`` is ignored
+    and the features are visited in the given order. ``adjacency=False`` skips building the
+    matrix (the neighbour mode reads the grid itself).
+    """
+    axes: tuple[int, ...] = ()
+    order = None
+    if _is_radius(neighbors) and layout is not None:
+        axes = periodic_dims(layout, periodic)
+        order = layout.visit_order(axes)
+    A = resolve_neighbors(neighbors, n_features, layout, periodic=axes) if adjacency else None
+    return GridNeighbors(A, axes, order)

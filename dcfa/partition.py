@@ -71,6 +71,7 @@ def partition_moments(
     target: int = 0,
     progress=None,
     whole=None,
+    order=None,
 ) -> np.ndarray:
     """Labels of every feature from moments and a rule: what the three functional twins share.
 
@@ -87,6 +88,10 @@ def partition_moments(
         Aggregate standardised features (``1/std`` weights) or the features as they are.
     shuffle, random_state, compare, scan, strategy, neighbors, neighborhood, target, progress
         See :func:`sequential_partition` and :func:`greedy_partition`.
+    order : ndarray of shape (n_features,), default=None
+        The order features are visited in before any shuffle (a permutation of all features,
+        e.g. :meth:`dcfa.stacking.FeatureLayout.visit_order`); ``None``: ``0 .. D-1``.
+        ``shuffle`` permutes this order.
 
     Returns
     -------
@@ -112,11 +117,15 @@ def partition_moments(
             raise ValueError("neighbors: not supported with strategy='greedy'")
         sub = greedy_partition(basis, accept, progress=progress)
     else:
-        order = check_random_state(random_state).permutation(valid.size) if shuffle else None
+        base = _base_order(order, valid, whole.n_features)
+        visit = base
+        if shuffle:
+            perm = check_random_state(random_state).permutation(valid.size)
+            visit = perm if base is None else base[perm]
         sub = sequential_partition(
             basis,
             accept,
-            order=order,
+            order=visit,
             compare=compare,
             scan=scan,
             neighbors=adj,
@@ -125,6 +134,19 @@ def partition_moments(
         )
     labels[valid] = sub
     return labels
+
+
+def _base_order(order, valid: np.ndarray, n_features: int) -> np.ndarray | None:
+    """``order`` (over all features) as positions among the ``valid`` ones, or None."""
+    if order is None:
+        return None
+    order = np.asarray(order, dtype=np.int64)
+    if order.shape != (n_features,):
+        raise ValueError(f"order: expected a permutation of {n_features} features")
+    where = np.full(n_features, -1, dtype=np.int64)
+    where[valid] = np.arange(valid.size)
+    base = where[order]
+    return base[base >= 0]
 
 
 @dataclass(frozen=True)
@@ -570,12 +592,14 @@ def grid_partition(
     compare: str = "seed",
     scan: str = "single",
     progress=None,
+    order=None,
 ) -> np.ndarray:
     """The neighbour mode: a group holds its seed and cells within ``radius`` of it.
 
     Works from :class:`~dcfa._stencil.GridMoments` (the moments of nearby cells only), never a
     ``D x D`` matrix, and gives exactly the partition of :func:`sequential_partition` with the
-    grid adjacency and ``neighborhood="seed"``. With ``compare="seed"`` every test is between
+    grid adjacency and ``neighborhood="seed"`` (and the same ``order``, see
+    :func:`partition_moments`). With ``compare="seed"`` every test is between
     a cell and one of its neighbours: all ``D x k`` of them are evaluated in a few vectorised
     calls and the loop only looks verdicts up. With ``compare="mean"`` each group grows on a
     local basis of its seed's neighbourhood (the moments must reach ``2 radius``).
@@ -596,6 +620,11 @@ def grid_partition(
     D = gm.n_features
     valid = gm.valid
     idx = np.flatnonzero(valid)
+    if order is not None:  # the given visiting order, restricted to the valid cells
+        order = np.asarray(order, dtype=np.int64)
+        if order.shape != (D,):
+            raise ValueError(f"order: expected a permutation of {D} cells")
+        idx = order[valid[order]]
     order = idx[check_random_state(random_state).permutation(idx.size)] if shuffle else idx
     pos = np.full(D, D, dtype=np.int64)
     pos[order] = np.arange(order.size)

@@ -86,7 +86,8 @@ def plot_regions(
         colormap, an evenly spaced sample of it.
     annotate : bool, default=True
         Write each group's number at its centroid (mean latitude and mean longitude of its
-        cells) when there are at most 30 groups.
+        cells, the longitudes unwrapped across the map's edge for a region that spans it:
+        :func:`dcfa.geo.unwrapped_mean`) when there are at most 30 groups.
     lat, lon : str, default="lat", "lon"
         Names of the coordinates; "latitude" / "longitude" are found automatically.
 
@@ -155,11 +156,17 @@ def plot_regions(
     ax.pcolormesh(lon_edges, lat_edges, values, cmap=colormap, norm=norm, shading="flat", **kw)
 
     if annotate and 0 < groups.size <= _MAX_ANNOTATED_GROUPS:
+        from dcfa.geo import longitude_convention, unwrapped_mean
+
         lat2d, lon2d = np.meshgrid(lats, lons, indexing="ij")
+        lower = longitude_convention(lons)
         for g in groups:
             cells = values.filled(-1) == g
+            # a region across the map's edge (dateline, Greenwich) is centred on the edge,
+            # not on the far side of the globe
+            x = unwrapped_mean(lon2d[cells], lower=lower)
             ax.text(
-                float(lon2d[cells].mean()),
+                x if np.isfinite(x) else float(lon2d[cells].mean()),
                 float(lat2d[cells].mean()),
                 str(int(g)),
                 ha="center",

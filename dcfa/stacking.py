@@ -32,6 +32,34 @@ class FeatureLayout:
     def n_features(self) -> int:
         return int(np.prod(self.feature_shape))
 
+    def visit_order(self, periodic: tuple[int, ...] = ()) -> np.ndarray | None:
+        """The order in which the partition visits the features of a grid that wraps around.
+
+        A periodic longitude has no first cell: the given first one is wherever the input's
+        convention puts its seam (0 or 180 degrees, or anywhere for a rotated axis). Along
+        each dim of ``periodic`` (positions among ``feature_dims``) that has longitude values,
+        the cells are visited by longitude modulo 360, from 0 east; other dims keep their
+        order. So the same grid in any longitude convention gives the same visiting order,
+        hence the same partition. Returns the flat (C-order) feature indices in that order,
+        or None when it is the given order.
+        """
+        from dcfa.geo import longitude_axes
+
+        if not periodic:
+            return None
+        lons = longitude_axes(self.feature_dims, self.feature_coords)
+        perms = []
+        for axis, size in enumerate(self.feature_shape):
+            values = lons.get(axis) if axis in periodic else None
+            if values is None or values.shape != (size,):
+                perms.append(np.arange(size))
+            else:
+                perms.append(np.argsort(np.mod(values.astype(np.float64), 360.0), kind="stable"))
+        if all((p == np.arange(p.size)).all() for p in perms):
+            return None
+        index = np.arange(self.n_features).reshape(self.feature_shape)
+        return index[np.ix_(*perms)].ravel()
+
     def unstack(
         self, values, *, name: str | None = None, attrs: dict | None = None
     ) -> xr.DataArray:

@@ -3,6 +3,7 @@ bad input through the real command line (exit 2, a message naming the key, nothi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -77,7 +78,7 @@ def test_config_errors_name_the_key(tmp_path):
         ],
     )
     assert c.method["params"] == {"neighbors": 2} and c.input["anomalies"] is True
-    assert c.output["store"] == "elsewhere.zarr"
+    assert c.output["store"] == os.path.join(os.getcwd(), "elsewhere.zarr")  # --set: cwd
     with pytest.raises(ConfigError, match="--set: expected section.key=value"):
         load_config(base=good, overrides=["neighbors"])
     (tmp_path / "bad.toml").write_text("[input\nstore=")
@@ -140,13 +141,19 @@ def test_resume_reuses_finished_passes(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_job(config, output=other, echo=die_after_moments)
     changed = load_config(job, ["input.anomalies=false"])
-    with pytest.raises(ConfigError, match="--resume: the work in"):
+    with pytest.raises(ConfigError, match="--resume: cannot reuse the work in .* configuration"):
         run_job(changed, output=other, resume=True, echo=lambda *a: None)
 
 
-def cli(*args, cwd):
+def cli(*args, cwd, env=None):
+    """``python -m dcfa ARGS`` in a separate process, as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "dcfa", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+        [sys.executable, "-m", "dcfa", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        env={**os.environ, **(env or {})},
     )
 
 

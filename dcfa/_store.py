@@ -1,0 +1,310 @@
+"""Where dcfa writes, and what it may replace.
+
+Every store dcfa writes (a result, moments, a work file, a synthetic archive) goes through
+:func:`atomic_store`: a hidden temporary directory ``.<name>.tmp-<id>`` next to the
+destination, with a marker file ``.<name>.tmp-<id>.incomplete`` beside it written before the
+directory exists and removed after the directory is renamed into place. A store is complete
+exactly when no marker names it. The rules
+that keep users' data safe live here, in one place:
+
+- a path that exists is replaced only with ``overwrite`` *and* only when it is a store dcfa
+  wrote itself (:func:`dcfa_kind`: its attributes say so, or it carries the incomplete marker);
+  never a directory or file of the user's, never through a symbolic link;
+- an output must not be, contain or lie inside any input (:func:`check_apart`);
+- temporary stores of killed runs (marked, their process gone) are removed by the next write
+  to the same destination, and :func:`incomplete_reason` tells readers what they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import stat
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "INCOMPLETE",
+    "OutputError",
+    "atomic_store",
+    "check_apart",
+    "check_replaceable",
+    "dcfa_kind",
+    "incomplete_reason",
+    "remove_leftovers",
+    "tree_digest",
+]
+
+INCOMPLETE = ".incomplete"  # suffix of the marker beside a temporary store
+
+
+class OutputError(FileExistsError):
+    """An output path dcfa refuses to write (the message names the key and the path)."""
+
+
+def dcfa_kind(path: str | os.PathLike) -> str | None:
+    """What dcfa store ``path`` is (``"result"``, ``"Moments"``, ...), or None if it is not one.
+
+    Read from the store's root attributes (Zarr format 3 ``zarr.json`` or format 2
+    ``.zattrs``) without opening it with Zarr, so any directory can be asked. A store that
+    still carries the incomplete marker is dcfa's too (``"incomplete"``).
+    """
+    p = Path(path)
+    if p.is_symlink() or not p.is_dir():
+        return None
+    if _marker_of(p).is_file():
+        return "incomplete"
+    attrs = _root_attrs(p)
+    if "dcfa_kind" in attrs:
+        return str(attrs["dcfa_kind"])
+    if "dcfa_version" in attrs and "method" in attrs:  # results of dcfa 0.1
+        return "result"
+    return None
+
+
+def _root_attrs(p: Path) -> dict:
+    for name, key in (("zarr.json", "attributes"), (".zattrs", None)):
+        try:
+            meta = json.loads((p / name).read_text())
+        except (OSError, ValueError):
+            continue
+        attrs = meta.get(key, {}) if key else meta
+        return attrs if isinstance(attrs, dict) else {}
+    return {}
+
+
+def incomplete_reason(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a complete store (a temporary store of a dcfa write), or None."""
+    p = Path(path)
+    if _marker_of(p).is_file():
+        who = _marker(p)
+        return (
+            f"{str(p)!r} is an incomplete store: a dcfa write that did not finish "
+            f"(process {who.get('pid', '?')} on {who.get('host', '?')}, started "
+            f"{who.get('started', '?')}); it is safe to delete"
+        )
+    return None
+
+
+def _marker_of(tmp: Path) -> Path:
+    return tmp.with_name(tmp.name + INCOMPLETE)
+
+
+def _marker(p: Path) -> dict:
+    try:
+        return json.loads(_marker_of(p).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def check_replaceable(
+    path: str | os.PathLike, *, overwrite: bool, key: str = "path", kinds: tuple = ()
+) -> None:
+    """Raise :class:`OutputError` unless dcfa may write a store at ``path``.
+
+    A new path is fine. An existing one needs ``overwrite`` and must be a store dcfa wrote
+    (of one of ``kinds``, when given); symbolic links are never written through.
+    """
+    p = Path(path)
+    if p.is_symlink():
+        raise OutputError(
+            f"{key}: {str(p)!r} is a symbolic link; dcfa does not write through links "
+            "(choose the real path or another one)"
+        )
+    if not p.exists():
+        return
+    if not overwrite:
+        how = "set output.overwrite = true" if key == "output.store" else "pass overwrite=True"
+        raise OutputError(f"{key}: {str(p)!r} exists; {how} to replace it, or choose another")
+    kind = dcfa_kind(p)
+    if kind is None or (kinds and kind not in (*kinds, "incomplete")):
+        what = "a file" if not p.is_dir() else "a directory"
+        wanted = " or ".join(kinds) if kinds else "dcfa"
+        raise OutputError(
+            f"{key}: {str(p)!r} is {what} that dcfa did not write (not a {wanted} store); "
+            "overwrite only replaces dcfa's own results. Choose another path, or remove it "
+            "yourself if it is yours to delete"
+        )
+
+
+def check_apart(output: str | os.PathLike, inputs: dict[str, str | os.PathLike], key: str):
+    """Raise :class:`OutputError` if ``output`` is, contains or lies inside any input.
+
+    ``inputs`` maps each input's config key to its path; paths are compared after resolving
+    symbolic links, so a link cannot hide an input. URLs (``s3://...``) are not local paths and
+    are skipped.
+    """
+    out = _real(output)
+    if out is None:
+        return
+    for name, value in inputs.items():
+        src = _real(value)
+        if src is None:
+            continue
+        if out == src:
+            rel = "is"
+        elif src in out.parents:
+            rel = "lies inside"
+        elif out in src.parents:
+            rel = "contains"
+        else:
+            continue
+        raise OutputError(
+            f"{key}: {str(output)!r} {rel} {name} {str(value)!r}; dcfa never writes over, "
+            "into or around its inputs: choose an output path elsewhere"
+        )
+
+
+def _real(path) -> Path | None:
+    s = os.fspath(path)
+    if "://" in s:
+        return None
+    return Path(os.path.realpath(os.path.abspath(s)))
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers(path: str | os.PathLike) -> list[Path]:
+    """Remove temporary stores of ``path`` left by killed writes; return what was removed.
+
+    Only hidden ``.<name>.tmp-*`` directories whose marker names a process of this machine
+    that no longer runs are removed (with their marker): nothing the user made, nothing a
+    running write still uses.
+    """
+    p = Path(path)
+    removed = []
+    host = socket.gethostname()
+    for marker in p.parent.glob(f".{p.name}.tmp-*{INCOMPLETE}"):
+        tmp = marker.with_name(marker.name[: -len(INCOMPLETE)])
+        who = _marker(tmp)
+        pid = who.get("pid")
+        if who.get("host") != host or not isinstance(pid, int) or _is_alive(pid):
+            continue
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+        if not tmp.exists():
+            marker.unlink(missing_ok=True)
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_store(
+    path: str | os.PathLike, *, overwrite: bool = False, key: str = "path", kinds: tuple = ()
+) -> Iterator[Path]:
+    """Yield a temporary directory to write a store into; rename it to ``path`` on success.
+
+    The destination is checked first (:func:`check_replaceable`) and again just before the
+    rename. The marker beside the temporary directory is written before it and removed after
+    the rename, so a store no marker names is complete. On any error the
+    temporary directory is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    check_replaceable(path, overwrite=overwrite, key=key, kinds=kinds)
+    remove_leftovers(path)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    marker = _marker_of(tmp)
+    try:
+        marker.write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "destination": str(path),
+                }
+            )
+        )
+    except FileNotFoundError:
+        raise OutputError(
+            f"{key}: the directory {str(path.parent)!r} does not exist; create it first"
+        ) from None
+    except OSError as exc:
+        raise OutputError(
+            f"{key}: cannot write in {str(path.parent)!r}: {exc.strerror or exc}"
+        ) from None
+    try:
+        tmp.mkdir()
+        yield tmp
+        check_replaceable(path, overwrite=overwrite, key=key, kinds=kinds)
+        _replace_dir(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        marker.unlink(missing_ok=True)
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    if dst.exists():
+        trash = dst.with_name(f".{dst.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(dst, trash)
+        os.replace(src, dst)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def check_writable(path: str | os.PathLike, key: str) -> None:
+    """Raise :class:`OutputError` unless a store can be created next to ``path`` (a real
+    probe, so it holds for root, ACLs and read-only mounts alike)."""
+    p = Path(path)
+    if "://" in os.fspath(path):
+        return
+    if not p.parent.is_dir():
+        raise OutputError(f"{key}: the directory {str(p.parent)!r} does not exist; create it first")
+    probe = p.with_name(f".{p.name}.probe-{uuid.uuid4().hex[:8]}")
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        raise OutputError(
+            f"{key}: cannot write in {str(p.parent)!r}: {exc.strerror or exc}"
+        ) from None
+    probe.rmdir()
+
+
+def tree_digest(path: str | os.PathLike) -> str:
+    """A content hash of a file or directory tree (names and bytes), never following links.
+
+    Raises :class:`OutputError` when the tree holds a symbolic link or anything but regular
+    files and directories.
+    """
+    root = Path(path)
+    h = hashlib.blake2b(digest_size=20)
+    if root.is_symlink() or not (root.is_dir() or root.is_file()):
+        raise OutputError(f"work: {str(root)!r} is not a plain file or directory")
+    entries = [root]
+    if root.is_dir():
+        entries = []
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames.sort()
+            entries += [Path(dirpath, n) for n in dirnames + sorted(filenames)]
+        entries.sort()
+    for p in entries:
+        mode = p.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise OutputError(f"work: {str(p)!r} is a symbolic link; refusing to follow it")
+        rel = p.name if p == root else str(p.relative_to(root))
+        if stat.S_ISDIR(mode):
+            h.update(f"d {rel}\n".encode())
+        elif stat.S_ISREG(mode):
+            h.update(f"f {rel} {p.stat().st_size}\n".encode())
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
+        else:
+            raise OutputError(f"work: {str(p)!r} is not a regular file")
+    return h.hexdigest()

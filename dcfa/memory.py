@@ -1,0 +1,699 @@
+"""How much memory a dense pass will hold, known before it starts, and the budget it must fit.
+
+The full mode of every estimator (and :func:`dcfa.moments`) builds ``p x p`` float64 matrices,
+``p = D + k`` (features and targets): 26.8 GiB each for ``D = 60 000``. Such a pass grows until
+the kernel, the batch system or the nanny kills the process. So before it starts,
+:func:`check_dense` adds up what the pass will hold at its peak from the shapes only
+(the matrices, their copies and temporaries, per-fold moments, the tiles in flight) and raises
+:class:`MemoryBudgetError` when that exceeds the budget. Nothing is computed first.
+
+Where the bytes are (see :mod:`dcfa._graph` and :mod:`dcfa._compute`):
+
+driver
+    the assembled result (one matrix per row segment; all of them plus their blocks while
+    ``dask.compute`` concatenates), then what the partition adds (merged training folds,
+    correlations, the greedy variant's copies). NumPy input: also the in-memory copies of the
+    data. Under the local (threaded) scheduler the tile tasks run here too.
+workers (a ``distributed.Client`` is active)
+    the tile tasks: one task holds a tile ``w x w`` of the widest feature chunk ``w``, the tree
+    merges hold ``split_every`` of them. Each worker runs ``nthreads`` such tasks at once.
+
+The budget is the Dask config key ``dcfa.memory_budget`` (default 0.5):
+
+- a fraction in (0, 1]: of the memory available to this process (the machine's available
+  memory, capped by a cgroup or rlimit such as a batch job's allocation) for the driver, and
+  of each worker's ``memory_limit`` for the workers;
+- bytes (int) or a size string (``"64GiB"``): the driver's budget; a worker's budget is that
+  capped by its ``memory_limit``.
+
+Raise it with ``dask.config.set({"dcfa.memory_budget": "64GiB"})``, the environment variable
+``DASK_DCFA__MEMORY_BUDGET=64GiB``, or a Dask YAML config file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import dask.config
+import numpy as np
+from dask.utils import format_bytes, parse_bytes
+
+__all__ = [
+    "CONFIG_KEY",
+    "DEFAULT_BUDGET",
+    "Budget",
+    "DenseEstimate",
+    "MemoryBudgetError",
+    "check_dense",
+    "check_moments",
+    "estimate_dense",
+    "estimate_moments",
+    "memory_budget",
+]
+
+CONFIG_KEY = "dcfa.memory_budget"
+DEFAULT_BUDGET = 0.5
+
+dask.config.update_defaults({"dcfa": {"memory_budget": DEFAULT_BUDGET}})
+
+_F8 = 8  # bytes of a float64
+_SPLIT_EVERY = 8  # dcfa._graph's default fan-in
+_SHIFT_ROWS = 512  # rows dcfa._moments.column_shift reads
+
+# Peak p x p float64 arrays alive inside one moments kernel call (dcfa._moments): "exclude"
+# holds the product and its centring term; "pairwise" the counts, sums, means, sums of squares
+# and cross-products of both sides with their temporaries. Fields per finished tile / Moments.
+_KERNEL_PEAK = {"exclude": 2, "pairwise": 14}
+_TILE_FIELDS = {"exclude": 1, "pairwise": 6}
+_RESULT_FIELDS = {"exclude": 1, "pairwise": 4}
+# float64 values per column and part the driver holds besides the matrices (means, counts,
+# the partition's basis rows, group sums, candidates' 3 x 3 moments, the rules' temporaries)
+_VECTORS_PER_COLUMN = 64
+# tree merge of partial tiles: the running result and temporaries, beyond the inputs
+_MERGE_EXTRA = {"exclude": 3, "pairwise": 16}
+
+
+class MemoryBudgetError(MemoryError, ValueError):
+    """A dense pass would hold more memory than ``dcfa.memory_budget`` allows.
+
+    Raised before anything is computed. A :class:`ValueError` (the ``dcfa`` command exits
+    with status 2) and a :class:`MemoryError`.
+    """
+
+
+############################################################################################
+# the budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The memory a dense pass may use, where it comes from.
+
+    Attributes
+    ----------
+    driver : int
+        Bytes for this process.
+    source : str
+        How ``driver`` was obtained, for messages.
+    workers : dict of str to (int, int, int)
+        With an active ``distributed.Client``: per worker address, its budget in bytes, its
+        ``nthreads`` and its ``memory_limit`` (workers without a limit are left out).
+    """
+
+    driver: int
+    source: str
+    workers: dict = field(default_factory=dict)
+
+
+def _budget_setting() -> tuple[float | None, int | None]:
+    """``(fraction, None)`` or ``(None, bytes)`` from the config key."""
+    value = dask.config.get(CONFIG_KEY, DEFAULT_BUDGET)
+    bad = ValueError(
+        f"{CONFIG_KEY}: expected a fraction in (0, 1], a number of bytes or a size such as "
+        f"'64GiB', got {value!r}"
+    )
+    if isinstance(value, bool) or value is None:
+        raise bad
+    if isinstance(value, str):
+        try:
+            value = float(value) if _is_fraction(value) else parse_bytes(value)
+        except (ValueError, TypeError):
+            raise bad from None
+    if not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+        raise bad
+    if isinstance(value, float) and value <= 1:
+        return float(value), None
+    return None, int(value)
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        return float(text) <= 1
+    except ValueError:
+        return False
+
+
+def _driver_available() -> tuple[int, str]:
+    """Bytes this process can still allocate, and a description of where that comes from."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    available, where = int(vm.available), "available on this machine"
+    try:
+        from distributed.system import MEMORY_LIMIT
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return available, where
+    if MEMORY_LIMIT < vm.total:  # a cgroup (container, batch job) or an rlimit caps us
+        used = _cgroup_usage()
+        if used is None:
+            used = psutil.Process().memory_info().rss
+        capped = max(int(MEMORY_LIMIT) - int(used), 0)
+        if capped < available:
+            available = capped
+            where = f"left of this process's {format_bytes(MEMORY_LIMIT)} limit (cgroup/rlimit)"
+    return available, where
+
+
+def _cgroup_usage() -> int | None:
+    """Memory the cgroup uses, without reclaimable page cache; None when not readable."""
+    for current, stat, cache_key in (
+        ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "inactive_file"),
+        (
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+            "/sys/fs/cgroup/memory/memory.stat",
+            "total_inactive_file",
+        ),
+    ):
+        try:
+            with open(current) as f:
+                used = int(f.read())
+        except (OSError, ValueError):
+            continue
+        try:
+            with open(stat) as f:
+                for line in f:
+                    key, _, val = line.partition(" ")
+                    if key == cache_key:
+                        used -= int(val)
+                        break
+        except (OSError, ValueError):
+            pass
+        return max(used, 0)
+    return None
+
+
+def memory_budget(client=None) -> Budget:
+    """Resolve ``dcfa.memory_budget`` for this process and, with a client, its workers.
+
+    Parameters
+    ----------
+    client : distributed.Client, default=None
+        Whose workers to budget; default: the client dcfa computes on (the default client,
+        when it is the active scheduler), none otherwise.
+
+    Returns
+    -------
+    Budget
+    """
+    fraction, absolute = _budget_setting()
+    if absolute is not None:
+        driver, source = absolute, f"{CONFIG_KEY} = {format_bytes(absolute)}"
+    else:
+        available, where = _driver_available()
+        driver = int(fraction * available)
+        source = f"{CONFIG_KEY} = {fraction:g} x {format_bytes(available)} {where}"
+    if client is None:
+        from dcfa._compute import _active_client
+
+        client = _active_client()
+    workers = {}
+    if client is not None:
+        for addr, info in _scheduler_workers(client).items():
+            limit = int(info.get("memory_limit") or 0)
+            if limit <= 0:
+                continue
+            budget = int(fraction * limit) if absolute is None else min(absolute, limit)
+            workers[addr] = (budget, int(info.get("nthreads") or 1), limit)
+    return Budget(driver=driver, source=source, workers=workers)
+
+
+def _scheduler_workers(client) -> dict:
+    try:
+        info = client.scheduler_info(n_workers=-1)  # every worker (recent distributed)
+    except TypeError:  # pragma: no cover - older distributed lists every worker anyway
+        info = client.scheduler_info()
+    return dict(info.get("workers", {}))
+
+
+############################################################################################
+# the estimate
+
+
+@dataclass(frozen=True)
+class DenseEstimate:
+    """The memory a dense pass holds at its peak, from shapes only.
+
+    Attributes
+    ----------
+    who : str
+        What makes the pass (an estimator, ``dcfa.moments``).
+    n_samples, n_features, n_targets : int
+        The matrices are ``p x p`` float64, ``p = n_features + n_targets``.
+    driver_bytes : int
+        Peak on the driver (this process).
+    driver_terms : tuple of (str, int)
+        What ``driver_bytes`` is made of at that peak.
+    tasks : tuple of (int, int)
+        Tile tasks of a chunked input, largest first: ``(peak bytes of one task, how many
+        tasks of that tile)``; empty when the input is in memory or its chunks are unknown.
+    task_width : int
+        Widest column block (the widest tile is ``task_width x task_width``).
+    local_tasks : bool
+        Whether the tile tasks run in this process (local scheduler) or on workers.
+    """
+
+    who: str
+    n_samples: int
+    n_features: int
+    n_targets: int
+    driver_bytes: int
+    driver_terms: tuple
+    tasks: tuple = ()
+    task_width: int = 0
+    local_tasks: bool = True
+
+    @property
+    def n_columns(self) -> int:
+        return self.n_features + self.n_targets
+
+    @property
+    def matrix_bytes(self) -> int:
+        """Bytes of one ``p x p`` float64 matrix."""
+        return _F8 * self.n_columns**2
+
+    @property
+    def task_bytes(self) -> int | None:
+        """Peak of the largest tile task; None without tile tasks."""
+        return self.tasks[0][0] if self.tasks else None
+
+    def tasks_at_once(self, n_threads: int) -> tuple[int, int]:
+        """Bytes of the ``n_threads`` largest tile tasks running together, and how many."""
+        return _tasks_at_once(self.tasks, n_threads)
+
+
+def _tasks_at_once(tasks: tuple, n_threads: int) -> tuple[int, int]:
+    total = running = 0
+    for peak, count in tasks:
+        take = min(count, n_threads - running)
+        total += take * peak
+        running += take
+        if running == n_threads:
+            break
+    return total, running
+
+
+def _matrices(n: int) -> str:
+    return f"{n} matrix" if n == 1 else f"{n} matrices"
+
+
+def _kind_of(data) -> str:
+    """``"numpy"``, ``"dask"`` or ``"unknown"`` (no data: a chunked input, chunks unknown)."""
+    if data is None:
+        return "unknown"
+    import dask.array as da
+
+    return "dask" if isinstance(data, da.Array) else "numpy"
+
+
+def _n_local_threads() -> int:
+    import dask.local
+    from dask.base import get_scheduler
+
+    if get_scheduler() is dask.local.get_sync:
+        return 1
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+
+
+def _tile_tasks(
+    data, p: int, bounds: list[int], missing: str, isz: int, split_every: int | None
+) -> tuple[tuple, int]:
+    """Peak bytes of the tile tasks of :func:`dcfa._graph.tiled_moments`, largest first.
+
+    A chunk task holds a row block of two column blocks (and float64 copies of them), the
+    tile's product and temporaries; a tree merge holds ``split_every`` partial tiles plus its
+    running result and temporaries.
+    """
+    from dcfa._graph import segment_rows
+
+    rows, seg_of = segment_rows(data.chunks[0], list(bounds))
+    k = p - data.shape[1]
+    widths = [*data.chunks[1], k] if k else list(data.chunks[1])
+    m = max(rows)
+    per_seg = int(max(np.bincount(seg_of)))
+    fan = min(split_every or _SPLIT_EVERY, per_seg)
+    copy = isz + (_F8 if missing == "exclude" else 26)  # input + float64 copies, per value
+    peaks: dict[int, int] = {}
+    for i, wi in enumerate(widths):
+        for j in range(i, len(widths)):
+            wj = widths[j]
+            T = _F8 * wi * wj
+            side = m * (wi if i == j else wi + wj) * copy  # a diagonal tile reads one block
+            peak = _KERNEL_PEAK[missing] * T + side
+            if per_seg > 1:
+                peak = max(peak, (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T)
+            peaks[peak] = peaks.get(peak, 0) + len(rows)
+    return tuple(sorted(peaks.items(), reverse=True)), max(widths)
+
+
+def _pass_terms(
+    n: int,
+    p: int,
+    bounds: list[int],
+    *,
+    missing: str,
+    data,
+    inputs_copy: bool,
+    split_every: int | None,
+    client_active: bool,
+) -> tuple[int, tuple, tuple, int]:
+    """Peak driver bytes of the moments pass itself, and its tile tasks.
+
+    Returns ``(driver_bytes, terms, tasks, width)``.
+    """
+    kind = _kind_of(data)
+    M = _F8 * p * p
+    S = len(bounds) - 1
+    F = _RESULT_FIELDS[missing]
+    if kind == "numpy":
+        # dcfa._moments.from_numpy: Z = [X, y] (a copy), the shift from its first rows, then
+        # per segment a float64 copy of the rows (shifted, NaN zeroed) and the kernel's
+        # matrices; earlier segments' results stay
+        seg_rows = max(b1 - b0 for b0, b1 in zip(bounds[:-1], bounds[1:], strict=True))
+        copies = n * p * _F8 + min(n, _SHIFT_ROWS) * p * (4 * _F8 + 1)
+        copies += seg_rows * p * (_F8 if missing == "exclude" else 3 * _F8 + 2)
+        if inputs_copy:
+            copies += n * (p - 1) * _F8
+        held = (S - 1) * F + _KERNEL_PEAK[missing]
+        terms = (
+            (
+                f"{_matrices(held)}: earlier row segments' results, the product and temporaries",
+                held * M,
+            ),
+            ("in-memory copies of the data", copies),
+        )
+        return held * M + copies, terms, (), 0
+    # chunked: the driver receives every block of the results and concatenates them; it also
+    # holds per-column vectors and the graph
+    vectors = _VECTORS_PER_COLUMN * S * p * _F8
+    gathered = 2 * S * F * M + vectors
+    terms = ((f"{_matrices(S * F)} assembled from as many matrices of gathered blocks", gathered),)
+    if kind != "dask":
+        return gathered, terms, (), 0
+    isz = _F8 if inputs_copy else int(np.dtype(data.dtype).itemsize)
+    tasks, width = _tile_tasks(data, p, bounds, missing, isz, split_every)
+    if client_active:
+        return gathered, terms, tasks, width
+    # the local scheduler runs the tile tasks here, while finished blocks accumulate
+    inflight, running = _tasks_at_once(tasks, _n_local_threads())
+    during = S * F * M + vectors + inflight
+    if during > gathered:
+        terms = (
+            (f"{_matrices(S * F)} of finished blocks", S * F * M + vectors),
+            (f"{running} tile tasks running in this process", inflight),
+        )
+        return during, terms, tasks, width
+    return gathered, terms, tasks, width
+
+
+def estimate_moments(
+    n_samples: int,
+    n_features: int,
+    *,
+    n_targets: int = 0,
+    segments=None,
+    missing: str = "exclude",
+    data=None,
+    split_every: int | None = None,
+) -> DenseEstimate:
+    """Peak memory of :func:`dcfa.moments` with these shapes (nothing is computed).
+
+    Parameters
+    ----------
+    n_samples, n_features, n_targets : int
+    segments : sequence of int, default=None
+        Row boundaries, as in :func:`dcfa.moments`.
+    missing : {"exclude", "pairwise"}, default="exclude"
+    data : ndarray or dask.array.Array, default=None
+        The ``(n_samples, n_features)`` input, for its kind and chunks (not read). ``None``:
+        a chunked input whose chunks are not known yet (no tile-task figures).
+    split_every : int, default=None
+
+    Returns
+    -------
+    DenseEstimate
+    """
+    bounds = [0, n_samples] if segments is None else [int(b) for b in segments]
+    client_active = _client_active()
+    driver, terms, tasks, width = _pass_terms(
+        n_samples,
+        n_features + n_targets,
+        bounds,
+        missing=missing,
+        data=data,
+        inputs_copy=False,
+        split_every=split_every,
+        client_active=client_active,
+    )
+    return DenseEstimate(
+        who="dcfa.moments",
+        n_samples=n_samples,
+        n_features=n_features,
+        n_targets=n_targets,
+        driver_bytes=int(driver),
+        driver_terms=terms,
+        tasks=tasks,
+        task_width=width,
+        local_tasks=not client_active,
+    )
+
+
+def _client_active() -> bool:
+    from dcfa._compute import _active_client
+
+    return _active_client() is not None
+
+
+def estimate_dense(
+    estimator, n_samples: int, n_features: int, *, data=None
+) -> DenseEstimate | None:
+    """Peak memory of ``estimator.fit`` on ``n_samples x n_features`` (nothing is computed).
+
+    Parameters
+    ----------
+    estimator : LinCFA, NonLinCFA or GenLinCFA
+        Its parameters decide the pass (mode, folds, missing values, strategy, inputs).
+    n_samples, n_features : int
+        The shape of ``X`` (an upper bound on ``n_features`` is fine).
+    data : ndarray or dask.array.Array, default=None
+        ``X`` as the estimator sees it (stacked), for its kind and chunks (not read).
+
+    Returns
+    -------
+    DenseEstimate or None
+        None when the estimator's mode builds no ``D x D`` matrix (LinCFA's
+        ``mode="neighbors"`` and ``"seed-rows"``).
+    """
+    params = estimator.get_params(deep=False)
+    if params.get("mode", "full") != "full":
+        return None
+    missing = params.get("missing", "exclude")
+    bounds, n_merged, n_parts = [0, n_samples], 0, 1
+    if "cv" in params:  # NonLinCFA: one Moments per row segment of the folds
+        from dcfa.folds import make_folds
+
+        folds = make_folds(params["cv"], n_samples)
+        bounds = folds.bounds
+        # a fold's training (test) set of several segments is merged: a new matrix each
+        n_merged = sum((len(tr) > 1) + (len(te) > 1) for tr, te in folds.splits)
+        n_parts = 2 * len(folds.splits)  # the partition reads every fold's training and test
+    inputs = params.get("inputs", "identity")
+    p = n_features + 1
+    M = _F8 * p * p
+    S = len(bounds) - 1
+    F = _RESULT_FIELDS[missing]
+    client_active = _client_active()
+    driver, terms, tasks, width = _pass_terms(
+        n_samples,
+        p,
+        bounds,
+        missing=missing,
+        data=data,
+        inputs_copy=not (isinstance(inputs, str) and inputs == "identity"),
+        split_every=None,
+        client_active=client_active,
+    )
+    # then the partition, on the driver, from the S F matrices the pass returned
+    extra, why = 0, f"the moments ({_matrices(S * F)})"
+    if "cv" in params:
+        extra = n_merged + 3
+        why = (
+            f"the moments of {S} row segments, {n_merged} merged training/test sets, all rows "
+            "merged and 2 temporaries of a merge"
+        )
+    if missing == "pairwise":
+        extra += 3
+        why = f"the {F} pairwise matrices, the correlations and 2 temporaries"
+    if params.get("strategy") == "greedy":
+        extra += S + 5 + (missing == "pairwise")
+        why += ", the greedy variant's copy of them, its list of passing pairs, temporaries"
+    # and per-candidate vectors of every part the rule reads
+    partition = (S * F + extra) * M + _VECTORS_PER_COLUMN * n_parts * p * _F8
+    if partition > driver:
+        driver, terms = partition, ((f"{_matrices(S * F + extra)}: {why}", partition),)
+    return DenseEstimate(
+        who=type(estimator).__name__,
+        n_samples=n_samples,
+        n_features=n_features,
+        n_targets=1,
+        driver_bytes=int(driver),
+        driver_terms=terms,
+        tasks=tasks,
+        task_width=width,
+        local_tasks=not client_active,
+    )
+
+
+############################################################################################
+# the check
+
+
+def check_dense(estimator, n_samples: int, n_features: int, *, data=None) -> DenseEstimate | None:
+    """Refuse a dense fit that would not fit ``dcfa.memory_budget``, before any compute.
+
+    What ``fit`` of LinCFA, NonLinCFA and GenLinCFA calls before the moments pass; a batch
+    job calls it with the shape it knows from metadata before its first pass.
+
+    Parameters
+    ----------
+    estimator : LinCFA, NonLinCFA or GenLinCFA
+    n_samples, n_features : int
+        The shape of ``X`` (an upper bound on ``n_features`` is fine).
+    data : ndarray or dask.array.Array, default=None
+        ``X`` as the estimator sees it, for its kind and chunks (not read). Without it the
+        tile tasks' memory is not checked (``fit`` checks it again with the data).
+
+    Returns
+    -------
+    DenseEstimate or None
+        The estimate (None when the estimator's mode builds no ``D x D`` matrix).
+
+    Raises
+    ------
+    MemoryBudgetError
+        When the driver's peak or one worker's tile tasks exceed the budget.
+    """
+    estimate = estimate_dense(estimator, n_samples, n_features, data=data)
+    if estimate is not None:
+        _enforce(estimate, _hint_for(estimator))
+    return estimate
+
+
+def check_moments(
+    n_samples: int,
+    n_features: int,
+    *,
+    n_targets: int = 0,
+    segments=None,
+    missing: str = "exclude",
+    data=None,
+    split_every: int | None = None,
+) -> DenseEstimate:
+    """:func:`check_dense` for :func:`dcfa.moments` (parameters of :func:`estimate_moments`)."""
+    estimate = estimate_moments(
+        n_samples,
+        n_features,
+        n_targets=n_targets,
+        segments=segments,
+        missing=missing,
+        data=data,
+        split_every=split_every,
+    )
+    _enforce(
+        estimate,
+        "compute the moments of fewer columns (coarsen the grid, e.g. "
+        "X.coarsen(lat=2, lon=2).mean(), or select a region); for a partition, "
+        "LinCFA(mode='neighbors') and mode='seed-rows' never build the matrix",
+    )
+    return estimate
+
+
+def _hint_for(estimator) -> str:
+    name = type(estimator).__name__
+    if name == "LinCFA":
+        return (
+            "use LinCFA(mode='neighbors', neighbors=1, neighborhood='seed') on an "
+            "xarray.DataArray grid (only the moments of nearby cells: memory O(D k)), or "
+            "LinCFA(mode='seed-rows', row_batch=256) (the unrestricted algorithm, memory "
+            "O(row_batch x D); needs compare='seed' and no neighbors); or reduce D (coarsen "
+            "the grid, select a region)"
+        )
+    return (
+        f"{name} has no mode without the D x D moments (neighbors= restricts the candidates "
+        "but the matrix is still built): reduce D (coarsen the grid, e.g. "
+        "X.coarsen(lat=2, lon=2).mean(), or select a region), or use "
+        "LinCFA(mode='neighbors', neighbors=1, neighborhood='seed') on the grid"
+    )
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:,.1f} GiB" if b >= 2**30 else format_bytes(int(b))
+
+
+def _raise_hint(need: int) -> str:
+    size = f"{math.ceil(need / 2**30 * 1.1)}GiB"
+    return (
+        f'raise the budget: dask.config.set({{"{CONFIG_KEY}": "{size}"}}) (or a fraction of '
+        f"the available memory, e.g. 0.8; environment: DASK_DCFA__MEMORY_BUDGET={size})"
+    )
+
+
+def _enforce(est: DenseEstimate, hint: str) -> None:
+    budget = memory_budget()
+    p = est.n_columns
+    if est.driver_bytes > budget.driver:
+        parts = "; ".join(f"{what}: {_gib(b)}" for what, b in est.driver_terms)
+        fit = _largest_fitting(est, budget.driver)
+        raise MemoryBudgetError(
+            f"{est.who}: the dense pass would hold about {_gib(est.driver_bytes)} in this "
+            f"process ({p:,} x {p:,} float64 matrices of {_gib(est.matrix_bytes)} each; "
+            f"{parts}), over the memory budget of {_gib(budget.driver)} ({budget.source}). "
+            f"Nothing was computed. About {fit:,} features would fit. Options: {hint}; or "
+            f"{_raise_hint(est.driver_bytes)}."
+        )
+    if not est.tasks or est.local_tasks:
+        return
+    for addr, (limit, nthreads, mem_limit) in budget.workers.items():
+        need, running = est.tasks_at_once(nthreads)
+        if need > limit:
+            w = _widest_tile(est, limit / running)
+            raise MemoryBudgetError(
+                f"{est.who}: the tile tasks of the dense pass would hold about {_gib(need)} on "
+                f"a worker ({running} at once on its {nthreads} threads, up to "
+                f"{_gib(est.task_bytes)} each: tiles of up to {est.task_width:,} x "
+                f"{est.task_width:,} float64 from the widest feature chunk), over the worker "
+                f"budget of {_gib(limit)} ({_budget_word()} of the {_gib(mem_limit)} "
+                f"memory_limit of worker {addr}). Nothing was computed. Rechunk the feature "
+                f"axis to at most about {w:,} columns per chunk (X.rechunk({{1: {w}}})), give "
+                f"the workers more memory{_worker_raise_hint(need, mem_limit)}, or {hint}."
+            )
+
+
+def _worker_raise_hint(need: int, mem_limit: int) -> str:
+    """A worker's budget can grow up to its memory_limit: a larger fraction, if that fits."""
+    fraction = math.ceil(100 * need / mem_limit) / 100
+    if fraction > 0.95:
+        return ""
+    return (
+        f", raise the budget to a larger fraction of the workers' memory (dask.config.set("
+        f'{{"{CONFIG_KEY}": {fraction:g}}}))'
+    )
+
+
+def _budget_word() -> str:
+    fraction, absolute = _budget_setting()
+    if absolute is None:
+        return f"{CONFIG_KEY} = {fraction:g}"
+    return f"{CONFIG_KEY} = {format_bytes(absolute)}, capped"
+
+
+def _largest_fitting(est: DenseEstimate, budget: int) -> int:
+    """Features that would fit: the estimate scales as p^2 (matrices) plus p (copies)."""
+    quad = est.driver_bytes / est.n_columns**2
+    return max(int(math.sqrt(max(budget, 0) / quad)) - est.n_targets, 0)
+
+
+def _widest_tile(est: DenseEstimate, per_task: float) -> int:
+    quad = est.task_bytes / max(est.task_width, 1) ** 2
+    return max(int(math.sqrt(max(per_task, 0) / quad)), 1)

@@ -1,0 +1,215 @@
+"""The memory check before a dense pass: estimate right, refusal before any compute, budget."""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import correlated_data, count_computes
+from sklearn.model_selection import TimeSeriesSplit
+
+import dcfa
+from dcfa import GenLinCFA, LinCFA, NonLinCFA
+from dcfa.memory import (
+    MemoryBudgetError,
+    check_dense,
+    estimate_dense,
+    memory_budget,
+)
+
+N, D_BIG = 100, 60_000  # the reported case: 26.8 GiB per (D+1) x (D+1) float64 matrix
+
+
+def _traced_peak(fn) -> int:
+    """Peak bytes allocated (NumPy buffers included) while ``fn`` runs, above the start."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+# -- the estimate is an upper bound of what a fit holds -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, n, D",
+    [
+        (lambda: LinCFA(), 200, 3000),
+        (lambda: LinCFA(missing="pairwise"), 200, 2000),
+        # one Moments per fold segment, merged training sets: the estimate counts them all
+        (lambda: NonLinCFA(eps=1e-3, compare="seed", scan="single"), 300, 2000),
+        (lambda: NonLinCFA(eps=1e-3, cv=TimeSeriesSplit(5), compare="seed"), 300, 2000),
+    ],
+    ids=["lincfa", "lincfa-pairwise", "nonlincfa-kfold", "nonlincfa-timeseries"],
+)
+def test_estimate_bounds_the_measured_peak(make, n, D):
+    rng = np.random.default_rng(3)
+    X, y = correlated_data(rng, n=n, D=D, k_latent=5)
+    if make().get_params().get("missing") == "pairwise":
+        X[rng.random(X.shape) < 0.01] = np.nan
+    estimate = estimate_dense(make(), n, D, data=X).driver_bytes
+    measured = _traced_peak(lambda: make().fit(X, y))
+    assert measured > 2 * (D + 1) ** 2 * 8  # the matrices dominate: the test can tell
+    assert measured <= estimate <= 4 * measured, (estimate / 2**20, measured / 2**20)
+
+
+# -- the reported case: refused at once, nothing computed -----------------------------------
+
+
+def test_dask_input_too_large_is_refused_before_any_compute():
+    X = da.random.default_rng(0).random((N, D_BIG), chunks=(N, D_BIG))
+    y = np.random.default_rng(1).normal(size=N)
+    memory_budget()  # imports (psutil, distributed) done before timing
+    t = time.perf_counter()
+    with count_computes(0), pytest.raises(MemoryBudgetError) as info:
+        LinCFA().fit(X, y)
+    assert time.perf_counter() - t < 1.0
+    msg = str(info.value)
+    assert "LinCFA" in msg and "GiB" in msg and "60,001 x 60,001" in msg
+    assert "dcfa.memory_budget" in msg and "available" in msg  # the budget and its source
+    assert "mode='neighbors', neighbors=1" in msg and "mode='seed-rows'" in msg
+    assert 'dask.config.set({"dcfa.memory_budget"' in msg and "DASK_DCFA__MEMORY_BUDGET" in msg
+    assert "Nothing was computed" in msg
+    # the CLI maps ValueError to exit status 2; MemoryError for callers that catch that
+    assert isinstance(info.value, ValueError) and isinstance(info.value, MemoryError)
+
+
+def test_numpy_input_too_large_is_refused_with_the_message():
+    X = np.zeros((N, D_BIG), dtype=np.float32)
+    y = np.random.default_rng(1).normal(size=N)
+    with pytest.raises(MemoryBudgetError, match=r"dense pass would hold about [\d,.]+ GiB"):
+        LinCFA().fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [NonLinCFA, GenLinCFA])
+def test_the_other_estimators_say_neighbors_does_not_avoid_the_matrix(cls):
+    field = xr.DataArray(da.zeros((N, 200, 300), chunks=(N, 100, 150)), dims=("time", "y", "x"))
+    with count_computes(0), pytest.raises(MemoryBudgetError) as info:
+        cls(neighbors=1).fit(field, np.arange(N) % 7)
+    msg = str(info.value)
+    assert f"{cls.__name__} has no mode without the D x D moments" in msg
+    assert "neighbors= restricts the candidates but the matrix is still built" in msg
+    assert "coarsen" in msg and "features would fit" in msg
+
+
+def test_functional_moments_are_checked_only_when_they_are_built():
+    X = da.zeros((N, D_BIG), chunks=(N, 6000))
+    with count_computes(0):
+        with pytest.raises(MemoryBudgetError, match="dcfa.moments: the dense pass"):
+            dcfa.moments(X)
+        lazy = dcfa.moments(X, compute=False)  # a graph only: nothing is built yet
+    assert lazy.is_lazy
+
+
+def test_neighbour_and_seed_row_modes_of_the_same_size_are_not_refused():
+    field = xr.DataArray(
+        da.random.default_rng(2).standard_normal((N, 200, 300), chunks=(N, 100, 150)),
+        dims=("time", "lat", "lon"),
+    )
+    y = np.random.default_rng(3).normal(size=N)
+    near = LinCFA(mode="neighbors", neighbors=1, neighborhood="seed")
+    assert check_dense(near, N, D_BIG) is None
+    with dask.config.set({"dcfa.memory_budget": "1GiB"}):
+        near.fit(field, y)
+    assert near.labels_.shape == (D_BIG,)
+    assert check_dense(LinCFA(mode="seed-rows"), N, D_BIG) is None
+
+
+def test_metadata_check_for_a_batch_job():
+    """What a job calls before its first pass: shapes and parameters only."""
+    with count_computes(0):
+        with pytest.raises(MemoryBudgetError, match="NonLinCFA"):
+            check_dense(NonLinCFA(cv=5), 360, 64_800)  # a 1 degree grid, 30 years monthly
+        small = check_dense(NonLinCFA(cv=5), 360, 500)
+    # 5 fold segments, 5 merged training sets, the merge of all and 2 temporaries
+    assert small.driver_bytes >= 13 * 501**2 * 8
+
+
+# -- the budget ------------------------------------------------------------------------------
+
+
+def test_the_config_key_sets_the_budget():
+    rng = np.random.default_rng(4)
+    X, y = correlated_data(rng, n=60, D=400)
+    need = estimate_dense(LinCFA(), 60, 400, data=X).driver_bytes
+    with dask.config.set({"dcfa.memory_budget": need - 1}):
+        with pytest.raises(MemoryBudgetError, match=r"\(dcfa.memory_budget = [\d.]+ MiB\)"):
+            LinCFA().fit(X, y)
+    with dask.config.set({"dcfa.memory_budget": need}):
+        LinCFA().fit(X, y)
+    with dask.config.set({"dcfa.memory_budget": "1 MiB"}):
+        assert memory_budget().driver == 2**20
+        with pytest.raises(MemoryBudgetError):
+            dcfa.moments(X, y)
+    # a fraction of what is available; the default is 0.5
+    with dask.config.set({"dcfa.memory_budget": 1e-9}):
+        assert memory_budget().driver < 2**10
+        with pytest.raises(MemoryBudgetError, match=r"1e-09 x .* available"):
+            LinCFA().fit(X, y)
+    assert dask.config.get("dcfa.memory_budget") == 0.5
+    assert 0 < memory_budget().driver < float("inf")
+    # raising it lets the reported case through the check (we stop before computing)
+    with dask.config.set({"dcfa.memory_budget": "1PiB"}):
+        assert check_dense(LinCFA(), N, D_BIG).driver_bytes > 2 * 26 * 2**30
+
+
+@pytest.mark.parametrize("bad", [0, -1, "lots", True, float("nan")])
+def test_a_bad_budget_names_the_key(bad):
+    with dask.config.set({"dcfa.memory_budget": bad}), pytest.raises(ValueError) as info:
+        memory_budget()
+    assert "dcfa.memory_budget" in str(info.value)
+    assert not isinstance(info.value, MemoryBudgetError)
+
+
+@pytest.mark.slow
+def test_the_budget_follows_the_workers_of_a_cluster():
+    """Tiles are built on the workers: a worker too small for the widest tile refuses the fit
+    before the pass, narrower feature chunks fit; the driver keeps its own budget."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    rng = np.random.default_rng(5)
+    X, y = correlated_data(rng, n=100, D=3000, k_latent=5)
+    # in-process workers measure this whole process: keep their memory monitor from pausing
+    # them (only the reported memory_limit matters here)
+    quiet = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
+    with (
+        dask.config.set(quiet),
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=False,
+            memory_limit="200MB",
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        limits = {a: w["memory_limit"] for a, w in client.scheduler_info()["workers"].items()}
+        budget = memory_budget()
+        assert {a: b for a, (b, _, _) in budget.workers.items()} == {
+            a: int(0.5 * lim) for a, lim in limits.items()
+        }
+        assert budget.driver > 10 * max(limits.values())  # this machine: not the limit
+        wide = da.from_array(X, chunks=(100, 3000))  # one 3000 x 3000 tile: 2 x 72 MB a task
+        with get_task_stream(client) as stream, pytest.raises(MemoryBudgetError) as info:
+            LinCFA().fit(wide, y)
+        assert not stream.data  # refused before any task ran
+        msg = str(info.value)
+        assert "on a worker" in msg and "memory_limit of worker" in msg
+        assert "X.rechunk({1:" in msg
+        # a 3001 x 3001 result fits the driver; 500-column tiles fit the workers
+        narrow = da.from_array(X, chunks=(100, 500))
+        model = LinCFA(random_state=0).fit(narrow, y)
+        np.testing.assert_array_equal(model.labels_, LinCFA(random_state=0).fit(X, y).labels_)
+        # an absolute budget is capped by a worker's memory_limit
+        with dask.config.set({"dcfa.memory_budget": "1TiB"}):
+            assert {b for b, _, _ in memory_budget().workers.values()} == set(limits.values())

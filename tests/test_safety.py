@@ -1,0 +1,523 @@
+"""Users' data is never deleted, overwritten or silently reused (issue: "Never delete, overwrite
+or silently reuse the user's data").
+
+Every case runs the real command line (``python -m dcfa``, a separate process) on real Zarr
+stores in a temporary directory, and asserts the exit code, the message, and every file on
+disk before and after, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from test_job import cli, write_job
+
+from dcfa._job import run_job
+from dcfa.config import load_config
+
+pytestmark = pytest.mark.slow
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: relative path -> content hash (or 'dir' / 'link -> target')."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = f"link -> {os.readlink(p)}"
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def fails(proc, code: int, *needles: str) -> str:
+    """Assert the exit code and a one-line message holding every needle."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    err = proc.stderr.strip()
+    assert "Traceback" not in err, err
+    last = err.splitlines()[-1]
+    assert last.startswith("dcfa: error:"), err
+    for n in needles:
+        assert n in last, (n, last)
+    return last
+
+
+@pytest.fixture
+def scheduler(client):
+    """The session's 2-process LocalCluster, so runs that get as far as a pass do not each
+    start one."""
+    return client.scheduler.address
+
+
+############################################################################################
+# the output path
+
+
+@pytest.mark.parametrize(
+    "output, relation",
+    [
+        ("sst.zarr", "is input.store"),
+        (".", "contains input.store"),
+        ("soi.csv", "is target.path"),
+        ("sst.zarr/result.zarr", "lies inside input.store"),
+        ("sst.zarr/sst", "lies inside input.store"),
+        ("job.toml", "is the job file"),
+    ],
+)
+def test_output_never_over_into_or_around_an_input(tmp_path, output, relation):
+    job = write_job(tmp_path)
+    (tmp_path / "notes.txt").write_text("my notes")
+    before = tree(tmp_path)
+    proc = cli(
+        "fit",
+        str(job),
+        "--set",
+        "output.overwrite=true",
+        "--set",
+        f"output.store={output}",
+        cwd=tmp_path,
+    )
+    fails(proc, 2, "output.store:", relation)
+    assert tree(tmp_path) == before
+
+
+def test_overwrite_replaces_only_a_dcfa_result(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "data.txt").write_text("do not delete")
+    (tmp_path / "notes.txt").write_text("my notes")
+    xr.Dataset({"v": ("x", np.arange(3.0))}).to_zarr(tmp_path / "other.zarr")
+    before = tree(tmp_path)
+    for target, what in [
+        ("mine", "a directory that dcfa did not write"),
+        ("notes.txt", "a file that dcfa did not write"),
+        ("other.zarr", "a directory that dcfa did not write"),
+    ]:
+        proc = cli(
+            "fit", str(job), "--set", "output.overwrite=true", "--output", target, cwd=tmp_path
+        )
+        fails(proc, 2, "output.store:", what, "overwrite only replaces dcfa's own results")
+        assert tree(tmp_path) == before
+    # without overwrite, an existing result is kept
+    proc = cli("fit", str(job), "--output", "mine", cwd=tmp_path)
+    fails(proc, 2, "output.store:", "exists; set output.overwrite = true")
+    # a dcfa result is replaced with overwrite = true, and only then
+    proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = tree(tmp_path / "result.zarr")
+    os.symlink(tmp_path / "result.zarr", tmp_path / "link.zarr")
+    proc = cli(
+        "fit", str(job), "--set", "output.overwrite=true", "--output", "link.zarr", cwd=tmp_path
+    )
+    fails(proc, 2, "output.store:", "is a symbolic link")
+    proc = cli(
+        "fit",
+        str(job),
+        "--set",
+        "output.overwrite=true",
+        "--set",
+        "method.params.neighbors=2",
+        "--scheduler",
+        scheduler,
+        "-q",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert tree(tmp_path / "result.zarr") != first
+    after = tree(tmp_path)
+    for rel, digest in before.items():
+        assert after[rel] == digest, rel
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_unwritable_output_directory_exits_2(tmp_path):
+    job = write_job(tmp_path)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = False
+    if os.geteuid() == 0:  # root writes anywhere a mode allows: a read-only mount it is
+        mounted = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True
+            ).returncode
+            == 0
+        )
+        if not mounted:
+            pytest.skip("running as root and cannot mount a read-only tmpfs")
+    else:
+        ro.chmod(0o555)
+    try:
+        before = tree(tmp_path)
+        proc = cli("fit", str(job), "--output", "ro/result.zarr", cwd=tmp_path)
+        fails(proc, 2, "output.store:", "cannot write in", str(ro))
+        assert tree(tmp_path) == before
+        proc = cli("fit", str(job), "--output", "nowhere/result.zarr", cwd=tmp_path)
+        fails(proc, 2, "output.store:", "does not exist; create it first")
+        assert tree(tmp_path) == before
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(ro)], check=True)
+        ro.chmod(0o755)
+
+
+############################################################################################
+# --resume reuses only what the same inputs produced
+
+
+def _interrupt(config, at: str, scheduler: str, output=None):
+    def echo(line):
+        if line.startswith(at):
+            raise KeyboardInterrupt  # the job is killed here
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(config, output=output, scheduler=scheduler, echo=echo)
+
+
+def test_resume_refuses_a_changed_target_and_a_changed_archive(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    config = load_config(job)
+    _interrupt(config, "[4/5]", scheduler)
+    work = tmp_path / "result.zarr.work"
+    assert (work / "moments").exists() and (work / "identity.json").exists()
+
+    # the user corrects the target's values (same dates)
+    frame = pd.read_csv(tmp_path / "soi.csv")
+    frame["soi"] = -frame["soi"][::-1].to_numpy()
+    frame.to_csv(tmp_path / "soi.csv", index=False)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "--resume: cannot reuse the work",
+        "the target's values or dates",
+        "Run without --resume",
+    )
+    assert tree(tmp_path) == before
+    # without --resume the stale work is discarded, and the result is the new target's
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "starting over" in proc.stdout and "moments pass" in proc.stdout
+    straight = run_job(
+        config, output=str(tmp_path / "straight.zarr"), scheduler=scheduler, echo=lambda *a: None
+    )
+    a, b = xr.open_zarr(tmp_path / "result.zarr"), xr.open_zarr(straight)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values)
+
+    # a rewritten chunk of the archive
+    _interrupt(config, "[4/5]", scheduler, output=str(tmp_path / "again.zarr"))
+    chunk = next(
+        p
+        for p in sorted((tmp_path / "sst.zarr" / "sst").rglob("*"))
+        if p.is_file() and p.name != "zarr.json"
+    )
+    time.sleep(0.01)
+    chunk.write_bytes(chunk.read_bytes())  # same bytes, a new write: the archive was touched
+    proc = cli("fit", str(job), "--resume", "--output", "again.zarr", cwd=tmp_path)
+    fails(proc, 2, "--resume: cannot reuse the work", "the input store's content")
+
+
+def test_resume_never_takes_planted_moments(tmp_path, scheduler):
+    """Moments of other data, planted into the work directory of a job with the same
+    configuration, are recomputed, not used."""
+    job = write_job(tmp_path)
+    config = load_config(job)
+    _interrupt(config, "[4/5]", scheduler)
+    work = tmp_path / "result.zarr.work"
+    other = tmp_path / "other"
+    other.mkdir()
+    job_b = write_job(other)
+    ds = xr.open_zarr(other / "sst.zarr", consolidated=False).load()
+    ds["sst"] = ds.sst[::-1].assign_coords(time=ds.time)  # other data, same shape and config
+    shutil.rmtree(other / "sst.zarr")
+    ds.drop_encoding().chunk({"time": 12}).to_zarr(other / "sst.zarr")
+    _interrupt(load_config(job_b), "[4/5]", scheduler)
+    shutil.rmtree(work / "moments")
+    shutil.copytree(other / "result.zarr.work" / "moments", work / "moments")
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "is not what the interrupted run wrote" in proc.stdout
+    assert "moments pass and partition" in proc.stdout
+    assert "preprocessing: reused" in proc.stdout
+    straight = run_job(
+        config, output=str(tmp_path / "straight.zarr"), scheduler=scheduler, echo=lambda *a: None
+    )
+    a, b = xr.open_zarr(tmp_path / "result.zarr"), xr.open_zarr(straight)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-6)
+
+
+def test_work_directory_is_never_followed_or_taken(tmp_path):
+    job = write_job(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("someone else's")
+    os.symlink(elsewhere, tmp_path / "result.zarr.work")
+    before = tree(tmp_path)
+    for extra in ([], ["--resume"]):
+        proc = cli("fit", str(job), *extra, cwd=tmp_path)
+        fails(proc, 2, "output.store:", "is a symbolic link; dcfa never follows it")
+        assert tree(tmp_path) == before
+    os.unlink(tmp_path / "result.zarr.work")
+    (tmp_path / "result.zarr.work").mkdir()
+    (tmp_path / "result.zarr.work" / "mine.txt").write_text("not dcfa's")
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(proc, 2, "output.store:", "exists but dcfa did not make it")
+    assert tree(tmp_path) == before
+
+
+############################################################################################
+# killed writes
+
+
+def test_leftovers_of_a_killed_write_are_marked_and_removed(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    # a real process killed in the middle of writing the result store
+    script = textwrap.dedent(
+        f"""
+        import time, xarray as xr, numpy as np
+        from dcfa._store import atomic_store
+        with atomic_store({str(tmp_path / "result.zarr")!r}) as tmp:
+            xr.Dataset({{"v": ("x", np.arange(4.0))}}).to_zarr(tmp, mode="a")
+            print("written", flush=True)
+            time.sleep(600)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "written"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".result.zarr.tmp-")]
+    assert len(leftovers) == 2  # the store and its marker
+    store = next(p for p in leftovers if p.is_dir())
+    proc = cli("inspect", str(store), cwd=tmp_path)
+    fails(proc, 2, "is an incomplete store", "safe to delete")
+    # the next run of the same job removes them
+    proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    proc = cli("inspect", "result.zarr", cwd=tmp_path)
+    assert proc.returncode == 0 and "result of LinCFA" in proc.stdout
+
+
+def test_a_running_write_is_left_alone(tmp_path):
+    """A temporary store whose writer still runs is not a leftover."""
+    from dcfa._store import atomic_store, remove_leftovers
+
+    with atomic_store(tmp_path / "r.zarr") as tmp:
+        assert remove_leftovers(tmp_path / "r.zarr") == [] and tmp.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
+
+
+############################################################################################
+# archives: Zarr formats and codecs
+
+
+@pytest.mark.parametrize(
+    "zarr_format, codec",
+    [(2, "blosc"), (2, "zlib"), (2, "zstd"), (3, "default"), (3, "blosc")],
+)
+def test_zarr_formats_and_codecs_run_end_to_end(tmp_path, scheduler, zarr_format, codec):
+    import numcodecs
+    import zarr.codecs
+
+    job = write_job(tmp_path)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+    shutil.rmtree(tmp_path / "sst.zarr")
+    compressor = {
+        (2, "blosc"): numcodecs.Blosc(cname="zstd", clevel=3),
+        (2, "zlib"): numcodecs.Zlib(level=4),
+        (2, "zstd"): numcodecs.Zstd(level=2),
+        (3, "blosc"): zarr.codecs.BloscCodec(cname="lz4"),
+    }.get((zarr_format, codec))
+    encoding = {"sst": {"compressors": [compressor]}} if compressor else {}
+    ds.chunk({"time": 12}).to_zarr(
+        tmp_path / "sst.zarr", zarr_format=zarr_format, encoding=encoding, consolidated=False
+    )
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in before} == before  # inputs untouched
+    result = xr.open_zarr(tmp_path / "result.zarr")
+    assert result.attrs["dcfa_kind"] == "result"
+    reference = run_job(
+        load_config(job),
+        output=str(tmp_path / "ref.zarr"),
+        scheduler=scheduler,
+        echo=lambda *a: None,
+    )
+    np.testing.assert_array_equal(result.region.values, xr.open_zarr(reference).region.values)
+
+
+############################################################################################
+# bad input: exit 2, one line naming the key or path, nothing left behind
+
+
+def test_all_missing_and_non_numeric_variables_exit_2_before_any_pass(tmp_path):
+    job = write_job(tmp_path)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+    ds["empty"] = ds.sst * np.nan
+    ds["label"] = ds.sst.astype(str)
+    ds.chunk({"time": 12}).to_zarr(tmp_path / "more.zarr")
+    before = tree(tmp_path)
+    for variable, needle in [("empty", "hold no data"), ("label", "expected numbers")]:
+        proc = cli(
+            "fit",
+            str(job),
+            "--set",
+            "input.store=more.zarr",
+            "--set",
+            f"input.variables=['{variable}']",
+            cwd=tmp_path,
+        )
+        last = fails(proc, 2, "input.variables:", needle)
+        assert "cluster:" not in proc.stdout, "a cluster was started: " + last
+        assert tree(tmp_path) == before
+
+
+def test_all_missing_found_by_the_pass_leaves_nothing(tmp_path, scheduler):
+    """Chunks written full of NaN (write_empty_chunks): the first pass finds it; exit 2 and
+    no work directory left."""
+    job = write_job(tmp_path)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+    ds["sst"] = ds.sst * np.nan
+    shutil.rmtree(tmp_path / "sst.zarr")
+    ds.chunk({"time": 12}).to_zarr(
+        tmp_path / "sst.zarr", encoding={"sst": {"write_empty_chunks": True}}
+    )
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    fails(proc, 2, "input.variables:", "hold no data")
+    assert tree(tmp_path) == before
+
+
+def test_truncated_chunk_names_the_store(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    chunks = [
+        p
+        for p in sorted((tmp_path / "sst.zarr" / "sst").rglob("*"))
+        if p.is_file() and p.name != "zarr.json"
+    ]
+    chunks[3].write_bytes(chunks[3].read_bytes()[:20])
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    fails(proc, 2, "input.store:", str(tmp_path / "sst.zarr"), "cannot be decoded")
+    assert tree(tmp_path) == before
+
+
+def test_bad_memory_limit_names_the_key(tmp_path):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", "cluster.memory_limit=lots", cwd=tmp_path)
+    fails(proc, 2, "cluster.memory_limit must be a size", "'lots'")
+    assert tree(tmp_path) == before
+
+
+def test_relative_paths_in_a_job_file_are_relative_to_the_file(tmp_path, scheduler):
+    project = tmp_path / "project"
+    project.mkdir()
+    job = write_job(project)
+    import tomllib
+
+    import tomli_w
+
+    raw = tomllib.loads(job.read_text())
+    raw["input"]["store"] = "sst.zarr"
+    raw["target"]["path"] = "soi.csv"
+    raw["output"]["store"] = "result.zarr"
+    job.write_text(tomli_w.dumps(raw))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "result.zarr").is_dir() and not list(elsewhere.iterdir())
+    # --output is relative to the working directory
+    proc = cli(
+        "fit", str(job), "--output", "here.zarr", "--scheduler", scheduler, "-q", cwd=elsewhere
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in elsewhere.iterdir()] == ["here.zarr"]
+
+
+############################################################################################
+# what is shown: the dashboard, text from stores
+
+
+def test_local_cluster_dashboard_listens_on_loopback_only():
+    import psutil
+
+    from dcfa._cluster import make_cluster
+
+    config = load_config(
+        base={
+            "input": {"store": "a", "variables": ["v"]},
+            "target": {"path": "t"},
+            "output": {"store": "o"},
+            "cluster": {"n_workers": 1},
+        }
+    )
+    with make_cluster(config.cluster) as cluster:
+        listening = [
+            c.laddr for c in psutil.Process().net_connections("tcp") if c.status == "LISTEN"
+        ]
+        assert "127.0.0.1" in cluster.dashboard_link
+        assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+
+
+def test_inspect_escapes_control_characters(tmp_path):
+    evil = "sst\x1b[2J\x1b]0;owned\x07\rfake line\nsecond"
+    ds = xr.Dataset(
+        {"v": (("time", "x"), np.zeros((3, 2)), {"note": evil})},
+        coords={"time": pd.date_range("2000-01-01", periods=3, freq="MS"), "x": ["a\x1b[31m", "b"]},
+    )
+    ds = ds.rename({"v": evil})
+    ds.to_zarr(tmp_path / "evil.zarr")
+    proc = cli("inspect", "evil.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for c in ("\x1b", "\x07", "\r"):
+        assert c not in proc.stdout
+    assert "\\x1b[2J" in proc.stdout and "\\r" in proc.stdout
+    assert "\nsecond" not in proc.stdout  # a newline in a name does not start a line
+
+
+def test_dense_job_over_the_memory_budget_exits_2_before_any_pass(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = cli(
+        "fit",
+        str(job),
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+        env={"DASK_DCFA__MEMORY_BUDGET": "20KiB"},
+    )
+    last = fails(
+        proc,
+        2,
+        "LinCFA",
+        "the dense pass would hold about",
+        "memory budget",
+        "mode='neighbors'",
+        "DASK_DCFA__MEMORY_BUDGET",
+    )
+    assert "[2/5]" not in proc.stdout, last  # refused before the first pass
+    assert tree(tmp_path) == before
