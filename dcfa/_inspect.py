@@ -15,19 +15,25 @@ import xarray as xr
 __all__ = ["describe"]
 
 
-def describe(store: str) -> str:
-    """A few lines on what ``store`` holds: an archive's variables, or a result's groups."""
-    from dcfa._store import incomplete_reason
+def describe(store: str, storage_options: dict | None = None) -> str:
+    """A few lines on what ``store`` holds: an archive's variables, or a result's groups.
 
-    path = Path(store)
-    if not path.exists():
+    ``store`` is a local path or a URL (``s3://...``, with fsspec ``storage_options``). A
+    temporary store of an interrupted write, or a store on object storage without its root
+    metadata (written last), is reported incomplete (a ValueError).
+    """
+    from dcfa._store import incomplete_reason
+    from dcfa.io import _exists, _location, _open_zarr
+
+    path = _location(store)
+    if not _exists(path, storage_options):
         raise FileNotFoundError(f"store: no Zarr store at {store!r}")
-    reason = incomplete_reason(path)
+    reason = incomplete_reason(path, storage_options)
     if reason is not None:
         raise ValueError(f"store: {escape(reason)}")
-    from dcfa.io import _open_zarr
-
-    ds = _open_zarr(path, "store")
+    ds = _open_zarr(
+        path, "store", **({"storage_options": storage_options} if storage_options else {})
+    )
     if "dcfa_version" in ds.attrs and "region" in ds:
         lines = _describe_result(ds, path)
     else:
@@ -68,7 +74,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     ]
     if "embedding" in ds:
         lines.append(f"  GBMAP embedding {dict(ds['embedding'].sizes)}")
-    if (path / "moments").exists():
+    if isinstance(path, Path) and (path / "moments").exists():
         from dcfa._moments import load_moments
 
         lines.append(f"  moments: {load_moments(path / 'moments')!r}")

@@ -20,6 +20,7 @@ removed once the result is written, or when the job stops on bad input.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -103,16 +104,24 @@ def run_job(
     t0 = time.perf_counter()
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
-    out = Path(os.path.abspath(output or config.output["store"]))
-    work = out.with_name(out.name + ".work")
+    out = io._location(output or config.output["store"])
+    out = out if isinstance(out, str) else Path(os.path.abspath(out))
+    work = _work_dir(out, config.output["work_dir"])
     _check_output(out, work, config)
-    field = io.open_archive(inp["store"], inp["variables"], sample_dim=dim, time=inp["time"])
+    field = io.open_archive(
+        inp["store"],
+        inp["variables"],
+        sample_dim=dim,
+        time=inp["time"],
+        storage_options=inp["storage_options"],
+    )
     target = io.open_target(
         tgt["path"],
         tgt["variable"],
         time_column=tgt["time_column"],
         sample_dim=dim,
         calendar=tgt["calendar"],
+        storage_options=tgt["storage_options"],
     )
     n_gaps = int(target.isnull().sum())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
@@ -136,11 +145,25 @@ def run_job(
         raise
     workdir.remove()
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
-    _print_groups(io._open_zarr(out, "output.store"), echo)  # from the store: no second pass
+    so = config.output["storage_options"]
+    opened = io._open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
+    _print_groups(opened, echo)  # from the store: no second pass
     return out
 
 
-def _check_output(out: Path, work: Path, config: JobConfig) -> None:
+def _work_dir(out: Path | str, given: str | None) -> Path:
+    """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
+    a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working
+    directory: resume state stays local, where renames are atomic."""
+    if given:
+        return Path(os.path.abspath(given))
+    if isinstance(out, Path):
+        return out.with_name(out.name + ".work")
+    tag = hashlib.sha256(out.encode()).hexdigest()[:8]
+    return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
+
+
+def _check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     """Before anything is read: the output and its work directory are apart from every input,
     replaceable (only an earlier dcfa result, with overwrite) and writable."""
     inputs = {
@@ -151,10 +174,15 @@ def _check_output(out: Path, work: Path, config: JobConfig) -> None:
         inputs["the job file"] = config.source
     for path in (out, work):
         check_apart(path, inputs, "output.store")
+    so = config.output["storage_options"]
     check_replaceable(
-        out, overwrite=config.output["overwrite"], key="output.store", kinds=("result",)
+        out,
+        overwrite=config.output["overwrite"],
+        key="output.store",
+        kinds=("result",),
+        storage_options=so,
     )
-    check_writable(out, "output.store")
+    check_writable(out, "output.store", so)
 
 
 @contextlib.contextmanager
@@ -289,7 +317,11 @@ def _run_passes(
         )
         echo("[4/5] writing the result (a pass computes the reduced features)")
         io.write_result(
-            out, dataset, moments=estimator.moments_, overwrite=config.output["overwrite"]
+            out,
+            dataset,
+            moments=estimator.moments_,
+            overwrite=config.output["overwrite"],
+            storage_options=config.output["storage_options"],
         )
 
 

@@ -13,6 +13,10 @@ that keep users' data safe live here, in one place:
 - an output must not be, contain or lie inside any input (:func:`check_apart`);
 - temporary stores of killed runs (marked, their process gone) are removed by the next write
   to the same destination, and :func:`incomplete_reason` tells readers what they are.
+
+Every function takes local paths and fsspec URLs (``s3://...``, with ``storage_options``);
+object stores cannot rename, so there the rule is the final marker of
+:mod:`dcfa._objectstore` (the root metadata, written last).
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from dcfa import _objectstore as objectstore
+from dcfa._objectstore import is_url
 
 __all__ = [
     "INCOMPLETE",
@@ -48,19 +55,25 @@ class OutputError(FileExistsError):
     """An output path dcfa refuses to write (the message names the key and the path)."""
 
 
-def dcfa_kind(path: str | os.PathLike) -> str | None:
+def dcfa_kind(path: str | os.PathLike, storage_options: dict | None = None) -> str | None:
     """What dcfa store ``path`` is (``"result"``, ``"Moments"``, ...), or None if it is not one.
 
     Read from the store's root attributes (Zarr format 3 ``zarr.json`` or format 2
     ``.zattrs``) without opening it with Zarr, so any directory can be asked. A store that
     still carries the incomplete marker is dcfa's too (``"incomplete"``).
     """
+    if is_url(path):
+        attrs = objectstore.root_attrs(path, storage_options) or {}
+        return _kind_of(attrs)
     p = Path(path)
     if p.is_symlink() or not p.is_dir():
         return None
     if _marker_of(p).is_file():
         return "incomplete"
-    attrs = _root_attrs(p)
+    return _kind_of(_root_attrs(p))
+
+
+def _kind_of(attrs: dict) -> str | None:
     if "dcfa_kind" in attrs:
         return str(attrs["dcfa_kind"])
     if "dcfa_version" in attrs and "method" in attrs:  # results of dcfa 0.1
@@ -79,8 +92,10 @@ def _root_attrs(p: Path) -> dict:
     return {}
 
 
-def incomplete_reason(path: str | os.PathLike) -> str | None:
+def incomplete_reason(path: str | os.PathLike, storage_options: dict | None = None) -> str | None:
     """Why ``path`` is not a complete store (a temporary store of a dcfa write), or None."""
+    if is_url(path):
+        return objectstore.incomplete_reason(os.fspath(path), storage_options)
     p = Path(path)
     if _marker_of(p).is_file():
         who = _marker(p)
@@ -104,13 +119,23 @@ def _marker(p: Path) -> dict:
 
 
 def check_replaceable(
-    path: str | os.PathLike, *, overwrite: bool, key: str = "path", kinds: tuple = ()
+    path: str | os.PathLike,
+    *,
+    overwrite: bool,
+    key: str = "path",
+    kinds: tuple = (),
+    storage_options: dict | None = None,
 ) -> None:
     """Raise :class:`OutputError` unless dcfa may write a store at ``path``.
 
     A new path is fine. An existing one needs ``overwrite`` and must be a store dcfa wrote
     (of one of ``kinds``, when given); symbolic links are never written through.
     """
+    if is_url(path):
+        if not objectstore.exists(os.fspath(path), storage_options):
+            return
+        _check_existing(path, overwrite, key, kinds, dcfa_kind(path, storage_options), "a store")
+        return
     p = Path(path)
     if p.is_symlink():
         raise OutputError(
@@ -119,12 +144,15 @@ def check_replaceable(
         )
     if not p.exists():
         return
+    what = "a file" if not p.is_dir() else "a directory"
+    _check_existing(p, overwrite, key, kinds, dcfa_kind(p), what)
+
+
+def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str) -> None:
     if not overwrite:
         how = "set output.overwrite = true" if key == "output.store" else "pass overwrite=True"
         raise OutputError(f"{key}: {str(p)!r} exists; {how} to replace it, or choose another")
-    kind = dcfa_kind(p)
     if kind is None or (kinds and kind not in (*kinds, "incomplete")):
-        what = "a file" if not p.is_dir() else "a directory"
         wanted = " or ".join(kinds) if kinds else "dcfa"
         raise OutputError(
             f"{key}: {str(p)!r} is {what} that dcfa did not write (not a {wanted} store); "
@@ -163,8 +191,8 @@ def check_apart(output: str | os.PathLike, inputs: dict[str, str | os.PathLike],
 
 def _real(path) -> Path | None:
     s = os.fspath(path)
-    if "://" in s:
-        return None
+    if is_url(s):  # compared as URLs: protocol and key, as POSIX paths
+        return PurePosixPath("/" + s.replace("://", "/", 1).rstrip("/"))
     return Path(os.path.realpath(os.path.abspath(s)))
 
 
@@ -204,15 +232,29 @@ def remove_leftovers(path: str | os.PathLike) -> list[Path]:
 
 @contextlib.contextmanager
 def atomic_store(
-    path: str | os.PathLike, *, overwrite: bool = False, key: str = "path", kinds: tuple = ()
-) -> Iterator[Path]:
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    key: str = "path",
+    kinds: tuple = (),
+    storage_options: dict | None = None,
+) -> Iterator[Path | str]:
     """Yield a temporary directory to write a store into; rename it to ``path`` on success.
 
     The destination is checked first (:func:`check_replaceable`) and again just before the
     rename. The marker beside the temporary directory is written before it and removed after
     the rename, so a store no marker names is complete. On any error the
-    temporary directory is removed and ``path`` is left as it was.
+    temporary directory is removed and ``path`` is left as it was. On object storage (a URL)
+    the temporary store is a prefix, published by :func:`dcfa._objectstore.staged`.
     """
+    if is_url(path):
+        check_replaceable(
+            path, overwrite=overwrite, key=key, kinds=kinds, storage_options=storage_options
+        )
+        objectstore.remove_leftovers(os.fspath(path), storage_options)
+        with objectstore.staged(os.fspath(path), storage_options) as tmp:
+            yield tmp
+        return
     path = Path(path)
     check_replaceable(path, overwrite=overwrite, key=key, kinds=kinds)
     remove_leftovers(path)
@@ -258,12 +300,19 @@ def _replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
-def check_writable(path: str | os.PathLike, key: str) -> None:
+def check_writable(path: str | os.PathLike, key: str, storage_options: dict | None = None):
     """Raise :class:`OutputError` unless a store can be created next to ``path`` (a real
-    probe, so it holds for root, ACLs and read-only mounts alike)."""
-    p = Path(path)
-    if "://" in os.fspath(path):
+    probe, so it holds for root, ACLs, read-only mounts and bucket policies alike)."""
+    if is_url(path):
+        fs, where = objectstore.url_fs(os.fspath(path), storage_options)
+        probe = f"{where}.probe-{uuid.uuid4().hex[:8]}"
+        try:
+            fs.pipe(probe, b"")
+            fs.rm(probe)
+        except Exception as exc:  # botocore/aiohttp raise many types: any is "cannot write"
+            raise OutputError(f"{key}: cannot write to {os.fspath(path)!r}: {exc}") from None
         return
+    p = Path(path)
     if not p.parent.is_dir():
         raise OutputError(f"{key}: the directory {str(p.parent)!r} does not exist; create it first")
     probe = p.with_name(f".{p.name}.probe-{uuid.uuid4().hex[:8]}")

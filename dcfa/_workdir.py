@@ -39,10 +39,15 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def store_identity(path: str | os.PathLike) -> str:
-    """Every file of a local store: relative path, size, modification time (no content read)."""
+def store_identity(path: str | os.PathLike, storage_options: dict | None = None) -> str:
+    """Every file of a store: relative path, size, modification time (no content read); on
+    object storage every object's key, size and ETag."""
+    from dcfa._objectstore import is_url, listing
+
+    if is_url(path):
+        return _hash([os.fspath(path), listing(os.fspath(path), storage_options)])
     root = Path(path)
-    if "://" in os.fspath(path) or not root.exists():
+    if not root.exists():
         return _hash(os.fspath(path))
     if root.is_file():
         st = root.stat()
@@ -71,7 +76,7 @@ def job_identity(config, target) -> dict[str, str]:
         "configuration": _hash(
             {"input": config.input, "target": config.target, "method": config.method}
         ),
-        "input": store_identity(config.input["store"]),
+        "input": store_identity(config.input["store"], config.input["storage_options"]),
         "target": series_identity(target),
     }
 

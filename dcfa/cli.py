@@ -64,7 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
-    inspect.add_argument("store", help="an input archive or a dcfa result store")
+    inspect.add_argument("store", help="an input archive or a dcfa result store (path or URL)")
+    inspect.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help='for a URL: fsspec options as JSON, e.g. \'{"endpoint_url": "http://..."}\'',
+    )
     return p
 
 
@@ -112,7 +117,15 @@ def _run(args) -> int:
         elif args.command == "inspect":
             from dcfa._inspect import describe
 
-            print(describe(args.store))
+            options = None
+            if args.storage_options:
+                import json
+
+                try:
+                    options = json.loads(args.storage_options)
+                except ValueError as exc:
+                    raise ValueError(f"--storage-options: not valid JSON ({exc})") from None
+            print(describe(args.store, options))
     except (
         ValueError,
         TypeError,

@@ -29,8 +29,13 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     n_boosts = 4
 
     [output]
-    store = "result.zarr"
-    overwrite = false
+    store = "result.zarr"         # or "s3://bucket/result.zarr" (any fsspec URL)
+    overwrite = false             # replaces only an earlier dcfa result
+    work_dir = ""                 # resume state; default <store>.work, or for a URL
+                                  # ./<name>-<hash>.work in the working directory
+
+    [input.storage_options]       # for URLs (also [target.storage_options] and
+    endpoint_url = "https://..."  # [output.storage_options]): passed to fsspec (s3fs)
 
     [cluster]
     scheduler = ""                # address of a running scheduler (or $DASK_SCHEDULER_ADDRESS)
@@ -77,6 +82,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "time": (list, None),
         "anomalies": (bool, False),
         "standardize": (bool, False),
+        "storage_options": (dict, {}),
     },
     "target": {
         "path": (str, ...),
@@ -84,6 +90,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "time_column": (str, "time"),
         "match": (str, "exact"),
         "calendar": (str, None),
+        "storage_options": (dict, {}),
     },
     "method": {
         "name": (str, "lincfa"),
@@ -93,6 +100,8 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
     "output": {
         "store": (str, ...),
         "overwrite": (bool, False),
+        "storage_options": (dict, {}),
+        "work_dir": (str, None),
     },
     "cluster": {
         "scheduler": (str, ""),
@@ -141,7 +150,7 @@ def load_config(
     return _check(raw, source)
 
 
-PATH_KEYS = (("input", "store"), ("target", "path"), ("output", "store"))
+PATH_KEYS = (("input", "store"), ("target", "path"), ("output", "store"), ("output", "work_dir"))
 
 
 def _resolve_paths(raw: dict, base: Path) -> None:

@@ -61,16 +61,20 @@ def open_archive(
     *,
     sample_dim: str = "time",
     time: tuple | list | None = None,
+    storage_options: dict | None = None,
 ) -> xr.DataArray:
     """Open ``variables`` of a Zarr store lazily as one DataArray, ``sample_dim`` first.
 
     Several variables must share their dims; they are stacked along a leading ``variable``
     feature dim. ``time`` selects ``[start, stop]`` of the sample dim (labels, inclusive).
+    ``store`` is a local path or an fsspec URL (``s3://bucket/sst.zarr``, with
+    ``storage_options`` such as ``{"endpoint_url": ...}``).
     """
-    path = Path(store)
-    if not path.exists():
+    path = _location(store)
+    if not _exists(path, storage_options):
         raise FileNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
-    ds = _open_zarr(path, "input.store", chunks={})
+    so = {"storage_options": storage_options} if storage_options else {}
+    ds = _open_zarr(path, "input.store", chunks={}, **so)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
     if missing:
@@ -94,7 +98,7 @@ def open_archive(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
-    empty = [v for v in names if _stores_no_chunks(path, v)]
+    empty = [v for v in names if _stores_no_chunks(path, v, storage_options)]
     if empty:
         raise ValueError(
             f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
@@ -119,13 +123,28 @@ def open_archive(
     return field.transpose(sample_dim, ...)
 
 
-def _stores_no_chunks(path: Path, name: str) -> bool:
-    """True when a Zarr array has no chunk on disk (Zarr skips chunks that hold only the fill
+def _location(path) -> Path | str:
+    """A local path as a Path, a URL (``s3://...``) as it is."""
+    from dcfa._objectstore import is_url
+
+    return os.fspath(path) if is_url(path) else Path(path)
+
+
+def _exists(path: Path | str, storage_options: dict | None) -> bool:
+    from dcfa._objectstore import exists
+
+    return exists(path, storage_options) if isinstance(path, str) else path.exists()
+
+
+def _stores_no_chunks(path, name: str, storage_options: dict | None = None) -> bool:
+    """True when a Zarr array has no chunk stored (Zarr skips chunks that hold only the fill
     value, so an all-missing variable has none): known from the listing, before any pass."""
     import zarr
 
     try:
-        array = zarr.open_array(str(path), path=name, mode="r")
+        array = zarr.open_array(
+            str(path), path=name, mode="r", storage_options=storage_options or None
+        )
         return array.size > 0 and array.nchunks_initialized == 0
     except Exception:  # not a plain array of this store: the passes will tell
         return False
@@ -319,6 +338,7 @@ def open_target(
     time_column: str = "time",
     sample_dim: str = "time",
     calendar: str | None = None,
+    storage_options: dict | None = None,
 ) -> xr.DataArray:
     """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
 
@@ -341,6 +361,8 @@ def open_target(
         ``2001-02-30`` is a date of ``"360_day"``. netCDF and Zarr targets carry their calendar
         (xarray decodes them to cftime where numpy cannot hold them); a ``calendar`` that
         contradicts the file's is an error.
+    storage_options : dict, optional
+        For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
     Returns
     -------
@@ -355,15 +377,16 @@ def open_target(
         Naming the key: an unknown column or variable, a date that is not one of the
         calendar's, an unknown calendar, a series that is not 1-D over ``sample_dim``.
     """
-    p = Path(path)
-    if not p.exists():
+    p = _location(path)
+    if not _exists(p, storage_options):
         raise FileNotFoundError(f"target.path: no such file or store {str(p)!r}")
     if calendar is not None and calendar not in _CALENDARS:
         raise ValueError(
             f"target.calendar: unknown calendar {calendar!r}; one of {sorted(_CALENDARS)}"
         )
-    if p.suffix.lower() == ".csv":
-        frame = pd.read_csv(p)
+    remote = isinstance(p, str)
+    if os.fspath(p).lower().endswith(".csv"):
+        frame = pd.read_csv(p, storage_options=storage_options if remote else None)
         if time_column not in frame.columns:
             raise ValueError(
                 f"target.time_column: {time_column!r} is not a column of {str(p)!r} "
@@ -380,11 +403,12 @@ def open_target(
         )
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", _CFTIME_FALLBACK, xr.SerializationWarning)
-        if p.is_dir():
-            ds = _open_zarr(p, "target.path")
+        if _is_dir(p, storage_options):
+            so = {"storage_options": storage_options} if storage_options else {}
+            ds = _open_zarr(p, "target.path", **so)
         else:
             try:
-                ds = xr.open_dataset(p)
+                ds = _open_netcdf(p, storage_options)
             except Exception as exc:
                 raise ValueError(f"target.path: cannot read {str(p)!r} ({exc})") from None
     name = _pick(variable, list(ds.data_vars), p)
@@ -401,6 +425,31 @@ def open_target(
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
     return series.load()
+
+
+def _is_dir(p, storage_options) -> bool:
+    if isinstance(p, str):
+        from dcfa._objectstore import url_fs
+
+        fs, key = url_fs(p, storage_options)
+        return bool(fs.isdir(key))
+    return p.is_dir()
+
+
+def _open_netcdf(p, storage_options) -> xr.Dataset:
+    """A netCDF file, local or at a URL (a target is one series: read whole into memory)."""
+    if not isinstance(p, str):
+        return xr.open_dataset(p)
+    import tempfile
+
+    import fsspec
+
+    with fsspec.open(p, "rb", **(storage_options or {})) as f:
+        data = f.read()
+    with tempfile.NamedTemporaryFile(suffix=".nc") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        return xr.open_dataset(tmp.name).load()
 
 
 def _pick(variable, names, p) -> str:
@@ -724,29 +773,49 @@ def write_result(
     *,
     moments=None,
     overwrite: bool = False,
-) -> Path:
+    storage_options: dict | None = None,
+) -> Path | str:
     """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
 
     Everything goes to a temporary store next to ``path`` that is renamed into place once
     complete (:func:`dcfa._store.atomic_store`), so an interrupted write never leaves a store
-    that looks finished. ``overwrite`` replaces only an earlier dcfa result, never a store or
-    file that dcfa did not write.
+    that looks finished; on object storage (a URL) the store is complete once its root
+    metadata, written last, exists (:mod:`dcfa._objectstore`). ``overwrite`` replaces only an
+    earlier dcfa result, never a store or file that dcfa did not write.
     """
     from dcfa._compute import compute
     from dcfa._store import atomic_store
 
-    path = Path(path)
+    path = _location(path)
+    so = {"storage_options": storage_options} if isinstance(path, str) and storage_options else {}
     dataset = _uniform_chunks(dataset)
     dataset.attrs = {
         **dataset.attrs,
         "dcfa_kind": "result",
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
-    with atomic_store(path, overwrite=overwrite, key="output.store", kinds=("result",)) as tmp:
-        compute(to_zarr(dataset, tmp, mode="a", compute=False))
+    with atomic_store(
+        path, overwrite=overwrite, key="output.store", kinds=("result",), **so
+    ) as tmp:
+        compute(to_zarr(dataset, tmp, mode="a", compute=False, **so))
         if moments is not None:
-            moments.save(tmp / "moments")
+            _save_moments_into(moments, tmp, storage_options)
     return path
+
+
+def _save_moments_into(moments, store, storage_options) -> None:
+    """The moments as a ``moments`` sub-group of ``store`` (local, or uploaded to a URL)."""
+    if not isinstance(store, str):
+        moments.save(store / "moments")
+        return
+    import tempfile
+
+    from dcfa._objectstore import url_fs
+
+    fs, key = url_fs(store, storage_options)
+    with tempfile.TemporaryDirectory() as local:
+        moments.save(Path(local) / "moments")
+        fs.put(str(Path(local) / "moments"), f"{key}/moments", recursive=True)
 
 
 def to_zarr(ds: xr.Dataset, path, **kwargs):
