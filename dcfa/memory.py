@@ -146,7 +146,10 @@ def _driver_available() -> tuple[int, str]:
     except ImportError:  # pragma: no cover - distributed is a dependency
         return available, where
     if MEMORY_LIMIT < vm.total:  # a cgroup (container, batch job) or an rlimit caps us
-        used = _cgroup_usage()
+        # the cgroup's usage counts against its own limit only: when the binding limit is an
+        # rlimit (SLURM's --mem without a job cgroup) this process's resident memory does
+        limit = _cgroup_limit()
+        used = _cgroup_usage() if limit is not None and limit <= MEMORY_LIMIT else None
         if used is None:
             used = psutil.Process().memory_info().rss
         capped = max(int(MEMORY_LIMIT) - int(used), 0)
@@ -154,6 +157,18 @@ def _driver_available() -> tuple[int, str]:
             available = capped
             where = f"left of this process's {format_bytes(MEMORY_LIMIT)} limit (cgroup/rlimit)"
     return available, where
+
+
+def _cgroup_limit() -> int | None:
+    """The cgroup's memory limit (v2 ``memory.max`` or v1 ``limit_in_bytes``), if any."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        return None if text == "max" else int(text)
+    return None
 
 
 def _cgroup_usage() -> int | None:
