@@ -20,6 +20,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 _EXPORTS = {
     "GBMAPClassifier": "dcfa.gbmap",
+    "GBMAPKNeighborsClassifier": "dcfa.gbmap",
+    "GBMAPKNeighborsRegressor": "dcfa.gbmap",
     "GBMAPRegressor": "dcfa.gbmap",
     "drift_score": "dcfa.gbmap",
     "embedding_distance": "dcfa.gbmap",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dcfa import GenLinCFA, LinCFA, NonLinCFA
+from dcfa import (
+    GBMAPKNeighborsClassifier,
+    GBMAPKNeighborsRegressor,
+    GenLinCFA,
+    LinCFA,
+    NonLinCFA,
+)
 
 _NAN_EVERYWHERE = {
     "check_estimators_pickle": (
@@ -20,7 +26,13 @@ EXPECTED_FAILED = {
 
 
 @parametrize_with_checks(
-    [LinCFA(random_state=0), NonLinCFA(cv=3), GenLinCFA()],
+    [
+        LinCFA(random_state=0),
+        NonLinCFA(cv=3),
+        GenLinCFA(),
+        GBMAPKNeighborsRegressor(3, n_boosts=3, random_state=0),
+        GBMAPKNeighborsClassifier(3, n_boosts=3, random_state=0),
+    ],
     expected_failed_checks=lambda est: EXPECTED_FAILED.get(type(est).__name__, {}),
 )
 def test_sklearn_compatible(estimator, check):

@@ -22,8 +22,10 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     RegressorMixin,
     TransformerMixin,
+    clone,
+    is_classifier,
 )
-from sklearn.exceptions import DataConversionWarning
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
@@ -40,7 +42,13 @@ from dcfa._validation import (
 )
 from dcfa.gbmap import drift as _drift
 from dcfa.gbmap._checkpoint import load_checkpoint, save_checkpoint
-from dcfa.gbmap._losses import ACTIVATIONS, embed_block, sigmoid
+from dcfa.gbmap._losses import (
+    ACTIVATIONS,
+    embed_block,
+    local_coef_block,
+    path_distance_block,
+    sigmoid,
+)
 from dcfa.gbmap._solver import Learners, boost, column_stats, make_data, should_persist
 
 __all__ = ["GBMAPClassifier", "GBMAPRegressor"]
@@ -48,7 +56,7 @@ __all__ = ["GBMAPClassifier", "GBMAPRegressor"]
 logger = logging.getLogger("dcfa")
 
 _SHARED_NOTES = """
-    The model (Patron et al. 2024, Eqs. 1-5) is ``f(x) = sum_j f_j(x)`` (``f_0 = 0``) with
+    The model (Patron et al. 2024, Eqs. 1-5) is ``f(x) = f_0(x) + sum_j f_j(x)`` with
     weak learners
 
     .. math:: f_j(x) = a_j + b_j\\, g_\\beta(w_j^\\top [z(x), 1]), \\qquad
@@ -76,6 +84,9 @@ _SHARED_NOTES = """
     * Features are standardised with the population standard deviation; a constant column
       gets scale 1 (it standardises to 0).
     * Learners are not "shrunk" (no learning rate), as in the paper.
+    * ``f0`` (Section 5.1): the learners boost from the initial model's output, so they
+      model its residuals; ``f_0`` is not an embedding coordinate (Eq. 5), and the distances
+      (Eqs. 6-7), :meth:`local_coef` and the embedding cover ``sum_j f_j`` only.
     * Non-finite values in a Dask ``X`` are detected by the first pass (the standardisation
       moments, one compute) and raise before any optimisation.
 """
@@ -119,6 +130,17 @@ _SHARED_PARAMETERS = """
         raises ``ValueError``.
     sample_dim : str, default="time"
         The sample dim of xarray input; every other dim is stacked into features.
+    f0 : None, float or scikit-learn estimator, default=None
+        The initial model ``f_0`` of Eq. (1) that the learners boost from (Section 5.1).
+        ``None``: the default (``f_0 = 0`` on the standardised target, i.e. the target mean
+        for the regressor; 0 for the classifier's logit). A float: a constant ``f_0``, in
+        target units (regressor) or logit units (classifier). An estimator: its output on the
+        raw ``X``; ``predict`` for a regressor, and for a classifier (whose ``classes_`` must
+        be the same) ``decision_function``, else the logit of ``predict_proba``. A fitted
+        estimator is used as is; an unfitted one is cloned and fitted on the training data
+        first (so :func:`sklearn.base.clone`, which unfits it, refits it in every
+        cross-validation fold; wrap a pre-trained model in
+        :class:`sklearn.frozen.FrozenEstimator` to keep it fixed).
 """
 
 _SHARED_ATTRIBUTES = """
@@ -151,6 +173,8 @@ _SHARED_ATTRIBUTES = """
         on in-memory data (``n x m`` floats); after a fit on Dask data a *lazy* Dask array
         that re-reads ``X`` from its source (the fit keeps a reference to the graph of
         ``X``, not a copy of it).
+    f0_ : None, float or estimator
+        The initial model used (``f0``, or the clone of it fitted by ``fit``).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has string column names (a pandas DataFrame).
@@ -184,6 +208,34 @@ def _log_proba(scores: np.ndarray) -> np.ndarray:
     return np.stack([-np.logaddexp(0.0, f), -np.logaddexp(0.0, -f)], axis=1)
 
 
+# Probabilities of a classifier ``f0`` are clipped to [eps, 1 - eps] before the logit.
+_PROBA_EPS = 1e-15
+
+
+def _f0_block(X, f0, method: str, feature_names) -> np.ndarray:
+    """The output of an estimator ``f0`` on raw rows, as a float64 vector (score units)."""
+    if feature_names is not None:
+        import pandas as pd
+
+        X = pd.DataFrame(np.asarray(X), columns=feature_names)
+    if method == "proba":
+        p1 = np.asarray(f0.predict_proba(X), dtype=np.float64)[:, 1]
+        p1 = np.clip(p1, _PROBA_EPS, 1.0 - _PROBA_EPS)
+        return np.log(p1) - np.log1p(-p1)
+    out = np.asarray(getattr(f0, method)(X), dtype=np.float64)
+    if out.ndim != 1 and not (out.ndim == 2 and out.shape[1] == 1):
+        raise ValueError(f"f0: expected one output per sample, got shape {out.shape}")
+    return out.reshape(-1)
+
+
+def _is_fitted(estimator) -> bool:
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
 class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Shared fit / transform of the GBMAP estimators (not for direct use)."""
 
@@ -198,6 +250,7 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         "persist": [StrOptions({"auto"}), "boolean"],
         "checkpoint": [None, str, os.PathLike],
         "sample_dim": [str],
+        "f0": "no_validation",  # checked in fit (None, a number or an estimator)
     }
 
     _loss: str = ""  # "squared" or "logistic", set by the subclasses
@@ -218,6 +271,7 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         persist="auto",
         checkpoint=None,
         sample_dim: str = "time",
+        f0=None,
     ):
         self.n_boosts = n_boosts
         self.beta = beta
@@ -229,6 +283,7 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         self.persist = persist
         self.checkpoint = checkpoint
         self.sample_dim = sample_dim
+        self.f0 = f0
 
     # -- fit -------------------------------------------------------------------------------
 
@@ -257,6 +312,8 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         check_n_samples(inp.n_samples, 2, why="the features are standardised")
         target = self._encode_target(y, inp)  # cheap checks of y first: no pass over X yet
         n, p = inp.n_samples, inp.n_features
+        self._fit_feature_names = inp.feature_names
+        self._resolve_f0(inp)
 
         standardizer, bad = column_stats(inp.data)  # the first pass
         if bad:
@@ -287,6 +344,7 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
                 learners=learners,
                 beta=float(self.beta),
                 activation=self._activation,
+                F0=self._initial_score(inp.data),
             )
 
             def save(fitted: Learners) -> None:
@@ -327,6 +385,8 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         self.n_evals_ = int(n_evals)
         self.persisted_ = bool(persisted)
         self.train_embedding_ = self._embed(inp.data)
+        self._train_scores = self._scores(self.train_embedding_, inp.data)
+        del self._fit_target
         return self
 
     def _fingerprint(self, n: int, p: int, mean, scale) -> tuple[dict, dict]:
@@ -343,6 +403,8 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
             "n_samples": int(n),
             "n_features": int(p),
         }
+        if self.f0 is not None:  # absent otherwise: checkpoints from before f0 still resume
+            fingerprint["f0"] = self._f0_descriptor()
         fingerprint.update(self._target_fingerprint())
         arrays = {"mean": mean, "scale": scale, "target": self._target_stats()}
         return fingerprint, arrays
@@ -350,6 +412,90 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
     @property
     def _n_features_out(self) -> int:
         return int(self.coef_.shape[0])
+
+    # -- the initial model f0 --------------------------------------------------------------
+
+    def _resolve_f0(self, inp: InputData) -> None:
+        """Check ``f0``; fit a clone of an unfitted estimator on the training data."""
+        f0 = self.f0
+        self._f0_method = None
+        if f0 is None or isinstance(f0, Real):
+            if f0 is not None and not np.isfinite(f0):
+                raise ValueError(f"f0: expected a finite constant, got {f0}")
+            self.f0_ = None if f0 is None else float(f0)
+            return
+        if not hasattr(f0, "predict"):
+            raise TypeError(
+                f"f0: expected None, a number or a scikit-learn estimator, got {type(f0).__name__}"
+            )
+        if not _is_fitted(f0):
+            if inp.is_dask:
+                raise ValueError(
+                    "f0: an unfitted estimator is fitted on the training data first, which "
+                    "needs in-memory X; fit it beforehand for Dask input"
+                )
+            f0 = clone(f0).fit(self._f0_input(inp.data), self._fit_target)
+        self._f0_method = self._f0_output_method(f0)
+        self.f0_ = f0
+
+    def _f0_output_method(self, f0) -> str:
+        if is_classifier(f0):
+            raise ValueError("f0: a classifier cannot be the initial model of a regressor")
+        return "predict"
+
+    def _f0_descriptor(self):
+        f0 = self.f0
+        if f0 is None or isinstance(f0, Real):
+            return None if f0 is None else float(f0)
+        return f"estimator:{type(f0).__module__}.{type(f0).__qualname__}"
+
+    def _f0_input(self, X):
+        if getattr(self, "_f0_names", None) is None:
+            return X
+        import pandas as pd
+
+        return pd.DataFrame(np.asarray(X), columns=self._f0_names)
+
+    @property
+    def _f0_names(self):
+        return getattr(self, "_fit_feature_names", None)
+
+    def _f0_default(self) -> float:
+        """The output of ``f0=None``, in target / score units."""
+        return 0.0
+
+    def _f0_raw(self, data):
+        """``f_0`` on validated rows, in target (regressor) or logit units: a float, or a
+        vector (NumPy) / lazy vector (Dask) for an estimator ``f0``."""
+        if self._f0_method is None:
+            return self._f0_default() if self.f0_ is None else self.f0_
+        if isinstance(data, da.Array):
+            data = data.rechunk({1: -1})
+            return data.map_blocks(
+                _f0_block, self.f0_, self._f0_method, self._f0_names, drop_axis=1,
+                dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
+            )  # fmt: skip
+        return _f0_block(data, self.f0_, self._f0_method, self._f0_names)
+
+    def _initial_score(self, data):
+        """``F_0`` on the training rows in the units the learners fit, or None for zero."""
+        if self.f0_ is None and self._f0_method is None:
+            return None
+        F0 = (self._f0_raw(data) - self._target_shift) / self._target_scale
+        if np.ndim(F0) == 0:
+            n = data.shape[0]
+            if isinstance(data, da.Array):
+                return da.full(n, float(F0), chunks=(data.chunks[0],), dtype=np.float64)
+            return np.full(n, float(F0))
+        return F0
+
+    @property
+    def _target_shift(self) -> float:
+        return 0.0
+
+    @property
+    def _target_scale(self) -> float:
+        return 1.0
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -419,9 +565,13 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
             name=f"{type(self).__name__.lower()}_embedding",
         )
 
-    def _scores(self, E):
-        """``f(x)`` from the embedding (plus the target mean for the regressor)."""
-        return E.sum(axis=1)
+    def _scores(self, E, data):
+        """``f(x) = f_0(x) + sum_j phi_j(x)`` from the embedding of the rows ``data``."""
+        f0 = self._f0_raw(data)
+        total = E.sum(axis=1)
+        if isinstance(f0, da.Array) and isinstance(total, da.Array):
+            f0 = f0.rechunk(total.chunks)
+        return f0 + total
 
     @staticmethod
     def _wrap_samples(values, inp: InputData, name: str):
@@ -474,11 +624,115 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
         inp = self._check_input(X)
         E = self._embed(inp.data)
         out = _drift.drift_score(
-            E, self._scores(E), self.train_embedding_, self._train_values(), n_neighbors
+            E, self._scores(E, inp.data), self.train_embedding_, self._train_values(), n_neighbors
         )
         if isinstance(out, da.Array) and not inp.is_dask:
             (out,) = compute(out)
         return self._wrap_samples(out, inp, "drift_score")
+
+    def local_coef(self, X, *, standardized: bool = False):
+        """Local linear coefficients of every sample (Section 5.2, Fig. 3 of the paper).
+
+        The gradient of the boosted model ``sum_j f_j`` at each sample,
+
+        .. math:: \\nabla_x f(x) = \\sum_j b_j\\, g'(w_j^\\top [z(x), 1])\\, w_j / s,
+
+        with ``g' = sigmoid(beta u)`` and ``s`` the features' scales: near ``x`` the model
+        is the linear model ``f(x') ~ f(x) + coef . (x' - x)``. As ``beta -> inf`` it tends
+        to the paper's ``sum`` of ``b_j w_j`` over the learners active at ``x``.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+        standardized : bool, default=False
+            False: per unit of each raw feature. True: per standard deviation of the feature
+            (``coef * scale_``), the paper's coefficients on standardised data, comparable
+            across features as importances.
+
+        Returns
+        -------
+        coef : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            In target units (regressor) or logit units (classifier) per feature unit; lazy
+            for Dask input; a DataArray ``(sample_dim, *feature dims)`` for DataArray input.
+            An estimator ``f0`` is not differentiated: it is not included.
+        """
+        inp = self._check_input(X)
+        args = (
+            self._standardizer,
+            self.coef_,
+            self.bias_,
+            self.signs_,
+            float(self.beta),
+            self._activation,
+            self._out_scale,
+            bool(standardized),
+        )
+        data = inp.data
+        if isinstance(data, da.Array):
+            data = data.rechunk({1: -1})
+            G = data.map_blocks(
+                local_coef_block, *args, dtype=np.float64, meta=np.empty((0, 0), dtype=np.float64)
+            )
+        else:
+            G = local_coef_block(data, *args)
+        if inp.layout is None:
+            return G
+        lay = inp.layout
+        return xr.DataArray(
+            G.reshape((G.shape[0],) + tuple(lay.feature_shape)),
+            dims=(lay.sample_dim,) + tuple(lay.feature_dims),
+            coords={**dict(lay.sample_coords), **dict(lay.feature_coords)},
+            name="local_coef",
+        )
+
+    def path_distance(self, X, Y, *, n_grid: int = 64):
+        """The path distance of Eq. (6) between the paired rows of ``X`` and ``Y``.
+
+        ``d_path(x, y) = int_0^1 |d/dt f(x + t (y - x))| dt``: the total change of the model
+        along the segment, between ``|f(y) - f(x)|`` and the embedding distance (Eq. 8).
+        Computed exactly as the total variation over the segment's turning points (Lemma 3),
+        located on a grid of ``n_grid`` points plus every learner's knee and refined by
+        bisection; a turning point pair closer than the grid step is missed (a lower bound).
+
+        Parameters
+        ----------
+        X, Y : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            The pairs ``(X[i], Y[i])``.
+        n_grid : int, default=64
+
+        Returns
+        -------
+        d : ndarray or dask.array.Array of shape (n_samples,)
+            In target (regressor) or logit (classifier) units; lazy if ``X`` or ``Y`` is a
+            Dask array. Of ``sum_j f_j``: an estimator ``f0`` is not included.
+        """
+        a, b = self._check_input(X), self._check_input(Y)
+        if a.n_samples != b.n_samples:
+            raise ValueError(
+                f"X and Y: expected paired rows, got {a.n_samples} and {b.n_samples} samples"
+            )
+        if int(n_grid) < 2:
+            raise ValueError(f"n_grid: expected an int >= 2, got {n_grid}")
+        args = (
+            self._standardizer,
+            self.intercept_,
+            self.coef_,
+            self.bias_,
+            self.signs_,
+            float(self.beta),
+            self._activation,
+            self._out_scale,
+            int(n_grid),
+        )
+        A, B = a.data, b.data
+        if not isinstance(A, da.Array) and not isinstance(B, da.Array):
+            return path_distance_block(A, B, *args)
+        A = _drift._as_dask(A).rechunk({1: -1})
+        B = _drift._as_dask(B).rechunk({0: A.chunks[0], 1: -1})
+        return da.map_blocks(
+            path_distance_block, A, B, *args, drop_axis=1, dtype=np.float64,
+            meta=np.empty((0,), dtype=np.float64),
+        )  # fmt: skip
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -503,7 +757,48 @@ def _target_column(y, n: int, layout, numeric: bool) -> np.ndarray:
     return values[:, 0]
 
 
-class GBMAPRegressor(RegressorMixin, _BaseGBMAP):
+class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
+    """The squared-loss target handling shared by the GBMAP regressors (not for direct use)."""
+
+    _loss = "squared"
+
+    def _encode_target(self, y, inp: InputData) -> np.ndarray:
+        values = _target_column(y, inp.n_samples, inp.layout, numeric=True)
+        scale = float(values.std())
+        if not scale > 0:
+            raise ValueError("y: the target is constant; there is nothing to predict")
+        self.y_mean_ = float(values.mean())
+        self.y_scale_ = scale
+        self.train_values_ = values
+        self._fit_target = values
+        return (values - self.y_mean_) / self.y_scale_
+
+    def _target_fingerprint(self) -> dict:
+        return {}
+
+    def _target_stats(self) -> np.ndarray:
+        return np.array([self.y_mean_, self.y_scale_])
+
+    def _train_values(self):
+        return self.train_values_
+
+    @property
+    def _out_scale(self) -> float:
+        return self.y_scale_
+
+    @property
+    def _target_shift(self) -> float:
+        return self.y_mean_
+
+    @property
+    def _target_scale(self) -> float:
+        return self.y_scale_
+
+    def _f0_default(self) -> float:
+        return self.y_mean_
+
+
+class GBMAPRegressor(_GBMAPRegressorBase):
     __doc__ = _doc(
         """Gradient boosting mapping (GBMAP) regressor and supervised embedding, on Dask.
 
@@ -555,36 +850,8 @@ class GBMAPRegressor(RegressorMixin, _BaseGBMAP):
     """
     )
 
-    _loss = "squared"
-
-    def _encode_target(self, y, inp: InputData) -> np.ndarray:
-        values = _target_column(y, inp.n_samples, inp.layout, numeric=True)
-        scale = float(values.std())
-        if not scale > 0:
-            raise ValueError("y: the target is constant; there is nothing to predict")
-        self.y_mean_ = float(values.mean())
-        self.y_scale_ = scale
-        self.train_values_ = values
-        return (values - self.y_mean_) / self.y_scale_
-
-    def _target_fingerprint(self) -> dict:
-        return {}
-
-    def _target_stats(self) -> np.ndarray:
-        return np.array([self.y_mean_, self.y_scale_])
-
-    def _train_values(self):
-        return self.train_values_
-
-    @property
-    def _out_scale(self) -> float:
-        return self.y_scale_
-
-    def _scores(self, E):
-        return self.y_mean_ + E.sum(axis=1)
-
     def predict(self, X):
-        """Predicted targets ``y_mean_ + sum_j phi_j(x)``.
+        """Predicted targets ``f_0(x) + sum_j phi_j(x)`` (``f_0 = y_mean_`` by default).
 
         Returns
         -------
@@ -592,10 +859,65 @@ class GBMAPRegressor(RegressorMixin, _BaseGBMAP):
             Lazy for Dask input.
         """
         inp = self._check_input(X)
-        return self._wrap_samples(self._scores(self._embed(inp.data)), inp, "prediction")
+        return self._wrap_samples(self._scores(self._embed(inp.data), inp.data), inp, "prediction")
 
 
-class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
+class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
+    """The logistic-loss target handling shared by the GBMAP classifiers (not for direct use)."""
+
+    _loss = "logistic"
+
+    def _encode_target(self, y, inp: InputData) -> np.ndarray:
+        values = _target_column(y, inp.n_samples, inp.layout, numeric=False)
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            bad = int((~np.isfinite(values)).sum())
+            raise ValueError(f"y: contains {bad} NaN or infinite values; drop those samples")
+        kind = type_of_target(values, input_name="y")
+        if kind not in ("binary", "multiclass"):
+            raise ValueError(
+                f"y: Unknown label type: {kind}; {type(self).__name__} needs two class labels "
+                "(use GBMAPRegressor for a continuous target)"
+            )
+        try:
+            classes = np.unique(values)
+        except TypeError as exc:
+            raise ValueError(f"y: labels of mixed types cannot be ordered ({exc})") from None
+        if classes.shape[0] != 2:
+            raise ValueError(
+                f"y: Only binary classification is supported. {type(self).__name__} needs "
+                f"exactly 2 classes, got {classes.shape[0]} class(es): {classes[:10].tolist()}"
+            )
+        self.classes_ = classes
+        self._fit_target = values
+        return np.where(values == classes[1], 1.0, -1.0)
+
+    def _f0_output_method(self, f0) -> str:
+        if not is_classifier(f0):
+            return "predict"  # a regressor's output is taken as the score (logit)
+        classes = getattr(f0, "classes_", None)
+        if classes is None or not np.array_equal(np.asarray(classes), self.classes_):
+            raise ValueError(
+                f"f0: its classes {None if classes is None else list(classes)} are not "
+                f"{self.classes_.tolist()}"
+            )
+        return "decision_function" if hasattr(f0, "decision_function") else "proba"
+
+    def _target_fingerprint(self) -> dict:
+        return {"classes": [str(c) for c in self.classes_]}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _target_stats(self) -> np.ndarray:
+        return np.zeros(0)
+
+    def _train_values(self):
+        return self._train_scores
+
+
+class GBMAPClassifier(_GBMAPClassifierBase):
     __doc__ = _doc(
         """Gradient boosting mapping (GBMAP) binary classifier and supervised embedding, on Dask.
 
@@ -643,47 +965,8 @@ class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
     """
     )
 
-    _loss = "logistic"
-
-    def _encode_target(self, y, inp: InputData) -> np.ndarray:
-        values = _target_column(y, inp.n_samples, inp.layout, numeric=False)
-        if values.dtype.kind in "fc" and not np.isfinite(values).all():
-            bad = int((~np.isfinite(values)).sum())
-            raise ValueError(f"y: contains {bad} NaN or infinite values; drop those samples")
-        kind = type_of_target(values, input_name="y")
-        if kind not in ("binary", "multiclass"):
-            raise ValueError(
-                f"y: Unknown label type: {kind}; {type(self).__name__} needs two class labels "
-                "(use GBMAPRegressor for a continuous target)"
-            )
-        try:
-            classes = np.unique(values)
-        except TypeError as exc:
-            raise ValueError(f"y: labels of mixed types cannot be ordered ({exc})") from None
-        if classes.shape[0] != 2:
-            raise ValueError(
-                f"y: Only binary classification is supported. {type(self).__name__} needs "
-                f"exactly 2 classes, got {classes.shape[0]} class(es): {classes[:10].tolist()}"
-            )
-        self.classes_ = classes
-        return np.where(values == classes[1], 1.0, -1.0)
-
-    def _target_fingerprint(self) -> dict:
-        return {"classes": [str(c) for c in self.classes_]}
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
-
-    def _target_stats(self) -> np.ndarray:
-        return np.zeros(0)
-
-    def _train_values(self):
-        return self.train_embedding_.sum(axis=1)
-
     def decision_function(self, X):
-        """The score (logit) ``f(x) = sum_j phi_j(x)``; positive means ``classes_[1]``.
+        """The score (logit) ``f(x) = f_0(x) + sum_j phi_j(x)``; positive means ``classes_[1]``.
 
         Returns
         -------
@@ -691,7 +974,9 @@ class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
             Lazy for Dask input.
         """
         inp = self._check_input(X)
-        return self._wrap_samples(self._scores(self._embed(inp.data)), inp, "decision_function")
+        return self._wrap_samples(
+            self._scores(self._embed(inp.data), inp.data), inp, "decision_function"
+        )
 
     def predict(self, X):
         """The class of ``sign(f(x))``: ``classes_[1]`` where the score is positive.
@@ -702,7 +987,7 @@ class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
             Lazy for Dask input.
         """
         inp = self._check_input(X)
-        scores = self._scores(self._embed(inp.data))
+        scores = self._scores(self._embed(inp.data), inp.data)
         if isinstance(scores, da.Array):
             labels = scores.map_blocks(
                 _labels, self.classes_, dtype=self.classes_.dtype,
@@ -721,7 +1006,7 @@ class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
             Lazy for Dask input.
         """
         inp = self._check_input(X)
-        scores = self._scores(self._embed(inp.data))
+        scores = self._scores(self._embed(inp.data), inp.data)
         if isinstance(scores, da.Array):
             P = scores.map_blocks(
                 _proba, new_axis=1, chunks=(scores.chunks[0], (2,)), dtype=np.float64,
@@ -736,7 +1021,7 @@ class GBMAPClassifier(ClassifierMixin, _BaseGBMAP):
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (computed stably from the score)."""
         inp = self._check_input(X)
-        scores = self._scores(self._embed(inp.data))
+        scores = self._scores(self._embed(inp.data), inp.data)
         if isinstance(scores, da.Array):
             L = scores.map_blocks(
                 _log_proba, new_axis=1, chunks=(scores.chunks[0], (2,)), dtype=np.float64,

@@ -372,3 +372,103 @@ def embed_block(
     """Raw rows -> embedding, times ``out_scale`` (the target scale of the regressor)."""
     phi = learner_outputs(standardizer(X), intercept, coef, bias, sign, beta, activation)
     return phi * out_scale
+
+
+############################################################################################
+# explanations: local linear coefficients (Section 5.2) and the path distance (Eq. 6)
+
+
+def local_coef_block(
+    X: np.ndarray,
+    standardizer: Standardizer,
+    coef: np.ndarray,
+    bias: np.ndarray,
+    sign: np.ndarray,
+    beta: float,
+    activation: str,
+    out_scale: float,
+    standardized: bool,
+) -> np.ndarray:
+    """Gradient of ``sum_j f_j`` at raw rows: ``out_scale * sum_j b_j g'(u_j) w_j``.
+
+    Per raw feature unit (divided by ``scale``) unless ``standardized``, then per standard
+    deviation of the feature (the paper's coefficients on standardised data).
+    """
+    act = ACTIVATIONS[activation]
+    W = np.asarray(coef, dtype=np.float64)
+    U = standardizer(X) @ W.T + bias
+    G = (sign * act.derivative(U, beta)) @ W * out_scale
+    return G if standardized else G / standardizer.scale
+
+
+def _boosted_along(U0, dU, t, intercept, sign, beta, activation):
+    """``sum_j f_j`` (standardised units) at ``u = U0 + t dU`` for ``t`` of shape (n, K)."""
+    act = ACTIVATIONS[activation]
+    U = U0[:, None, :] + t[:, :, None] * dU[:, None, :]
+    return (intercept + sign * act.value(U, beta)).sum(axis=-1)
+
+
+def _slope_along(U0, dU, t, sign, beta, activation):
+    """``d/dt sum_j f_j`` at ``u = U0 + t dU``."""
+    act = ACTIVATIONS[activation]
+    U = U0[:, None, :] + t[:, :, None] * dU[:, None, :]
+    return (sign * act.derivative(U, beta) * dU[:, None, :]).sum(axis=-1)
+
+
+_PATH_ROWS = 256  # pairs per sub-block: (rows, points, m) temporaries stay small
+_BISECTIONS = 60
+
+
+def path_distance_block(
+    X: np.ndarray,
+    Y: np.ndarray,
+    standardizer: Standardizer,
+    intercept: np.ndarray,
+    coef: np.ndarray,
+    bias: np.ndarray,
+    sign: np.ndarray,
+    beta: float,
+    activation: str,
+    out_scale: float,
+    n_grid: int,
+) -> np.ndarray:
+    """Eq. (6) for the row pairs ``(X[i], Y[i])``: the total variation of ``sum_j f_j`` on
+    the segment between them.
+
+    Along ``x_t = x + t (y - x)`` every ``u_j`` is affine in ``t``, so ``f(x_t)`` is a sum of
+    softplus functions of ``t``. The total variation is the sum of ``|f(t_l) - f(t_{l-1})|``
+    over the points where ``df/dt`` changes sign (Lemma 3). They are found on a grid of
+    ``n_grid`` points plus every learner's knee ``t_j = -u_j(0) / du_j``, each sign change
+    of the slope between neighbours refined by bisection. Exact (to rounding) when no two
+    turning points fall between neighbouring points; otherwise a lower bound that misses the
+    variation of ``f`` between them.
+    """
+    W = np.asarray(coef, dtype=np.float64)
+    ZX, ZY = standardizer(X), standardizer(Y)
+    out = np.empty(ZX.shape[0])
+    grid = np.linspace(0.0, 1.0, max(int(n_grid), 2))
+    for s in range(0, ZX.shape[0], _PATH_ROWS):
+        U0 = ZX[s : s + _PATH_ROWS] @ W.T + bias
+        dU = ZY[s : s + _PATH_ROWS] @ W.T + bias - U0
+        n = U0.shape[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            knees = np.clip(np.nan_to_num(-U0 / dU, nan=0.0, posinf=1.0, neginf=0.0), 0, 1)
+        t = np.sort(np.concatenate([np.broadcast_to(grid, (n, grid.size)), knees], axis=1))
+        slope = _slope_along(U0, dU, t, sign, beta, activation)
+        turn = np.sign(slope[:, :-1]) * np.sign(slope[:, 1:]) < 0
+        rows, cols = np.nonzero(turn)
+        lo, hi = t[rows, cols], t[rows, cols + 1]
+        s_lo = slope[rows, cols]
+        for _ in range(_BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            s_mid = _slope_along(U0[rows], dU[rows], mid[:, None], sign, beta, activation)[:, 0]
+            same = np.sign(s_mid) == np.sign(s_lo)
+            lo, hi = np.where(same, mid, lo), np.where(same, hi, mid)
+        roots = np.full(t.shape[:1] + (max(int(turn.sum(axis=1).max(initial=0)), 0),), 1.0)
+        if rows.size:
+            slot = np.concatenate([np.arange(c) for c in np.bincount(rows, minlength=n)])
+            roots[rows, slot] = 0.5 * (lo + hi)
+        pts = np.sort(np.concatenate([t, roots], axis=1), axis=1)
+        F = _boosted_along(U0, dU, pts, intercept, sign, beta, activation)
+        out[s : s + n] = np.abs(np.diff(F, axis=1)).sum(axis=1)
+    return out * out_scale

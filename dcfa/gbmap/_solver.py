@@ -311,15 +311,18 @@ def make_data(
     learners: Learners,
     beta: float,
     activation: str,
+    F0=None,
 ) -> InMemoryData | ChunkedData:
-    """Standardise ``X``, attach ``y`` and the ensemble score of ``learners`` (``F_0 = 0``).
+    """Standardise ``X``, attach ``y`` and the ensemble score of ``learners``.
 
-    For Dask ``X`` this is one persist (one compute under a local scheduler) of ``Z``, ``y``
-    and ``F`` (or of ``y`` and ``F`` only when ``persist`` is False).
+    The score starts from ``F0``: the initial model ``f_0`` on the training rows, in the
+    units of ``y`` (``None`` is ``f_0 = 0``; an ndarray for NumPy ``X``, a Dask array of the
+    rows for Dask ``X``). For Dask ``X`` this is one persist (one compute under a local
+    scheduler) of ``Z``, ``y`` and ``F`` (or of ``y`` and ``F`` only when ``persist`` is False).
     """
     if not isinstance(X, da.Array):
         Z = standardizer(X)
-        F = np.zeros(Z.shape[0])
+        F = np.zeros(Z.shape[0]) if F0 is None else np.asarray(F0, dtype=np.float64).copy()
         for j in range(len(learners)):
             F = F + _learner_output(Z, *learners.last(j), beta, activation)
         return InMemoryData(Z, np.asarray(y, dtype=np.float64), F)
@@ -327,7 +330,10 @@ def make_data(
     Z = X.map_blocks(standardize, standardizer, dtype=np.float64)
     rows = X.chunks[0]
     yd = da.from_array(np.asarray(y, dtype=np.float64), chunks=(rows,))
-    F = da.zeros(X.shape[0], chunks=(rows,), dtype=np.float64)
+    if F0 is None:
+        F = da.zeros(X.shape[0], chunks=(rows,), dtype=np.float64)
+    else:
+        F = da.asarray(F0).astype(np.float64).rechunk((rows,))
     for j in range(len(learners)):
         F = F + _lazy_output(Z, learners, j, beta, activation)
     if persist:

@@ -11,7 +11,12 @@ an upper bound of ``|f(x) - f(x')|`` (Eq. 8). The drift score of a new point (Se
 with ``N_k`` its ``k = 5`` nearest training points in ``d_emb`` and ``v_i`` the training
 targets ``y_i`` (regression) or the model's own training scores ``f(x_i)`` (classification).
 A point where the model extrapolates (outside the training data, GBMAP keeps its slopes while
-the kNN average stays flat) gets a large score.
+the kNN average stays flat) gets a large score. The EUCLID baseline drifter is the Euclidean
+distance to the ``k``-th nearest training point in the original space.
+
+The same search (:func:`knn_reduce`) serves the kNN regressor and classifier on the embedding
+(:class:`dcfa.gbmap.GBMAPKNeighborsRegressor`, Table 4's KNN-GBMAP column) and the EUCLID
+drifter.
 
 Everything is computed chunk-wise, so the training set may be a Dask array larger than memory:
 for each query chunk and training chunk one task finds the ``k`` nearest (a running top-``k``
@@ -28,7 +33,7 @@ import dask.array as da
 import numpy as np
 from scipy.spatial.distance import cdist
 
-__all__ = ["embedding_distance", "knn_mean", "drift_score"]
+__all__ = ["drift_score", "embedding_distance", "euclid_drift_score", "knn_mean", "knn_reduce"]
 
 # At most this many query x training distances are held at once in one task (64 MiB).
 _MAX_PAIRS = 1 << 23
@@ -39,9 +44,17 @@ _SPLIT_EVERY = 8
 ############################################################################################
 # kernels on in-memory blocks
 
+# The metrics of the nearest-neighbour searches: L1 in the embedding (Eq. 7), Euclidean in
+# the original space (the EUCLID drifter of Section 4.5).
+METRICS = ("cityblock", "euclidean")
+
+
+def _dist(A: np.ndarray, B: np.ndarray, metric: str = "cityblock") -> np.ndarray:
+    return cdist(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64), metric)
+
 
 def _l1(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    return cdist(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64), "cityblock")
+    return _dist(A, B, "cityblock")
 
 
 def _order(dist: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -80,7 +93,9 @@ def _select(D: np.ndarray, start: int, values: np.ndarray, k: int) -> tuple:
     return dist, idx, val
 
 
-def _knn_partial(Q: np.ndarray, T: np.ndarray, values: np.ndarray, start: int, k: int) -> tuple:
+def _knn_partial(
+    Q: np.ndarray, T: np.ndarray, values: np.ndarray, start: int, k: int, metric: str = "cityblock"
+) -> tuple:
     """Top-``k`` training rows of ``T`` (global rows ``start ...``) for every query row.
 
     A running top-``k`` over sub-blocks of ``T`` keeps at most ``_MAX_PAIRS`` distances.
@@ -89,7 +104,8 @@ def _knn_partial(Q: np.ndarray, T: np.ndarray, values: np.ndarray, start: int, k
     step = max(1, _MAX_PAIRS // max(nq, 1))
     best = None
     for s in range(0, T.shape[0], step):
-        part = _select(_l1(Q, T[s : s + step]), start + s, values[s : s + step], k)
+        D = _dist(Q, T[s : s + step], metric)
+        part = _select(D, start + s, values[s : s + step], k)
         best = part if best is None else _merge([best, part], k)
     if best is None:  # empty training block
         empty = np.zeros((nq, 0))
@@ -98,13 +114,24 @@ def _knn_partial(Q: np.ndarray, T: np.ndarray, values: np.ndarray, start: int, k
 
 
 def _mean_values(top: tuple) -> np.ndarray:
+    """The mean of the values of the ``k`` nearest (``knn_mean``)."""
     return top[2].mean(axis=1)
 
 
-def _knn_mean_numpy(Q: np.ndarray, T: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+def _kth_distance(top: tuple) -> np.ndarray:
+    """The distance to the ``k``-th nearest (the EUCLID drifter)."""
+    return top[0][:, -1]
+
+
+_REDUCERS = {"mean": _mean_values, "kth": _kth_distance}
+
+
+def _knn_numpy(
+    Q: np.ndarray, T: np.ndarray, values: np.ndarray, k: int, metric: str, reduce
+) -> np.ndarray:
     rows = max(1, min(Q.shape[0], 4096))
     out = [
-        _mean_values(_knn_partial(Q[s : s + rows], T, values, 0, k))
+        reduce(_knn_partial(Q[s : s + rows], T, values, 0, k, metric))
         for s in range(0, Q.shape[0], rows)
     ]
     return np.concatenate(out) if out else np.zeros(0)
@@ -119,6 +146,39 @@ def _tree_merge(parts: list, k: int):
             for s in range(0, len(parts), _SPLIT_EVERY)
         ]
     return parts[0]
+
+
+def knn_reduce(query, train, values, k: int, *, metric: str = "cityblock", reduce: str = "mean"):
+    """The one chunk-wise nearest-neighbour search behind every kNN output of GBMAP.
+
+    ``reduce="mean"``: the mean of ``values`` over the ``k`` nearest training rows;
+    ``reduce="kth"``: the distance to the ``k``-th nearest. Validated 2-D ``query`` and
+    ``train``; ``values`` of shape ``(n,)`` (ignored by ``"kth"``). Lazy if any input is a
+    Dask array: per query chunk, one task per training chunk and a tree merge of the partial
+    top-``k`` lists.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric: expected one of {METRICS}, got {metric!r}")
+    reducer = _REDUCERS[reduce]
+    lazy = any(isinstance(a, da.Array) for a in (query, train, values))
+    if not lazy:
+        return _knn_numpy(query, train, values, k, metric, reducer)
+    query, train = _as_dask(query), _as_dask(train)
+    values = _as_dask(values).astype(np.float64).rechunk((train.chunks[0],))
+    q_blocks = query.to_delayed().ravel()
+    t_blocks = train.to_delayed().ravel()
+    v_blocks = values.to_delayed().ravel()
+    starts = np.concatenate([[0], np.cumsum(train.chunks[0])[:-1]]).astype(int)
+    out = []
+    for qb, nq in zip(q_blocks, query.chunks[0], strict=True):
+        parts = [
+            dask.delayed(_knn_partial, pure=True)(qb, tb, vb, int(s), k, metric)
+            for tb, vb, s in zip(t_blocks, v_blocks, starts, strict=True)
+        ]
+        top = _tree_merge(parts, k)
+        res = dask.delayed(reducer, pure=True)(top)
+        out.append(da.from_delayed(res, shape=(nq,), dtype=np.float64))
+    return da.concatenate(out) if len(out) > 1 else out[0]
 
 
 ############################################################################################
@@ -166,26 +226,10 @@ def embedding_distance(A, B) -> np.ndarray | da.Array:
     )  # fmt: skip
 
 
-def knn_mean(query, train, values, n_neighbors: int = 5) -> np.ndarray | da.Array:
-    """Mean of ``values`` over the ``n_neighbors`` nearest training rows in L1 distance.
-
-    Parameters
-    ----------
-    query : array-like or dask.array.Array of shape (n_q, m)
-    train : array-like or dask.array.Array of shape (n, m)
-    values : array-like or dask.array.Array of shape (n,)
-        One value per training row (its target, or its score).
-    n_neighbors : int, default=5
-
-    Returns
-    -------
-    mean : ndarray or dask.array.Array of shape (n_q,)
-        Lazy if any input is a Dask array. Ties in distance are broken by the training row
-        index (the lowest index wins), whatever the chunking.
-    """
-    query, train = _as_2d(query, "query"), _as_2d(train, "train")
+def _check_knn(query, train, n_neighbors, names=("query", "train")) -> tuple:
+    query, train = _as_2d(query, names[0]), _as_2d(train, names[1])
     k = int(n_neighbors)
-    if k < 1:
+    if k < 1 or k != n_neighbors:
         raise ValueError(f"n_neighbors: expected an int >= 1, got {n_neighbors}")
     if train.shape[0] < k:
         raise ValueError(
@@ -193,31 +237,70 @@ def knn_mean(query, train, values, n_neighbors: int = 5) -> np.ndarray | da.Arra
         )
     if query.shape[1] != train.shape[1]:
         raise ValueError(
-            f"query and train: different embedding dimensions {query.shape[1]} != {train.shape[1]}"
+            f"{names[0]} and {names[1]}: different numbers of columns "
+            f"{query.shape[1]} != {train.shape[1]}"
         )
+    return query, train, k
+
+
+def knn_mean(
+    query, train, values, n_neighbors: int = 5, *, metric: str = "cityblock"
+) -> np.ndarray | da.Array:
+    """Mean of ``values`` over the ``n_neighbors`` nearest training rows.
+
+    Parameters
+    ----------
+    query : array-like or dask.array.Array of shape (n_q, m)
+    train : array-like or dask.array.Array of shape (n, m)
+    values : array-like or dask.array.Array of shape (n,)
+        One value per training row (its target, its score, or a class indicator).
+    n_neighbors : int, default=5
+    metric : {"cityblock", "euclidean"}, default="cityblock"
+        L1 (the embedding distance of Eq. 7) or Euclidean distance.
+
+    Returns
+    -------
+    mean : ndarray or dask.array.Array of shape (n_q,)
+        Lazy if any input is a Dask array. Ties in distance are broken by the training row
+        index (the lowest index wins), whatever the chunking.
+    """
+    query, train, k = _check_knn(query, train, n_neighbors)
     if not isinstance(values, da.Array):
         values = np.asarray(values, dtype=np.float64).reshape(-1)
     if values.shape != (train.shape[0],):
         raise ValueError(f"values: expected shape ({train.shape[0]},), got {values.shape}")
-    lazy = any(isinstance(a, da.Array) for a in (query, train, values))
-    if not lazy:
-        return _knn_mean_numpy(query, train, values, k)
-    query, train = _as_dask(query), _as_dask(train)
-    values = _as_dask(values).astype(np.float64).rechunk((train.chunks[0],))
-    q_blocks = query.to_delayed().ravel()
-    t_blocks = train.to_delayed().ravel()
-    v_blocks = values.to_delayed().ravel()
-    starts = np.concatenate([[0], np.cumsum(train.chunks[0])[:-1]]).astype(int)
-    out = []
-    for qb, nq in zip(q_blocks, query.chunks[0], strict=True):
-        parts = [
-            dask.delayed(_knn_partial, pure=True)(qb, tb, vb, int(s), k)
-            for tb, vb, s in zip(t_blocks, v_blocks, starts, strict=True)
-        ]
-        top = _tree_merge(parts, k)
-        mean = dask.delayed(_mean_values, pure=True)(top)
-        out.append(da.from_delayed(mean, shape=(nq,), dtype=np.float64))
-    return da.concatenate(out) if len(out) > 1 else out[0]
+    return knn_reduce(query, train, values, k, metric=metric, reduce="mean")
+
+
+def euclid_drift_score(X, X_train, n_neighbors: int = 5) -> np.ndarray | da.Array:
+    """The EUCLID drifter: distance to the ``n_neighbors``-th nearest training point.
+
+    The baseline of Patron et al. (2024), Section 4.5: the Euclidean distance, in the
+    original (standardised) feature space, from each new point to its ``k``-th nearest
+    training point (``k = 5``). Unlike the GBMAP drifter it weighs every direction alike,
+    relevant to the target or not.
+
+    Parameters
+    ----------
+    X : array-like or dask.array.Array of shape (n_q, p)
+        New points, in the same (standardised) units as ``X_train``.
+    X_train : array-like or dask.array.Array of shape (n, p)
+        Training points.
+    n_neighbors : int, default=5
+        ``k`` of the paper.
+
+    Returns
+    -------
+    score : ndarray or dask.array.Array of shape (n_q,)
+        Lazy if any input is a Dask array (the same chunk-wise search as :func:`knn_mean`).
+    """
+    X, X_train, k = _check_knn(X, X_train, n_neighbors, names=("X", "X_train"))
+    dummy = (
+        da.zeros(X_train.shape[0], chunks=(X_train.chunks[0],))
+        if isinstance(X_train, da.Array)
+        else np.zeros(X_train.shape[0])
+    )
+    return knn_reduce(X, X_train, dummy, k, metric="euclidean", reduce="kth")
 
 
 def drift_score(
@@ -249,7 +332,8 @@ def drift_score(
     Notes
     -----
     The paper's drift score uses the embedding distance of Eq. (7); the EUCLID baseline of
-    Section 4.5 is not provided.
+    Section 4.5 is :func:`euclid_drift_score`, and the whole experiment of Section 4.5
+    :func:`dcfa.gbmap.drift_experiment`.
     """
     fknn = knn_mean(embedding, train_embedding, train_values, n_neighbors)
     if not isinstance(scores, da.Array):
