@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._store import atomic_store, check_apart, check_replaceable, check_writable
+from dcfa._store import check_apart, check_replaceable, check_writable
 from dcfa._workdir import WorkDir, job_identity
 from dcfa.config import ConfigError, JobConfig
 
@@ -237,7 +237,7 @@ def _run_passes(
                 field, sample_dim=dim, anomalies=inp["anomalies"], standardize=inp["standardize"]
             )
             _check_has_data(prep, inp)
-            _save_dataset(prep.to_dataset(), work / "preprocessing.zarr")
+            io.write_dataset(prep.to_dataset(), work / "preprocessing.zarr")
             workdir.record("preprocessing.zarr")
             echo(
                 f"[2/5] preprocessing pass: {int(prep.has_data.sum())} of "
@@ -348,11 +348,6 @@ def _region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray
     grid = np.full(has_data.size, -1, dtype=np.int32)
     grid[keep] = labels
     return has_data.copy(data=grid.reshape(has_data.shape)).rename("region")
-
-
-def _save_dataset(ds: xr.Dataset, path: Path) -> None:
-    with atomic_store(path) as tmp:
-        io.to_zarr(ds, tmp, mode="a")
 
 
 def _save_moments(work: Path, estimator) -> None:

@@ -17,15 +17,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import time
 import uuid
 from collections.abc import Iterator
 
-__all__ = ["is_url", "url_fs", "exists", "root_attrs", "incomplete_reason", "staged"]
+__all__ = [
+    "is_url",
+    "url_fs",
+    "exists",
+    "root_attributes",
+    "root_attrs",
+    "incomplete_reason",
+    "staged",
+]
+
+INCOMPLETE = ".incomplete"  # suffix of the marker beside a temporary store (as locally)
 
 ROOT_METADATA = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")
-INCOMPLETE = ".incomplete"
 
 
 def is_url(path) -> bool:
@@ -46,16 +53,21 @@ def exists(url: str, storage_options: dict | None = None) -> bool:
     return bool(fs.exists(path))
 
 
-def _meta(fs, path: str) -> dict | None:
+def root_attributes(read) -> dict | None:
+    """Root attributes from Zarr format 3 ``zarr.json`` or format 2 ``.zattrs``, read with
+    ``read(name) -> bytes``; None when there is no root metadata."""
     for name, key in (("zarr.json", "attributes"), (".zattrs", None)):
         try:
-            with fs.open(f"{path}/{name}", "rb") as f:
-                meta = json.loads(f.read())
-        except (FileNotFoundError, OSError, ValueError):
+            meta = json.loads(read(name))
+        except (OSError, ValueError):
             continue
         attrs = meta.get(key, {}) if key else meta
         return attrs if isinstance(attrs, dict) else {}
     return None
+
+
+def _meta(fs, path: str) -> dict | None:
+    return root_attributes(lambda name: fs.cat(f"{path}/{name}"))
 
 
 def root_attrs(url: str, storage_options: dict | None = None) -> dict | None:
@@ -87,17 +99,9 @@ def staged(url: str, storage_options: dict | None = None) -> Iterator[str]:
     parent, name = path.rsplit("/", 1) if "/" in path else ("", path)
     tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}" if parent else f".{name}.tmp"
     marker = tmp + INCOMPLETE
-    fs.pipe(
-        marker,
-        json.dumps(
-            {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "destination": url,
-            }
-        ).encode(),
-    )
+    from dcfa._store import marker_payload
+
+    fs.pipe(marker, marker_payload(url))
     try:
         yield fs.unstrip_protocol(tmp)
         _publish(fs, tmp, path)
@@ -129,19 +133,17 @@ def _publish(fs, tmp: str, path: str) -> None:
 def remove_leftovers(url: str, storage_options: dict | None = None) -> list[str]:
     """Remove temporary prefixes of killed writes to ``url`` (marker of a process of this
     machine that no longer runs); return what was removed."""
-    from dcfa._store import _is_alive
+    from dcfa._store import is_stale
 
     fs, path = url_fs(url, storage_options)
     parent, name = path.rsplit("/", 1) if "/" in path else ("", path)
     removed = []
-    host = socket.gethostname()
     for marker in fs.glob(f"{parent}/.{name}.tmp-*{INCOMPLETE}"):
         try:
             who = json.loads(fs.cat(marker))
         except (OSError, ValueError):
             continue
-        pid = who.get("pid")
-        if who.get("host") != host or not isinstance(pid, int) or _is_alive(pid):
+        if not is_stale(who):
             continue
         tmp = marker[: -len(INCOMPLETE)]
         if fs.exists(tmp):

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from dcfa import _objectstore as objectstore
-from dcfa._objectstore import is_url
+from dcfa._objectstore import INCOMPLETE, is_url
 
 __all__ = [
     "INCOMPLETE",
@@ -47,8 +47,6 @@ __all__ = [
     "remove_leftovers",
     "tree_digest",
 ]
-
-INCOMPLETE = ".incomplete"  # suffix of the marker beside a temporary store
 
 
 class OutputError(FileExistsError):
@@ -70,7 +68,7 @@ def dcfa_kind(path: str | os.PathLike, storage_options: dict | None = None) -> s
         return None
     if _marker_of(p).is_file():
         return "incomplete"
-    return _kind_of(_root_attrs(p))
+    return _kind_of(objectstore.root_attributes(lambda name: (p / name).read_bytes()) or {})
 
 
 def _kind_of(attrs: dict) -> str | None:
@@ -79,17 +77,6 @@ def _kind_of(attrs: dict) -> str | None:
     if "dcfa_version" in attrs and "method" in attrs:  # results of dcfa 0.1
         return "result"
     return None
-
-
-def _root_attrs(p: Path) -> dict:
-    for name, key in (("zarr.json", "attributes"), (".zattrs", None)):
-        try:
-            meta = json.loads((p / name).read_text())
-        except (OSError, ValueError):
-            continue
-        attrs = meta.get(key, {}) if key else meta
-        return attrs if isinstance(attrs, dict) else {}
-    return {}
 
 
 def incomplete_reason(path: str | os.PathLike, storage_options: dict | None = None) -> str | None:
@@ -196,14 +183,36 @@ def _real(path) -> Path | None:
     return Path(os.path.realpath(os.path.abspath(s)))
 
 
-def _is_alive(pid: int) -> bool:
+def marker_payload(destination) -> bytes:
+    """What the marker of a temporary store says: who writes it, where, since when."""
+    return json.dumps(
+        {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "destination": str(destination),
+        }
+    ).encode()
+
+
+def is_stale(who: dict) -> bool:
+    """Whether a marker's writer is a process of this machine that no longer runs."""
+    pid = who.get("pid")
+    if who.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:
         return True
-    return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _cannot_write(key: str, parent, exc: OSError) -> OutputError:
+    if isinstance(exc, FileNotFoundError):
+        return OutputError(f"{key}: the directory {str(parent)!r} does not exist; create it first")
+    return OutputError(f"{key}: cannot write in {str(parent)!r}: {exc.strerror or exc}")
 
 
 def remove_leftovers(path: str | os.PathLike) -> list[Path]:
@@ -215,12 +224,9 @@ def remove_leftovers(path: str | os.PathLike) -> list[Path]:
     """
     p = Path(path)
     removed = []
-    host = socket.gethostname()
     for marker in p.parent.glob(f".{p.name}.tmp-*{INCOMPLETE}"):
         tmp = marker.with_name(marker.name[: -len(INCOMPLETE)])
-        who = _marker(tmp)
-        pid = who.get("pid")
-        if who.get("host") != host or not isinstance(pid, int) or _is_alive(pid):
+        if not is_stale(_marker(tmp)):
             continue
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -261,24 +267,9 @@ def atomic_store(
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     marker = _marker_of(tmp)
     try:
-        marker.write_text(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "destination": str(path),
-                }
-            )
-        )
-    except FileNotFoundError:
-        raise OutputError(
-            f"{key}: the directory {str(path.parent)!r} does not exist; create it first"
-        ) from None
+        marker.write_bytes(marker_payload(path))
     except OSError as exc:
-        raise OutputError(
-            f"{key}: cannot write in {str(path.parent)!r}: {exc.strerror or exc}"
-        ) from None
+        raise _cannot_write(key, path.parent, exc) from None
     try:
         tmp.mkdir()
         yield tmp
@@ -313,15 +304,11 @@ def check_writable(path: str | os.PathLike, key: str, storage_options: dict | No
             raise OutputError(f"{key}: cannot write to {os.fspath(path)!r}: {exc}") from None
         return
     p = Path(path)
-    if not p.parent.is_dir():
-        raise OutputError(f"{key}: the directory {str(p.parent)!r} does not exist; create it first")
     probe = p.with_name(f".{p.name}.probe-{uuid.uuid4().hex[:8]}")
     try:
         probe.mkdir()
     except OSError as exc:
-        raise OutputError(
-            f"{key}: cannot write in {str(p.parent)!r}: {exc.strerror or exc}"
-        ) from None
+        raise _cannot_write(key, p.parent, exc) from None
     probe.rmdir()
 
 

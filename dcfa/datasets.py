@@ -226,15 +226,13 @@ def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **k
 def _write_store(make, path: str | os.PathLike, *, overwrite: bool) -> Path:
     """``make()`` written to a Zarr store at ``path`` atomically (the path is checked before
     anything is built; ``overwrite`` replaces only a store dcfa wrote)."""
-    from dcfa._store import atomic_store, check_replaceable
-    from dcfa.io import to_zarr
+    from dcfa._store import check_replaceable
+    from dcfa.io import write_dataset
 
     check_replaceable(path, overwrite=overwrite)
     ds = make()
     ds.attrs = {**ds.attrs, "dcfa_kind": "dataset"}
-    with atomic_store(path, overwrite=overwrite) as tmp:
-        to_zarr(ds, tmp, mode="a")
-    return Path(path)
+    return write_dataset(ds, path, overwrite=overwrite)
 
 
 ############################################################################################

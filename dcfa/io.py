@@ -40,6 +40,7 @@ __all__ = [
     "align_target",
     "result_dataset",
     "write_result",
+    "write_dataset",
     "ChunkWarning",
 ]
 
@@ -801,6 +802,16 @@ def write_result(
         if moments is not None:
             _save_moments_into(moments, tmp, storage_options)
     return path
+
+
+def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write a Dataset that is already in memory (or cheap) to a Zarr store, atomically
+    (:func:`dcfa._store.atomic_store`: ``overwrite`` replaces only a store dcfa wrote)."""
+    from dcfa._store import atomic_store
+
+    with atomic_store(path, overwrite=overwrite) as tmp:
+        to_zarr(ds, tmp, mode="a")
+    return Path(path)
 
 
 def _save_moments_into(moments, store, storage_options) -> None:

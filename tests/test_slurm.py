@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from test_processes import _job
 
 pytestmark = pytest.mark.slow
 
@@ -175,39 +176,12 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
 # the jobs and their in-process results
 
 
-def _write_job(path: Path, n_time: int) -> Path:
-    """The demo's synthetic regions field (24 x 48 cells, land) and its target as CSV."""
-    import tomli_w
-
-    from dcfa.datasets import write_regions_store
-
-    store = write_regions_store(
-        path / "field.zarr",
-        n_time=n_time,
-        shape=(24, 48),
-        n_regions=10,
-        land_fraction=0.2,
-        seed=4,
-        time_chunk=50,
-    )
-    ds = xr.open_zarr(store, consolidated=False)
-    ds.target.to_dataframe()[["target"]].to_csv(path / "target.csv")
-    job = {
-        "input": {"store": str(store), "variables": ["field"], "anomalies": True},
-        "target": {"path": str(path / "target.csv"), "variable": "target"},
-        "method": {"name": "lincfa", "params": {"random_state": 0, "compare": "mean"}},
-        "output": {"store": str(path / "unused.zarr")},  # every run gives --output
-    }
-    (path / "job.toml").write_text(tomli_w.dumps(job))
-    return path / "job.toml"
-
-
 def _job_and_reference(tmp_path_factory, client, name: str, n_time: int) -> tuple[Path, Path]:
     from dcfa._job import run_job
     from dcfa.config import load_config
 
     path = tmp_path_factory.mktemp(name)
-    job = _write_job(path, n_time)
+    job = _job(path, n_time)  # the job of test_processes; every run here gives --output
     reference = run_job(
         load_config(job),
         scheduler=client.scheduler.address,

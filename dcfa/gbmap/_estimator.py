@@ -503,9 +503,10 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
     def _out_scale(self) -> float:
         return 1.0
 
-    def _embed(self, data):
-        """Embedding of validated rows: NumPy in memory, a lazy blockwise map on Dask."""
-        args = (
+    @property
+    def _learners(self) -> tuple:
+        """The fitted learners as the block kernels take them (standardizer ... out_scale)."""
+        return (
             self._standardizer,
             self.intercept_,
             self.coef_,
@@ -515,6 +516,10 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
             self._activation,
             self._out_scale,
         )
+
+    def _embed(self, data):
+        """Embedding of validated rows: NumPy in memory, a lazy blockwise map on Dask."""
+        args = self._learners
         m = self.coef_.shape[0]
         if isinstance(data, da.Array):
             data = data.rechunk({1: -1})
@@ -713,17 +718,7 @@ class _BaseGBMAP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimato
             )
         if int(n_grid) < 2:
             raise ValueError(f"n_grid: expected an int >= 2, got {n_grid}")
-        args = (
-            self._standardizer,
-            self.intercept_,
-            self.coef_,
-            self.bias_,
-            self.signs_,
-            float(self.beta),
-            self._activation,
-            self._out_scale,
-            int(n_grid),
-        )
+        args = (*self._learners, int(n_grid))
         A, B = a.data, b.data
         if not isinstance(A, da.Array) and not isinstance(B, da.Array):
             return path_distance_block(A, B, *args)
