@@ -19,6 +19,14 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 _EXPORTS = {
+    "Anomalies": "dcfa.anomalies",
+    "blocked_cv": "dcfa.skill",
+    "forward_cv": "dcfa.skill",
+    "lagged": "dcfa.forecast",
+    "lead_target": "dcfa.forecast",
+    "load_result": "dcfa.results",
+    "apply_result": "dcfa.results",
+    "trailing_windows": "dcfa.forecast",
     "GBMAPClassifier": "dcfa.gbmap",
     "GBMAPKNeighborsClassifier": "dcfa.gbmap",
     "GBMAPKNeighborsRegressor": "dcfa.gbmap",

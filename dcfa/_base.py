@@ -161,6 +161,16 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         return {}
 
+    def grid_pass_request(self, X) -> dict | None:
+        """The grid pass a fit on ``X`` gathers its moments from, or None.
+
+        ``{"radius": R, "periodic": dims}`` when the fit needs the grid moments of
+        :func:`dcfa.grid_moments` (``mode="neighbors"``): a caller that makes its own pass
+        over the same data (the batch job's preprocessing pass) gathers them there and passes
+        them to ``fit(X, y, moments=...)``. Parameters are checked as ``fit`` checks them.
+        """
+        return None
+
     def _set_fitted(self, inp: InputData, m: Moments, labels: np.ndarray) -> None:
         D = inp.n_features
         self.n_features_in_ = D

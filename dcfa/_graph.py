@@ -132,6 +132,8 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
         for s, keys in enumerate(per_seg):
             if not keys:
                 raise ValueError(f"segments: segment {s} holds no rows")
+            if fold_tile(blocks[i][2], blocks[j][2]):  # a large tile: memory over parallelism
+                keys = _fold_chunks(dsk, tile_name, ids, keys, split_every)
             while len(keys) > 1:
                 level = []
                 for start in range(0, len(keys), split_every):
@@ -145,6 +147,38 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
                 keys = level
             dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
     return HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps), tile_name
+
+
+FOLD_TILE_BYTES = 64 * 2**20
+
+
+def fold_tile(width_a: int, width_b: int) -> bool:
+    """Whether a tile's row chunks are merged as they come (:func:`_fold_chunks`): for tiles
+    of at least ``FOLD_TILE_BYTES`` (a dense fit's large tiles, where holding ``split_every``
+    of them is the pass's peak); smaller tiles keep the tree, whose chunk tasks run in
+    parallel."""
+    return 8 * width_a * width_b >= FOLD_TILE_BYTES
+
+
+def _fold_chunks(dsk: dict, tile_name: str, ids, keys: list, split_every: int) -> list:
+    """The first level of the tree as folds: each group of ``split_every`` chunk tasks becomes
+    a chain ``fold_chunk(... fold_chunk(chunk_0, chunk_1 args) ..., chunk_k args)``.
+
+    The same left fold ``combine`` does over the group (bit for bit), but each step computes
+    its chunk and merges it at once, so a tile holds two matrices at a time, not
+    ``split_every`` finished chunks waiting for their merge.
+    """
+    level = []
+    for start in range(0, len(keys), split_every):
+        group = keys[start : start + split_every]
+        acc = group[0]
+        for key in group[1:]:
+            task = dsk.pop(key)
+            fold = (tile_name, "chunk", next(ids))  # still one row chunk's task
+            dsk[fold] = (_m.fold_chunk, acc, *task)
+            acc = fold
+        level.append(acc)
+    return level
 
 
 def column_moments(X: da.Array, Y: da.Array | None, *, split_every: int | None = None):

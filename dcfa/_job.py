@@ -123,16 +123,28 @@ def run_job(
         calendar=tgt["calendar"],
         storage_options=tgt["storage_options"],
     )
+    field = _time_scales(field, inp)
     n_gaps = int(target.isnull().sum())
+    target, valid_time = _lead(target, tgt["lead"], dim)
+    # where each target value comes from: its position, aligned as the values are
+    position = target.copy(data=np.arange(target.size, dtype=np.float64)).where(target.notnull())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
+    _, position, _ = io.align_target(field, position, sample_dim=dim, match=tgt["match"])
     if n_common < 4:
-        raise ValueError(f"target: only {n_common} samples in common with the input; need >= 4")
+        raise ValueError(
+            f"target: only {n_common} samples in common with the input"
+            + (f" at target.lead = {tgt['lead']}" if tgt["lead"] else "")
+            + "; need >= 4"
+        )
     estimator = build_estimator(config.method)
     gbmap = build_gbmap(config)
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
         f"{tgt['path']}: {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
+    )
+    echo(
+        f"      {_alignment(field, valid_time[position.values.astype(int)], tgt['lead'], inp, dim)}"
     )
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo)
     try:
@@ -149,6 +161,67 @@ def run_job(
     opened = io._open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
     _print_groups(opened, echo)  # from the store: no second pass
     return out
+
+
+def _time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
+    """``input.windows`` (trailing running means or sums) and ``input.lags`` (earlier
+    samples), lazily; each window and lag is its own feature block (``window`` / ``lag``
+    dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
+    from dcfa.forecast import lagged, trailing_windows
+
+    dim, windows, lags, agg = inp["sample_dim"], inp["windows"], inp["lags"], inp["aggregate"]
+    if windows != [1]:
+        per = agg if isinstance(agg, dict) else {}
+        if "variable" in field.dims and per:
+            parts = [
+                trailing_windows(
+                    field.sel(variable=[v]), windows, aggregate=per.get(v, "mean"), sample_dim=dim
+                )
+                for v in inp["variables"]
+            ]
+            field = xr.concat(parts, dim="variable").transpose(*parts[0].dims)
+        else:
+            how = per.get(inp["variables"][0], "mean") if per else agg
+            field = trailing_windows(field, windows, aggregate=how, sample_dim=dim)
+    if lags != [0]:
+        field = lagged(field, lags, sample_dim=dim)
+    return field
+
+
+def _lead(target: xr.DataArray, lead: int, dim: str):
+    """The target ``lead`` samples (along its own time axis) after each of its dates, and the
+    dates the values belong to."""
+    valid = target[dim].values
+    if not lead:
+        return target, valid
+    if lead >= valid.size - 3:
+        raise ValueError(
+            f"target.lead = {lead} samples leaves {max(valid.size - lead, 0)} of the target's "
+            f"{valid.size} values to predict; need >= 4"
+        )
+    return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:]
+
+
+def _alignment(field, valid: np.ndarray, lead: int, inp: dict, dim: str) -> str:
+    """What is predicted from what: the first and last predictor dates and their targets'."""
+    from dcfa.forecast import LeadAlignment
+
+    n = int(field.sizes[dim])
+    summary = LeadAlignment(
+        lead=lead,
+        n_samples=n,
+        n_input=n,
+        first_predictor=field[dim].values[0],
+        last_predictor=field[dim].values[-1],
+        first_target=valid[0],
+        last_target=valid[-1],
+    )
+    text = str(summary).rsplit(",", 1)[0] + f", {n} samples"
+    if inp["windows"] != [1]:
+        text += f"; windows {inp['windows']} ({inp['aggregate']})"
+    if inp["lags"] != [0]:
+        text += f"; lags {inp['lags']}"
+    return text
 
 
 def _work_dir(out: Path | str, given: str | None) -> Path:
@@ -227,30 +300,46 @@ def _run_passes(
         # a dense pass that cannot fit is refused before the first pass (metadata only)
         check_dense(estimator, n_common, int(np.prod([field.sizes[d] for d in grid])))
         field = io.plan_chunks(field, sample_dim=dim)
+        field = _held_if_small(field, client, echo)
 
+        estimator.set_params(sample_dim=dim)
+        # an estimator that gathers grid moments gets them from the preprocessing pass
+        request = estimator.grid_pass_request(field)
         prep_path = workdir.reuse("preprocessing.zarr")
-        if prep_path is not None:
+        moments = _load_moments(workdir)
+        action = "reused" if moments is not None else "from the pass" if request else "pass"
+        if prep_path is not None and (request is None or moments is not None):
             prep = io.Preprocessing.from_dataset(xr.open_zarr(prep_path))
             echo("[2/5] preprocessing: reused from the interrupted run")
         else:
-            prep = io.fit_preprocessing(
-                field, sample_dim=dim, anomalies=inp["anomalies"], standardize=inp["standardize"]
+            t = time.perf_counter()
+            prep, moments = io.preprocessing_pass(
+                field,
+                target.values if request else None,
+                sample_dim=dim,
+                anomalies=inp["anomalies"],
+                standardize=inp["standardize"],
+                **(request or {}),
             )
             _check_has_data(prep, inp)
-            io.write_dataset(prep.to_dataset(), work / "preprocessing.zarr")
-            workdir.record("preprocessing.zarr")
+            if prep_path is None:
+                io.write_dataset(prep.to_dataset(), work / "preprocessing.zarr")
+                workdir.record("preprocessing.zarr")
+            if moments is not None:
+                moments.save(work / "moments")
+                workdir.record("moments")
             echo(
-                f"[2/5] preprocessing pass: {int(prep.has_data.sum())} of "
-                f"{int(prep.has_data.size)} cells hold data"
-                + ("; anomalies" if inp["anomalies"] else "")
-                + ("; standardised" if inp["standardize"] else "")
+                f"[2/5] one pass: {int(prep.has_data.sum())} of {int(prep.has_data.size)} "
+                "cells hold data"
+                + ("; climatology" if inp["anomalies"] else "")
+                + ("; spread" if inp["standardize"] else "")
+                + ("; grid moments" if request else "")
+                + f" in {time.perf_counter() - t:.1f} s"
             )
         prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
-        estimator.set_params(sample_dim=dim)
-        on_grid = estimator.get_params().get("mode") == "neighbors"
-        if on_grid:  # the neighbour mode reads the grid itself; cells without data are excluded
+        if request is not None:  # the grid execution reads the grid; cells without data excluded
             cells, keep = prepared, np.arange(prep.has_data.size)
-        else:  # the other modes skip the cells without data
+        else:  # the other executions skip the cells without data
             radius = estimator.get_params().get("neighbors")
             on_radius = isinstance(radius, int) and not isinstance(radius, bool)
             order = None
@@ -269,8 +358,6 @@ def _run_passes(
             if on_radius:
                 estimator.set_params(neighbors=A[keep][:, keep])
 
-        moments = _load_moments(workdir)
-        action = "reused from the interrupted run" if moments is not None else "pass"
         t = time.perf_counter()
         estimator.fit(cells, target, moments=moments)
         if moments is None:
@@ -282,14 +369,16 @@ def _run_passes(
             f"{time.perf_counter() - t:.1f} s"
         )
 
+        # the features pass: computed once, for GBMAP and the result store
+        features = estimator.transform(cells)
         embedding = None
         if gbmap is not None:
             t = time.perf_counter()
-            features = estimator.transform(cells)
-            if features.nbytes < _IN_MEMORY_BYTES:
-                # samples x groups is small: fit GBMAP in memory, not one round trip to the
-                # cluster per L-BFGS evaluation
-                features = features.compute()
+            # samples x groups is small: fit GBMAP in memory, not one round trip to the
+            # cluster per L-BFGS evaluation; else keep it on the workers
+            features = (
+                features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
+            )
             gbmap.set_params(checkpoint=str(work / "gbmap"))
             gbmap.fit(features, target)
             embedding = gbmap.transform(features).rename(None)
@@ -304,6 +393,7 @@ def _run_passes(
             region=region,
             target=target.values,
             sample_dim=dim,
+            features=features,
             embedding=embedding,
             gbmap=gbmap,
             attrs=io.provenance(
@@ -315,7 +405,11 @@ def _run_passes(
                 n_common=n_common,
             ),
         )
-        echo("[4/5] writing the result (a pass computes the reduced features)")
+        dataset = dataset.assign(_application(estimator, keep, prep, inp))
+        echo(
+            "[4/5] writing the result"
+            + ("" if gbmap is not None else " (a pass computes the reduced features)")
+        )
         io.write_result(
             out,
             dataset,
@@ -323,6 +417,25 @@ def _run_passes(
             overwrite=config.output["overwrite"],
             storage_options=config.output["storage_options"],
         )
+
+
+_HOLD_FRACTION = 0.2  # of the workers' total memory limit
+
+
+def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
+    """An archive that fits easily in the workers' memory is read once and kept there for
+    the second pass (the features): reading and decoding it is a pass's largest cost. A larger
+    one is streamed from the store by each pass."""
+    workers = client.scheduler_info().get("workers", {}).values()
+    limits = [w.get("memory_limit") or 0 for w in workers]
+    total = sum(limits) if limits and all(limits) else 0
+    if not total or field.nbytes > _HOLD_FRACTION * total:
+        return field
+    echo(
+        f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held in the "
+        f"workers' memory ({total / 2**30:.1f} GiB) for both passes"
+    )
+    return field.persist()
 
 
 def _check_has_data(prep, inp: dict) -> None:
@@ -342,6 +455,47 @@ def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str
     cells = stacked.isel(cell=keep)
     cells = cells.reset_index("cell").assign_coords(cell=np.arange(keep.size))
     return cells, keep
+
+
+def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:
+    """What applying the result to new months needs, on the grid: the preprocessing (the
+    climatology and spread the features were computed with) and every cell's place in the
+    reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
+    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa._aggregate.aggregate`)."""
+
+    def on_grid(values, fill, name, attrs):
+        grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
+        grid[keep] = values
+        out = prep.has_data.copy(data=grid.reshape(prep.has_data.shape)).rename(name)
+        out.attrs = attrs
+        out.encoding = {}
+        return out
+
+    out = {
+        "cell_index": on_grid(
+            np.arange(keep.size, dtype=np.int64),
+            -1,
+            "cell_index",
+            {
+                "long_name": "position of the cell in the reduction's input (-1: not used)",
+                "aggregation": estimator.get_params().get("aggregation", "mean"),
+            },
+        ),
+        "cell_scale": on_grid(
+            np.nan_to_num(estimator.scale_), 0.0, "cell_scale", {"long_name": "cell weight"}
+        ),
+        "cell_centre": on_grid(
+            estimator._centre, 0.0, "cell_centre", {"long_name": "value removed first"}
+        ),
+        "has_data": prep.has_data.rename("has_data").drop_encoding(),
+    }
+    if prep.climatology is not None:
+        out["climatology"] = prep.climatology.rename("climatology").drop_encoding()
+        out["climatology"].attrs = {"long_name": "mean of every calendar month (anomalies)"}
+    if prep.std is not None:
+        out["spread"] = prep.std.rename("spread").drop_encoding()
+        out["spread"].attrs = {"long_name": "standard deviation the anomalies were divided by"}
+    return out
 
 
 def _region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray):
@@ -372,6 +526,8 @@ def _load_moments(workdir: WorkDir):
 
 
 def _print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
+    names = ["group_target_corr", "group_size", "group_lat", "group_lon"]
+    dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
     sizes = dataset["group_size"].values
     order = np.argsort(-np.nan_to_num(np.abs(r)))[:top]

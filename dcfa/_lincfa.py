@@ -12,8 +12,8 @@ from dcfa._base import BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._seedrows import ColumnMoments, RowBasis, column_pass
 from dcfa._stencil import GridMoments, grid_moments
-from dcfa._validation import Interval, StrOptions
-from dcfa.neighbors import PERIODIC_AUTO, resolve_grid
+from dcfa._validation import Interval, StrOptions, check_X, validate_params
+from dcfa.neighbors import PERIODIC_AUTO, block_axes, resolve_grid
 from dcfa.partition import (
     COMPARE,
     NEIGHBORHOODS,
@@ -371,16 +371,29 @@ class LinCFA(BaseCFA):
             "radius": int(self.neighbors),
             "grid": inp.layout.feature_shape,
             "periodic": wrap.periodic,
+            "blocks": block_axes(inp.layout.feature_dims),
             "order": wrap.order,
         }
 
+    def grid_pass_request(self, X) -> dict | None:
+        if self.mode != "neighbors":
+            return None
+        validate_params(self)
+        extras = self._check_mode(check_X(X, sample_dim=self.sample_dim))
+        R = extras["radius"] if self.compare == "seed" else 2 * extras["radius"]
+        return {"radius": R, "periodic": tuple(extras["periodic"]), "blocks": extras["blocks"]}
+
     def _fit_moments(
-        self, data, Y, *, neighbors=None, radius=None, grid=None, periodic=(), order=None
+        self, data, Y, *, neighbors=None, radius=None, grid=None, periodic=(), blocks=(), order=None
     ):
         if self.mode == "neighbors":
             R = radius if self.compare == "seed" else 2 * radius
             return grid_moments(
-                data.reshape((data.shape[0], *grid)), Y[:, 0], radius=R, periodic=periodic
+                data.reshape((data.shape[0], *grid)),
+                Y[:, 0],
+                radius=R,
+                periodic=periodic,
+                blocks=blocks,
             )
         if self.mode == "seed-rows":
             return column_pass(_as_dask(data), Y[:, 0])
@@ -412,9 +425,16 @@ class LinCFA(BaseCFA):
                     f"moments: computed with periodic grid dims {wraps}, the estimator's grid "
                     f"wraps along {tuple(extras['periodic'])} (see periodic=)"
                 )
+            if tuple(moments.blocks) != tuple(extras["blocks"]):
+                raise ValueError(
+                    f"moments: computed with block dims {tuple(moments.blocks)} (never "
+                    f"neighbours), X has {tuple(extras['blocks'])}"
+                )
         return moments
 
-    def _partition(self, m, inp, neighbors=None, radius=None, grid=None, periodic=(), order=None):
+    def _partition(
+        self, m, inp, neighbors=None, radius=None, grid=None, periodic=(), blocks=(), order=None
+    ):
         return lincfa(
             m,
             shuffle=self.shuffle,

@@ -119,17 +119,33 @@ def chunk_exclude(a, b=None, shift_a=None, shift_b=None, *, column_stats=False) 
     mean_a = sa / m if m else np.zeros(a.shape[1])
     if b is None:
         cross = ca.T @ ca  # syrk
-        cross -= np.multiply.outer(sa, mean_a)
+        _sub_outer(cross, sa, mean_a)
         return {"n": m, "count_a": count_a, "mean_a": mean_a, "mean_b": mean_a, "cross": cross}
     cb, sb, _ = _prepare(b, shift_b)
     mean_b = sb / m if m else np.zeros(b.shape[1])
     cross = ca.T @ cb
-    cross -= np.multiply.outer(sa, mean_b)
+    _sub_outer(cross, sa, mean_b)
     out = {"n": m, "mean_a": mean_a, "mean_b": mean_b, "cross": cross}
     if column_stats:
         out["count_a"] = count_a
         out["m2_a"] = np.einsum("ij,ij->j", ca, ca) - sa * mean_a
     return out
+
+
+# rank-one updates of a tile are applied by row blocks of this many bytes: never a second
+# p x p temporary, and the same float operations on every element
+_BLOCK_BYTES = 2**24
+
+
+def _row_blocks(n_rows: int, n_cols: int) -> list[slice]:
+    step = max(1, _BLOCK_BYTES // (8 * max(n_cols, 1)))
+    return [slice(i, i + step) for i in range(0, n_rows, step)]
+
+
+def _sub_outer(cross: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
+    """``cross -= outer(u, v)`` in place, by row blocks."""
+    for b in _row_blocks(u.size, v.size):
+        cross[b] -= np.multiply.outer(u[b], v)
 
 
 def chunk_pairwise(a, b=None, shift_a=None, shift_b=None) -> dict:
@@ -181,14 +197,33 @@ def _centred(a, shift):
 
 
 def combine(parts: list[dict]) -> dict:
-    """Merge the moments of disjoint row blocks of the same tile."""
+    """Merge the moments of disjoint row blocks of the same tile (in order: a left fold)."""
     out = parts[0]
+    owned = False  # whether out's matrix is this call's own, so later merges may reuse it
     for part in parts[1:]:
-        out = _merge_pairwise(out, part) if "count" in out else _merge_exclude(out, part)
+        if "count" in out:
+            out = _merge_pairwise(out, part)
+        else:
+            fresh = out["n"] > 0 and part["n"] > 0
+            out = _merge_exclude(out, part, into="x" if owned else None)
+            owned = owned or fresh
     return out
 
 
-def _merge_exclude(x: dict, y: dict) -> dict:
+def fold_chunk(acc: dict, kernel, *args) -> dict:
+    """``combine([acc, kernel(*args)])``, the chunk's own matrix reused for the result.
+
+    One step of a row-chunk fold: the task holds the running tile and one chunk's tile,
+    never the ``split_every`` chunk tiles of a ``combine`` at once. Same numbers bit for bit.
+    """
+    part = kernel(*args)
+    if "count" in part or acc["n"] == 0 or part["n"] == 0:
+        return combine([acc, part])
+    return _merge_exclude(acc, part, into="y")
+
+
+def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
+    """Chan et al. merge; ``into="x"`` / ``"y"`` writes the result into that side's matrix."""
     n = x["n"] + y["n"]
     if x["n"] == 0 or y["n"] == 0:
         return dict(y if x["n"] == 0 else x)
@@ -198,8 +233,13 @@ def _merge_exclude(x: dict, y: dict) -> dict:
     out = {
         "n": n,
         "mean_a": x["mean_a"] + d_a * (y["n"] / n),
-        "cross": x["cross"] + y["cross"] + np.multiply.outer(d_a, d_b) * f,
     }
+    # x + y + outer(d_a, d_b) * f, element by element in that order (+ is commutative)
+    cross = {"x": x["cross"], "y": y["cross"], None: None}[into]
+    cross = np.add(x["cross"], y["cross"], out=cross)
+    for b in _row_blocks(d_a.size, d_b.size):
+        cross[b] += np.multiply.outer(d_a[b], d_b) * f
+    out["cross"] = cross
     out["mean_b"] = (
         out["mean_a"] if x["mean_b"] is x["mean_a"] else x["mean_b"] + d_b * (y["n"] / n)
     )
@@ -696,7 +736,10 @@ def load_fields(cls, path, kind: str, arrays: list[str], attrs: list[str]):
     if meta.get("dcfa_kind") != kind:
         raise ValueError(f"path: {str(path)!r} holds {meta.get('dcfa_kind')!r}, not {kind}")
     fields = {a: (group[a][...] if a in group else None) for a in arrays}
-    fields.update({a: (tuple(meta[a]) if isinstance(meta[a], list) else meta[a]) for a in attrs})
+    # attributes added in later versions are absent from older stores: their defaults apply
+    fields.update(
+        {a: (tuple(meta[a]) if isinstance(meta[a], list) else meta[a]) for a in attrs if a in meta}
+    )
     return cls(**fields)
 
 

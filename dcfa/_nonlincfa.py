@@ -12,7 +12,7 @@ from dcfa._moments import Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.folds import Folds, make_folds
 from dcfa.neighbors import PERIODIC_AUTO, resolve_grid
-from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, partition_moments
+from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, merge_rows, partition_moments
 from dcfa.rules import nonlincfa_rule
 
 __all__ = ["NonLinCFA", "nonlincfa", "CFA_PARAMETERS"]
@@ -77,14 +77,15 @@ def nonlincfa(
             f"parts: expected the moments of the {folds.n_segments} segments of folds, "
             f"got {len(parts)}"
         )
-    # each fold's training and test moments, merged once; the driver keeps the group's
-    # running sums per fold, so a test never merges anything
-    train = [Moments.merge_all([parts[s] for s in tr]) for tr, _ in folds.splits]
-    test = [Moments.merge_all([parts[s] for s in te]) for _, te in folds.splits]
+    # each fold's training and test moments: merged row by row when the driver reads a row
+    # (MergedMoments), never as new p x p matrices; the driver keeps the group's running sums
+    # per fold, so a test never merges anything
+    train = [merge_rows([parts[s] for s in tr]) for tr, _ in folds.splits]
+    test = [merge_rows([parts[s] for s in te]) for _, te in folds.splits]
     return partition_moments(
         train + test,
         partial(nonlincfa_rule, eps=eps),
-        whole=Moments.merge_all(parts),
+        whole=merge_rows(parts),
         standardize=standardize,
         shuffle=shuffle,
         random_state=random_state,
@@ -160,9 +161,11 @@ class NonLinCFA(BaseCFA):
     under the z-scoring that code applies. With ``scan="restart"``, the first passing input in
     order joins and the scan starts again, as in their code.
 
-    Memory: the pass holds one ``(D+1) x (D+1)`` float64 matrix per row segment of the folds,
-    and the partition one more per merged training set (13 at the peak for ``cv=5``); ``neighbors``
-    restricts the candidates but does not avoid them. Before the pass, ``fit`` raises
+    Memory: the pass holds one ``(D+1) x (D+1)`` float64 matrix per row segment of the folds
+    (the partition reads the folds' training sets row by row, without merging them into new
+    matrices), and the fit one more for all rows (``moments_``) with two temporaries of that
+    merge (8 at the peak for ``cv=5``); ``neighbors`` restricts the candidates but does not
+    avoid them. Before the pass, ``fit`` raises
     :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing, when they exceed the
     Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
     :mod:`dcfa.memory`).

@@ -14,26 +14,32 @@ matrix does not.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from dcfa._moments import ColumnSummary
 
-__all__ = ["GridMoments", "grid_moments", "half_offsets"]
+__all__ = ["GridMoments", "SegmentedPass", "grid_moments", "grid_pass", "half_offsets"]
 
 
-def half_offsets(ndim: int, radius: int) -> np.ndarray:
+def half_offsets(ndim: int, radius: int, blocks=()) -> np.ndarray:
     """Offsets ``o`` with ``max |o_i| <= radius`` whose first non-zero entry is positive.
 
     Every unordered pair of cells within ``radius`` is ``(i, i + o)`` for exactly one of them.
+    Along the ``blocks`` dims (by position: variables, time scales, lags) no cell is another's
+    neighbour: their offsets are 0.
     """
     out = [
         o
-        for o in itertools.product(range(-radius, radius + 1), repeat=ndim)
+        for o in itertools.product(*(_steps(ax, radius, blocks) for ax in range(ndim)))
         if any(o) and next(v for v in o if v) > 0
     ]
     return np.array(out, dtype=np.int64).reshape(-1, ndim)
+
+
+def _steps(ax: int, radius: int, blocks) -> range:
+    return range(0, 1) if ax in blocks else range(-radius, radius + 1)
 
 
 ############################################################################################
@@ -45,20 +51,70 @@ def _interior(R: int, shape: tuple[int, ...], offset=None) -> tuple[slice, ...]:
     return tuple(slice(R + o, R + o + s) for o, s in zip(offset, shape, strict=True))
 
 
-def stencil_chunk(block, y, shift, R: int, offsets: np.ndarray) -> dict:
-    """Moments of one block of samples of a haloed grid block.
+def _padded(block, R: int, pad: tuple[str | None, ...]) -> np.ndarray:
+    """``block`` as float64 with the halo of the grid dims that are one chunk (``pad[ax]``:
+    ``"wrap"`` round a periodic dim, ``"nan"`` off the grid's edge, None where Dask's overlap
+    already added it), in one new array."""
+    block = np.asarray(block)
+    if R == 0 or not any(pad):
+        return block.astype(np.float64)
+    width = [R if how else 0 for how in pad]
+    a = np.empty(
+        (block.shape[0], *(s + 2 * w for s, w in zip(block.shape[1:], width, strict=True)))
+    )
+    inner = (slice(None), *(slice(w, w + s) for s, w in zip(block.shape[1:], width, strict=True)))
+    a[inner] = block
+    for ax, how in enumerate(pad, start=1):
+        if not how:
+            continue
+        lo = [slice(None)] * a.ndim
+        hi = [slice(None)] * a.ndim
+        lo[ax], hi[ax] = slice(0, R), slice(-R, None)
+        if how == "wrap":  # the halo is the other edge (filled after the earlier dims')
+            a[tuple(lo)] = a[tuple([*lo[:ax], slice(-2 * R, -R), *lo[ax + 1 :]])]
+            a[tuple(hi)] = a[tuple([*hi[:ax], slice(R, 2 * R), *hi[ax + 1 :]])]
+        else:
+            a[tuple(lo)] = np.nan
+            a[tuple(hi)] = np.nan
+    return a
+
+
+def stencil_chunk(
+    block, y, segments, shift, R: int, offsets: np.ndarray, n_segments: int = 1, pad=()
+) -> dict:
+    """Moments of one block of samples of a haloed grid block, pooled within segments.
 
     ``block`` is ``(m, *halo_shape)`` with ``R`` cells of halo on every grid side (NaN outside
-    the grid), ``y`` the target over those samples (or None), ``shift`` a per-cell reference
-    (halo shape) subtracted first.
+    the grid; or added here, see :func:`_pad`), ``y`` the target over those samples (or None),
+    ``segments`` the segment (``0 .. n_segments - 1``) of every sample (None: one segment),
+    ``shift`` a per-cell reference subtracted first. Every sample is centred on the mean of its
+    segment in this block, so ``diag``, ``cross`` and ``ty`` are pooled within-segment
+    co-moments: with calendar months as segments, the moments of the anomalies.
     """
-    a = np.asarray(block, dtype=np.float64) - shift
+    a = _padded(block, R, pad)
+    a -= shift
     m = a.shape[0]
-    obs = np.isfinite(a)
-    a[~obs] = 0.0
-    mean = a.mean(axis=0)
-    a -= mean
-    a[~obs] = 0.0
+    seg = np.zeros(m, dtype=np.int64) if segments is None else np.asarray(segments, np.int64)
+    missing = ~np.isfinite(a)
+    a[missing] = 0.0
+    n = np.bincount(seg, minlength=n_segments)
+    # every cell's observed values per segment, and their mean
+    flat = a.reshape(m, -1)
+    if n_segments == 1:
+        seen = (m - missing.sum(axis=0))[None]
+        mean = a.sum(axis=0)[None] / np.maximum(seen, 1)
+        a -= mean[0]
+    else:  # one-hot products (BLAS) rather than one boolean copy per segment
+        onehot = np.zeros((n_segments, m))
+        onehot[seg, np.arange(m)] = 1.0
+        seen = np.broadcast_to(n[:, None], (n_segments, flat.shape[1])).copy()
+        gaps = np.flatnonzero(missing.reshape(m, -1).any(axis=0))
+        seen[:, gaps] -= (onehot @ missing.reshape(m, -1)[:, gaps]).astype(np.int64)
+        mean = (onehot @ flat) / np.maximum(seen, 1)
+        flat -= onehot.T @ mean
+        seen = seen.reshape(n_segments, *a.shape[1:])
+        mean = mean.reshape(n_segments, *a.shape[1:])
+    a[missing] = 0.0
     inner = tuple(s - 2 * R for s in a.shape[1:])
     core = (slice(None), *_interior(R, inner))
     ci = a[core]
@@ -66,17 +122,19 @@ def stencil_chunk(block, y, shift, R: int, offsets: np.ndarray) -> dict:
     for k, o in enumerate(offsets):
         cross[k] = np.einsum("t...,t...->...", ci, a[(slice(None), *_interior(R, inner, o))])
     out = {
-        "n": m,
+        "n": n,
+        "seen": seen,
         "mean": mean,
-        "count": obs[core].sum(axis=0),
+        "count": m - missing[core].sum(axis=0),
         "diag": np.einsum("t...,t...->...", ci, ci),
         "cross": cross,
     }
     if y is not None:
         y = np.asarray(y, dtype=np.float64)
-        ym = y.mean()
-        yc = y - ym
-        out.update(ymean=ym, yy=float(yc @ yc), ty=np.tensordot(yc, ci, axes=(0, 0)))
+        ymean = np.bincount(seg, weights=y, minlength=n_segments) / np.maximum(n, 1)
+        yc = y - ymean[seg]
+        yy = np.bincount(seg, weights=yc * yc, minlength=n_segments)
+        out.update(ymean=ymean, yy=yy, ty=np.einsum("t,t...->...", yc, ci))
     return out
 
 
@@ -89,27 +147,42 @@ def stencil_combine(parts: list[dict], R: int, offsets: np.ndarray) -> dict:
 
 
 def _merge(x: dict, y: dict, R: int, offsets: np.ndarray) -> dict:
+    """Chan's update, all segments at once: within-segment co-moments add, plus
+    ``n_x n_y / n`` times the product of the differences of the segment's means (``n``:
+    every cell's observed values in the segment)."""
     n = x["n"] + y["n"]
-    f = x["n"] * y["n"] / n
-    d = y["mean"] - x["mean"]
+    nx, ny = x["seen"], y["seen"]
+    seen = nx + ny
     inner = x["diag"].shape
-    di = d[_interior(R, inner)]
+    core = (slice(None), *_interior(R, inner))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(seen > 0, nx * ny / seen, 0.0)
+        w = np.where(seen > 0, ny / seen, 0.0)
+    d = y["mean"] - x["mean"]
+    mean = x["mean"] + d * w
+    d = np.where((nx > 0) & (ny > 0), d, 0.0)  # a cell seen in one part only: no term
+    fd = f[core] * d[core]
     cross = x["cross"] + y["cross"]
     for k, o in enumerate(offsets):
-        cross[k] += f * di * d[_interior(R, inner, o)]
+        cross[k] += (fd * d[(slice(None), *_interior(R, inner, o))]).sum(axis=0)
     out = {
         "n": n,
-        "mean": x["mean"] + d * (y["n"] / n),
+        "seen": seen,
+        "mean": mean,
         "count": x["count"] + y["count"],
-        "diag": x["diag"] + y["diag"] + f * di * di,
+        "diag": x["diag"] + y["diag"] + (fd * d[core]).sum(axis=0),
         "cross": cross,
     }
     if "ty" in x:
-        dy = y["ymean"] - x["ymean"]
+        both = (x["n"] > 0) & (y["n"] > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dy = np.where(both, y["ymean"] - x["ymean"], 0.0)
+            wy = np.where(n > 0, y["n"] / n, 0.0)
+            fy = np.where(n > 0, x["n"] * y["n"] / n, 0.0)
         out.update(
-            ymean=x["ymean"] + dy * (y["n"] / n),
-            yy=x["yy"] + y["yy"] + f * dy * dy,
-            ty=x["ty"] + y["ty"] + f * di * dy,
+            ymean=np.where(x["n"] > 0, x["ymean"] + dy * wy, y["ymean"]),
+            yy=x["yy"] + y["yy"] + fy * dy * dy,
+            ty=x["ty"] + y["ty"] + (fd * dy.reshape(-1, *[1] * len(inner))).sum(axis=0),
         )
     return out
 
@@ -140,6 +213,7 @@ class GridMoments(ColumnSummary):
     target_cross: np.ndarray | None = None  # (D,)
     target_mean: float | None = None
     target_ss: float | None = None
+    blocks: tuple[int, ...] = ()  # grid dims along which cells are never neighbours
 
     pairwise = False
     missing = "exclude"
@@ -164,12 +238,9 @@ class GridMoments(ColumnSummary):
         offsets, in a fixed order.
         """
         radius = self.radius if radius is None else radius
-        full = np.array(
-            [
-                o
-                for o in itertools.product(range(-radius, radius + 1), repeat=len(self.shape))
-                if any(o)
-            ]
+        steps = [_steps(ax, radius, self.blocks) for ax in range(len(self.shape))]
+        full = np.array([o for o in itertools.product(*steps) if any(o)]).reshape(
+            -1, len(self.shape)
         )
         coords = np.stack(np.unravel_index(np.asarray(cells), self.shape), axis=-1)
         target = coords[:, None, :] + full[None, :, :]
@@ -218,8 +289,40 @@ class GridMoments(ColumnSummary):
         table[(self.offsets + self.radius) @ weights] = np.arange(len(self.offsets))
         return table[(o + self.radius) @ weights]
 
+    def scaled(self, scale: np.ndarray) -> GridMoments:
+        """The moments of the field with every cell divided by ``scale`` (D,), e.g. its
+        standard deviation; cells whose scale is not finite and positive get no values
+        (``count`` 0: excluded as "all values missing", as if they had been set to NaN)."""
+        scale = np.asarray(scale, dtype=np.float64).reshape(self.shape)
+        ok = np.isfinite(scale) & (scale > 0)
+        s = np.where(ok, scale, 1.0)
+        R = self.radius
+        padded = s
+        for ax in range(s.ndim):  # the halo: the other edge of a periodic dim, else 1
+            width = [(0, 0)] * s.ndim
+            width[ax] = (R, R)
+            wrap = ax in self.periodic
+            padded = np.pad(
+                padded,
+                width,
+                mode="wrap" if wrap else "constant",
+                **({} if wrap else {"constant_values": 1.0}),
+            )
+        cross = self.cross.copy()
+        for k, o in enumerate(self.offsets):
+            cross[:, k] /= (s * padded[_interior(R, self.shape, o)]).ravel()
+        flat = s.ravel()
+        return replace(
+            self,
+            count=np.where(ok.ravel(), self.count, 0),
+            mean=self.mean / flat,
+            diag=self.diag / flat**2,
+            cross=cross,
+            target_cross=None if self.target_cross is None else self.target_cross / flat,
+        )
+
     _ARRAYS = ["offsets", "count", "mean", "diag", "cross", "target_cross"]
-    _ATTRS = ["n", "shape", "radius", "periodic", "target_mean", "target_ss"]
+    _ATTRS = ["n", "shape", "radius", "periodic", "target_mean", "target_ss", "blocks"]
 
     def save(self, path, *, overwrite: bool = False):
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
@@ -247,7 +350,14 @@ class GridMoments(ColumnSummary):
 
 
 def grid_moments(
-    field, y=None, *, radius: int, sample_dim: str = "time", periodic=(), split_every: int = 8
+    field,
+    y=None,
+    *,
+    radius: int,
+    sample_dim: str = "time",
+    periodic=(),
+    blocks=(),
+    split_every: int = 8,
 ) -> GridMoments:
     """One pass over a gridded field: the moments of every cell with its neighbours.
 
@@ -260,14 +370,66 @@ def grid_moments(
         Neighbours are the cells within ``radius`` steps along every grid dim.
     periodic : sequence of int
         Grid dims (by position, 0 = first grid dim) that wrap around (a global longitude).
+    blocks : sequence of int
+        Grid dims (by position) that are not space: variables, time scales, lags. Cells that
+        differ along them are never neighbours.
+    """
+    if int(radius) != radius or radius < 1:
+        raise ValueError(f"radius: expected an int >= 1, got {radius!r}")
+    return grid_pass(
+        field,
+        y,
+        radius=radius,
+        sample_dim=sample_dim,
+        periodic=periodic,
+        blocks=blocks,
+        split_every=split_every,
+    ).moments
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentedPass:
+    """What :func:`grid_pass` gathers: the within-segment moments and every segment's means.
+
+    ``moments`` are the moments of the field with every sample's segment mean removed (its
+    ``mean`` is therefore 0); with calendar months as segments, the moments of the anomalies.
+    ``segment_mean`` (n_segments, *grid) and ``segment_count`` (n_segments,) are the segments'
+    means (the climatology) and sizes, ``segment_seen`` (n_segments, *grid) every cell's
+    finite values in every segment (its mean is 0 where there are none).
+    """
+
+    moments: GridMoments
+    segment_mean: np.ndarray
+    segment_count: np.ndarray
+    segment_seen: np.ndarray
+
+
+def grid_pass(
+    field,
+    y=None,
+    *,
+    radius: int = 0,
+    segments=None,
+    n_segments: int = 1,
+    sample_dim: str = "time",
+    periodic=(),
+    blocks=(),
+    split_every: int = 8,
+) -> SegmentedPass:
+    """One pass over a ``(sample, *grid)`` field: per-segment means and pooled moments.
+
+    ``radius = 0`` gathers every cell's count, mean and sum of squares only (a preprocessing
+    pass); ``radius >= 1`` adds every cell's co-moments with its neighbours. ``segments``
+    (int per sample, ``0 .. n_segments - 1``) pools the moments within segments (see
+    :func:`stencil_chunk`); without them there is one segment and the pass is
+    :func:`grid_moments`. Grid dims stored as one chunk get their halo inside the kernel (no
+    copy through Dask's overlap); others through ``dask.array.overlap``.
     """
     import dask
     import dask.array as da
 
     from dcfa._compute import compute
 
-    if int(radius) != radius or radius < 1:
-        raise ValueError(f"radius: expected an int >= 1, got {radius!r}")
     R = int(radius)
     if hasattr(field, "dims"):
         if sample_dim not in field.dims:
@@ -276,42 +438,73 @@ def grid_moments(
         data = field.data
     else:
         data = field
-    if not isinstance(data, da.Array):
-        data = da.from_array(np.asarray(data), chunks=(max(1, data.shape[0] // 4), *data.shape[1:]))
     n, *shape = data.shape
     g = len(shape)
-    if any(s < 2 * R + 1 for s in shape):
+    blocks = tuple(int(b) for b in blocks)
+    if any(s < 2 * R + 1 for ax, s in enumerate(shape) if ax not in blocks):
         raise ValueError(f"radius: {R} is too large for a grid of shape {tuple(shape)}")
-    offsets = half_offsets(g, R)
-    depth = {0: 0, **{ax + 1: R for ax in range(g)}}
+    offsets = half_offsets(g, R, blocks)
+    y = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
+    if y is not None and y.size != n:
+        raise ValueError(f"y: {y.size} values for {n} samples")
+    if segments is not None:
+        segments = np.asarray(segments, dtype=np.int64).reshape(-1)
+        if segments.size != n or segments.min(initial=0) < 0 or segments.max() >= n_segments:
+            raise ValueError(f"segments: expected {n} labels in 0..{n_segments - 1}")
+    if not isinstance(data, da.Array):  # in memory: the kernel on the whole array
+        pad = tuple(("wrap" if ax in periodic else "nan") if R else None for ax in range(g))
+        shift = _shift(data, R, pad)
+        part = stencil_chunk(data, y, segments, shift, R, offsets, n_segments, pad)
+        return _assemble(
+            [(part, shift)],
+            [(0,) * g],
+            [(s,) for s in shape],
+            n,
+            tuple(shape),
+            R,
+            tuple(periodic),
+            offsets,
+            y is not None,
+            blocks,
+        )
+    # every block along a grid dim must be at least R wide for the halo; the dims of blocks
+    # (never neighbours: their halo is only shape) are one chunk
+    data = data.rechunk(
+        {
+            ax + 1: -1
+            if ax in blocks
+            else da.overlap.ensure_minimum_chunksize(R, data.chunks[ax + 1])
+            for ax in range(g)
+        }
+    )
+    whole = [len(data.chunks[ax + 1]) == 1 for ax in range(g)]
+    pad = tuple(
+        (("wrap" if ax in periodic else "nan") if whole[ax] and R else None) for ax in range(g)
+    )
+    depth = {0: 0, **{ax + 1: 0 if whole[ax] else R for ax in range(g)}}
     boundary = {
         0: "none",
         **{ax + 1: ("periodic" if ax in periodic else np.nan) for ax in range(g)},
     }
-    # every block along a grid dim must be at least R wide for the halo
-    data = data.rechunk(
-        {ax + 1: da.overlap.ensure_minimum_chunksize(R, data.chunks[ax + 1]) for ax in range(g)}
+    haloed = (
+        da.overlap.overlap(data, depth=depth, boundary=boundary) if any(depth.values()) else data
     )
-    haloed = da.overlap.overlap(data.astype(np.float64, copy=False), depth=depth, boundary=boundary)
-    blocks = haloed.to_delayed()
-    y = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
-    if y is not None and y.size != n:
-        raise ValueError(f"y: {y.size} values for {n} samples")
+    pieces = haloed.to_delayed().reshape(-1, *[len(c) for c in data.chunks[1:]])
     t_edges = np.cumsum((0, *data.chunks[0]))
     spatial = list(itertools.product(*[range(len(c)) for c in data.chunks[1:]]))
     kernel = dask.delayed(stencil_chunk, pure=True)
     combine = dask.delayed(stencil_combine, pure=True)
     shift_of = dask.delayed(_shift, pure=True)
+
+    def rows(v, t):
+        return None if v is None else v[t_edges[t] : t_edges[t + 1]]
+
     results = []
     for s in spatial:
-        shift = shift_of(blocks[(0, *s)])
+        shift = shift_of(pieces[(0, *s)], R, pad)
         parts = [
             kernel(
-                blocks[(t, *s)],
-                None if y is None else y[t_edges[t] : t_edges[t + 1]],
-                shift,
-                R,
-                offsets,
+                pieces[(t, *s)], rows(y, t), rows(segments, t), shift, R, offsets, n_segments, pad
             )
             for t in range(len(data.chunks[0]))
         ]
@@ -323,21 +516,34 @@ def grid_moments(
         results.append((parts[0], shift))
     done = compute(results)[0]
     return _assemble(
-        done, spatial, data.chunks[1:], n, tuple(shape), R, tuple(periodic), offsets, y is not None
+        done,
+        spatial,
+        data.chunks[1:],
+        n,
+        tuple(shape),
+        R,
+        tuple(periodic),
+        offsets,
+        y is not None,
+        blocks,
     )
 
 
-def _shift(block) -> np.ndarray:
+def _shift(block, R: int = 0, pad=()) -> np.ndarray:
     """A per-cell reference (the first block's NaN-mean) so merged means stay small."""
-    a = np.asarray(block, dtype=np.float64)
+    a = _padded(block, R, pad)
     obs = np.isfinite(a)
     cnt = obs.sum(axis=0)
     return np.divide(np.where(obs, a, 0).sum(axis=0), cnt, out=np.zeros(a.shape[1:]), where=cnt > 0)
 
 
-def _assemble(done, spatial, chunks, n, shape, R, periodic, offsets, has_y) -> GridMoments:
+def _assemble(
+    done, spatial, chunks, n, shape, R, periodic, offsets, has_y, blocks=()
+) -> SegmentedPass:
     edges = [np.cumsum((0, *c)) for c in chunks]
-    mean = np.empty(shape)
+    n_seg = len(done[0][0]["n"])
+    seg_mean = np.empty((n_seg, *shape))
+    seg_seen = np.empty((n_seg, *shape), dtype=np.int64)
     count = np.empty(shape, dtype=np.int64)
     diag = np.empty(shape)
     cross = np.empty((len(offsets), *shape))
@@ -345,14 +551,25 @@ def _assemble(done, spatial, chunks, n, shape, R, periodic, offsets, has_y) -> G
     for (part, shift), s in zip(done, spatial, strict=True):
         box = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, s, strict=True))
         inner = tuple(b.stop - b.start for b in box)
-        mean[box] = (shift + part["mean"])[_interior(R, inner)]
+        core = (slice(None), *_interior(R, inner))
+        seg_seen[(slice(None), *box)] = part["seen"][core]
+        seg_mean[(slice(None), *box)] = np.where(
+            seg_seen[(slice(None), *box)] > 0, (shift + part["mean"])[core], 0.0
+        )
         count[box] = part["count"]
         diag[box] = part["diag"]
         cross[(slice(None), *box)] = part["cross"]
         if has_y:
             ty[box] = part["ty"]
     first = done[0][0]
-    return GridMoments(
+    seg_count = first["n"]
+    ymean = yss = None
+    if has_y:  # the target's own moments: the segments merged back (Chan)
+        w = seg_count / n
+        ymean = float(w @ first["ymean"])
+        yss = float(first["yy"].sum() + seg_count @ (first["ymean"] - ymean) ** 2)
+    mean = seg_mean[0] if n_seg == 1 else np.zeros(shape)
+    moments = GridMoments(
         n=n,
         shape=shape,
         radius=R,
@@ -361,8 +578,10 @@ def _assemble(done, spatial, chunks, n, shape, R, periodic, offsets, has_y) -> G
         count=count.ravel(),
         mean=mean.ravel(),
         diag=diag.ravel(),
-        cross=cross.reshape(len(offsets), -1).T.copy(),
+        cross=cross.reshape(len(offsets), int(np.prod(shape))).T.copy(),
         target_cross=None if ty is None else ty.ravel(),
-        target_mean=first.get("ymean"),
-        target_ss=first.get("yy"),
+        target_mean=ymean,
+        target_ss=yss,
+        blocks=tuple(blocks),
     )
+    return SegmentedPass(moments, seg_mean, seg_count, seg_seen)

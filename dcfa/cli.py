@@ -3,6 +3,8 @@
 ``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.config` for the file)
 ``dcfa demo``              the whole pipeline on real observations shipped in PyPI packages
 ``dcfa inspect STORE``     what a Zarr store (an input archive or a result) holds
+``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series (and GBMAP
+                           prediction) for the months of another archive
 
 Exit status: 0 on success, 2 for a bad configuration or input (the message names the key or
 path, and nothing is written), 1 for any other failure.
@@ -63,6 +65,36 @@ def _parser() -> argparse.ArgumentParser:
         "--splits", type=int, default=5, help="time blocks of the cross-validation (default 5)"
     )
 
+    apply = sub.add_parser(
+        "apply",
+        parents=[common],
+        help="apply a fitted result to the months of an archive: its region series (and "
+        "GBMAP embedding and prediction), with the stored preprocessing",
+    )
+    apply.add_argument("result", metavar="RESULT", help="a result store written by dcfa fit")
+    apply.add_argument(
+        "archive",
+        metavar="ARCHIVE",
+        help="a Zarr store with the result's variables on its grid (other months, or the "
+        "training archive with months appended)",
+    )
+    apply.add_argument("--output", required=True, help="the store to write (path or URL)")
+    apply.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier output of dcfa apply"
+    )
+    apply.add_argument(
+        "--time",
+        nargs=2,
+        metavar=("START", "END"),
+        help="only the samples from START to END (inclusive), e.g. 2020-01 2024-12",
+    )
+    apply.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
+    apply.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help="for URLs: fsspec options as JSON (the result, the archive and the output)",
+    )
+
     inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
     inspect.add_argument("store", help="an input archive or a dcfa result store (path or URL)")
     inspect.add_argument(
@@ -114,18 +146,12 @@ def _run(args) -> int:
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
             )
+        elif args.command == "apply":
+            _apply(args)
         elif args.command == "inspect":
             from dcfa._inspect import describe
 
-            options = None
-            if args.storage_options:
-                import json
-
-                try:
-                    options = json.loads(args.storage_options)
-                except ValueError as exc:
-                    raise ValueError(f"--storage-options: not valid JSON ({exc})") from None
-            print(describe(args.store, options))
+            print(describe(args.store, _storage_options(args)))
     except (
         ValueError,
         TypeError,
@@ -148,6 +174,46 @@ def _run(args) -> int:
         _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _storage_options(args) -> dict | None:
+    if not args.storage_options:
+        return None
+    import json
+
+    try:
+        options = json.loads(args.storage_options)
+    except ValueError as exc:
+        raise ValueError(f"--storage-options: not valid JSON ({exc})") from None
+    if not isinstance(options, dict):
+        raise ValueError("--storage-options: expected a JSON object")
+    return options
+
+
+def _apply(args) -> None:
+    import contextlib
+    import os
+
+    from dcfa.results import CLI_NAMES, apply_result
+
+    options = _storage_options(args)
+    address = args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        from dcfa._cluster import open_client
+
+        attached = open_client({}, address)
+    else:  # Dask's local threads
+        attached = contextlib.nullcontext()
+    with attached:
+        apply_result(
+            args.result,
+            args.archive,
+            args.output,
+            overwrite=args.overwrite,
+            time=args.time,
+            storage_options=options,
+            _names=CLI_NAMES,
+        )
 
 
 def _error(exc) -> None:

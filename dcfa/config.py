@@ -11,6 +11,11 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     time = ["1991-01", "2021-12"] # optional: a slice of the sample dim
     anomalies = true              # remove the mean seasonal cycle per calendar month
     standardize = false           # divide every cell by its standard deviation
+    windows = [1, 3, 6, 12]       # time scales: running means over trailing windows (samples),
+                                  # each its own feature block (default [1]: the field as is)
+    aggregate = "mean"            # "mean" | "sum", or per variable: {precip = "sum"}
+    lags = [0, 1, 2]              # predictors at t, t-1, t-2: each lag its own block
+                                  # (default [0]); groups never mix variables, windows, lags
 
     [target]
     path = "soi.nc"               # .zarr, .nc or .csv
@@ -19,6 +24,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     match = "month"               # align on calendar month ("exact": identical stamps)
     calendar = "noleap"           # CSV only: the calendar of its dates (default: standard);
                                   # netCDF/Zarr targets carry their own
+    lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
     name = "lincfa"               # lincfa | nonlincfa | genlincfa
@@ -82,6 +88,9 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "time": (list, None),
         "anomalies": (bool, False),
         "standardize": (bool, False),
+        "windows": (list, [1]),
+        "aggregate": ((str, dict), "mean"),
+        "lags": (list, [0]),
         "storage_options": (dict, {}),
     },
     "target": {
@@ -90,6 +99,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "time_column": (str, "time"),
         "match": (str, "exact"),
         "calendar": (str, None),
+        "lead": (int, 0),
         "storage_options": (dict, {}),
     },
     "method": {
@@ -238,6 +248,7 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(f"{where} input.variables must be a non-empty list of names")
     if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
         raise ConfigError(f"{where} input.time must be [start, stop], got {c['input']['time']}")
+    _check_time_scales(c, where)
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
     if c["method"]["name"] not in METHODS:
@@ -263,6 +274,37 @@ def _check_values(c: dict, source: str) -> None:
         ) from None
 
 
+def _check_time_scales(c: dict, where: str) -> None:
+    inp = c["input"]
+    windows, lags = inp["windows"], inp["lags"]
+    if not windows or not all(_is_int(w) and w >= 1 for w in windows):
+        raise ConfigError(f"{where} input.windows must be a list of ints >= 1, got {windows!r}")
+    if len(set(windows)) != len(windows):
+        raise ConfigError(f"{where} input.windows has repeated values: {windows!r}")
+    if not lags or not all(_is_int(k) and k >= 0 for k in lags):
+        raise ConfigError(f"{where} input.lags must be a list of ints >= 0, got {lags!r}")
+    if len(set(lags)) != len(lags):
+        raise ConfigError(f"{where} input.lags has repeated values: {lags!r}")
+    agg = inp["aggregate"]
+    per = agg if isinstance(agg, dict) else {"": agg}
+    for var, how in per.items():
+        if how not in ("mean", "sum"):
+            key = f"input.aggregate.{var}" if var else "input.aggregate"
+            raise ConfigError(f"{where} {key} must be 'mean' or 'sum', got {how!r}")
+    unknown = set(per) - {""} - set(inp["variables"])
+    if unknown:
+        raise ConfigError(
+            f"{where} input.aggregate names {sorted(unknown)}, not among input.variables "
+            f"{inp['variables']}"
+        )
+    if c["target"]["lead"] < 0:
+        raise ConfigError(f"{where} target.lead must be >= 0 samples, got {c['target']['lead']}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _type_name(types) -> str:
     names = {
         str: "string",
@@ -271,4 +313,6 @@ def _type_name(types) -> str:
         int: "integer",
         dict: "table",
     }
+    if isinstance(types, tuple):
+        return " or ".join(names.get(t, str(t)) for t in types)
     return names.get(types, str(types))

@@ -106,15 +106,7 @@ def open_archive(
             "written: every value is the fill value)"
         )
     if time is not None:
-        try:
-            ds = ds.sel({sample_dim: slice(time[0], time[1])})
-        except (ValueError, TypeError, KeyError, OverflowError) as exc:
-            raise ValueError(
-                f"input.time: cannot select {list(time)} on the {sample_dim!r} axis of "
-                f"{str(path)!r} (expected dates such as '1991-01'): {exc}"
-            ) from None
-        if ds.sizes[sample_dim] == 0:
-            raise ValueError(f"input.time: no samples of {str(path)!r} in {list(time)}")
+        ds = select_time(ds, time, sample_dim=sample_dim, key="input.time", where=str(path))
     if len(names) == 1:
         field = ds[names[0]]
     else:
@@ -122,6 +114,21 @@ def open_archive(
         field.attrs = {"variables": names}
     field.attrs = {**field.attrs, "source": str(path)}
     return field.transpose(sample_dim, ...)
+
+
+def select_time(obj, time, *, sample_dim: str, key: str, where: str):
+    """``obj`` from ``time[0]`` to ``time[1]`` (labels, inclusive) along ``sample_dim``; a
+    ValueError naming ``key`` when the labels cannot be compared or nothing is left."""
+    try:
+        obj = obj.sel({sample_dim: slice(time[0], time[1])})
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise ValueError(
+            f"{key}: cannot select {list(time)} on the {sample_dim!r} axis of {where!r} "
+            f"(expected dates such as '1991-01'): {exc}"
+        ) from None
+    if obj.sizes[sample_dim] == 0:
+        raise ValueError(f"{key}: no samples of {where!r} in {list(time)}")
+    return obj
 
 
 def _location(path) -> Path | str:
@@ -251,35 +258,75 @@ def fit_preprocessing(
     standardize: bool = False,
 ) -> Preprocessing:
     """One pass: cells with data, monthly climatology and anomaly spread (as needed)."""
-    from dcfa._compute import compute
+    return preprocessing_pass(
+        field, sample_dim=sample_dim, anomalies=anomalies, standardize=standardize
+    )[0]
 
-    month = f"{sample_dim}.month"
-    has_data = field.notnull().any(sample_dim)
-    parts = {"has_data": has_data}
-    x = field.astype("float64")  # float32 means would cost the anomalies' digits
-    if anomalies:
-        parts["clim"] = x.groupby(month).mean(sample_dim)
-        if standardize:
-            parts["sumsq"] = (x**2).groupby(month).sum(sample_dim)
-            parts["count"] = field.notnull().groupby(month).sum(sample_dim)
-    elif standardize:
-        parts["std"] = x.std(sample_dim, ddof=1)
-    keys = list(parts)
-    with warnings.catch_warnings():  # cells without data give all-NaN reductions: expected
-        warnings.filterwarnings("ignore", "Degrees of freedom", RuntimeWarning)
+
+def preprocessing_pass(
+    field: xr.DataArray,
+    y=None,
+    *,
+    sample_dim: str = "time",
+    anomalies: bool = False,
+    standardize: bool = False,
+    radius: int = 0,
+    periodic=(),
+    blocks=(),
+):
+    """One pass over the raw field: the preprocessing, and with ``radius >= 1`` the grid
+    moments of the preprocessed field (with ``y``) from the same pass.
+
+    Calendar months are the pass's segments (:func:`dcfa._stencil.grid_pass`): their means
+    are the climatology, the moments pooled within them are the anomalies' moments, and the
+    anomalies' spread is their diagonal; no second pass over the anomalies, and no
+    ``sum of squares - n mean^2`` (ALGORITHMS.md section 1).
+
+    Returns
+    -------
+    (Preprocessing, GridMoments or None)
+    """
+    from dcfa._stencil import grid_pass
+
+    grid = [d for d in field.dims if d != sample_dim]
+    months = _months(field[sample_dim], "input.anomalies") - 1 if anomalies else None
+    with warnings.catch_warnings():  # cells without data give all-NaN blocks: expected
         warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
         warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-        values = compute(*[parts[k].data for k in keys])
-    done = {k: parts[k].copy(data=v) for k, v in zip(keys, values, strict=True)}
-    clim = done.get("clim")
-    std = done.get("std")
-    if anomalies and standardize:
-        ss = (done["sumsq"] - done["count"] * clim**2).sum("month")
-        n = done["count"].sum("month")
-        std = np.sqrt(ss.clip(min=0) / (n - 1).where(n > 1))
-    if std is not None:
+        done = grid_pass(
+            field,
+            y,
+            radius=radius,
+            segments=months,
+            n_segments=12 if anomalies else 1,
+            sample_dim=sample_dim,
+            periodic=periodic,
+            blocks=blocks,
+        )
+    moments = done.moments
+    template = field.isel({sample_dim: 0}, drop=True).drop_encoding()
+    count = moments.count.reshape(template.shape)
+    has_data = template.copy(data=count > 0).rename("has_data")
+    has_data.attrs = {}
+    clim = std = None
+    if anomalies:
+        present = np.flatnonzero(done.segment_count)
+        seen = done.segment_seen[present] > 0
+        clim = xr.DataArray(
+            np.where(seen, done.segment_mean[present], np.nan),
+            dims=("month", *grid),
+            coords={"month": present + 1, **{c: template[c] for c in template.coords}},
+        )
+    if standardize:
+        spread = moments.column_std(ddof=1).reshape(template.shape)
+        std = template.copy(data=spread).rename(None)
+        std.attrs = {}
         std = std.where(std > 0)
-    return Preprocessing(has_data=done["has_data"], climatology=clim, std=std)
+        if radius:
+            moments = moments.scaled(std.values.ravel())
+    return Preprocessing(has_data=has_data, climatology=clim, std=std), (
+        moments if radius else None
+    )
 
 
 def apply_preprocessing(
@@ -293,39 +340,28 @@ def apply_preprocessing(
     """
     import dask.array as da
 
-    data = field.data
+    from dcfa._kernels import anomaly_block
+    from dcfa.anomalies import lazy_anomalies
+
+    if prep.climatology is None and prep.std is None:
+        return field
+    grid = field.dims[1:]
     if prep.climatology is not None:
         months = _months(field[sample_dim], "input.anomalies") - 1  # any calendar's dates
-        clim = prep.climatology.transpose("month", *field.dims[1:])
+        clim = prep.climatology.transpose("month", *grid)
         clim = clim.reindex(month=np.arange(1, 13)).values  # months absent from the fit: NaN
-        if isinstance(data, da.Array):
-            spatial = data.chunks[1:]
-            clim_d = da.from_array(clim, chunks=((12,), *spatial))
-            months_d = da.from_array(months, chunks=(data.chunks[0],))
-            idx = "".join(chr(ord("i") + k) for k in range(data.ndim))
-            data = da.blockwise(
-                _subtract_climatology,
-                idx,
-                data,
-                idx,
-                clim_d,
-                "m" + idx[1:],
-                months_d,
-                idx[0],
-                dtype=np.result_type(data.dtype, np.float32),
-                concatenate=True,
-            )
-        else:
-            data = _subtract_climatology(data, clim, months)
-    if prep.std is not None:
-        data = data / prep.std.transpose(*field.dims[1:]).values
+    else:
+        months = np.zeros(field.sizes[sample_dim], dtype=np.int64)
+        clim = np.zeros((1, *field.shape[1:]))
+    std = None if prep.std is None else prep.std.transpose(*grid).values
+    # float64: the anomalies keep their digits (the result store casts the features)
+    if isinstance(field.data, da.Array):
+        data = lazy_anomalies(field.data, clim, std, months, np.float64)
+    else:
+        data = anomaly_block(field.data, clim, std, months, out_dtype=np.float64)
     out = field.copy(data=data)
     out.attrs = dict(field.attrs)
     return out
-
-
-def _subtract_climatology(block, clim, months):
-    return block - clim[months]
 
 
 ############################################################################################
@@ -687,6 +723,7 @@ def result_dataset(
     region: xr.DataArray | None = None,
     target=None,
     sample_dim: str = "time",
+    features=None,
     embedding=None,
     gbmap=None,
     attrs: dict | None = None,
@@ -695,9 +732,10 @@ def result_dataset(
 
     ``region`` is the map of groups on the grid (-1 where a cell was not used); by default the
     model's ``label_map_``. With ``target``, each group's correlation with it is computed from
-    the features in the same pass that writes them.
+    the features in the same pass that writes them. ``features``: ``model.transform(field)``
+    when the caller has it already (computed or persisted).
     """
-    features = model.transform(field)
+    features = model.transform(field) if features is None else features
     region = (model.label_map_ if region is None else region).astype("int32")
     region.attrs = {
         "long_name": "group of each cell",
@@ -726,6 +764,26 @@ def result_dataset(
         ds["gbmap_intercept"] = ("boost", gbmap.intercept_)
         ds["gbmap_sign"] = ("boost", gbmap.signs_)
         ds.attrs["gbmap"] = json.dumps(gbmap.get_params(), default=str, sort_keys=True)
+        # -- what applying the GBMAP to new months needs (dcfa.results.load_result): the bias
+        # inside the softplus, the input standardisation (shift and centre kept apart, as
+        # GBMAP subtracts them) and the target's scale (regressor) or labels (classifier)
+        std = gbmap._standardizer
+        ds["gbmap_bias"] = ("boost", np.asarray(gbmap.bias_, dtype=np.float64))
+        ds["gbmap_shift"] = ("group", np.asarray(std.shift, dtype=np.float64))
+        ds["gbmap_centre"] = ("group", np.asarray(std.centre, dtype=np.float64))
+        ds["gbmap_scale"] = ("group", np.asarray(std.scale, dtype=np.float64))
+        f0 = gbmap.f0_
+        fitted = {
+            "estimator": type(gbmap).__name__,
+            "activation": gbmap._activation,
+            "f0": f0 if f0 is None or isinstance(f0, float) else f"estimator {type(f0).__name__}",
+        }
+        if hasattr(gbmap, "y_mean_"):
+            fitted.update(y_mean=float(gbmap.y_mean_), y_scale=float(gbmap.y_scale_))
+        if hasattr(gbmap, "classes_"):
+            fitted["classes"] = np.asarray(gbmap.classes_).tolist()
+        ds.attrs["gbmap_fitted"] = json.dumps(fitted, sort_keys=True)
+        # -- end of what applying needs
     ds["region"].encoding["_FillValue"] = np.int32(-1)
     return ds
 
@@ -759,12 +817,12 @@ def _group_centres(region: xr.DataArray, n_groups: int) -> dict:
                 lower = longitude_convention(region[coord].values)
                 out[f"group_{coord}"] = group_circular_mean(labels, values, n_groups, lower=lower)
                 continue
-            out[f"group_{coord}"] = np.array(
-                [
-                    values[labels == g].mean() if (labels == g).any() else np.nan
-                    for g in range(n_groups)
-                ]
-            )
+            use = (labels >= 0) & (labels < n_groups)
+            g = labels[use].astype(np.int64)
+            sizes = np.bincount(g, minlength=n_groups)
+            total = np.bincount(g, weights=values[use].astype(np.float64), minlength=n_groups)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f"group_{coord}"] = np.where(sizes > 0, total / sizes, np.nan)
     return out
 
 

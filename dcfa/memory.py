@@ -11,8 +11,10 @@ Where the bytes are (see :mod:`dcfa._graph` and :mod:`dcfa._compute`):
 
 driver
     the assembled result (one matrix per row segment; all of them plus their blocks while
-    ``dask.compute`` concatenates), then what the partition adds (merged training folds,
-    correlations, the greedy variant's copies). NumPy input: also the in-memory copies of the
+    ``dask.compute`` concatenates), then what the fit adds (NonLinCFA: all rows merged, the
+    fitted ``moments_``, with the temporaries of that merge; its folds' training sets are merged
+    row by row as the partition reads them, never as matrices; pairwise statistics: the
+    correlations; the greedy variant's copies). NumPy input: also the in-memory copies of the
     data. Under the local (threaded) scheduler the tile tasks run here too.
 workers (a ``distributed.Client`` is active)
     the tile tasks: one task holds a tile ``w x w`` of the widest feature chunk ``w``, the tree
@@ -63,16 +65,18 @@ _SPLIT_EVERY = 8  # dcfa._graph's default fan-in
 _SHIFT_ROWS = 512  # rows dcfa._moments.column_shift reads
 
 # Peak p x p float64 arrays alive inside one moments kernel call (dcfa._moments): "exclude"
-# holds the product and its centring term; "pairwise" the counts, sums, means, sums of squares
-# and cross-products of both sides with their temporaries. Fields per finished tile / Moments.
-_KERNEL_PEAK = {"exclude": 2, "pairwise": 14}
+# holds the product (centred in place, by row blocks); "pairwise" the counts, sums, means,
+# sums of squares and cross-products of both sides with their temporaries. Fields per
+# finished tile / Moments.
+_KERNEL_PEAK = {"exclude": 1, "pairwise": 14}
 _TILE_FIELDS = {"exclude": 1, "pairwise": 6}
 _RESULT_FIELDS = {"exclude": 1, "pairwise": 4}
 # float64 values per column and part the driver holds besides the matrices (means, counts,
 # the partition's basis rows, group sums, candidates' 3 x 3 moments, the rules' temporaries)
 _VECTORS_PER_COLUMN = 64
-# tree merge of partial tiles: the running result and temporaries, beyond the inputs
-_MERGE_EXTRA = {"exclude": 3, "pairwise": 16}
+# tree merge of partial tiles: the running result and temporaries, beyond the inputs (an
+# "exclude" merge writes into its own result, by row blocks)
+_MERGE_EXTRA = {"exclude": 1, "pairwise": 16}
 
 
 class MemoryBudgetError(MemoryError, ValueError):
@@ -337,17 +341,21 @@ def _tile_tasks(
     """Peak bytes of the tile tasks of :func:`dcfa._graph.tiled_moments`, largest first.
 
     A chunk task holds a row block of two column blocks (and float64 copies of them), the
-    tile's product and temporaries; a tree merge holds ``split_every`` partial tiles plus its
-    running result and temporaries.
+    tile's product and temporaries, and the running tile of its fold (the first level of the
+    tree is a chain of chunk tasks, each merging its chunk into the previous one's result:
+    :func:`dcfa._graph._fold_chunks`); a tree merge over the folds holds ``split_every``
+    partial tiles plus its running result and temporaries. Each tile has one chunk task per
+    row chunk and a merge task per node of its segments' trees above the folds.
     """
-    from dcfa._graph import segment_rows
+    from dcfa._graph import fold_tile, segment_rows
 
     rows, seg_of = segment_rows(data.chunks[0], list(bounds))
     k = p - data.shape[1]
     widths = [*data.chunks[1], k] if k else list(data.chunks[1])
     m = max(rows)
-    per_seg = int(max(np.bincount(seg_of)))
-    fan = min(split_every or _SPLIT_EVERY, per_seg)
+    se = max(split_every or _SPLIT_EVERY, 2)
+    per_seg = np.bincount(seg_of)
+    folds = -(-per_seg // se)  # per segment: chains of up to split_every chunks
     copy = isz + (_F8 if missing == "exclude" else 26)  # input + float64 copies, per value
     peaks: dict[int, int] = {}
     for i, wi in enumerate(widths):
@@ -355,11 +363,31 @@ def _tile_tasks(
             wj = widths[j]
             T = _F8 * wi * wj
             side = m * (wi if i == j else wi + wj) * copy  # a diagonal tile reads one block
-            peak = _KERNEL_PEAK[missing] * T + side
-            if per_seg > 1:
-                peak = max(peak, (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T)
-            peaks[peak] = peaks.get(peak, 0) + len(rows)
+            folded = fold_tile(wi, wj)
+            # a fold step also holds the running tile of its chain
+            chunk = (_KERNEL_PEAK[missing] + folded * _TILE_FIELDS[missing]) * T + side
+            peaks[chunk] = peaks.get(chunk, 0) + len(rows)
+            leaves = folds if folded else per_seg
+            fan = min(se, int(leaves.max()))
+            merges = sum(_tree_merges(int(r), se) for r in leaves)
+            if merges:
+                merge = (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T
+                peaks[merge] = peaks.get(merge, 0) + merges
     return tuple(sorted(peaks.items(), reverse=True)), max(widths)
+
+
+def _tree_merges(n_chunks: int, split_every: int) -> int:
+    """Merge tasks of :func:`dcfa._graph.tiled_moments`'s tree over ``n_chunks`` row chunks.
+
+    (A ``split_every`` below 2 is refused by the graph; counted here as 2.)
+    """
+    split_every = max(split_every, 2)
+    merges = 0
+    while n_chunks > 1:
+        groups = -(-n_chunks // split_every)
+        merges += groups - (n_chunks % split_every == 1)  # a group of one is passed on
+        n_chunks = groups
+    return merges
 
 
 def _pass_terms(
@@ -504,14 +532,12 @@ def estimate_dense(
     if params.get("mode", "full") != "full":
         return None
     missing = params.get("missing", "exclude")
-    bounds, n_merged, n_parts = [0, n_samples], 0, 1
+    bounds, n_parts = [0, n_samples], 1
     if "cv" in params:  # NonLinCFA: one Moments per row segment of the folds
         from dcfa.folds import make_folds
 
         folds = make_folds(params["cv"], n_samples)
         bounds = folds.bounds
-        # a fold's training (test) set of several segments is merged: a new matrix each
-        n_merged = sum((len(tr) > 1) + (len(te) > 1) for tr, te in folds.splits)
         n_parts = 2 * len(folds.splits)  # the partition reads every fold's training and test
     inputs = params.get("inputs", "identity")
     p = n_features + 1
@@ -532,10 +558,12 @@ def estimate_dense(
     # then the partition, on the driver, from the S F matrices the pass returned
     extra, why = 0, f"the moments ({_matrices(S * F)})"
     if "cv" in params:
-        extra = n_merged + 3
+        # the folds' training and test sets are read row by row (dcfa.partition.MergedMoments);
+        # the fit then merges all rows (moments_): the running result and 2 temporaries
+        extra = 3
         why = (
-            f"the moments of {S} row segments, {n_merged} merged training/test sets, all rows "
-            "merged and 2 temporaries of a merge"
+            f"the moments of {S} row segments, all rows merged (the fitted moments) and 2 "
+            "temporaries of that merge"
         )
     if missing == "pairwise":
         extra += 3

@@ -19,7 +19,9 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "BLOCK_DIMS",
     "PERIODIC_AUTO",
+    "block_axes",
     "grid_adjacency",
     "grid_adjacency_for",
     "periodic_dims",
@@ -29,13 +31,26 @@ __all__ = [
 
 PERIODIC_AUTO = "auto"
 
+BLOCK_DIMS = ("variable", "window", "lag")
+"""Feature dims that are not space: a variable, a time scale or a lag of the predictors
+(:mod:`dcfa.forecast`). Cells that differ along them are never neighbours, so a group never
+mixes two variables, two time scales or two lags."""
 
-def grid_adjacency(shape: tuple[int, ...], radius: int = 1, *, periodic=()) -> sp.csr_array:
+
+def block_axes(dims) -> tuple[int, ...]:
+    """Positions of the :data:`BLOCK_DIMS` among the grid dims ``dims``."""
+    return tuple(a for a, d in enumerate(dims) if d in BLOCK_DIMS)
+
+
+def grid_adjacency(
+    shape: tuple[int, ...], radius: int = 1, *, periodic=(), blocks=()
+) -> sp.csr_array:
     """Adjacency of the cells of a C-ordered grid of ``shape`` within ``radius`` steps.
 
     Two cells are neighbours when they differ by at most ``radius`` along every grid dim
-    (a square / cube of side ``2 radius + 1``). ``periodic`` lists dims (by position) that
-    wrap around, such as a global longitude.
+    (a square / cube of side ``2 radius + 1``) and not at all along the ``blocks`` dims
+    (:data:`BLOCK_DIMS`: variables, time scales, lags). ``periodic`` lists dims (by
+    position) that wrap around, such as a global longitude.
 
     Returns
     -------
@@ -47,8 +62,10 @@ def grid_adjacency(shape: tuple[int, ...], radius: int = 1, *, periodic=()) -> s
     D = int(np.prod(shape))
     index = np.arange(D).reshape(shape)
     rows, cols = [], []
-    offsets = itertools.product(range(-radius, radius + 1), repeat=len(shape))
-    for off in offsets:
+    steps = [
+        range(0, 1) if ax in blocks else range(-radius, radius + 1) for ax in range(len(shape))
+    ]
+    for off in itertools.product(*steps):
         if not any(off):
             continue
         src = [slice(None)] * len(shape)
@@ -180,7 +197,7 @@ def grid_adjacency_for(
     dims, _ = _grid_of(field, sample_dim)
     shape = tuple(int(field.sizes[d]) for d in dims)
     axes = periodic_dims(field, periodic, sample_dim=sample_dim)
-    return grid_adjacency(shape, radius, periodic=axes)
+    return grid_adjacency(shape, radius, periodic=axes, blocks=block_axes(dims))
 
 
 def _is_radius(neighbors) -> bool:
@@ -202,7 +219,8 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
                 "feature dims are the grid; for other inputs pass a sparse (D, D) adjacency"
             )
         axes = _axes(periodic, layout)
-        return grid_adjacency(layout.feature_shape, int(neighbors), periodic=axes)
+        blocks = block_axes(layout.feature_dims)
+        return grid_adjacency(layout.feature_shape, int(neighbors), periodic=axes, blocks=blocks)
     if sp.issparse(neighbors) or isinstance(neighbors, np.ndarray):
         A = sp.csr_array(neighbors)
         if A.shape != (n_features, n_features):

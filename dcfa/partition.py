@@ -36,11 +36,14 @@ from functools import partial
 import numpy as np
 import scipy.sparse as sp
 
+from dcfa._moments import ColumnSummary
 from dcfa.rules import PairMoments
 
 __all__ = [
     "NEIGHBORHOODS",
     "Basis",
+    "MergedMoments",
+    "merge_rows",
     "partition_moments",
     "sequential_partition",
     "greedy_partition",
@@ -104,7 +107,7 @@ def partition_moments(
 
     parts = [parts] if isinstance(parts, Moments) else list(parts)
     if whole is None:
-        whole = parts[0] if len(parts) == 1 else Moments.merge_all(parts)
+        whole = parts[0] if len(parts) == 1 else merge_rows(parts)
     valid = np.flatnonzero(whole.valid)
     labels = np.full(whole.n_features, -1, dtype=np.int64)
     if valid.size == 0:
@@ -191,7 +194,8 @@ class Basis:
     def row(self, j: int) -> np.ndarray:
         """Scaled cross-products of basis column ``j`` with every column, shape (S, D + 1)."""
         c = self.cols[j]
-        rows = [m[c] if self._all_columns else m[c, self.cols] for m in self.crosses]
+        cols = None if self._all_columns else self.cols
+        rows = [_cross_row(m, c, cols) for m in self.crosses]
         return np.stack(rows) * (self.scale[j] * self.scale)
 
     def count_row(self, j: int) -> np.ndarray:
@@ -200,8 +204,16 @@ class Basis:
 
     def dense(self) -> np.ndarray:
         """All scaled cross-products, shape (S, D + 1, D + 1) (a copy)."""
-        ix = np.ix_(self.cols, self.cols)
-        return np.stack([m[ix] for m in self.crosses]) * np.outer(self.scale, self.scale)
+        cols, scale = self.cols, self.scale
+        K = np.empty((self.n_segments, cols.size, cols.size))
+        for s, m in enumerate(self.crosses):  # by row blocks: no second p x p temporary
+            for b in _row_blocks(cols.size):
+                if isinstance(m, MergedMoments):
+                    K[s, b] = m.block(cols[b], cols)
+                else:
+                    K[s, b] = m[np.ix_(cols[b], cols)]
+                K[s, b] *= np.outer(scale[b], scale)
+        return K
 
     def dense_count(self) -> np.ndarray | None:
         return None if self.count is None else self.count[np.ix_(self.cols, self.cols)]
@@ -242,12 +254,119 @@ class Basis:
         return cls(
             n=np.array([m.n for m in parts]),
             mean=np.stack([m.mean[cols] * w for m in parts]),
-            diag=np.stack([np.diagonal(m.cross)[cols] * w * w for m in parts]),
-            target=np.stack([m.cross[cols, y] * w for m in parts]),
-            crosses=[m.cross for m in parts],
+            diag=np.stack([_cross_diagonal(m)[cols] * w * w for m in parts]),
+            target=np.stack([_cross_column(m, cols, y) * w for m in parts]),
+            crosses=[m if isinstance(m, MergedMoments) else m.cross for m in parts],
             cols=cols,
             scale=w,
         )
+
+
+def merge_rows(parts):
+    """The union of disjoint row sets for the partition: the one part itself, a
+    :class:`MergedMoments` (no new ``p x p`` matrix), or for pairwise statistics the merge."""
+    from dcfa._moments import Moments
+
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    if any(p.pairwise or p.n == 0 for p in parts):
+        return Moments.merge_all(parts)
+    return MergedMoments(parts)
+
+
+def _row_blocks(n_rows: int, n_cols: int | None = None, nbytes: int = 2**24) -> list[slice]:
+    """Row slices of an ``n_rows x n_cols`` float64 array, about ``nbytes`` each."""
+    step = max(1, nbytes // (8 * max(n_cols or n_rows, 1)))
+    return [slice(i, i + step) for i in range(0, n_rows, step)]
+
+
+def _cross_row(m, c: int, cols) -> np.ndarray:
+    """Row ``c`` of a cross-product matrix (or of :class:`MergedMoments`), at ``cols``."""
+    if isinstance(m, MergedMoments):
+        return m.row(c, cols)
+    return m[c] if cols is None else m[c, cols]
+
+
+def _cross_column(m, rows: np.ndarray, c: int) -> np.ndarray:
+    return m.column(rows, c) if isinstance(m, MergedMoments) else m.cross[rows, c]
+
+
+def _cross_diagonal(m) -> np.ndarray:
+    return m.column_m2 if isinstance(m, MergedMoments) else np.diagonal(m.cross)
+
+
+class MergedMoments(ColumnSummary):
+    """``Moments.merge_all(parts)`` without its ``p x p`` matrix: the same numbers, by rows.
+
+    Merging disjoint row sets (a cross-validation fold's training segments) builds a new
+    ``p x p`` matrix per merge, plus temporaries. The partition reads only a few rows of each,
+    so they are computed when asked for: counts, means and the diagonal at once (O(S p)), a row
+    or a column of the cross-products as the same chain of Chan updates that
+    :meth:`dcfa.Moments.merge` applies to the whole matrix, restricted to that row. Every
+    operation is elementwise, so each number equals the merged matrix's bit for bit.
+
+    Answers what the partition needs (``n``, ``n_features``, ``valid``, ``column_std``, ``mean``
+    and the rows of :class:`Basis`) in O(S p) memory besides the parts.
+    """
+
+    pairwise = False
+    missing = "exclude"
+
+    def __init__(self, parts):
+        parts = list(parts)
+        if not parts or any(p.pairwise or p.n == 0 for p in parts):
+            raise ValueError("MergedMoments: non-empty parts of missing='exclude' moments only")
+        first = parts[0]
+        self.parts = parts
+        self.n_targets = first.n_targets
+        n, mean, count = first.n, first.mean, first.count
+        diag = np.diagonal(first.cross)
+        self._steps = []
+        for p in parts[1:]:  # dcfa._moments._merge_exclude, then finalize (shift 0)
+            total = n + p.n
+            f = n * p.n / total
+            d = p.mean - mean
+            self._steps.append((p.cross, d, f))
+            diag = diag + np.diagonal(p.cross) + d * d * f
+            mean = mean + d * (p.n / total) + 0.0
+            count = count + p.count
+            n = total
+        self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
+
+    @property
+    def n_columns(self) -> int:
+        return self.mean.size
+
+    @property
+    def n_features(self) -> int:
+        return self.n_columns - self.n_targets
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_columns, self.n_columns)
+
+    def row(self, c: int, cols=None) -> np.ndarray:
+        """Row ``c`` of the merged cross-products, at ``cols`` (every column by default)."""
+        r = np.array(self.parts[0].cross[c], dtype=np.float64)
+        t = np.empty_like(r)
+        for cross, d, f in self._steps:  # r + cross[c] + d[c] * d * f, in place
+            np.multiply(d[c], d, out=t)
+            t *= f
+            r += cross[c]
+            r += t
+        return r if cols is None else r[cols]
+
+    def column(self, rows, c: int) -> np.ndarray:
+        """Column ``c`` of the merged cross-products, at ``rows``."""
+        r = self.parts[0].cross[rows, c]
+        for cross, d, f in self._steps:
+            r = r + cross[rows, c] + d[rows] * d[c] * f
+        return r
+
+    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The merged cross-products at ``np.ix_(rows, cols)`` (a copy)."""
+        return np.stack([self.row(c, cols) for c in rows])
 
 
 class _Group:

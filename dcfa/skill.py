@@ -1,28 +1,42 @@
-"""Time-blocked cross-validated skill: how well a reduction predicts, judged out of sample.
+"""Cross-validated skill of a reduction or a regressor, judged out of sample and in time order.
 
 Climate samples are autocorrelated, so shuffled folds leak the test months' neighbours into the
-training set and flatter every method. :func:`blocked_cv` scores with K contiguous blocks of
-time (scikit-learn's ``KFold`` without shuffling): each block is predicted by a model fitted on
-the others. A reduction (LinCFA, PCA, ...) is scored as ``reduction -> OLS``: it is refitted on
-every training block, so the supervised ones never see the test block's target.
+training set and flatter every method. Two splitters keep time in blocks:
+
+* :func:`blocked_cv`: K contiguous blocks of time (scikit-learn's ``KFold`` without
+  shuffling); each block is predicted by a model fitted on the others, before and after it.
+* :func:`forward_cv`: forward chaining (scikit-learn's ``TimeSeriesSplit``): each block is
+  predicted by a model fitted on an expanding window of the samples before it, optionally
+  ending ``gap`` samples earlier (a purge against autocorrelation and leads). It never trains on
+  the future, as a forecast could not.
+
+Both clone and refit the whole model in every fold: a reduction (LinCFA, PCA, ...) is scored as
+``reduction -> OLS``, and a pipeline such as ``make_pipeline(Anomalies(), LinCFA())`` fits its
+climatology on the training rows of each fold, so no statistic of a test month is used to fit
+anything.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
+import xarray as xr
 from sklearn.base import is_regressor
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import KFold, cross_validate
+from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
 
-__all__ = ["Skill", "blocked_cv", "as_regressor"]
+__all__ = ["Skill", "blocked_cv", "forward_cv", "as_regressor"]
+
+MIN_TRAIN = 4  # samples in the smallest training window of forward_cv (LinCFA divides by n - 3)
+MIN_TEST = 2  # samples per test block of forward_cv (a test R^2 needs two)
 
 
 @dataclass(frozen=True)
 class Skill:
-    """Out-of-sample skill of one model on K contiguous folds.
+    """Out-of-sample skill of one model on K folds.
 
     Attributes
     ----------
@@ -33,13 +47,16 @@ class Skill:
         Features the final regression saw in every fold (groups, components, cells).
     fit_time : float
         Mean seconds to fit on one training block (reduction and regression).
+    extra : dict
+        ``"folds"``: the ``(train, test)`` sample indices of every fold, in time order (for
+        :func:`blocked_cv` and :func:`forward_cv`).
     """
 
     name: str
     r2: np.ndarray
     n_features: np.ndarray
     fit_time: float
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, repr=False)
 
     @property
     def mean(self) -> float:
@@ -75,6 +92,49 @@ def _n_features(fitted) -> int:
     return int(getattr(final, "n_features_in_", 0))
 
 
+def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
+    """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D."""
+    if isinstance(X, xr.DataArray):
+        X = X.astype(np.float64).compute()
+        if X.ndim < 2:
+            raise ValueError(
+                f"X: expected samples along the first dim and features along the others, got "
+                f"dims {X.dims}"
+            )
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(
+                f"X: expected a 2-D (n_samples, n_features) array, got shape {X.shape}"
+            )
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
+    return X, y
+
+
+def _cross_validated_skill(model, X, y, cv: BaseCrossValidator, name: str | None) -> Skill:
+    """Clone and refit ``as_regressor(model)`` on every training fold of ``cv``; test R^2."""
+    out = cross_validate(
+        as_regressor(model),
+        X,
+        y,
+        cv=cv,
+        scoring="r2",
+        return_estimator=True,
+        return_indices=True,
+        error_score="raise",
+    )
+    folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
+    return Skill(
+        name=name or type(model).__name__,
+        r2=np.asarray(out["test_score"]),
+        n_features=np.array([_n_features(e) for e in out["estimator"]]),
+        fit_time=float(np.mean(out["fit_time"])),
+        extra={"folds": folds},
+    )
+
+
 def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Skill:
     """Score ``model`` (a regressor, or a reduction followed by OLS) on contiguous time blocks.
 
@@ -84,7 +144,9 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Sk
         A scikit-learn regressor, or a transformer (LinCFA, PCA, ...) that is scored as
         ``model -> LinearRegression``. It is cloned and refitted on every training block.
     X : array-like or xarray.DataArray of shape (n_samples, n_features)
-        Samples in time order (a DataArray is read into memory as its values).
+        Samples in time order. A DataArray (samples along its first dim, features along the
+        others) is read into memory as float64 and passed on as a DataArray, so that a
+        pipeline starting with :class:`dcfa.Anomalies` finds its dates.
     y : array-like of shape (n_samples,)
     n_splits : int, default=5
         Number of contiguous blocks.
@@ -94,31 +156,135 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Sk
     Returns
     -------
     Skill
+
+    See Also
+    --------
+    forward_cv : train on the past only (an expanding window), with a purge gap.
     """
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    if X.ndim != 2:
-        raise ValueError(f"X: expected a 2-D (n_samples, n_features) array, got shape {X.shape}")
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
+    X, y = _check_inputs(X, y)
     if not isinstance(n_splits, int) or not 2 <= n_splits <= X.shape[0] // 4:
         raise ValueError(
             f"n_splits: expected an int in [2, {X.shape[0] // 4}] (4 samples per block), "
             f"got {n_splits!r}"
         )
-    regressor = as_regressor(model)
-    out = cross_validate(
-        regressor,
-        X,
-        y,
-        cv=KFold(n_splits, shuffle=False),
-        scoring="r2",
-        return_estimator=True,
-        error_score="raise",
+    return _cross_validated_skill(model, X, y, KFold(n_splits, shuffle=False), name)
+
+
+def _is_int(value, low: int) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= low
+
+
+def _forward_splitter(
+    n: int,
+    *,
+    n_splits: int,
+    gap: int,
+    min_train: int | None,
+    test_size: int | None,
+    max_train_size: int | None,
+) -> TimeSeriesSplit:
+    """The ``TimeSeriesSplit`` of :func:`forward_cv`, its arguments checked against ``n``."""
+    for arg, value, low in (("n_splits", n_splits, 2), ("gap", gap, 0)):
+        if not _is_int(value, low):
+            raise ValueError(f"{arg}: expected an int >= {low}, got {value!r}")
+    for arg, value, low in (
+        ("min_train", min_train, 1),
+        ("test_size", test_size, MIN_TEST),
+        ("max_train_size", max_train_size, 1),
+    ):
+        if value is not None and not _is_int(value, low):
+            raise ValueError(f"{arg}: expected None or an int >= {low}, got {value!r}")
+    need = max(MIN_TRAIN, min_train or 0)
+    if test_size is not None:
+        size, culprit = test_size, "test_size"
+    elif min_train is not None:
+        size, culprit = (n - gap - min_train) // n_splits, "min_train"
+    else:
+        size, culprit = n // (n_splits + 1), "n_splits"
+    first = n - gap - n_splits * size
+    if size >= MIN_TEST and first < need and gap > 0 and culprit == "n_splits":
+        culprit = "gap"  # the default blocks fit; the purge leaves too little to train on
+    if size < MIN_TEST or first < need:
+        raise ValueError(
+            f"{culprit}: {n} samples, n_splits={n_splits}, gap={gap}, min_train={min_train}, "
+            f"test_size={test_size} give test blocks of {size} sample(s) and a first training "
+            f"window of {first}; need at least {MIN_TEST} and {need}"
+        )
+    return TimeSeriesSplit(n_splits, gap=gap, test_size=size, max_train_size=max_train_size)
+
+
+def forward_cv(
+    model,
+    X,
+    y,
+    *,
+    n_splits: int = 5,
+    gap: int = 0,
+    min_train: int | None = None,
+    test_size: int | None = None,
+    max_train_size: int | None = None,
+    name: str | None = None,
+) -> Skill:
+    """Score ``model`` by forward chaining: fit on the past, predict the next block.
+
+    The last ``n_splits * test_size`` samples form ``n_splits`` consecutive test blocks; each
+    is predicted by a model fitted on every sample before it (an expanding window, or the last
+    ``max_train_size``) except the ``gap`` samples just before it. The folds are those of
+    scikit-learn's ``TimeSeriesSplit(n_splits, gap=gap, test_size=...)``.
+
+    Parameters
+    ----------
+    model : estimator
+        A scikit-learn regressor, or a transformer (LinCFA, PCA, a pipeline such as
+        ``make_pipeline(Anomalies(), LinCFA())``) that is scored as
+        ``model -> LinearRegression``. It is cloned and refitted, every step of it, on every
+        training window: no statistic of a test sample is used to fit anything.
+    X : array-like or xarray.DataArray of shape (n_samples, n_features)
+        Samples in time order. A DataArray (samples along its first dim, features along the
+        others, e.g. ``(time, lat, lon)``) is read into memory as float64 and passed on as a
+        DataArray, so that :class:`dcfa.Anomalies` finds its dates.
+    y : array-like of shape (n_samples,)
+    n_splits : int, default=5
+        Number of test blocks (folds).
+    gap : int, default=0
+        Samples left out between the end of each training window and its test block (a
+        purge: with a lead of L samples, or autocorrelated targets, use ``gap >= L``).
+    min_train : int, optional
+        Smallest first training window: the test blocks are then
+        ``(n_samples - gap - min_train) // n_splits`` samples long. With
+        :class:`dcfa.Anomalies` ``by="month"`` on monthly data, use at least 12 so that every
+        calendar month is in the first climatology.
+    test_size : int, optional
+        Samples per test block; by default ``n_samples // (n_splits + 1)`` (scikit-learn's
+        default), or from ``min_train``.
+    max_train_size : int, optional
+        Train on at most the last ``max_train_size`` samples before the gap (a rolling
+        window) instead of on all of them.
+    name : str, optional
+        Label for tables; the model's class name by default.
+
+    Returns
+    -------
+    Skill
+        ``extra["folds"]`` holds the train and test indices of every fold.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, when the folds would have fewer than 2 test samples or a first
+        training window shorter than 4 samples (or ``min_train``).
+
+    See Also
+    --------
+    blocked_cv : K contiguous blocks, each predicted from all the others.
+    """
+    X, y = _check_inputs(X, y)
+    cv = _forward_splitter(
+        X.shape[0],
+        n_splits=n_splits,
+        gap=gap,
+        min_train=min_train,
+        test_size=test_size,
+        max_train_size=max_train_size,
     )
-    return Skill(
-        name=name or type(model).__name__,
-        r2=np.asarray(out["test_score"]),
-        n_features=np.array([_n_features(e) for e in out["estimator"]]),
-        fit_time=float(np.mean(out["fit_time"])),
-    )
+    return _cross_validated_skill(model, X, y, cv, name)

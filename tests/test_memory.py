@@ -58,7 +58,8 @@ def test_estimate_bounds_the_measured_peak(make, n, D):
         X[rng.random(X.shape) < 0.01] = np.nan
     estimate = estimate_dense(make(), n, D, data=X).driver_bytes
     measured = _traced_peak(lambda: make().fit(X, y))
-    assert measured > 2 * (D + 1) ** 2 * 8  # the matrices dominate: the test can tell
+    # the matrices dominate (the one-pass merges hold ~1.3 of them in memory): the test can tell
+    assert measured > (D + 1) ** 2 * 8
     assert measured <= estimate <= 4 * measured, (estimate / 2**20, measured / 2**20)
 
 
@@ -130,8 +131,9 @@ def test_metadata_check_for_a_batch_job():
         with pytest.raises(MemoryBudgetError, match="NonLinCFA"):
             check_dense(NonLinCFA(cv=5), 360, 64_800)  # a 1 degree grid, 30 years monthly
         small = check_dense(NonLinCFA(cv=5), 360, 500)
-    # 5 fold segments, 5 merged training sets, the merge of all and 2 temporaries
-    assert small.driver_bytes >= 13 * 501**2 * 8
+    # 5 fold segments, each assembled from its gathered blocks (the folds' training sets are
+    # read row by row, never merged into new matrices)
+    assert small.driver_bytes >= 10 * 501**2 * 8
 
 
 # -- the budget ------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The batch job against one plain read pass of the same store.
+
+    python benchmarks/bench_job.py            # 1 degree, 1 200 months (64 800 cells, 0.3 GB)
+    python benchmarks/bench_job.py --quick    # 2 degree, 600 months
+    python benchmarks/bench_job.py --gbmap    # with a [gbmap] section
+
+Data: :func:`dcfa.datasets.write_regions_store` (float32, 30 % land, 40 regions), written once
+to a temporary directory, chunked 120 months x the whole grid. Target: the field's own target
+series in a CSV file. Both timings use the same LocalCluster (2 worker processes, 1 thread
+each), started before either is measured: the read pass is ``field.sum().compute()`` of the
+opened store; the job is :func:`dcfa._job.run_job` with LinCFA on the grid (``neighbors = 1``,
+``mode = "neighbors"``), anomalies and standardisation, timed from start to the result store
+written (the cluster is not started by the job: it gets the scheduler's address). Each is run
+``--repeat`` times; the best is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+from distributed import Client, LocalCluster
+
+from dcfa._job import run_job
+from dcfa.config import load_config
+from dcfa.datasets import write_regions_store
+
+JOB = """
+[input]
+store = "{store}"
+variables = ["field"]
+anomalies = true
+standardize = true
+
+[target]
+path = "{target}"
+variable = "y"
+match = "month"
+
+[method]
+name = "lincfa"
+
+[method.params]
+neighbors = 1
+mode = "neighbors"
+neighborhood = "seed"
+random_state = 0
+
+{gbmap}
+
+[output]
+store = "{output}"
+overwrite = true
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--gbmap", action="store_true")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    deg, n_time = (2, 600) if args.quick else (1, 1200)
+    shape = (180 // deg, 360 // deg)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_job-"))
+    try:
+        store = write_regions_store(
+            tmp / "field.zarr",
+            n_time=n_time,
+            shape=shape,
+            n_regions=40,
+            land_fraction=0.3,
+            time_chunk=120,
+            space_chunks=shape,
+            seed=0,
+        )
+        ds = xr.open_zarr(store)
+        times = pd.to_datetime(ds.time.values).strftime("%Y-%m-%d")
+        pd.DataFrame({"time": times, "y": ds.target.values}).to_csv(tmp / "y.csv", index=False)
+        size = ds.field.nbytes / 1e9
+        gbmap = "[gbmap]\nn_boosts = 4\nrandom_state = 0\n" if args.gbmap else ""
+        (tmp / "job.toml").write_text(
+            JOB.format(store=store, target=tmp / "y.csv", output=tmp / "out.zarr", gbmap=gbmap)
+        )
+        config = load_config(tmp / "job.toml")
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+            Client(cluster) as client,
+        ):
+            read, job = [], []
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                xr.open_zarr(store).field.sum().compute()
+                read.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                run_job(config, scheduler=cluster.scheduler_address, echo=lambda *a: None)
+                job.append(time.perf_counter() - t)
+            client.run(lambda: None)
+        print(
+            f"{shape[0]} x {shape[1]} cells x {n_time} months ({size:.2f} GB float32), 2 workers: "
+            f"read pass {min(read):.2f} s, job {min(job):.2f} s = {min(job) / min(read):.1f}x "
+            f"the read pass (runs: read {[round(r, 2) for r in read]}, job "
+            f"{[round(j, 2) for j in job]})"
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""Anomalies as an estimator: a climatology fitted on the training rows only.
+
+:class:`Anomalies` removes each calendar month's mean (and, optionally, divides by the spread
+of the anomalies) with statistics learnt in ``fit``. Inside a :class:`sklearn.pipeline.Pipeline`
+(``make_pipeline(Anomalies(), LinCFA())``) that is refitted in every fold of
+:func:`dcfa.skill.forward_cv` or :func:`dcfa.skill.blocked_cv`, no statistic of a test month is
+used to fit anything, unlike anomalies computed once from the whole record before the
+cross-validation.
+
+The statistics come from one pass of dcfa's grid engine (:func:`dcfa._stencil.grid_pass`)
+with the calendar months as segments: every row block gives, per month and cell, the count
+and the mean, and the sum of squared deviations from it (float64); blocks are merged with the
+pairwise update of Chan, Golub & LeVeque, never from raw sums of squares. ``transform`` is one
+blockwise operation per chunk that keeps the field's chunks (the kernel of
+:func:`dcfa.io.apply_preprocessing`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dcfa._kernels import anomaly_block
+from dcfa._validation import StrOptions, _check_numeric, check_X, validate_params
+from dcfa.io import _months
+
+__all__ = ["Anomalies"]
+
+BY = ("month",)
+_N_GROUPS = {"month": 12, None: 1}
+
+############################################################################################
+# the statistics: one pass of dcfa's grid engine with the months as segments
+
+
+def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
+    """Climatology ``(n_groups, *grid)`` (NaN without data) and spread ``grid`` (or None).
+
+    One :func:`dcfa._stencil.grid_pass` over ``data`` (samples first, NumPy or Dask) with
+    the groups as segments: their means are the climatology; the moments pooled within them
+    are the anomalies'. The spread is the standard deviation (``ddof=1``) of the anomalies:
+    the square root of the pooled sums of squared deviations over the count minus one. It is
+    NaN where a cell has fewer than two values or is constant up to rounding (the test of
+    scikit-learn's ``StandardScaler``).
+    """
+    from dcfa._stencil import grid_pass
+
+    grid = data.shape[1:]
+    done = grid_pass(
+        data.reshape(-1, 1) if not grid else data, segments=groups, n_segments=n_groups
+    )
+    seen = done.segment_seen.reshape(-1, *grid)  # a single series: grid ()
+    clim = np.where(seen > 0, done.segment_mean.reshape(seen.shape), np.nan)
+    if not standardize:
+        return clim, None
+    n = seen.sum(axis=0)
+    m2 = done.moments.diag.reshape(n.shape)
+    var = np.divide(m2, n - 1, out=np.full(n.shape, np.nan), where=n > 1)
+    eps = np.finfo(np.float64).eps
+    level = np.abs(np.where(seen > 0, clim, 0.0)).max(axis=0)  # 0 without data
+    constant = var <= n * eps * var + (n * level * eps) ** 2
+    return clim, np.sqrt(np.where(constant, np.nan, var))
+
+
+############################################################################################
+# dask: one tree reduction to fit, one blockwise operation to transform
+
+
+def _indices(ndim: int) -> str:
+    """Blockwise indices of the data's axes: lowercase letters (new axes are uppercase)."""
+    return "".join(chr(ord("i") + k) for k in range(ndim))
+
+
+def lazy_anomalies(data: da.Array, clim, scale, groups, dtype) -> da.Array:
+    """:func:`anomaly_block` on every block of ``data`` (samples first): one blockwise
+    operation, chunks kept (xarray's ``groupby`` would split the samples one per chunk)."""
+    idx = _indices(data.ndim)
+    spatial = data.chunks[1:]
+    args: list[Any] = [
+        data,
+        idx,
+        da.from_array(clim, chunks=((clim.shape[0],), *spatial)),
+        "G" + idx[1:],
+    ]
+    if scale is not None:
+        args += [da.from_array(scale, chunks=spatial), idx[1:]]
+    else:
+        args += [None, None]
+    args += [da.from_array(groups, chunks=(data.chunks[0],)), idx[0]]
+    return da.blockwise(
+        anomaly_block,
+        idx,
+        *args,
+        dtype=dtype,
+        concatenate=True,
+        meta=np.empty((0,) * data.ndim, dtype=dtype),
+        out_dtype=dtype,
+    )
+
+
+############################################################################################
+# the estimator
+
+
+class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Anomalies from a climatology fitted on the training rows: ``(x - clim[month]) / scale``.
+
+    ``fit`` learns, per cell, the mean of every calendar month over the rows it is given
+    (``by="month"``) or the overall mean (``by=None``) and, with ``standardize=True``, the
+    spread of the anomalies; ``transform`` removes them from any rows. In a
+    :class:`~sklearn.pipeline.Pipeline` before a CFA estimator, cross-validation refits it
+    on every training fold, so test months never enter the climatology.
+
+    Parameters
+    ----------
+    by : {"month"} or None, default="month"
+        ``"month"``: subtract the mean of each row's calendar month (the month comes from the
+        ``sample_dim`` coordinate of an :class:`xarray.DataArray`: ``datetime64`` or cftime
+        dates of any calendar). ``None``: subtract the overall mean (the only choice for NumPy
+        or Dask arrays, which carry no dates).
+    standardize : bool, default=False
+        Also divide by the spread: the standard deviation (``ddof=1``) over the training rows
+        of each cell's anomalies (its values minus their month's mean).
+    sample_dim : str, default="time"
+        The sample dim of an xarray input; every other dim is a feature (grid) dim.
+
+    Attributes
+    ----------
+    climatology_ : ndarray or xarray.DataArray
+        ``by="month"``: shape ``(12, *grid)``, the mean of months 1..12 (a DataArray with a
+        ``month`` dim and the grid's coordinates and attributes when fitted on one); NaN for
+        months absent from the training rows and for cells without data in a month.
+        ``by=None``: shape ``grid`` (``(n_features,)`` for an array), the overall mean.
+    scale_ : ndarray, xarray.DataArray or None
+        Shape ``grid``: the spread each anomaly is divided by (``standardize=True``), else
+        None. NaN where a cell has fewer than two values or is constant (up to rounding) over
+        the training rows: those cells' outputs are NaN, as in
+        :func:`dcfa.io.apply_preprocessing`, and CFA estimators exclude and report them.
+    months_ : ndarray of int
+        The calendar months (1..12) of the training rows, sorted (``by="month"`` only).
+    n_features_in_ : int
+        Number of cells (the product of the grid dims' sizes, or the array's columns).
+    n_samples_seen_ : int
+        Number of training rows.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame ``X``; only defined when fitted on one.
+
+    See Also
+    --------
+    dcfa.io.fit_preprocessing : the batch job's climatology (fitted on every month given).
+    dcfa.skill.forward_cv : forward-chaining cross-validation that refits it in every fold.
+
+    Notes
+    -----
+    One pass over the data: every row block gives the count, mean and sum of squared
+    deviations of each (month, cell), and blocks are merged with the pairwise update of Chan,
+    Golub & LeVeque (float64 throughout), so offsets such as 273.15 K keep the anomalies'
+    digits. ``transform`` is lazy on Dask (one blockwise operation per chunk, chunks kept;
+    not xarray's ``groupby``, which would split the time axis into one step per chunk) and
+    raises if a row's month has no climatology rather than returning NaN.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, xarray as xr
+    >>> time = pd.date_range("2000-01-01", periods=24, freq="MS")
+    >>> X = xr.DataArray(np.arange(24.0), dims="time", coords={"time": time})
+    >>> Anomalies().fit(X[:12]).transform(X[12:]).values
+    array([12., 12., 12., 12., 12., 12., 12., 12., 12., 12., 12., 12.])
+    """
+
+    _parameter_constraints: dict = {
+        "by": [StrOptions(set(BY)), None],
+        "standardize": ["boolean"],
+        "sample_dim": [str],
+    }
+
+    def __init__(
+        self, by: str | None = "month", standardize: bool = False, sample_dim: str = "time"
+    ):
+        self.by = by
+        self.standardize = standardize
+        self.sample_dim = sample_dim
+
+    # -- fit -----------------------------------------------------------------------------
+
+    def fit(self, X, y=None) -> Anomalies:
+        """Learn the climatology (and spread) of ``X``'s rows.
+
+        Parameters
+        ----------
+        X : xarray.DataArray, array-like or dask.array.Array
+            A DataArray with dims ``(sample_dim, *grid)`` in any order (NumPy or Dask backed),
+            or an ``(n_samples, n_features)`` array (then ``by`` must be None).
+        y : ignored
+            Accepted for pipelines.
+
+        Returns
+        -------
+        self
+        """
+        validate_params(self)
+        data, groups, labelled = self._check_input(X, reset=True)
+        self._clim, self._scale = _fit_stats(data, groups, _N_GROUPS[self.by], self.standardize)
+        clim, scale = self._clim if self.by == "month" else self._clim[0], self._scale
+        self.n_samples_seen_ = int(data.shape[0])
+        self.n_features_in_ = int(np.prod(self._grid_shape, dtype=np.int64))
+        if self.by == "month":
+            self.months_ = np.unique(groups) + 1
+        elif hasattr(self, "months_"):
+            del self.months_
+        self.climatology_ = self._labelled(clim, month=self.by == "month") if labelled else clim
+        if scale is None:
+            self.scale_ = None
+        else:
+            self.scale_ = self._labelled(scale, month=False) if labelled else scale
+        return self
+
+    def _check_input(self, X, *, reset: bool):
+        """``(data, groups, labelled)``: the data with samples first, 0-based groups."""
+        if isinstance(X, xr.DataArray):
+            return (*self._check_dataarray(X, reset=reset), True)
+        if reset:
+            self._grid_dims = None
+        elif self._grid_dims is not None:
+            raise TypeError(
+                f"X: {type(self).__name__} was fitted on an xarray.DataArray; transform needs "
+                f"one too (with dims {(self.sample_dim, *self._grid_dims)}), got "
+                f"{type(X).__name__}"
+            )
+        if self.by == "month":
+            raise ValueError(
+                f"by: 'month' needs the dates of the samples, which a {type(X).__name__} does "
+                "not carry; pass an xarray.DataArray with a date coordinate "
+                f"{self.sample_dim!r}, or use by=None (the overall mean)"
+            )
+        inp = check_X(X)
+        data = inp.data
+        if data.shape[0] == 0:
+            raise ValueError(
+                f"X: 0 sample(s) (shape={data.shape}) while a minimum of 1 is required."
+            )
+        if not reset and data.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {data.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        if reset:
+            self._grid_shape = (int(data.shape[1]),)
+            if inp.feature_names is not None:
+                self.feature_names_in_ = inp.feature_names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        return data, np.zeros(data.shape[0], dtype=np.int64), False
+
+    def _check_dataarray(self, X: xr.DataArray, *, reset: bool):
+        _check_numeric(X.dtype, "X")
+        dim = self.sample_dim
+        if dim not in X.dims:
+            raise ValueError(f"sample_dim: {dim!r} is not a dim of X, whose dims are {X.dims}")
+        if not reset and self._grid_dims is None:
+            raise TypeError(
+                f"X: {type(self).__name__} was fitted on an array; transform needs an array "
+                "too, got an xarray.DataArray"
+            )
+        grid_dims = tuple(d for d in X.dims if d != dim) if reset else self._grid_dims
+        if not reset:
+            if set(X.dims) != {dim, *grid_dims}:
+                raise ValueError(
+                    f"X: expected dims {(dim, *grid_dims)} (in any order), got {X.dims}"
+                )
+            for d in grid_dims:
+                if X.sizes[d] != self._grid_sizes[d]:
+                    raise ValueError(
+                        f"X: dim {d!r} has {X.sizes[d]} entries, the training data had "
+                        f"{self._grid_sizes[d]}"
+                    )
+                if d in self._grid_index and d in X.indexes:
+                    if not X.indexes[d].equals(self._grid_index[d]):
+                        raise ValueError(
+                            f"X: the {d!r} coordinate differs from the training data's; "
+                            "the climatology is for another grid"
+                        )
+        if X.sizes[dim] == 0:
+            raise ValueError(f"X: 0 samples along {dim!r}; at least 1 is required")
+        X = X.transpose(dim, *grid_dims)
+        if self.by == "month":
+            try:
+                groups = _months(X[dim], "X") - 1
+            except ValueError as exc:
+                raise ValueError(f"{exc} (or use by=None, the overall mean)") from None
+        else:
+            groups = np.zeros(X.sizes[dim], dtype=np.int64)
+        if reset:
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            self._grid_dims = grid_dims
+            self._grid_shape = tuple(int(X.sizes[d]) for d in grid_dims)
+            self._grid_sizes = {d: int(X.sizes[d]) for d in grid_dims}
+            self._grid_index = {d: X.indexes[d] for d in grid_dims if d in X.indexes}
+            self._grid_coords = {
+                k: v.variable for k, v in X.coords.items() if dim not in v.dims and k != dim
+            }
+            self._attrs = dict(X.attrs)
+            self._name = X.name
+        return X.data, groups
+
+    def _labelled(self, values: np.ndarray, *, month: bool) -> xr.DataArray:
+        dims = ("month", *self._grid_dims) if month else self._grid_dims
+        coords = {k: v for k, v in self._grid_coords.items() if set(v.dims) <= set(dims)}
+        if month:
+            coords["month"] = np.arange(1, 13)
+        return xr.DataArray(values, dims=dims, coords=coords, name=self._name, attrs=self._attrs)
+
+    # -- transform -----------------------------------------------------------------------
+
+    def transform(self, X):
+        """Subtract the fitted climatology of every row's month (and divide by the spread).
+
+        Parameters
+        ----------
+        X : xarray.DataArray, array-like or dask.array.Array
+            Like the training data (same grid dims, sizes and coordinates, or the same
+            number of columns); any rows, whose months must occur in the training rows.
+
+        Returns
+        -------
+        Xt : same type as X
+            A DataArray keeps its dims (in their order), coordinates, name and attributes;
+            Dask input gives a lazy result with the same chunks. Float64 (float32 input stays
+            float32; the arithmetic is float64).
+
+        Raises
+        ------
+        ValueError
+            If a row's calendar month does not occur in the training rows (it has no
+            climatology), naming the months.
+        """
+        check_is_fitted(self, "n_features_in_")
+        data, groups, labelled = self._check_input(X, reset=False)
+        if self.by == "month":
+            missing = np.setdiff1d(np.unique(groups) + 1, self.months_)
+            if missing.size:
+                raise ValueError(
+                    f"X: month(s) {missing.tolist()} do not occur in the training data, so "
+                    f"they have no climatology (fitted on months {self.months_.tolist()}); "
+                    "fit on rows covering every month to transform"
+                )
+        dtype = np.result_type(data.dtype, np.float32)
+        if isinstance(data, da.Array):
+            out = lazy_anomalies(data, self._clim, self._scale, groups, dtype)
+        else:
+            out = anomaly_block(data, self._clim, self._scale, groups, out_dtype=dtype)
+        if not labelled:
+            return out
+        Xt = X.transpose(self.sample_dim, *self._grid_dims).copy(data=out)
+        return Xt.transpose(*X.dims)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.requires_fit = True
+        return tags

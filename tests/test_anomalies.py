@@ -1,0 +1,264 @@
+"""Anomalies against plain NumPy: training-rows-only climatology, any chunking, any calendar."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from conftest import count_computes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from strategies import chunks
+
+from dcfa import LinCFA
+from dcfa.anomalies import Anomalies
+
+
+def reference(values, months, train, standardize=False):
+    """Per-month means (months 1..12, NaN if absent) and the ddof=1 spread of the anomalies,
+    over the rows ``train`` only, with NaN-aware two-pass NumPy."""
+    x = np.asarray(values, dtype=np.float64)[train]
+    m = np.asarray(months)[train]
+    clim = np.full((12, *x.shape[1:]), np.nan)
+    for k in np.unique(m):
+        rows = x[m == k]
+        count = (~np.isnan(rows)).sum(axis=0)
+        clim[k - 1] = np.where(count > 0, np.nansum(rows, axis=0) / np.maximum(count, 1), np.nan)
+    if not standardize:
+        return clim, None
+    anom = x - clim[m - 1]
+    count = (~np.isnan(anom)).sum(axis=0)
+    ss = np.nansum(anom**2, axis=0)  # anomalies have mean 0 within each month
+    spread = np.sqrt(np.where(count > 1, ss / np.maximum(count - 1, 1), np.nan))
+    return clim, spread
+
+
+def field(rng, n=40, calendar=None, offset=0.0, dtype=np.float64, start="2001-01-01", gaps=True):
+    """(time, lat, lon) with a seasonal cycle, a land cell (all NaN) and scattered gaps."""
+    if calendar is None:
+        time = pd.date_range(start, periods=n, freq="MS")
+    else:
+        time = xr.date_range(start, periods=n, freq="MS", calendar=calendar, use_cftime=True)
+    months = np.asarray(xr.DataArray(time, dims="time").dt.month.values)
+    seasonal = 3.0 * np.sin(2 * np.pi * months / 12)[:, None, None] * rng.uniform(0.5, 2, (3, 4))
+    values = offset + seasonal + rng.normal(size=(n, 3, 4))
+    values[:, 0, 0] = np.nan  # land
+    if gaps:
+        values[rng.random(values.shape) < 0.05] = np.nan
+    X = xr.DataArray(
+        values.astype(dtype),
+        dims=("time", "lat", "lon"),
+        coords={"time": time, "lat": [-5.0, 0.0, 5.0], "lon": [100.0, 105.0, 110.0, 115.0]},
+        name="sst",
+        attrs={"units": "K", "long_name": "sea-surface temperature"},
+    )
+    return X, months
+
+
+def test_climatology_and_spread_equal_numpy(rng):
+    X, months = field(rng, n=43)
+    est = Anomalies(standardize=True).fit(X)
+    clim, spread = reference(X.values, months, slice(None), standardize=True)
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(est.scale_.values, spread, rtol=1e-12)
+    assert est.climatology_.dims == ("month", "lat", "lon")
+    np.testing.assert_array_equal(est.climatology_["month"], np.arange(1, 13))
+    np.testing.assert_array_equal(est.climatology_["lat"], X["lat"])
+    assert est.climatology_.attrs["units"] == "K"
+    assert np.isnan(est.scale_.values[0, 0])  # the land cell
+    assert est.n_features_in_ == 12 and est.n_samples_seen_ == 43
+    np.testing.assert_array_equal(est.months_, np.arange(1, 13))
+    out = est.transform(X)
+    np.testing.assert_allclose(out.values, (X.values - clim[months - 1]) / spread, rtol=1e-12)
+
+
+def test_test_months_do_not_leak_into_the_climatology(rng):
+    """Rows after the split get a huge offset: the fitted statistics and the transform of the
+    training rows do not move, the test rows keep their offset (nothing was learnt from them)."""
+    X, months = field(rng, n=60)
+    train = np.arange(36)
+    shifted = X.copy(data=X.values.copy())
+    shifted[36:] += 1e6
+    est = Anomalies(standardize=True).fit(shifted.isel(time=train))
+    clim, spread = reference(X.values, months, train, standardize=True)
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-13)
+    np.testing.assert_allclose(est.scale_.values, spread, rtol=1e-12)
+    out = est.transform(shifted).values
+    np.testing.assert_allclose(out[:36], (X.values[:36] - clim[months[:36] - 1]) / spread)
+    assert np.nanmin(np.abs(out[36:])) > 1e5  # the test rows' offset is still there
+    # fitted on every row, the climatology would be off by two fifths of the offset
+    leaky = Anomalies().fit(shifted)
+    assert np.nanmax(np.abs(leaky.climatology_.values - clim)) > 1e5
+
+
+@pytest.mark.parametrize("calendar", ["noleap", "360_day", "julian", "proleptic_gregorian"])
+def test_cftime_calendars_give_calendar_months(rng, calendar):
+    X, months = field(rng, n=30, calendar=calendar, start="2301-03-01")
+    assert months[0] == 3 and months[10] == 1
+    est = Anomalies().fit(X)
+    clim, _ = reference(X.values, months, slice(None))
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-13)
+    np.testing.assert_allclose(est.transform(X).values, X.values - clim[months - 1])
+
+
+@settings(max_examples=25, deadline=None)
+@given(row_chunks=chunks(37), lat_chunks=chunks(3), standardize=st.booleans())
+def test_any_chunking_equals_in_memory(row_chunks, lat_chunks, standardize):
+    X, _ = field(np.random.default_rng(7), n=37)
+    dense = Anomalies(standardize=standardize).fit(X)
+    lazy_X = X.chunk({"time": row_chunks, "lat": lat_chunks, "lon": 2})
+    lazy = Anomalies(standardize=standardize).fit(lazy_X)
+    np.testing.assert_allclose(lazy.climatology_.values, dense.climatology_.values, rtol=1e-13)
+    if standardize:
+        np.testing.assert_allclose(lazy.scale_.values, dense.scale_.values, rtol=1e-12)
+    out = lazy.transform(lazy_X)
+    assert isinstance(out.data, da.Array) and out.chunks == lazy_X.chunks
+    np.testing.assert_allclose(out.values, dense.transform(X).values, rtol=1e-12, atol=1e-12)
+
+
+def test_dask_fit_is_one_compute_and_transform_is_lazy(rng):
+    X, _ = field(rng, n=50)
+    Xd = X.chunk(time=7, lat=2)
+    with count_computes(1) as counter:
+        est = Anomalies(standardize=True).fit(Xd)
+    assert counter.total == 1
+    with count_computes(0):
+        out = est.transform(Xd)
+    assert isinstance(out.data, da.Array)
+    # one output block per input block: the time axis is not split into single steps
+    assert out.chunks == Xd.chunks and out.data.numblocks == Xd.data.numblocks
+    assert out.dims == X.dims and out.name == "sst" and out.attrs == X.attrs
+    np.testing.assert_array_equal(out["time"], X["time"])
+
+
+def test_plain_dask_array_and_numpy_with_by_none(rng):
+    values = rng.normal(size=(30, 5)) + 10.0
+    values[:, 2] = 4.0  # constant: no spread
+    dense = Anomalies(by=None, standardize=True).fit(values)
+    np.testing.assert_allclose(dense.climatology_, values.mean(axis=0), rtol=1e-14)
+    spread = values.std(axis=0, ddof=1)
+    assert np.isnan(dense.scale_[2])
+    np.testing.assert_allclose(np.delete(dense.scale_, 2), np.delete(spread, 2), rtol=1e-12)
+    lazy = Anomalies(by=None, standardize=True).fit(da.from_array(values, chunks=(7, 2)))
+    out = lazy.transform(da.from_array(values, chunks=(7, 2)))
+    assert isinstance(out, da.Array)
+    expect = (values - values.mean(axis=0)) / np.where(spread > 1e-12, spread, np.nan)
+    np.testing.assert_allclose(out.compute(), expect, rtol=1e-12)
+    np.testing.assert_allclose(dense.transform(values), expect, rtol=1e-12)
+    assert not hasattr(dense, "months_")
+
+
+@pytest.mark.parametrize("offset, rtol", [(273.15, 1e-9), (1e8, 1e-4)])
+def test_large_offsets_keep_the_anomalies_digits(rng, offset, rtol):
+    """Anomalies of 1e-3 on a large offset: the spread keeps the digits the float64 values
+    hold (about eps * offset / 1e-3), as two-pass NumPy does; a sum-of-squares formula
+    (``sumsq - n mean**2``) would lose every digit at 1e8."""
+    X, months = field(rng, n=48)
+    small = X * 1e-3
+    est = Anomalies(standardize=True).fit((small + offset).chunk(time=5))
+    clim, spread = reference((small + offset).values, months, slice(None), standardize=True)
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-15)
+    np.testing.assert_allclose(est.scale_.values, spread, rtol=rtol)
+    _, exact = reference(small.values, months, slice(None), standardize=True)
+    np.testing.assert_allclose(est.scale_.values, exact, rtol=rtol)
+
+
+def test_keeps_dims_order_coords_and_float32(rng):
+    X, months = field(rng, n=24, dtype=np.float32)
+    Y = X.transpose("lat", "time", "lon")
+    est = Anomalies().fit(Y)
+    out = est.transform(Y)
+    assert out.dims == ("lat", "time", "lon") and out.dtype == np.float32
+    assert out.attrs == X.attrs
+    clim, _ = reference(X.values, months, slice(None))
+    np.testing.assert_allclose(out.transpose(*X.dims).values, X.values - clim[months - 1], 1e-5)
+    assert est.climatology_.dtype == np.float64  # float64 arithmetic
+
+
+def test_a_single_series(rng):
+    X, months = field(rng, n=36)
+    series = X.isel(lat=1, lon=2)
+    est = Anomalies().fit(series)
+    clim, _ = reference(series.values, months, slice(None))
+    assert est.climatology_.dims == ("month",) and est.n_features_in_ == 1
+    np.testing.assert_allclose(est.transform(series).values, series.values - clim[months - 1])
+
+
+def test_months_absent_from_training_are_an_error(rng):
+    X, _ = field(rng, n=24)
+    est = Anomalies().fit(X.isel(time=slice(0, 8)))  # January to August
+    np.testing.assert_array_equal(est.months_, np.arange(1, 9))
+    assert np.isnan(est.climatology_.sel(month=[9, 10, 11, 12])).all()
+    with pytest.raises(ValueError, match=r"month\(s\) \[9, 10, 11, 12\]"):
+        est.transform(X)
+    est.transform(X.isel(time=slice(12, 20)))  # months 1..8 of the next year are fine
+
+
+@pytest.mark.parametrize(
+    "make, X, error, match",
+    [
+        (lambda: Anomalies(), np.ones((5, 2)), ValueError, "by: 'month' needs the dates"),
+        (lambda: Anomalies(by="season"), None, ValueError, "'by' parameter"),
+        (lambda: Anomalies(standardize="yes"), None, ValueError, "'standardize' parameter"),
+        (lambda: Anomalies(sample_dim="t"), None, ValueError, "sample_dim: 't' is not a dim"),
+        (lambda: Anomalies(), "not-dates", ValueError, "X: the sample coordinate 'time'"),
+        (lambda: Anomalies(by=None), np.ones((0, 3)), ValueError, "X: 0 sample"),
+    ],
+)
+def test_bad_arguments_name_the_argument(rng, make, X, error, match):
+    if X is None:
+        X = field(rng, n=12)[0]
+    elif isinstance(X, str):
+        X = field(rng, n=12)[0].assign_coords(time=np.arange(12))
+    with pytest.raises(error, match=match):
+        make().fit(X)
+
+
+def test_transform_needs_the_training_grid(rng):
+    X, _ = field(rng, n=24)
+    est = Anomalies().fit(X)
+    with pytest.raises(ValueError, match="'lat' coordinate differs"):
+        est.transform(X.assign_coords(lat=X["lat"] + 1))
+    with pytest.raises(ValueError, match="dim 'lon' has 2 entries"):
+        est.transform(X.isel(lon=slice(0, 2)))
+    with pytest.raises(ValueError, match="expected dims"):
+        est.transform(X.rename(lon="x"))
+    with pytest.raises(TypeError, match="transform needs one too"):
+        est.transform(X.values.reshape(24, -1))
+    flat = Anomalies(by=None).fit(X.values.reshape(24, -1))
+    with pytest.raises(ValueError, match="expecting 12 features"):
+        flat.transform(X.values.reshape(24, -1)[:, :5])
+    with pytest.raises(TypeError, match="fitted on an array"):
+        flat.transform(X)
+
+
+def test_in_a_pipeline_before_lincfa(rng):
+    """The DataArray out of Anomalies goes into LinCFA; same as fitting the steps by hand on the
+    NumPy reference anomalies (the land cell is excluded by LinCFA)."""
+    X, months = field(rng, n=96, gaps=False)
+    latent = rng.normal(size=(96, 2))
+    X = X + np.repeat(latent, 6, axis=1).reshape(96, 3, 4)
+    y = latent @ [1.0, -2.0] + 0.1 * rng.normal(size=96)
+    train = np.arange(72)
+    pipe = make_pipeline(Anomalies(), LinCFA(random_state=0), LinearRegression())
+    pipe.fit(X.chunk(time=10).isel(time=train), y[train])
+    clim, _ = reference(X.values, months, train)
+    anomalies = (X.values - clim[months - 1]).reshape(96, -1)
+    lin = LinCFA(random_state=0).fit(anomalies[train], y[train])
+    np.testing.assert_array_equal(pipe[1].labels_, lin.labels_)
+    ols = LinearRegression().fit(lin.transform(anomalies[train]), y[train])
+    pred = pipe.predict(X.isel(time=slice(72, None)))
+    np.testing.assert_allclose(pred, ols.predict(lin.transform(anomalies[72:])), rtol=1e-8)
+    assert pipe[:2].transform(X).dims == ("time", "group")
+
+
+@parametrize_with_checks(
+    [Anomalies(by=None), Anomalies(by=None, standardize=True)],
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

@@ -1,0 +1,346 @@
+"""Applying a fitted result to new months (issue 13, item 4): ``dcfa apply`` and
+``dcfa.results.load_result``.
+
+Two small jobs are fitted once: A (anomalies, LinCFA over the cells with data, a GBMAP, an
+archive stored in blocks of grid rows so the reduction sums several cell blocks) and B
+(winter months only, standardised, LinCFA's grid execution ``mode = "neighbors"``). Applied to
+their own archives they give their stored ``features`` bit for bit; applied to months appended
+to the archive they give a NumPy reference's values; bad input exits 2 naming what differs
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import dask
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from conftest import count_computes
+from test_job import cli, write_job
+from test_safety import fails, tree
+
+from dcfa import io
+from dcfa._job import run_job
+from dcfa.config import load_config
+from dcfa.results import apply_result, load_result
+
+pytestmark = pytest.mark.slow
+
+QUIET = {"echo": lambda *a: None}
+
+
+def _job(d, archive, **changes):
+    """tests/test_job.py's small job, its archive rewritten by ``archive(ds)`` (the archive
+    and target are made in this process: Dask's synchronous scheduler, not the cluster)."""
+    with dask.config.set(scheduler="synchronous"):
+        job = write_job(d, **changes)
+        ds = xr.open_zarr(d / "sst.zarr", consolidated=False).load()
+        shutil.rmtree(d / "sst.zarr")
+        archive(ds.drop_encoding()).to_zarr(d / "sst.zarr", zarr_format=3, consolidated=False)
+    return job
+
+
+@pytest.fixture(scope="module")
+def job_a(tmp_path_factory, client):
+    """Anomalies, LinCFA on the cells with data, GBMAP; the archive in blocks of 2 grid rows
+    (time chunks of 40 are kept by the job, so the reduction sums three cell blocks)."""
+    d = tmp_path_factory.mktemp("a")
+    job = _job(
+        d, lambda ds: ds.chunk({"time": 40, "lat": 2}), gbmap__n_boosts=2, gbmap__random_state=0
+    )
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    return d
+
+
+@pytest.fixture(scope="module")
+def job_b(tmp_path_factory, client):
+    """Winter months only (a climatology of December, January and February), standardised,
+    LinCFA's grid execution."""
+    d = tmp_path_factory.mktemp("b")
+    params = {"random_state": 0, "neighbors": 1, "neighborhood": "seed", "mode": "neighbors"}
+    job = _job(
+        d,
+        lambda ds: ds.sel(time=ds.time.dt.month.isin([12, 1, 2])).chunk({"time": 12}),
+        method__params=params,
+        input__standardize=True,
+    )
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    return d
+
+
+def _reference(result: xr.Dataset, sst: np.ndarray, months: np.ndarray) -> np.ndarray:
+    """Anomalies with the stored climatology, then each group's mean of
+    ``cell_scale * (x - cell_centre)`` over its cells, by hand."""
+    clim = result.climatology.sel(month=months).values
+    x = (sst.astype(np.float64) - clim).reshape(len(months), -1)
+    if "spread" in result:
+        x = x / result.spread.values.ravel()
+    region = np.nan_to_num(result.region.values.ravel(), nan=-1).astype(int)
+    scale = result.cell_scale.values.ravel()
+    centre = result.cell_centre.values.ravel()
+    out = np.empty((len(months), result.sizes["group"]))
+    for g in range(out.shape[1]):
+        k = region == g
+        out[:, g] = (scale[k] * (x[:, k] - centre[k])).mean(axis=1)
+    return out
+
+
+def _gbmap_reference(result: xr.Dataset, features: np.ndarray):
+    """The GBMAP regressor's embedding and prediction from the stored learners, by hand."""
+    import json
+
+    fitted = json.loads(result.attrs["gbmap_fitted"])
+    beta = json.loads(result.attrs["gbmap"])["beta"]
+    z = (features - result.gbmap_shift.values - result.gbmap_centre.values) / (
+        result.gbmap_scale.values
+    )
+    u = z @ result.gbmap_coef.values.T + result.gbmap_bias.values
+    phi = result.gbmap_intercept.values + result.gbmap_sign.values * (
+        np.logaddexp(0.0, beta * u) / beta
+    )
+    embedding = phi * fitted["y_scale"]
+    return embedding, fitted["y_mean"] + embedding.sum(axis=1)
+
+
+def _append_months(path, n: int, seed: int = 7) -> np.ndarray:
+    """Append ``n`` months of new values to the archive at ``path``; return them."""
+    old = xr.open_zarr(path, consolidated=False)
+    start = pd.Timestamp(old.time.values[-1]) + pd.DateOffset(months=1)
+    time = pd.date_range(start, periods=n, freq="MS")
+    rng = np.random.default_rng(seed)
+    season = 3 * np.sin(2 * np.pi * time.month.values / 12)[:, None, None]
+    sst = (281 + season + rng.normal(size=(n, *old.sst.shape[1:]))).astype("float32")
+    sst[:, np.isnan(old.sst.values[0])] = np.nan
+    new = xr.Dataset(
+        {"sst": (("time", "lat", "lon"), sst, dict(old.sst.attrs))},
+        coords={"time": time, "lat": old.lat.values, "lon": old.lon.values},
+    )
+    new.to_zarr(path, append_dim="time", consolidated=False)
+    return sst
+
+
+############################################################################################
+# the values
+
+
+@pytest.mark.parametrize("job", ["job_a", "job_b"])
+def test_applied_to_its_own_archive_reproduces_the_features_exactly(request, job, tmp_path):
+    d = request.getfixturevalue(job)
+    out = apply_result(d / "result.zarr", d / "sst.zarr", tmp_path / "applied.zarr", **QUIET)
+    applied, result = xr.open_zarr(out), xr.open_zarr(d / "result.zarr")
+    assert applied.features.dtype == np.float32
+    np.testing.assert_array_equal(applied.time.values, result.time.values)
+    np.testing.assert_array_equal(applied.features.values, result.features.values)  # bitwise
+    if "embedding" in result:
+        np.testing.assert_array_equal(applied.embedding.values, result.embedding.values)
+    assert applied.attrs["dcfa_kind"] == "region series"
+    assert applied.attrs["result"] == str(d / "result.zarr")
+    assert applied.attrs["archive"] == str(d / "sst.zarr")
+
+
+def test_appended_months_old_ones_unchanged_new_ones_as_numpy(job_a, tmp_path):
+    """``dcfa apply`` (the real command line) on the training archive with a year appended."""
+    archive = tmp_path / "sst.zarr"
+    shutil.copytree(job_a / "sst.zarr", archive)
+    new_sst = _append_months(archive, 12)
+    proc = cli(
+        "apply", str(job_a / "result.zarr"), str(archive), "--output", "out.zarr", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "2000-01-01 .. 2010-12-01, 132 samples" in proc.stdout
+    assert "out.zarr: 132 samples x 9 groups" in proc.stdout
+    applied = xr.open_zarr(tmp_path / "out.zarr")
+    result = xr.open_zarr(job_a / "result.zarr")
+    old, new = applied.isel(time=slice(0, 120)), applied.isel(time=slice(120, None))
+    np.testing.assert_array_equal(old.features.values, result.features.values)
+    np.testing.assert_array_equal(old.embedding.values, result.embedding.values)
+    reference = _reference(result, new_sst, new.time.dt.month.values)
+    np.testing.assert_allclose(new.features.values, reference, rtol=1e-5, atol=1e-6)
+    assert np.abs(new.features.values - old.features.values[:12]).max() > 0.1  # new values
+    # the reference is the job's computation: on the old months it gives the stored features
+    old_sst = xr.open_zarr(job_a / "sst.zarr", consolidated=False).sst.values
+    np.testing.assert_allclose(
+        _reference(result, old_sst, old.time.dt.month.values),
+        result.features.values,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    # GBMAP: embedding and prediction from the stored learners
+    embedding, prediction = _gbmap_reference(result, reference)
+    np.testing.assert_allclose(new.embedding.values, embedding, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(new.prediction.values, prediction, rtol=1e-4, atol=1e-5)
+    # only the new year (time=): the same values
+    year = apply_result(
+        job_a / "result.zarr",
+        archive,
+        tmp_path / "year.zarr",
+        time=("2010-01", "2010-12"),
+        **QUIET,
+    )
+    year = xr.open_zarr(year)
+    np.testing.assert_array_equal(year.time.values, new.time.values)
+    np.testing.assert_array_equal(year.features.values, new.features.values)
+
+
+def test_load_result_transform_is_lazy(job_a):
+    fitted = load_result(job_a / "result.zarr")
+    assert fitted.variables == ["sst"] and fitted.n_groups == 9 and fitted.grid == ("lat", "lon")
+    assert type(fitted.gbmap).__name__ == "GBMAPRegressor"
+    field = io.open_archive(job_a / "sst.zarr", ["sst"])
+    with count_computes(0):  # building the graphs asks Dask for nothing
+        features = fitted.transform(field)
+        embedding = fitted.embedding(field)
+        prediction = fitted.predict(
+            xr.open_zarr(job_a / "sst.zarr", consolidated=False)
+        )  # a Dataset works too
+    assert isinstance(features.data, da.Array) and features.dims == ("time", "group")
+    assert isinstance(embedding.data, da.Array) and embedding.dims == ("time", "boost")
+    assert isinstance(prediction.data, da.Array) and prediction.dims == ("time",)
+    result = xr.open_zarr(job_a / "result.zarr")
+    np.testing.assert_array_equal(features.astype("float32").values, result.features.values)
+    np.testing.assert_array_equal(embedding.astype("float32").values, result.embedding.values)
+    # in memory: NumPy in, NumPy out, the same values (one block of cells, not three: equal
+    # up to float64 rounding)
+    eager = fitted.transform(field.load())
+    assert isinstance(eager.data, np.ndarray)
+    np.testing.assert_allclose(eager.values, result.features.values, rtol=1e-6, atol=1e-7)
+
+
+############################################################################################
+# bad input: exit 2, one line naming what differs, nothing written
+
+
+def _variant(source, target, change) -> None:
+    ds = xr.open_zarr(source, consolidated=False).load()
+    change(ds).drop_encoding().to_zarr(target, zarr_format=3, consolidated=False)
+
+
+def _cli_together(runs: dict, cwd) -> dict:
+    """``python -m dcfa ARGS`` for every entry of ``runs``, the processes side by side."""
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "dcfa", *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in runs.items()
+    }
+    done = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
+def test_bad_input_exits_2_naming_what_differs_and_writes_nothing(job_a, job_b, tmp_path):
+    """Through the real command line: another grid, a missing variable, months the
+    climatology does not have, an output inside the archive."""
+    _variant(
+        job_a / "sst.zarr", tmp_path / "shifted.zarr", lambda ds: ds.assign_coords(lon=ds.lon + 1.0)
+    )
+    _variant(job_a / "sst.zarr", tmp_path / "renamed.zarr", lambda ds: ds.rename(sst="tos"))
+    shutil.copytree(job_a / "sst.zarr", tmp_path / "sst.zarr")
+    a, b = str(job_a / "result.zarr"), str(job_b / "result.zarr")
+    before = tree(tmp_path)
+    procs = _cli_together(
+        {
+            "grid": ["apply", a, "shifted.zarr", "--output", "out.zarr"],
+            "variable": ["apply", a, "renamed.zarr", "--output", "out.zarr"],
+            # result B knows December to February only; A's archive has every month
+            "months": ["apply", b, "sst.zarr", "--output", "out.zarr"],
+            "inside": ["apply", a, "sst.zarr", "--output", "sst.zarr/out.zarr"],
+        },
+        cwd=tmp_path,
+    )
+    fails(
+        procs["grid"],
+        2,
+        "ARCHIVE: coordinate 'lon' differs from the result's grid",
+        "at lon=0: result 150.0, here 151.0",
+    )
+    fails(procs["variable"], 2, "ARCHIVE: variable(s) ['sst'] of the result", "it has ['tos']")
+    fails(
+        procs["months"],
+        2,
+        "ARCHIVE: calendar month(s) [3, 4, 5, 6, 7, 8, 9, 10, 11] of its samples",
+        "(first 2000-03-01)",
+        "climatology, which has months [1, 2, 12]",
+        "--time",
+    )
+    fails(procs["inside"], 2, "--output: 'sst.zarr/out.zarr' lies inside ARCHIVE 'sst.zarr'")
+    assert tree(tmp_path) == before
+    # the winter months of the same archive are fine
+    out = apply_result(
+        b, tmp_path / "sst.zarr", tmp_path / "winter.zarr", time=("2000-12", "2001-02"), **QUIET
+    )
+    assert xr.open_zarr(out).sizes["time"] == 3
+
+
+def test_other_grid_sizes_and_dims_are_named(job_a, tmp_path):
+    fitted = load_result(job_a / "result.zarr")
+    field = io.open_archive(job_a / "sst.zarr", ["sst"])
+    cases = [
+        (field.isel(lat=slice(0, 4)), "field: dim 'lat' has 4 cells, the result's grid 5"),
+        (field.rename(lon="x"), r"field: its grid dims \('lat', 'x'\) differ from the result's"),
+        (field.rename(time="t"), "field: dims .* lack the result's sample dim 'time'"),
+        (field.drop_vars("lat"), "field: it has no coordinate 'lat'"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message):
+            fitted.transform(bad)
+    # the grid stored the other way round is the same grid
+    np.testing.assert_array_equal(
+        fitted.transform(field.transpose("time", "lon", "lat")).values,
+        fitted.transform(field).values,
+    )
+
+
+def test_output_never_over_into_or_around_an_input(job_a, tmp_path):
+    archive = tmp_path / "sst.zarr"
+    shutil.copytree(job_a / "sst.zarr", archive)
+    result = tmp_path / "result.zarr"
+    shutil.copytree(job_a / "result.zarr", result)
+    before = tree(tmp_path)
+    for output, relation in [
+        (result, "is result"),
+        (tmp_path, "contains result"),
+        (archive / "sst", "lies inside archive"),
+    ]:
+        with pytest.raises(FileExistsError, match=f"output: .* {relation}"):
+            apply_result(result, archive, output, overwrite=True, **QUIET)
+    # overwrite replaces only an earlier output of apply: never a result, never a directory
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(FileExistsError, match="mine' is a directory that dcfa did not write"):
+        apply_result(result, archive, tmp_path / "mine", overwrite=True, **QUIET)
+    with pytest.raises(FileExistsError, match="is a dcfa result store, not an output of apply"):
+        apply_result(result, archive, job_a / "result.zarr", overwrite=True, **QUIET)
+    assert tree(tmp_path) == {**before, "mine": "dir"}
+    out = apply_result(result, archive, tmp_path / "out.zarr", **QUIET)
+    with pytest.raises(FileExistsError, match="exists; pass overwrite=True to replace it"):
+        apply_result(result, archive, out, **QUIET)
+    apply_result(result, archive, out, overwrite=True, time=("2001-01", "2001-06"), **QUIET)
+    assert xr.open_zarr(out).sizes["time"] == 6
+
+
+def test_not_a_result_and_bad_time_name_the_argument(job_a, tmp_path):
+    with pytest.raises(ValueError, match="result: .* is not a result of dcfa fit"):
+        apply_result(job_a / "sst.zarr", job_a / "sst.zarr", tmp_path / "o.zarr", **QUIET)
+    with pytest.raises(FileNotFoundError, match="archive: no Zarr store at"):
+        apply_result(job_a / "result.zarr", tmp_path / "none.zarr", tmp_path / "o.zarr", **QUIET)
+    with pytest.raises(ValueError, match=r"time: no samples of .* in \['2030-01', '2030-12'\]"):
+        apply_result(
+            job_a / "result.zarr",
+            job_a / "sst.zarr",
+            tmp_path / "o.zarr",
+            time=("2030-01", "2030-12"),
+            **QUIET,
+        )
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,222 @@
+"""forward_cv: scikit-learn's TimeSeriesSplit folds, a whole pipeline refitted on the past only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import KFold, TimeSeriesSplit
+from sklearn.pipeline import make_pipeline
+
+from dcfa import LinCFA
+from dcfa.anomalies import Anomalies
+from dcfa.skill import blocked_cv, forward_cv
+
+SEEN: list = []  # what every Spy was fitted on (a module-level log survives sklearn's clone)
+
+
+class Spy(TransformerMixin, BaseEstimator):
+    """Passes X through; records the rows (their time stamps, or column 0) it is fitted on."""
+
+    def fit(self, X, y=None):
+        if isinstance(X, xr.DataArray):
+            SEEN.append(("data", X["time"].values.copy(), X.values.copy()))
+        else:
+            SEEN.append(("rows", np.asarray(X)[:, 0].copy(), None))
+        self.n_features_in_ = int(np.prod(X.shape[1:]))
+        return self
+
+    def transform(self, X):
+        return np.asarray(X).reshape(len(X), -1)
+
+
+def task(rng, n=120, start="1990-01-01"):
+    """A monthly (time, lat, lon) field with a seasonal cycle and a latent signal, and y."""
+    time = pd.date_range(start, periods=n, freq="MS")
+    months = time.month.to_numpy()
+    latent = rng.normal(size=(n, 2))
+    values = np.repeat(latent, 4, axis=1).reshape(n, 2, 4) + 0.5 * rng.normal(size=(n, 2, 4))
+    values += 5.0 * np.cos(2 * np.pi * months / 12)[:, None, None] + 290.0
+    X = xr.DataArray(
+        values,
+        dims=("time", "lat", "lon"),
+        coords={"time": time, "lat": [0.0, 5.0], "lon": [0.0, 5.0, 10.0, 15.0]},
+    )
+    y = latent @ [1.0, -1.5] + 0.3 * rng.normal(size=n)
+    return X, y, months
+
+
+def r2(y, pred):
+    return 1 - ((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(n_splits=3, gap=4),
+        dict(n_splits=4, gap=2, min_train=30),
+        dict(n_splits=2, test_size=10, gap=1),
+        dict(n_splits=3, gap=3, max_train_size=25),
+    ],
+)
+def test_folds_are_time_series_splits_with_the_gap(rng, kwargs):
+    n = 100
+    X = np.column_stack([np.arange(n), rng.normal(size=(n, 3))])
+    y = X[:, 1:] @ [1.0, 2.0, -1.0] + rng.normal(size=n)
+    skill = forward_cv(LinearRegression(), X, y, **kwargs)
+    n_splits, gap = kwargs.get("n_splits", 5), kwargs.get("gap", 0)
+    test_size = kwargs.get("test_size")
+    if "min_train" in kwargs:
+        test_size = (n - gap - kwargs["min_train"]) // n_splits
+    expected = TimeSeriesSplit(
+        n_splits,
+        gap=gap,
+        test_size=test_size,
+        max_train_size=kwargs.get("max_train_size"),
+    ).split(X)
+    folds = skill.extra["folds"]
+    assert len(folds) == n_splits == skill.r2.shape[0]
+    for (train, test), (train_ref, test_ref) in zip(folds, expected, strict=True):
+        np.testing.assert_array_equal(train, train_ref)
+        np.testing.assert_array_equal(test, test_ref)
+        assert train.max() + gap < test.min()  # the past only, the gap purged
+        assert np.array_equal(test, np.arange(test.min(), test.max() + 1))
+    if "min_train" in kwargs:
+        assert len(folds[0][0]) >= kwargs["min_train"]
+    if "max_train_size" in kwargs:
+        assert max(len(tr) for tr, _ in folds) == kwargs["max_train_size"]
+    else:  # expanding window, from the first sample
+        assert all(tr[0] == 0 for tr, _ in folds)
+        assert all(len(a[0]) < len(b[0]) for a, b in zip(folds, folds[1:], strict=False))
+
+
+@pytest.mark.parametrize("make", [None, lambda: PCA(2), lambda: LinCFA(random_state=0)])
+def test_scores_equal_a_manual_forward_loop(rng, make):
+    """Each fold: fit on the training window by hand, OLS by lstsq, test R^2."""
+    X, y, _ = task(rng)
+    cells = X.values.reshape(len(y), -1)
+    skill = forward_cv(make() if make else LinearRegression(), cells, y, n_splits=4, gap=3)
+    scores = []
+    for train, test in TimeSeriesSplit(4, gap=3).split(cells):
+        reduce = make().fit(cells[train], y[train]) if make else None
+        Z_tr = reduce.transform(cells[train]) if reduce else cells[train]
+        Z_te = reduce.transform(cells[test]) if reduce else cells[test]
+        A = np.column_stack([np.ones(len(train)), Z_tr])
+        coef = np.linalg.lstsq(A, y[train], rcond=None)[0]
+        scores.append(r2(y[test], np.column_stack([np.ones(len(test)), Z_te]) @ coef))
+    np.testing.assert_allclose(skill.r2, scores, atol=1e-8)
+
+
+@pytest.mark.parametrize("cv", [forward_cv, blocked_cv])
+def test_every_fold_fits_on_its_training_rows_only(rng, cv):
+    """A spy in the pipeline sees exactly the training rows of each fold, never a test row."""
+    n = 60
+    X = np.column_stack([np.arange(n, dtype=float), rng.normal(size=(n, 2))])
+    y = X[:, 1] + rng.normal(size=n)
+    SEEN.clear()
+    skill = cv(Spy(), X, y, n_splits=3)
+    assert len(SEEN) == 3
+    for (_, rows, _), (train, test) in zip(SEEN, skill.extra["folds"], strict=True):
+        np.testing.assert_array_equal(rows, train)
+        assert not np.isin(rows, test).any()
+
+
+def test_in_fold_climatology_ignores_the_test_months(rng):
+    """Months after the first training window get a huge offset. Inside every fold, what
+    Anomalies hands on equals NumPy anomalies from the per-month means of that fold's training
+    rows only; the first fold, trained before the offset, never sees it."""
+    X, y, months = task(rng, n=96)
+    shifted = X.copy(data=X.values.copy())
+    shifted[60:] += 1e6
+    SEEN.clear()
+    skill = forward_cv(make_pipeline(Anomalies(), Spy()), shifted, y, n_splits=3, gap=2)
+    assert len(SEEN) == 3
+    for (_, stamps, seen), (train, _test) in zip(SEEN, skill.extra["folds"], strict=True):
+        np.testing.assert_array_equal(stamps, X["time"].values[train])
+        x = shifted.values[train]
+        clim = np.stack([x[months[train] == k].mean(axis=0) for k in range(1, 13)])
+        np.testing.assert_allclose(seen, x - clim[months[train] - 1], rtol=1e-9, atol=1e-9)
+    first_train = skill.extra["folds"][0][0]
+    assert first_train.max() < 60
+    assert np.abs(SEEN[0][2]).max() < 50  # anomalies of the unshifted months only
+
+
+def test_a_whole_pipeline_on_a_grid(rng):
+    """Anomalies -> LinCFA -> OLS, refitted per fold, on a (time, lat, lon) DataArray; equal to
+    the same steps done by hand with NumPy anomalies of each training window."""
+    X, y, months = task(rng)
+    model = make_pipeline(Anomalies(standardize=True), LinCFA(random_state=0))
+    skill = forward_cv(model, X, y, n_splits=3, gap=2, min_train=36, name="anom -> LinCFA")
+    cells = X.values.reshape(len(y), -1)
+    scores, groups = [], []
+    for train, test in skill.extra["folds"]:
+        clim = np.stack([cells[train][months[train] == k].mean(0) for k in range(1, 13)])
+        anom = cells - clim[months - 1]
+        spread = anom[train].std(axis=0, ddof=1)
+        lin = LinCFA(random_state=0).fit(anom[train] / spread, y[train])
+        ols = LinearRegression().fit(lin.transform(anom[train] / spread), y[train])
+        scores.append(r2(y[test], ols.predict(lin.transform(anom[test] / spread))))
+        groups.append(lin.n_features_out_)
+    np.testing.assert_allclose(skill.r2, scores, atol=1e-8)
+    np.testing.assert_array_equal(skill.n_features, groups)
+    assert skill.mean > 0.5 and skill.row().startswith("anom -> LinCFA")
+
+
+def test_blocked_cv_keeps_its_folds_and_scores_on_dataarrays(rng):
+    """blocked_cv is unchanged: KFold blocks, and a DataArray scores as its values do."""
+    X, y, _ = task(rng, n=80)
+    cells = X.stack(cell=("lat", "lon"))
+    for model in (LinearRegression(), LinCFA(random_state=0)):
+        labelled = blocked_cv(model, cells, y, n_splits=4)
+        plain = blocked_cv(model, cells.values, y, n_splits=4)
+        np.testing.assert_allclose(labelled.r2, plain.r2, rtol=1e-12)
+        np.testing.assert_array_equal(labelled.n_features, plain.n_features)
+    for (train, test), (train_ref, test_ref) in zip(
+        plain.extra["folds"], KFold(4).split(cells.values), strict=True
+    ):
+        np.testing.assert_array_equal(train, train_ref)
+        np.testing.assert_array_equal(test, test_ref)
+
+
+def test_months_missing_from_a_training_window_are_an_error(rng):
+    X, y, _ = task(rng, n=40)
+    with pytest.raises(ValueError, match=r"month\(s\) \[.*\] do not occur in the training"):
+        # the first window holds January to August only; its test block starts in September
+        forward_cv(make_pipeline(Anomalies(), Spy()), X, y, n_splits=4, min_train=6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_splits=1), "n_splits: expected an int >= 2"),
+        (dict(n_splits=2.5), "n_splits: expected an int"),
+        (dict(n_splits=True), "n_splits: expected an int"),
+        (dict(n_splits=30), "n_splits: 40 samples"),
+        (dict(gap=-1), "gap: expected an int >= 0"),
+        (dict(gap=25), "gap: 40 samples, n_splits=5, gap=25"),
+        (dict(min_train=0), "min_train: expected None or an int >= 1"),
+        (dict(min_train=35), "min_train: 40 samples"),
+        (dict(test_size=1), "test_size: expected None or an int >= 2"),
+        (dict(test_size=8), "test_size: 40 samples"),
+        (dict(max_train_size=0), "max_train_size: expected None or an int >= 1"),
+    ],
+)
+def test_bad_arguments_name_the_argument(rng, kwargs, match):
+    X = rng.normal(size=(40, 3))
+    with pytest.raises(ValueError, match=match):
+        forward_cv(LinearRegression(), X, X[:, 0], **kwargs)
+
+
+def test_bad_inputs(rng):
+    X = rng.normal(size=(40, 3))
+    with pytest.raises(ValueError, match="X and y"):
+        forward_cv(LinearRegression(), X, X[:-1, 0])
+    with pytest.raises(ValueError, match="X: expected a 2-D"):
+        forward_cv(LinearRegression(), X[:, 0], X[:, 0])
+    with pytest.raises(ValueError, match="by: 'month' needs the dates"):
+        forward_cv(make_pipeline(Anomalies(), LinCFA()), X, X[:, 0])

@@ -1,0 +1,144 @@
+"""The batch job as a forecast: ``target.lead``, ``input.windows`` and ``input.lags``.
+
+A real job (LocalCluster, Zarr archive, CSV target) against NumPy: the windows are trailing
+means, the lags earlier samples, the climatology is fitted on the samples the job keeps, the
+target is the one ``lead`` months after each predictor, and no group mixes windows or lags.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from test_io import make_archive
+from test_job import cli
+
+from dcfa._job import run_job
+from dcfa.config import ConfigError, load_config
+
+pytestmark = pytest.mark.slow
+
+N = 120
+
+
+def write_forecast_job(tmp_path, **input_keys):
+    ds = make_archive(tmp_path / "sst.zarr", n=N, shape=(4, 6))
+    rng = np.random.default_rng(1)
+    x = ds.sst.values.astype(np.float64)
+    driver = np.nanmean(x[:, 1:3, 2:5], axis=(1, 2))
+    y = np.r_[np.zeros(3), driver[:-3]] + 0.2 * rng.normal(size=N)  # driven 3 months later
+    time = pd.date_range("2000-01-01", periods=N, freq="MS") + pd.Timedelta(days=14)
+    pd.DataFrame({"time": time, "y": y}).to_csv(tmp_path / "y.csv", index=False)
+    inp = {"windows": [1, 3], "lags": [0, 1], **input_keys}
+    lines = [
+        "[input]",
+        f'store = "{tmp_path / "sst.zarr"}"',
+        'variables = ["sst"]',
+        "anomalies = true",
+        *(f"{k} = {v!r}".replace("'", '"') for k, v in inp.items()),
+        "[target]",
+        f'path = "{tmp_path / "y.csv"}"',
+        'variable = "y"',
+        'match = "month"',
+        "lead = 2",
+        "[method]",
+        'name = "lincfa"',
+        "[method.params]",
+        "neighbors = 1",
+        "random_state = 0",
+        "[output]",
+        f'store = "{tmp_path / "out.zarr"}"',
+        "[cluster]",
+        "n_workers = 2",
+        'memory_limit = "1GiB"',
+    ]
+    (tmp_path / "job.toml").write_text("\n".join(lines) + "\n")
+    return tmp_path / "job.toml", x, y
+
+
+def numpy_predictors(x, windows=(1, 3), lags=(0, 1)):
+    """(time, window, lag, lat, lon): trailing means, then earlier samples, trimmed."""
+    n = x.shape[0]
+    W = np.full((n, len(windows), *x.shape[1:]), np.nan)
+    for k, w in enumerate(windows):
+        for t in range(w - 1, n):
+            W[t, k] = x[t - w + 1 : t + 1].mean(axis=0)
+    W = W[max(windows) - 1 :]
+    m = W.shape[0]
+    L = np.full((m, len(windows), len(lags), *x.shape[1:]), np.nan)
+    for k, lag in enumerate(lags):
+        L[lag:, :, k] = W[: m - lag]
+    return L[max(lags) :], max(windows) - 1 + max(lags)
+
+
+def test_lead_windows_and_lags_against_numpy(tmp_path):
+    job, x, y = write_forecast_job(tmp_path)
+    lines = []
+    run_job(load_config(job), echo=lines.append)
+    ds = xr.open_zarr(tmp_path / "out.zarr")
+    assert set(ds.region.dims) == {"window", "lag", "lat", "lon"}
+    order = ("window", "lag", "lat", "lon")
+    P, start = numpy_predictors(x)
+    lead = 2
+    P = P[: N - start - lead]  # the last predictors have no target 2 months later
+    target = y[start + lead :]
+    times = pd.date_range("2000-01-01", periods=N, freq="MS")
+    np.testing.assert_array_equal(ds.time.values, times[start : N - lead].values)
+    # the alignment, as printed
+    assert any(
+        f"lead 2: predictors {times[start]:%Y-%m-%d} .. {times[N - lead - 1]:%Y-%m-%d} -> "
+        f"targets 2000-0{start + lead + 1}-15" in s
+        for s in lines
+    ), lines
+    # the climatology of the samples kept, per calendar month
+    month = times[start : N - lead].month.values
+    clim = np.stack([P[month == k].mean(axis=0) for k in range(1, 13)])
+    stored = ds.climatology.transpose("month", *order).values
+    # (a float32 archive's running means are float32, as dcfa.trailing_windows keeps them)
+    np.testing.assert_allclose(stored, clim, rtol=1e-7, equal_nan=True)
+    A = P - clim[month - 1]
+    # every group: the mean of its cells' (weighted, centred) anomalies; groups never mix
+    # windows or lags
+    region = ds.region.transpose(*order).values  # NaN where unused
+    scale = ds.cell_scale.transpose(*order).values
+    centre = ds.cell_centre.transpose(*order).values
+    feats = ds.features.values
+    for g in range(ds.sizes["group"]):
+        cells = np.argwhere(region == g)
+        assert len({(c[0], c[1]) for c in cells}) == 1, f"group {g} mixes blocks"
+        ref = (scale[region == g] * (A[:, region == g] - centre[region == g])).mean(axis=1)
+        np.testing.assert_allclose(feats[:, g], ref, rtol=1e-4, atol=1e-4)
+    # the stored correlation is with the target 2 months ahead
+    f = feats.astype(np.float64)
+    corr = [np.corrcoef(f[:, g], target)[0, 1] for g in range(f.shape[1])]
+    np.testing.assert_allclose(ds.group_target_corr.values, corr, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("input.windows", "[0, 3]", "input.windows must be a list of ints >= 1"),
+        ("input.windows", "[3, 3]", "input.windows has repeated values"),
+        ("input.lags", "[-1]", "input.lags must be a list of ints >= 0"),
+        ("input.aggregate", '"median"', "input.aggregate must be 'mean' or 'sum'"),
+        ("target.lead", "-1", "target.lead must be >= 0"),
+        ("target.lead", '"3"', "target.lead must be a integer"),
+    ],
+)
+def test_bad_forecast_keys_exit_2_naming_them(tmp_path, key, value, message):
+    job, _, _ = write_forecast_job(tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        load_config(job, [f"{key}={value}"])
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = cli("fit", str(job), "--set", f"{key}={value}", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_lead_beyond_the_record_names_the_key(tmp_path):
+    job, _, _ = write_forecast_job(tmp_path)
+    with pytest.raises(ValueError, match="target.lead = 200 samples leaves 0"):
+        run_job(load_config(job, ["target.lead=200"]), echo=lambda *a: None)
+    assert not (tmp_path / "out.zarr").exists()
