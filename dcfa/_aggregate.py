@@ -21,32 +21,40 @@ import scipy.sparse as sp
 __all__ = ["group_matrix", "aggregate", "broadcast_back"]
 
 
-def group_matrix(labels: np.ndarray, values, *, how: str = "mean") -> sp.csr_array:
-    """Sparse ``(D, d)``: ``values[k]`` (divided by the group size for a mean) at ``(k, g)``."""
+def group_matrix(labels: np.ndarray, values, *, how: str = "mean", weights=None) -> sp.csr_array:
+    """Sparse ``(D, d)``: ``values[k]`` at ``(k, g)``, times ``weights[k]`` when given, and for
+    a mean divided by the group's size (or its total weight)."""
     labels = np.asarray(labels)
     used = np.flatnonzero(labels >= 0)
     d = int(labels.max()) + 1 if used.size else 0
     v = np.broadcast_to(np.asarray(values, dtype=np.float64), labels.shape)[used]
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)[used]
+    if w is not None:
+        v = v * w
     if how == "mean":
-        sizes = np.bincount(labels[used], minlength=d)
+        sizes = np.bincount(labels[used], weights=w, minlength=d)
         v = v / sizes[labels[used]]
     return sp.csr_array((v, (used, labels[used])), shape=(labels.size, d))
 
 
-def aggregate(X, labels, scale, mean, *, how: str = "mean", nan_aware: bool = False):
-    """Group aggregates of the rows of ``X`` (NumPy in, NumPy out; Dask in, lazy Dask out)."""
+def aggregate(X, labels, scale, mean, *, how: str = "mean", nan_aware: bool = False, weights=None):
+    """Group aggregates of the rows of ``X`` (NumPy in, NumPy out; Dask in, lazy Dask out);
+    ``weights`` (one per feature) make them weighted means (or sums)."""
     labels = np.asarray(labels)
     mean = np.where(labels >= 0, mean, 0.0)
     if nan_aware:
         mats = (
-            group_matrix(labels, scale, how="sum"),
-            group_matrix(labels, np.asarray(scale) * mean, how="sum"),
-            group_matrix(labels, 1.0, how="sum"),
+            group_matrix(labels, scale, how="sum", weights=weights),
+            group_matrix(labels, np.asarray(scale) * mean, how="sum", weights=weights),
+            group_matrix(labels, 1.0, how="sum", weights=weights),
         )
-        sizes = np.bincount(labels[labels >= 0]).astype(np.float64)
+        used = labels >= 0
+        sizes = np.bincount(
+            labels[used], weights=None if weights is None else np.asarray(weights)[used]
+        ).astype(np.float64)
         factor = sizes if how == "sum" else np.ones_like(sizes)
         return _map(X, _nan_block, mats, 2, partial(_nan_finish, factor=factor))
-    W = group_matrix(labels, scale, how=how)
+    W = group_matrix(labels, scale, how=how, weights=weights)
     offset = -np.asarray(mean @ W)
     return _map(X, _dot_block, (W,), 1, partial(_add_offset, offset=offset))
 

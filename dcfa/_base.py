@@ -17,7 +17,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from dcfa._aggregate import aggregate, broadcast_back
 from dcfa._moments import Moments
-from dcfa._validation import InputData, check_n_samples, check_X, check_y, validate_params
+from dcfa._validation import (
+    InputData,
+    StrOptions,
+    check_n_samples,
+    check_X,
+    check_y,
+    validate_params,
+)
 from dcfa.memory import check_dense
 
 __all__ = ["BaseCFA"]
@@ -26,6 +33,47 @@ logger = logging.getLogger("dcfa")
 
 
 INPUTS = ("identity", "square")
+WEIGHTS_OPTIONS = [None, StrOptions({"area"}), "array-like"]
+_LATITUDES = ("lat", "latitude")
+
+
+def feature_weights(weights, inp: InputData) -> np.ndarray | None:
+    """One non-negative weight per feature for ``weights`` (None, "area" or an array)."""
+    if weights is None:
+        return None
+    layout = inp.layout
+    if isinstance(weights, str):  # "area": cos(latitude)
+        lat = None if layout is None else _latitude(layout)
+        if lat is None:
+            raise ValueError(
+                "weights: 'area' needs an xarray.DataArray X with a latitude coordinate "
+                f"({' or '.join(map(repr, _LATITUDES))}, or CF units 'degrees_north') over its "
+                "feature dims; pass one weight per feature for other inputs"
+            )
+        w = np.clip(np.cos(np.deg2rad(lat)), 0.0, None)
+    else:
+        if isinstance(weights, xr.DataArray) and layout is not None:
+            weights = weights.transpose(*layout.feature_dims)
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.size != inp.n_features:
+            raise ValueError(
+                f"weights: {w.size} values for {inp.n_features} features (one per feature)"
+            )
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights: expected finite, non-negative weights")
+    return w
+
+
+def _latitude(layout) -> np.ndarray | None:
+    """Every feature's latitude in degrees (C order over the feature dims), or None."""
+    for name, var in layout.feature_coords.items():
+        attrs = getattr(var, "attrs", {})
+        is_lat = name in _LATITUDES or attrs.get("units") in ("degrees_north", "degree_north")
+        if is_lat and set(var.dims) <= set(layout.feature_dims):
+            v = xr.Variable(var.dims, np.asarray(var.values, dtype=np.float64))
+            full = v.set_dims(dict(zip(layout.feature_dims, layout.feature_shape, strict=True)))
+            return full.transpose(*layout.feature_dims).values.ravel()
+    return None
 
 
 def apply_inputs(data, inputs):
@@ -85,6 +133,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
         extras = self._check_params(inp, Y)
+        # checked before the pass; used by transform
+        weights = feature_weights(self.weights, inp) if hasattr(self, "weights") else None
         logger.info(
             "%s: moments of %d samples x %d features (%s)",
             type(self).__name__,
@@ -105,6 +155,14 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         else:
             whole = moments
         self._set_fitted(inp, whole, labels)
+        self.feature_weights_ = weights
+        if weights is not None:
+            total = np.bincount(labels[labels >= 0], weights=weights[labels >= 0])
+            if np.any(total <= 0):
+                raise ValueError(
+                    f"weights: group(s) {np.flatnonzero(total <= 0)[:5].tolist()} have zero "
+                    "total weight; their weighted mean is undefined"
+                )
         return self
 
     def _check_moments(self, moments, inp: InputData, Y, extras: dict):
@@ -243,6 +301,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             self._centre,
             how=self._aggregation,
             nan_aware=getattr(self, "missing", "exclude") == "pairwise",
+            weights=getattr(self, "feature_weights_", None),
         )
         if inp.layout is None:
             return Xt

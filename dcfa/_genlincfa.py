@@ -88,7 +88,7 @@ class GenLinCFA(BaseCFA):
         ``"simple"``: ``k(|r_P| + |r_j|) <= eps (1 + rho)``, the rule of the authors' real-data
         notebooks.
     inputs, aggregation, standardize, compare, scan, shuffle, random_state, neighbors,
-    neighborhood, periodic, sample_dim
+    neighborhood, periodic, weights, sample_dim
         As in :class:`NonLinCFA`.
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
@@ -152,6 +152,7 @@ class GenLinCFA(BaseCFA):
         neighborhood="group",
         periodic="auto",
         missing="exclude",
+        weights=None,
         sample_dim="time",
     ):
         self.eps = eps
@@ -169,6 +170,7 @@ class GenLinCFA(BaseCFA):
         self.neighborhood = neighborhood
         self.periodic = periodic
         self.missing = missing
+        self.weights = weights
         self.sample_dim = sample_dim
 
     def _check_target(self, y, inp):

@@ -489,6 +489,13 @@ def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:
         ),
         "has_data": prep.has_data.rename("has_data").drop_encoding(),
     }
+    if getattr(estimator, "feature_weights_", None) is not None:  # weights = "area" or given
+        out["cell_weight"] = on_grid(
+            estimator.feature_weights_,
+            0.0,
+            "cell_weight",
+            {"long_name": "weight of the cell in its group's mean (method.params.weights)"},
+        )
     if prep.climatology is not None:
         out["climatology"] = prep.climatology.rename("climatology").drop_encoding()
         out["climatology"].attrs = {"long_name": "mean of every calendar month (anomalies)"}

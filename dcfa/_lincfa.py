@@ -8,7 +8,7 @@ from numbers import Integral
 
 import numpy as np
 
-from dcfa._base import BaseCFA
+from dcfa._base import WEIGHTS_OPTIONS, BaseCFA
 from dcfa._moments import MISSING_POLICIES, Moments, moments
 from dcfa._seedrows import ColumnMoments, RowBasis, column_pass
 from dcfa._stencil import GridMoments, grid_moments
@@ -208,6 +208,13 @@ class LinCFA(BaseCFA):
         ``"exclude"``: features with missing values are left out (label -1, reported in
         ``excluded_``). ``"pairwise"``: pairwise-complete correlations; ``transform`` then
         averages the members observed in each sample.
+    weights : {"area"}, array-like or None, default=None
+        How ``transform`` averages a group's cells. None: the plain mean (the papers').
+        ``"area"``: weighted by the cosine of each cell's latitude (a ``lat`` / ``latitude``
+        coordinate of an xarray input), so a region's series is its area-weighted mean; an
+        array of one non-negative weight per feature (or on the grid) for other weights. The
+        partition is decided as the papers decide it (from plain means); only the reported
+        series change. Recorded in ``feature_weights_``.
     sample_dim : str, default="time"
         For xarray input, the dim that indexes samples.
 
@@ -228,6 +235,9 @@ class LinCFA(BaseCFA):
     label_map_ : xarray.DataArray
         ``labels_`` on the original feature dims (xarray input only).
     n_features_in_ : int
+    feature_weights_ : ndarray of shape (n_features_in_,) or None
+        The weights ``transform`` averages a group's cells with (``weights``); None for the
+        plain mean.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has string column names (pandas).
 
@@ -293,6 +303,7 @@ class LinCFA(BaseCFA):
         "mode": [StrOptions(set(MODES))],
         "row_batch": [Interval(Integral, 1, None, closed="left")],
         "missing": [StrOptions(set(MISSING_POLICIES))],
+        "weights": WEIGHTS_OPTIONS,
         "sample_dim": [str],
     }
 
@@ -311,6 +322,7 @@ class LinCFA(BaseCFA):
         mode="full",
         row_batch=256,
         missing="exclude",
+        weights=None,
         sample_dim="time",
     ):
         self.shuffle = shuffle
@@ -325,6 +337,7 @@ class LinCFA(BaseCFA):
         self.mode = mode
         self.row_batch = row_batch
         self.missing = missing
+        self.weights = weights
         self.sample_dim = sample_dim
 
     def _check_params(self, inp, Y):

@@ -7,7 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from dcfa._base import INPUTS, BaseCFA
+from dcfa._base import INPUTS, WEIGHTS_OPTIONS, BaseCFA
 from dcfa._moments import Moments, moments
 from dcfa._validation import Interval, StrOptions
 from dcfa.folds import Folds, make_folds
@@ -29,6 +29,7 @@ CFA_PARAMETERS: dict = {
     "neighbors": [None, Interval(Integral, 1, None, closed="left"), "sparse matrix", "array-like"],
     "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
     "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
+    "weights": WEIGHTS_OPTIONS,
     "sample_dim": [str],
 }
 
@@ -139,6 +140,8 @@ class NonLinCFA(BaseCFA):
         Neighbours of any member, or of the seed only (see :class:`LinCFA`).
     periodic : "auto", bool or tuple of str, default="auto"
         Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
+    weights : {"area"}, array-like or None, default=None
+        How ``transform`` averages a group's cells (see :class:`LinCFA`).
     sample_dim : str, default="time"
 
     Attributes
@@ -208,6 +211,7 @@ class NonLinCFA(BaseCFA):
         neighbors=None,
         neighborhood="group",
         periodic="auto",
+        weights=None,
         sample_dim="time",
     ):
         self.eps = eps
@@ -222,6 +226,7 @@ class NonLinCFA(BaseCFA):
         self.neighbors = neighbors
         self.neighborhood = neighborhood
         self.periodic = periodic
+        self.weights = weights
         self.sample_dim = sample_dim
 
     def _check_params(self, inp, Y):

@@ -5,7 +5,8 @@ for other months: the preprocessing (``climatology``, ``spread``), every cell's 
 reduction (``cell_index``, ``cell_scale``, ``cell_centre``, ``region``), the job's
 configuration (variables, sample dim, method parameters) and, with a GBMAP, its learners and
 input standardisation. :func:`load_result` turns that into a :class:`FittedResult` whose
-``transform`` runs the job's own steps lazily (:func:`dcfa.io.plan_chunks`,
+``transform`` runs the job's own steps lazily (the job's trailing windows and lags,
+``dcfa._job._time_scales``, then :func:`dcfa.io.plan_chunks`,
 :func:`dcfa.io.apply_preprocessing`, the job's stacking of the cells, and
 :func:`dcfa._aggregate.aggregate` with the stored weights), so a result applied to its own
 training months gives its ``features`` exactly. :func:`apply_result` (``dcfa apply``) checks
@@ -49,8 +50,20 @@ CLI_NAMES = {
 # the [input] keys whose effect ``apply`` reproduces; any other key set to a value that is not
 # its default (a feature of a later dcfa) makes the result one ``apply`` cannot reproduce
 _INPUT_KEYS = frozenset(
-    {"store", "variables", "sample_dim", "time", "anomalies", "standardize", "storage_options"}
+    {
+        "store",
+        "variables",
+        "sample_dim",
+        "time",
+        "anomalies",
+        "standardize",
+        "storage_options",
+        "windows",
+        "lags",
+        "aggregate",
+    }
 )
+_TIME_SCALE_KEYS = ("windows", "lags", "aggregate")  # what ``_time_scales`` reads of [input]
 _APPLIED = "region series"  # the dcfa_kind of the stores apply writes
 
 
@@ -78,6 +91,13 @@ class FittedResult:
         holds one with everything needed to apply it.
     attrs : dict
         The result's attributes (provenance).
+    time_scales : dict
+        The job's ``input.windows``, ``input.lags`` and ``input.aggregate``: ``transform``
+        computes them (``dcfa._job._time_scales``) before anything else, so a field is given
+        as the archive stores it and the result's ``window`` / ``lag`` dims are made here.
+    lead : int
+        The job's ``target.lead``: the features (and the GBMAP's prediction) of sample ``t``
+        predict the target at ``t + lead`` samples.
     """
 
     path: str
@@ -92,9 +112,12 @@ class FittedResult:
     scale: np.ndarray  # s_k
     centre: np.ndarray  # mu_k
     aggregation: str
+    weight: np.ndarray | None = None  # w_k of weighted means (method.params.weights), or None
     gbmap: object = None
     gbmap_missing: str | None = None  # why a stored GBMAP cannot be applied
     attrs: dict = field(default_factory=dict, repr=False)
+    time_scales: dict = field(default_factory=dict)
+    lead: int = 0
 
     @property
     def n_groups(self) -> int:
@@ -102,20 +125,52 @@ class FittedResult:
 
     @property
     def grid(self) -> tuple:
+        """The dims of the reduction's grid (with ``window`` / ``lag`` when the job made them)."""
         return tuple(self.region.dims)
+
+    @property
+    def windows(self) -> list:
+        return list(self.time_scales.get("windows", [1]))
+
+    @property
+    def lags(self) -> list:
+        return list(self.time_scales.get("lags", [0]))
+
+    @property
+    def history(self) -> int:
+        """Earlier samples the first computed one needs: ``max(windows) - 1 + max(lags)``."""
+        return max(self.windows) - 1 + max(self.lags)
+
+    @property
+    def added_dims(self) -> tuple:
+        """The grid dims the job's windows and lags add to the archive's."""
+        return (("window",) if self.windows != [1] else ()) + (("lag",) if self.lags != [0] else ())
+
+    @property
+    def archive_grid(self) -> tuple:
+        """The grid dims a field must have: the result's, without ``window`` / ``lag``."""
+        return tuple(d for d in self.grid if d not in self.added_dims)
 
     # -- the region series -------------------------------------------------------------------
 
-    def transform(self, field, *, _names: dict | None = None) -> xr.DataArray:
+    def transform(self, field, *, time=None, _names: dict | None = None) -> xr.DataArray:
         """The region series of ``field``: a lazy ``(sample_dim, group)`` float64 DataArray.
 
         ``field`` is a Dataset holding the result's variables, or a DataArray as
         :func:`dcfa.io.open_archive` gives (the variables along a ``variable`` dim when there
-        are several), on the result's grid. The job's steps are applied in its order: chunks
-        planned (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
+        are several), on the result's grid (without the ``window`` / ``lag`` dims: those are
+        made here). The job's steps are applied in its order: its trailing windows and lags
+        (``dcfa._job._time_scales``; the first ``history`` samples, whose windows or lags
+        reach before the field's start, are dropped), chunks planned
+        (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
         (:func:`dcfa.io.apply_preprocessing`), the cells taken in the reduction's order, and
         :func:`dcfa._aggregate.aggregate` with the stored weights. Nothing is computed for a
         Dask-backed field. The result store keeps these values as float32.
+
+        ``time = (start, stop)`` keeps the samples between these labels (inclusive), selected
+        after the windows and lags are computed: the first selected samples take their windows
+        and lags from the samples before them, which the field must hold (``history`` of
+        them; a ValueError names ``time`` otherwise).
 
         A field opened as the job opens its input (:func:`dcfa.io.open_archive`, or
         ``xr.open_zarr(..., chunks={})``) gives the stored features bit for bit. Other chunks
@@ -123,7 +178,7 @@ class FittedResult:
         values up to float64 rounding, which the float32 features almost always hide.
         """
         names = _names or {**PYTHON_NAMES, "archive": "field"}
-        field = self._checked_field(field, names)
+        field = self._checked_field(field, names, time)
         return self._series(field)
 
     def embedding(self, field) -> xr.DataArray:
@@ -172,6 +227,7 @@ class FittedResult:
             self.centre,
             how=self.aggregation,
             nan_aware=params.get("missing", "exclude") == "pairwise",
+            weights=self.weight,
         )
         coords = {k: c.variable for k, c in field.coords.items() if set(c.dims) == {dim}}
         return xr.DataArray(
@@ -184,8 +240,9 @@ class FittedResult:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _checked_field(self, field, names: dict) -> xr.DataArray:
-        """``field`` as one DataArray ``(sample_dim, *grid)``, checked against the result."""
+    def _checked_field(self, field, names: dict, time=None) -> xr.DataArray:
+        """``field`` as one DataArray ``(sample_dim, *grid)``, checked against the result, with
+        the job's windows and lags, the samples of ``time``."""
         key = names["archive"]
         dim = self.sample_dim
         if isinstance(field, xr.Dataset):
@@ -211,15 +268,38 @@ class FittedResult:
         if dim not in field.dims:
             raise ValueError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
         grid = tuple(d for d in field.dims if d != dim)
-        if set(grid) != set(self.grid):
-            raise ValueError(f"{key}: its grid dims {grid} differ from the result's {self.grid}")
-        for d in self.grid:
+        expect = self.archive_grid  # the windows and lags are made here, not given
+        if set(grid) != set(expect):
+            hint = ""
+            if self.added_dims and set(grid) == set(self.grid):
+                hint = (
+                    f"; give it without the {list(self.added_dims)} dims, as the archive stores "
+                    "it: the result's windows and lags are computed from it"
+                )
+            raise ValueError(f"{key}: its grid dims {grid} differ from the result's {expect}{hint}")
+        for d in expect:
             if field.sizes[d] != self.region.sizes[d]:
                 raise ValueError(
                     f"{key}: dim {d!r} has {field.sizes[d]} cells, the result's grid "
                     f"{self.region.sizes[d]}"
                 )
+        self._check_coords(field, key, archive=True)
+        field = field.transpose(dim, *expect)
+        if field.dtype.kind not in "iuf":
+            raise ValueError(f"{key}: holds {field.dtype} values; expected numbers")
+        if field.sizes[dim] == 0:
+            raise ValueError(f"{key}: no samples")
+        field = self._time_scaled(field, names, time)
+        self._check_months(field[dim], names)
+        return field
+
+    def _check_coords(self, field: xr.DataArray, key: str, *, archive: bool) -> None:
+        """The result's grid coordinates in ``field``: those of the archive's grid
+        (``archive``), or those along the dims the windows and lags add."""
+        added = set(self.added_dims)
         for name, coord in self.region.coords.items():
+            if bool(added & set(coord.dims)) == archive:
+                continue
             if name not in field.coords:
                 raise ValueError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
             theirs = field[name]
@@ -230,13 +310,53 @@ class FittedResult:
                     f"{key}: coordinate {name!r} differs from the result's grid "
                     f"({_first_difference(coord, field[name])})"
                 )
-        field = field.transpose(dim, *self.grid)
-        if field.dtype.kind not in "iuf":
-            raise ValueError(f"{key}: holds {field.dtype} values; expected numbers")
-        if field.sizes[dim] == 0:
-            raise ValueError(f"{key}: no samples")
-        self._check_months(field[dim], names)
-        return field
+
+    def _time_scaled(self, field: xr.DataArray, names: dict, time) -> xr.DataArray:
+        """The job's windows and lags of ``field`` (``dcfa._job._time_scales``), then the
+        samples of ``time``: each selected sample's windows and lags from the ones before."""
+        from dcfa._job import _time_scales
+
+        key, dim, need = names["archive"], self.sample_dim, self.history
+        n = field.sizes[dim]
+        what = " and ".join(
+            f"input.{k} {v}"
+            for k, v, default in (("windows", self.windows, [1]), ("lags", self.lags, [0]))
+            if v != default
+        )
+        if n <= need:
+            raise ValueError(
+                f"{key}: holds {n} sample(s) along {dim!r}; the result's {what} need {need} "
+                f"earlier sample(s) before the first one computed, so at least {need + 1}"
+            )
+        if time is not None:
+            if isinstance(time, str | bytes) or len(time) != 2:
+                got = time if isinstance(time, str | bytes) else list(time)
+                raise ValueError(f"{names['time']}: expected START END, got {got!r}")
+            where = str(field.attrs.get("source", key))
+            position = xr.DataArray(np.arange(n), dims=dim, coords={dim: field[dim].variable})
+            chosen = io.select_time(position, time, sample_dim=dim, key=names["time"], where=where)
+            first, last = int(chosen.values[0]), int(chosen.values[-1])
+            if first < need:
+                raise ValueError(
+                    f"{names['time']}: its first sample, {_date(field[dim].values[first])}, "
+                    f"has {first} earlier sample(s) in {key}; the result's {what} need {need}: "
+                    f"start {names['time']} at {_date(field[dim].values[need])} or later, or "
+                    f"give {key} with {need - first} earlier sample(s)"
+                )
+            # exactly the selected samples, and the ones their windows and lags reach back to
+            field = field.isel({dim: slice(first - need, last + 1)})
+        if not self.added_dims:
+            return field
+        inp = {
+            "sample_dim": dim,
+            "variables": self.variables,
+            "windows": self.windows,
+            "lags": self.lags,
+            "aggregate": self.time_scales.get("aggregate", "mean"),
+        }
+        field = _time_scales(field, inp)
+        self._check_coords(field, key, archive=False)
+        return field.transpose(dim, *self.grid)
 
     def _check_months(self, coord: xr.DataArray, names: dict) -> None:
         clim = self.preprocessing.climatology
@@ -340,7 +460,8 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     config = _config_of(ds, key, loc)
     inp = config.input
     dim = inp["sample_dim"]
-    small = ds[[v for v in (*needed, "region", "climatology", "spread") if v in ds]].load()
+    optional = ("region", "climatology", "spread", "cell_weight")
+    small = ds[[v for v in (*needed, *optional) if v in ds]].load()
 
     index = small["cell_index"].values.astype(np.int64).ravel()
     used = np.flatnonzero(index >= 0)
@@ -357,6 +478,11 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     labels = region_values.ravel()[keep]
     scale = small["cell_scale"].values.astype(np.float64).ravel()[keep]
     centre = small["cell_centre"].values.astype(np.float64).ravel()[keep]
+    weight = (  # method.params.weights: the groups' weighted means
+        small["cell_weight"].values.astype(np.float64).ravel()[keep]
+        if "cell_weight" in small
+        else None
+    )
     prep = io.Preprocessing(
         has_data=small["has_data"].astype(bool),
         climatology=small["climatology"] if "climatology" in small else None,
@@ -382,10 +508,13 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         labels=labels,
         scale=scale,
         centre=centre,
+        weight=weight,
         aggregation=str(aggregation),
         gbmap=gbmap,
         gbmap_missing=why,
         attrs=dict(ds.attrs),
+        time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
+        lead=int(config.target["lead"]),
     )
 
 
@@ -503,7 +632,9 @@ def apply_result(
         ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
         ``decision_function`` for a classifier); attributes name the result and the archive.
     time : (start, stop), optional
-        Only the samples between these labels (inclusive).
+        Only the samples between these labels (inclusive), selected after the result's
+        windows and lags are computed: the archive must hold the ``history`` samples before
+        the first one (:meth:`FittedResult.transform`).
     storage_options : dict, optional
         fsspec options for URLs (the result, the archive and the output).
 
@@ -531,8 +662,9 @@ def apply_result(
         if isinstance(result, FittedResult)
         else load_result(result, so, _key=names["result"])
     )
-    field = _open(fitted, archive, time, names, so)
-    features = fitted.transform(field, _names=names)
+    field = _open(fitted, archive, names, so)
+    # the windows and lags first, then the samples of time (they reach back before it)
+    features = fitted.transform(field, time=time, _names=names)
     dim = fitted.sample_dim
     data = {"features": features.astype("float32").rename(None)}
     data["features"].attrs = dict(features.attrs)
@@ -548,7 +680,8 @@ def apply_result(
         data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
     elif fitted.gbmap_missing:
         echo(f"      note: the GBMAP is not applied: {fitted.gbmap_missing}")
-    span = io._span(field[dim], io._calendar(field[dim]), "exact")
+    span = io._span(features[dim], io._calendar(features[dim]), "exact")
+    n_samples = int(features.sizes[dim])
     attrs = {
         "dcfa_version": _version(),
         "result": fitted.path,
@@ -556,8 +689,12 @@ def apply_result(
         "method": fitted.method,
         "variables": json.dumps(fitted.variables),
         "samples": span,
-        "n_samples": int(field.sizes[dim]),
+        "n_samples": n_samples,
         "n_groups": fitted.n_groups,
+        # the predictors of sample t; the target they (and the prediction) are for: t + lead
+        "lead": fitted.lead,
+        "windows": json.dumps(fitted.windows),
+        "lags": json.dumps(fitted.lags),
     }
     if time is not None:
         attrs["time"] = json.dumps([str(t) for t in time])
@@ -566,20 +703,28 @@ def apply_result(
         f"[1/2] {fitted.path}: {fitted.method}, {fitted.n_groups} groups"
         + (f", GBMAP of {gbmap.coef_.shape[0]} learners" if gbmap is not None else "")
         + f"; {io._location(archive)}: {fitted.variables}, {span}"
+        + (
+            f"; windows {fitted.windows}, lags {fitted.lags} (each sample needs the "
+            f"{fitted.history} before it)"
+            if fitted.added_dims
+            else ""
+        )
+        + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
     )
     _write(out, dataset, overwrite, names, so)
     written = xr.open_zarr(out, **({"storage_options": so} if so and isinstance(out, str) else {}))
     gaps = int(written["features"].isnull().any("group").sum())
     echo(
-        f"[2/2] {out}: {field.sizes[dim]} samples x {fitted.n_groups} groups"
+        f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
         + (f" ({gaps} samples with a missing group value)" if gaps else "")
         + f" in {_time.perf_counter() - t0:.1f} s"
     )
     return out
 
 
-def _open(fitted: FittedResult, archive, time, names: dict, so) -> xr.DataArray:
-    """The archive's variables as the job opens its input, the samples of ``time``."""
+def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
+    """The archive's variables as the job opens its input (every sample: ``time`` is
+    selected after the windows and lags, by :meth:`FittedResult.transform`)."""
     key = names["archive"]
     loc = io._location(archive)
     if not io._exists(loc, so):
@@ -600,9 +745,9 @@ def _open(fitted: FittedResult, archive, time, names: dict, so) -> xr.DataArray:
                 f"{fitted.sample_dim!r}"
             )
         grid = tuple(d for d in dims if d != fitted.sample_dim)
-        expect = fitted.grid
+        expect = fitted.archive_grid
         if len(fitted.variables) > 1:  # open_archive stacks them along "variable"
-            expect = tuple(d for d in fitted.grid if d != "variable")
+            expect = tuple(d for d in expect if d != "variable")
         if set(grid) != set(expect):
             raise ValueError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
     try:
@@ -614,12 +759,6 @@ def _open(fitted: FittedResult, archive, time, names: dict, so) -> xr.DataArray:
         for prefix in ("input.variables: ", "input.store: "):
             text = text.removeprefix(prefix)
         raise ValueError(f"{key}: {text}") from None
-    if time is not None:
-        if len(time) != 2:
-            raise ValueError(f"{names['time']}: expected START END, got {list(time)}")
-        field = io.select_time(
-            field, time, sample_dim=fitted.sample_dim, key=names["time"], where=str(loc)
-        )
     return field
 
 

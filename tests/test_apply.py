@@ -6,7 +6,9 @@ archive stored in blocks of grid rows so the reduction sums several cell blocks)
 (winter months only, standardised, LinCFA's grid execution ``mode = "neighbors"``). Applied to
 their own archives they give their stored ``features`` bit for bit; applied to months appended
 to the archive they give a NumPy reference's values; bad input exits 2 naming what differs
-and writes nothing.
+and writes nothing. A third job (C, tests/test_job_forecast.py's) has trailing windows, lags and
+a lead: applied, it computes the windows and lags itself, from the months before the first
+one selected.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ import pytest
 import xarray as xr
 from conftest import count_computes
 from test_job import cli, write_job
+from test_job_forecast import numpy_predictors, write_forecast_job
 from test_safety import fails, tree
 
 from dcfa import io
 from dcfa._job import run_job
 from dcfa.config import load_config
-from dcfa.results import apply_result, load_result
+from dcfa.results import PYTHON_NAMES, apply_result, load_result
 
 pytestmark = pytest.mark.slow
 
@@ -344,3 +347,143 @@ def test_not_a_result_and_bad_time_name_the_argument(job_a, tmp_path):
             **QUIET,
         )
     assert not any(tmp_path.iterdir())
+
+
+############################################################################################
+# windows, lags and a lead (job C): the job's _time_scales, then the samples of --time
+
+WINDOWS, LAGS, LEAD = [1, 3], [0, 1], 2
+HISTORY = max(WINDOWS) - 1 + max(LAGS)  # earlier months the first computed one needs
+ORDER = ("window", "lag", "lat", "lon")
+
+
+@pytest.fixture(scope="module")
+def job_c(tmp_path_factory, client):
+    """input.windows = [1, 3], input.lags = [0, 1], target.lead = 2, anomalies; 120 months."""
+    d = tmp_path_factory.mktemp("c")
+    with dask.config.set(scheduler="synchronous"):
+        job, _, _ = write_forecast_job(d)
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    return d
+
+
+def _forecast_reference(result: xr.Dataset, sst: np.ndarray, times: pd.DatetimeIndex):
+    """The features of the months ``times[HISTORY:]`` of ``sst`` by hand: trailing means,
+    lags, the stored climatology, then each group's mean of ``cell_scale * (x -
+    cell_centre)``."""
+    P, start = numpy_predictors(sst.astype(np.float64), WINDOWS, LAGS)
+    assert start == HISTORY
+    P = P.astype(np.float32).astype(np.float64)  # a float32 archive's windows stay float32
+    months = times[start:].month.values
+    clim = result.climatology.transpose("month", *ORDER).sel(month=months).values
+    A = (P - clim).reshape(len(months), -1)
+    region = np.nan_to_num(result.region.transpose(*ORDER).values.ravel(), nan=-1).astype(int)
+    scale = result.cell_scale.transpose(*ORDER).values.ravel()
+    centre = result.cell_centre.transpose(*ORDER).values.ravel()
+    out = np.empty((len(months), result.sizes["group"]))
+    for g in range(out.shape[1]):
+        k = region == g
+        out[:, g] = (scale[k] * (A[:, k] - centre[k])).mean(axis=1)
+    return out
+
+
+def test_windows_lags_applied_to_its_own_archive_reproduce_the_features_exactly(job_c, tmp_path):
+    fitted = load_result(job_c / "out.zarr")
+    assert set(fitted.grid) == set(ORDER) and fitted.archive_grid == ("lat", "lon")
+    assert (fitted.windows, fitted.lags, fitted.lead, fitted.history) == (WINDOWS, LAGS, 2, 3)
+    out = apply_result(job_c / "out.zarr", job_c / "sst.zarr", tmp_path / "applied.zarr", **QUIET)
+    applied, result = xr.open_zarr(out), xr.open_zarr(job_c / "out.zarr")
+    # every month with complete windows and lags (the job also dropped the last LEAD ones,
+    # which have no target LEAD months later)
+    times = pd.date_range("2000-01-01", periods=120, freq="MS")
+    np.testing.assert_array_equal(applied.time.values, times[HISTORY:].values)
+    np.testing.assert_array_equal(result.time.values, times[HISTORY : 120 - LEAD].values)
+    np.testing.assert_array_equal(  # bitwise
+        applied.features.sel(time=result.time).values, result.features.values
+    )
+    assert applied.attrs["lead"] == LEAD
+    assert (applied.attrs["windows"], applied.attrs["lags"]) == ("[1, 3]", "[0, 1]")
+    # the Python API: the archive as stored (no window / lag dims), the same values
+    field = io.open_archive(job_c / "sst.zarr", ["sst"])
+    features = fitted.transform(field, time=("2000-04", "2009-10"))
+    assert isinstance(features.data, da.Array)
+    np.testing.assert_array_equal(features.astype("float32").values, result.features.values)
+    windowed = fitted._checked_field(field, {**PYTHON_NAMES, "archive": "field"})  # with them
+    with pytest.raises(ValueError, match="give it without the \\['window', 'lag'\\] dims"):
+        fitted.transform(windowed)
+    # the grid is the archive's: its dims and coordinates are named
+    for bad, message in [
+        (field.isel(lat=slice(0, 3)), "field: dim 'lat' has 3 cells, the result's grid 4"),
+        (field.assign_coords(lon=field.lon + 1.0), "field: coordinate 'lon' differs .* lon=0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            fitted.transform(bad)
+
+
+def test_windows_lags_on_appended_months_and_time_spans(job_c, tmp_path):
+    """``dcfa apply`` (the real command line) on the archive with a year appended, and on
+    spans that start after the archive does; too few earlier months exit 2."""
+    archive = tmp_path / "sst.zarr"
+    shutil.copytree(job_c / "sst.zarr", archive)
+    new_sst = _append_months(archive, 12)
+    _variant(archive, tmp_path / "short.zarr", lambda ds: ds.isel(time=slice(0, HISTORY)))
+    a = str(job_c / "out.zarr")
+    procs = _cli_together(
+        {
+            "all": ["apply", a, "sst.zarr", "--output", "out.zarr"],
+            "short": ["apply", a, "short.zarr", "--output", "bad.zarr"],
+            "early": [
+                "apply",
+                a,
+                "sst.zarr",
+                "--output",
+                "bad.zarr",
+                "--time",
+                "2000-02",
+                "2000-12",
+            ],
+        },
+        cwd=tmp_path,
+    )
+    assert procs["all"].returncode == 0, procs["all"].stderr
+    assert "2000-04-01 .. 2010-12-01, 129 samples" in procs["all"].stdout
+    assert "windows [1, 3], lags [0, 1] (each sample needs the 3 before it)" in procs["all"].stdout
+    assert "lead 2: for the target at t + 2" in procs["all"].stdout
+    fails(
+        procs["short"],
+        2,
+        "ARCHIVE: holds 3 sample(s) along 'time'",
+        "input.windows [1, 3] and input.lags [0, 1] need 3 earlier sample(s)",
+        "at least 4",
+    )
+    fails(
+        procs["early"],
+        2,
+        "--time: its first sample, 2000-02-01, has 1 earlier sample(s) in ARCHIVE",
+        "need 3: start --time at 2000-04-01 or later",
+    )
+    assert not list(tmp_path.glob("*bad.zarr*"))
+
+    applied = xr.open_zarr(tmp_path / "out.zarr")
+    result = xr.open_zarr(job_c / "out.zarr")
+    times = pd.date_range("2000-01-01", periods=132, freq="MS")
+    np.testing.assert_array_equal(applied.time.values, times[HISTORY:].values)
+    old = applied.features.sel(time=result.time).values
+    np.testing.assert_array_equal(old, result.features.values)  # unchanged, bitwise
+    # every month against NumPy: the new year's windows and lags reach into the old months
+    sst = np.concatenate([xr.open_zarr(job_c / "sst.zarr", consolidated=False).sst.values, new_sst])
+    reference = _forecast_reference(result, sst, times)
+    np.testing.assert_allclose(applied.features.values, reference, rtol=1e-5, atol=1e-6)
+    new = applied.features.isel(time=slice(-12, None)).values
+    assert np.abs(new - old[-12:]).max() > 0.1  # new values
+    # a span starting after the archive: complete windows from the months before it
+    for span, first in [(("2010-01", "2010-12"), 120), (("2000-04", "2000-09"), HISTORY)]:
+        out = apply_result(
+            job_c / "out.zarr", archive, tmp_path / f"{span[0]}.zarr", time=span, **QUIET
+        )
+        part = xr.open_zarr(out)
+        np.testing.assert_array_equal(part.time.values, times[first : first + part.sizes["time"]])
+        assert part.sizes["time"] == (12 if first == 120 else 6)
+        np.testing.assert_array_equal(
+            part.features.values, applied.features.sel(time=part.time).values
+        )

@@ -126,14 +126,18 @@ def test_lead_windows_and_lags_against_numpy(tmp_path):
         ("target.lead", '"3"', "target.lead must be a integer"),
     ],
 )
-def test_bad_forecast_keys_exit_2_naming_them(tmp_path, key, value, message):
+def test_bad_forecast_keys_name_them(tmp_path, key, value, message):
     job, _, _ = write_forecast_job(tmp_path)
     with pytest.raises(ConfigError, match=message):
         load_config(job, [f"{key}={value}"])
+
+
+def test_a_bad_forecast_key_exits_2_and_writes_nothing(tmp_path):
+    job, _, _ = write_forecast_job(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    proc = cli("fit", str(job), "--set", f"{key}={value}", cwd=tmp_path)
+    proc = cli("fit", str(job), "--set", "input.lags=[-1]", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
+    assert "input.lags must be a list of ints >= 0" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
