@@ -70,6 +70,9 @@ def models(lat, connectivity, sizes):
         "LinCFA -> OLS": LinCFA(random_state=0),
         "NonLinCFA -> OLS": NonLinCFA(),
         "GenLinCFA -> OLS": GenLinCFA(),
+        # the authors' code z-scores every feature before aggregating (issue: defaults)
+        "NonLinCFA (standardize=True) -> OLS": NonLinCFA(standardize=True),
+        "GenLinCFA (standardize=True) -> OLS": GenLinCFA(standardize=True),
         "GenLinCFA -> GBMAP (m=2)": make_pipeline(
             GenLinCFA(), GBMAPRegressor(n_boosts=2, penalty=0.0, random_state=0)
         ),
