@@ -124,6 +124,7 @@ def run_job(
         storage_options=tgt["storage_options"],
     )
     field = _time_scales(field, inp)
+    n_input = int(field.sizes[dim])
     n_gaps = int(target.isnull().sum())
     target, valid_time = _lead(target, tgt["lead"], dim)
     # where each target value comes from: its position, aligned as the values are
@@ -143,9 +144,8 @@ def run_job(
         f"{tgt['path']}: {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
-    echo(
-        f"      {_alignment(field, valid_time[position.values.astype(int)], tgt['lead'], inp, dim)}"
-    )
+    valid = valid_time[position.values.astype(int)]
+    echo(f"      {_alignment(field, valid, tgt['lead'], n_input, inp, dim)}")
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo)
     try:
         with _reading(inp["store"], inp["variables"]):
@@ -202,21 +202,22 @@ def _lead(target: xr.DataArray, lead: int, dim: str):
     return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:]
 
 
-def _alignment(field, valid: np.ndarray, lead: int, inp: dict, dim: str) -> str:
-    """What is predicted from what: the first and last predictor dates and their targets'."""
+def _alignment(field, valid: np.ndarray, lead: int, n_input: int, inp: dict, dim: str) -> str:
+    """What is predicted from what: the first and last predictor dates, their targets', and
+    the samples kept of the ``n_input`` predictors (after the windows and lags)."""
     from dcfa.forecast import LeadAlignment
 
-    n = int(field.sizes[dim])
-    summary = LeadAlignment(
-        lead=lead,
-        n_samples=n,
-        n_input=n,
-        first_predictor=field[dim].values[0],
-        last_predictor=field[dim].values[-1],
-        first_target=valid[0],
-        last_target=valid[-1],
+    text = str(
+        LeadAlignment(
+            lead=lead,
+            n_samples=int(field.sizes[dim]),
+            n_input=n_input,
+            first_predictor=field[dim].values[0],
+            last_predictor=field[dim].values[-1],
+            first_target=valid[0],
+            last_target=valid[-1],
+        )
     )
-    text = str(summary).rsplit(",", 1)[0] + f", {n} samples"
     if inp["windows"] != [1]:
         text += f"; windows {inp['windows']} ({inp['aggregate']})"
     if inp["lags"] != [0]:

@@ -12,9 +12,11 @@ __all__ = ["anomaly_block"]
 
 
 def anomaly_block(block, clim, scale, groups, *, out_dtype):
-    """``(block - clim[groups]) / scale`` in float64, returned as ``out_dtype``."""
+    """``(block - clim[groups]) / scale`` in float64 (either may be None), as ``out_dtype``."""
     out = np.array(block, dtype=np.float64)  # a copy we own: the rest is in place
-    if clim.shape[0] == 1:
+    if clim is None:  # standardisation only
+        pass
+    elif clim.shape[0] == 1:
         out -= clim[0]
     else:
         for g in np.unique(groups):  # one month at a time: no (rows, *grid) temporary

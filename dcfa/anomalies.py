@@ -81,12 +81,11 @@ def lazy_anomalies(data: da.Array, clim, scale, groups, dtype) -> da.Array:
     operation, chunks kept (xarray's ``groupby`` would split the samples one per chunk)."""
     idx = _indices(data.ndim)
     spatial = data.chunks[1:]
-    args: list[Any] = [
-        data,
-        idx,
-        da.from_array(clim, chunks=((clim.shape[0],), *spatial)),
-        "G" + idx[1:],
-    ]
+    args: list[Any] = [data, idx]
+    if clim is not None:
+        args += [da.from_array(clim, chunks=((clim.shape[0],), *spatial)), "G" + idx[1:]]
+    else:
+        args += [None, None]
     if scale is not None:
         args += [da.from_array(scale, chunks=spatial), idx[1:]]
     else:

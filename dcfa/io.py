@@ -351,8 +351,7 @@ def apply_preprocessing(
         clim = prep.climatology.transpose("month", *grid)
         clim = clim.reindex(month=np.arange(1, 13)).values  # months absent from the fit: NaN
     else:
-        months = np.zeros(field.sizes[sample_dim], dtype=np.int64)
-        clim = np.zeros((1, *field.shape[1:]))
+        months, clim = np.zeros(field.sizes[sample_dim], dtype=np.int64), None
     std = None if prep.std is None else prep.std.transpose(*grid).values
     # float64: the anomalies keep their digits (the result store casts the features)
     if isinstance(field.data, da.Array):

@@ -56,6 +56,11 @@ def _init_knn(self, n_neighbors, **params) -> None:
 class _KNeighborsMixin:
     """The neighbour search of the kNN estimators (before the GBMAP bases in the MRO)."""
 
+    _parameter_constraints: dict = {
+        **_BaseGBMAP._parameter_constraints,
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+    }
+
     def _check_neighbors(self, inp: InputData) -> None:
         if inp.n_samples < self.n_neighbors:
             raise ValueError(
@@ -124,11 +129,6 @@ class GBMAPKNeighborsRegressor(_KNeighborsMixin, _GBMAPRegressorBase):
     True
     """
     )
-
-    _parameter_constraints: dict = {
-        **_BaseGBMAP._parameter_constraints,
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-    }
 
     def __init__(
         self,
@@ -228,11 +228,6 @@ class GBMAPKNeighborsClassifier(_KNeighborsMixin, _GBMAPClassifierBase):
     True
     """
     )
-
-    _parameter_constraints: dict = {
-        **_BaseGBMAP._parameter_constraints,
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-    }
 
     def __init__(
         self,
