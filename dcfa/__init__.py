@@ -34,6 +34,7 @@ _EXPORTS = {
     "drift_score": "dcfa.gbmap",
     "embedding_distance": "dcfa.gbmap",
     "GenLinCFA": "dcfa._genlincfa",
+    "GenLinCFACV": "dcfa.tolerance",
     "GridMoments": "dcfa._stencil",
     "grid_moments": "dcfa._stencil",
     "genlincfa": "dcfa._genlincfa",
@@ -43,6 +44,7 @@ _EXPORTS = {
     "MemoryBudgetError": "dcfa.memory",
     "moments": "dcfa._moments",
     "NonLinCFA": "dcfa._nonlincfa",
+    "NonLinCFACV": "dcfa.tolerance",
     "nonlincfa": "dcfa._nonlincfa",
 }
 

@@ -25,7 +25,7 @@ from dcfa._validation import (
     check_y,
     validate_params,
 )
-from dcfa.memory import check_dense
+from dcfa.executions import EXECUTIONS, choose, execution_for_moments
 
 __all__ = ["BaseCFA"]
 
@@ -98,11 +98,11 @@ def apply_inputs(data, inputs):
 class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base class of the feature-aggregation estimators (not for direct use).
 
-    Subclasses implement ``_fit_moments(data, Y, **extras)`` (the one pass: a
-    :class:`Moments`, or one per row segment) and ``_partition(moments, inp, **extras)``
-    (labels, -1 for excluded features). ``extras`` come from ``_check_params``. Parameters
-    ``inputs``, ``aggregation`` and ``standardize``, when a subclass has them, choose the
-    inputs and how groups are aggregated (LinCFA: identity, mean of standardised features).
+    Subclasses implement ``_accept()`` (their rule with its parameters bound) and, when the
+    rule reads folds, ``_folds(inp)``; where the statistics come from is an execution of
+    :mod:`dcfa.executions` (``mode``), the same for every rule. Parameters ``inputs``,
+    ``aggregation`` and ``standardize``, when a subclass has them, choose the inputs and how
+    groups are aggregated (LinCFA: identity, mean of standardised features).
     """
 
     _min_samples = 4  # the LinCFA test divides by n - 3
@@ -132,29 +132,40 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
-        extras = self._check_params(inp, Y)
+        folds = self._folds(inp)
         # checked before the pass; used by transform
         weights = feature_weights(self.weights, inp) if hasattr(self, "weights") else None
+        if moments is None:
+            # auto: the first execution that runs these options within dcfa.memory_budget;
+            # refused here, before any compute, when none does
+            name = choose(self, inp, folds)
+        else:
+            name = execution_for_moments(self, inp, folds, moments)
+        execution = EXECUTIONS[name]
+        extras = execution.prepare(self, inp, folds)
         logger.info(
-            "%s: moments of %d samples x %d features (%s)",
+            "%s: %d samples x %d features (%s), mode=%r",
             type(self).__name__,
             inp.n_samples,
             inp.n_features,
             "dask" if inp.is_dask else "in memory",
+            name,
         )
+        data = apply_inputs(inp.data, self._inputs)
         if moments is None:
-            # the dense pass must fit dcfa.memory_budget: refused here, before any compute
-            check_dense(self, inp.n_samples, inp.n_features, data=inp.data)
-            moments = self._fit_moments(apply_inputs(inp.data, self._inputs), Y, **extras)
+            stats = execution.gather(self, data, Y, extras)
         else:
-            moments = self._check_moments(moments, inp, Y, extras)
-        labels = self._partition(moments, inp, **extras)
-        if isinstance(moments, list | tuple):  # one Moments per row segment (NonLinCFA)
-            whole = Moments.merge_all(moments)
-            self.segment_moments_ = list(moments)
-        else:
-            whole = moments
-        self._set_fitted(inp, whole, labels)
+            stats = self._check_moments(moments, inp, Y, folds, name)
+            if name == "neighbors":
+                execution.check_reused(stats, inp, extras)
+            stats = execution.reuse(self, stats, data, Y, extras)
+        labels = execution.partition(self, stats, inp, extras)
+        if folds is not None:
+            self.folds_ = folds
+        if isinstance(stats, list | tuple):  # one Moments per row segment (NonLinCFA)
+            self.segment_moments_ = list(stats)
+        self.execution_ = name
+        self._set_fitted(inp, execution.summary(stats), labels)
         self.feature_weights_ = weights
         if weights is not None:
             total = np.bincount(labels[labels >= 0], weights=weights[labels >= 0])
@@ -165,11 +176,28 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 )
         return self
 
-    def _check_moments(self, moments, inp: InputData, Y, extras: dict):
+    def _check_moments(self, moments, inp: InputData, Y, folds, name: str):
+        if name in ("neighbors", "seed-rows"):
+            from dcfa._seedrows import ColumnMoments
+            from dcfa._stencil import GridMoments
+
+            kind = GridMoments if name == "neighbors" else ColumnMoments
+            if not isinstance(moments, kind):
+                raise TypeError(
+                    f"moments: mode={name!r} reuses {kind.__name__}, got {type(moments).__name__}"
+                )
+            if moments.n != inp.n_samples or moments.n_features != inp.n_features:
+                raise ValueError(
+                    f"moments: they describe {moments.n} samples x {moments.n_features} "
+                    f"features, but X has {inp.n_samples} x {inp.n_features}"
+                )
+            return moments
+        if name == "series":
+            return self._check_moments(moments, inp, Y, folds, "seed-rows")
         parts = [moments] if isinstance(moments, Moments) else list(moments)
         if not parts or not all(isinstance(p, Moments) for p in parts):
             raise TypeError("moments: expected a Moments value (or a list of them)")
-        expect = self._expected_segments(extras)
+        expect = 1 if folds is None else folds.n_segments
         if len(parts) != expect:
             raise ValueError(
                 f"moments: expected {expect} Moments for this estimator, got {len(parts)}"
@@ -189,8 +217,23 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
         return moments if isinstance(moments, Moments) else parts
 
-    def _expected_segments(self, extras: dict) -> int:
-        return 1
+    def _folds(self, inp: InputData):
+        """The cross-validation folds the rule reads (NonLinCFA), or None."""
+        return None
+
+    def _accept(self):
+        """The rule of :mod:`dcfa.rules` with this estimator's parameters bound."""
+        raise NotImplementedError
+
+    def execution_for(self, X) -> str:
+        """The execution ``fit(X, y)`` would run (``mode``, or what ``"auto"`` picks).
+
+        Checks the parameters as ``fit`` does and reads no data. Raises
+        :class:`dcfa.MemoryBudgetError` when no execution fits the memory budget.
+        """
+        validate_params(self)
+        inp = check_X(X, sample_dim=self.sample_dim)
+        return choose(self, inp, self._folds(inp))
 
     @property
     def _inputs(self):
@@ -212,22 +255,26 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"y: expected a single target, got {Y.shape[1]} columns")
         return Y
 
-    def _check_params(self, inp: InputData, Y: np.ndarray) -> dict:
-        """Checks of parameters that need the data's shape (cheap, before the pass).
-
-        Returns keyword arguments for ``_partition`` (e.g. the resolved adjacency).
-        """
-        return {}
-
     def grid_pass_request(self, X) -> dict | None:
         """The grid pass a fit on ``X`` gathers its moments from, or None.
 
-        ``{"radius": R, "periodic": dims}`` when the fit needs the grid moments of
-        :func:`dcfa.grid_moments` (``mode="neighbors"``): a caller that makes its own pass
-        over the same data (the batch job's preprocessing pass) gathers them there and passes
-        them to ``fit(X, y, moments=...)``. Parameters are checked as ``fit`` checks them.
+        ``{"radius": R, "periodic": dims, "blocks": dims}`` when the fit runs the grid
+        execution (``mode="neighbors"``, or what ``"auto"`` picks): a caller that makes its own
+        pass over the same data (the batch job's preprocessing pass) gathers them there with
+        :func:`dcfa.grid_moments` and passes them to ``fit(X, y, moments=...)``. Parameters
+        are checked as ``fit`` checks them.
         """
-        return None
+        validate_params(self)
+        inp = check_X(X, sample_dim=self.sample_dim)
+        folds = self._folds(inp)
+        if choose(self, inp, folds) != "neighbors":
+            return None
+        extras = EXECUTIONS["neighbors"].prepare(self, inp, folds)
+        return {
+            "radius": extras["reach"],
+            "periodic": extras["periodic"],
+            "blocks": extras["blocks"],
+        }
 
     def _set_fitted(self, inp: InputData, m: Moments, labels: np.ndarray) -> None:
         D = inp.n_features

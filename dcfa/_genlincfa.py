@@ -8,10 +8,9 @@ from numbers import Real
 import numpy as np
 
 from dcfa._base import BaseCFA
-from dcfa._moments import MISSING_POLICIES, Moments, moments
+from dcfa._moments import MISSING_POLICIES, Moments
 from dcfa._nonlincfa import CFA_PARAMETERS
 from dcfa._validation import Interval, StrOptions, check_y
-from dcfa.neighbors import resolve_grid
 from dcfa.partition import partition_moments
 from dcfa.rules import genlincfa_rule
 
@@ -90,6 +89,8 @@ class GenLinCFA(BaseCFA):
     inputs, aggregation, standardize, compare, scan, shuffle, random_state, neighbors,
     neighborhood, periodic, weights, sample_dim
         As in :class:`NonLinCFA`.
+    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
+        Where the statistics come from (see :class:`LinCFA`).
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
 
@@ -107,10 +108,11 @@ class GenLinCFA(BaseCFA):
     covariances with ``ddof=1``), only four correlations per candidate are needed; they come
     from the moments of one pass (reference/nonlincfa-genlincfa.md section 4.1).
 
-    Memory: the pass holds ``(D+1) x (D+1)`` float64 matrices (``neighbors`` does not avoid
-    them). Before the pass, ``fit`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``),
-    computing nothing, when they exceed the Dask config key ``dcfa.memory_budget`` (default
-    0.5 of the available memory; see :mod:`dcfa.memory`).
+    Memory: ``mode="full"`` holds ``(D+1) x (D+1)`` float64 matrices. Before the pass,
+    ``fit`` compares them with the Dask config key ``dcfa.memory_budget`` (default 0.5 of the
+    available memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs the series
+    execution (``n x D`` float64 in memory, the same partition), an explicit ``"full"``
+    raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
 
     Examples
     --------
@@ -153,6 +155,7 @@ class GenLinCFA(BaseCFA):
         periodic="auto",
         missing="exclude",
         weights=None,
+        mode="auto",
         sample_dim="time",
     ):
         self.eps = eps
@@ -171,6 +174,7 @@ class GenLinCFA(BaseCFA):
         self.periodic = periodic
         self.missing = missing
         self.weights = weights
+        self.mode = mode
         self.sample_dim = sample_dim
 
     def _check_target(self, y, inp):
@@ -195,26 +199,9 @@ class GenLinCFA(BaseCFA):
         self.classes_ = classes
         return (values == classes[1]).astype(np.float64)
 
-    def _check_params(self, inp, Y):
-        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
-        return {"neighbors": grid.adjacency, "order": grid.order}
+    @property
+    def _curvature(self) -> float:
+        return FAMILIES[self.family] if self.curvature is None else self.curvature
 
-    def _fit_moments(self, data, Y, *, neighbors, order):
-        return moments(data, Y, missing=self.missing)
-
-    def _partition(self, m, inp, *, neighbors, order):
-        curvature = FAMILIES[self.family] if self.curvature is None else self.curvature
-        return genlincfa(
-            m,
-            eps=self.eps,
-            curvature=curvature,
-            form=self.form,
-            standardize=self.standardize,
-            compare=self.compare,
-            scan=self.scan,
-            shuffle=self.shuffle,
-            random_state=self.random_state,
-            neighbors=neighbors,
-            neighborhood=self.neighborhood,
-            order=order,
-        )
+    def _accept(self):
+        return partial(genlincfa_rule, eps=self.eps, curvature=self._curvature, form=self.form)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -60,9 +61,15 @@ def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
 
 def build_estimator(method: dict):
     """The estimator named in ``[method]``, its parameters checked now."""
-    from dcfa import GenLinCFA, LinCFA, NonLinCFA
+    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
 
-    cls = {"lincfa": LinCFA, "nonlincfa": NonLinCFA, "genlincfa": GenLinCFA}[method["name"]]
+    cls = {
+        "lincfa": LinCFA,
+        "nonlincfa": NonLinCFA,
+        "genlincfa": GenLinCFA,
+        "genlincfacv": GenLinCFACV,
+        "nonlincfacv": NonLinCFACV,
+    }[method["name"]]
     return _checked(cls, dict(method["params"]), "method.params")
 
 
@@ -296,10 +303,10 @@ def _run_passes(
 
     with open_client(config.cluster, scheduler) as client:
         echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
-        from dcfa.memory import check_dense
-
-        # a dense pass that cannot fit is refused before the first pass (metadata only)
-        check_dense(estimator, n_common, int(np.prod([field.sizes[d] for d in grid])))
+        # the execution the fit will run, chosen as fit chooses it; a fit that cannot run
+        # within the memory budget is refused before the first pass (metadata only)
+        estimator.set_params(sample_dim=dim)
+        echo(f"      execution: {estimator.execution_for(field)}")
         field = io.plan_chunks(field, sample_dim=dim)
         field = _held_if_small(field, client, echo)
 
@@ -407,6 +414,26 @@ def _run_passes(
             ),
         )
         dataset = dataset.assign(_application(estimator, keep, prep, inp))
+        dataset.attrs["execution"] = estimator.execution_  # how dcfa apply reads the cells
+        if hasattr(estimator, "eps_"):  # genlincfacv / nonlincfacv: the tolerance and its path
+            path = estimator.cv_path_
+            dataset.attrs["eps"] = estimator.eps_
+            dataset.attrs["eps_path"] = json.dumps(
+                {
+                    "eps": path["eps"].tolist(),
+                    "n_groups": path["n_groups"].tolist(),
+                    "mean_cv_r2": [None if np.isnan(v) else v for v in path["mean_cv_r2"]],
+                }
+            )
+            echo(
+                f"      eps = {estimator.eps_:g} chosen by forward CV among "
+                + ", ".join(
+                    f"{e:g} ({g} groups, R2 {r:.2f})"
+                    for e, g, r in zip(
+                        path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True
+                    )
+                )
+            )
         echo(
             "[4/5] writing the result"
             + ("" if gbmap is not None else " (a pass computes the reduced features)")

@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-import logging
 from functools import partial
 from numbers import Integral
 
 import numpy as np
 
 from dcfa._base import WEIGHTS_OPTIONS, BaseCFA
-from dcfa._moments import MISSING_POLICIES, Moments, moments
-from dcfa._seedrows import ColumnMoments, RowBasis, column_pass
-from dcfa._stencil import GridMoments, grid_moments
-from dcfa._validation import Interval, StrOptions, check_X, validate_params
-from dcfa.neighbors import PERIODIC_AUTO, block_axes, resolve_grid
+from dcfa._moments import MISSING_POLICIES, Moments
+from dcfa._seedrows import ColumnMoments, RowBasis
+from dcfa._stencil import GridMoments
+from dcfa._validation import Interval, StrOptions
+from dcfa.executions import MODES, _as_dask
+from dcfa.neighbors import PERIODIC_AUTO
 from dcfa.partition import (
     COMPARE,
     NEIGHBORHOODS,
     SCANS,
     STRATEGIES,
+    drive,
     grid_partition,
     partition_moments,
-    sequential_partition,
 )
 from dcfa.rules import lincfa_rule
 
 __all__ = ["LinCFA", "lincfa"]
-
-logger = logging.getLogger("dcfa")
-MODES = ("full", "neighbors", "seed-rows")
 
 
 def lincfa(
@@ -100,14 +97,16 @@ def lincfa(
     if isinstance(moments, ColumnMoments):
         if data is None:
             raise ValueError("data: the seed-row mode computes rows from the data; pass it")
-        return _seed_row_partition(
+        data = _as_dask(data)
+        return drive(
             moments,
-            data,
+            lambda valid, scale: RowBasis(data, moments, valid, scale, batch_size=row_batch),
             accept,
+            standardize=True,
             shuffle=shuffle,
             random_state=random_state,
+            compare="seed",
             scan=scan,
-            row_batch=row_batch,
             progress=progress,
         )
     return partition_moments(
@@ -125,28 +124,6 @@ def lincfa(
         progress=progress,
         order=order,
     )
-
-
-def _as_dask(data):
-    import dask.array as da
-
-    return data if isinstance(data, da.Array) else da.from_array(data, chunks="auto")
-
-
-def _seed_row_partition(cm, data, accept, *, shuffle, random_state, scan, row_batch, progress):
-    from sklearn.utils import check_random_state
-
-    valid = np.flatnonzero(cm.valid)
-    labels = np.full(cm.n_features, -1, dtype=np.int64)
-    if valid.size == 0:
-        return labels
-    basis = RowBasis(data, cm, valid, 1.0 / cm.column_std(ddof=1)[valid], batch_size=row_batch)
-    order = check_random_state(random_state).permutation(valid.size) if shuffle else None
-    labels[valid] = sequential_partition(
-        basis, accept, order=order, compare="seed", scan=scan, progress=progress
-    )
-    logger.info("LinCFA seed-row mode: %d passes of %d rows", basis.n_passes, row_batch)
-    return labels
 
 
 class LinCFA(BaseCFA):
@@ -231,7 +208,11 @@ class LinCFA(BaseCFA):
         Each feature's mean and ``1/std``: the group value is the mean of
         ``scale_ * (x - mean_)`` over its members. NaN for excluded features.
     moments_ : Moments
-        The moments the partition was computed from (save them to reuse the pass).
+        The moments the partition was computed from (save them to reuse the pass); the
+        column statistics (:class:`~dcfa.ColumnMoments`-like) for the executions without a
+        ``D x D`` matrix.
+    execution_ : str
+        The execution that ran (see ``mode``).
     label_map_ : xarray.DataArray
         ``labels_`` on the original feature dims (xarray input only).
     n_features_in_ : int
@@ -260,10 +241,11 @@ class LinCFA(BaseCFA):
     ``StandardScaler`` (``ddof=0``) changes the threshold by a factor ``n/(n-1)``.
 
     Memory: ``mode="full"`` holds ``(D+1) x (D+1)`` float64 matrices (26.8 GiB each for
-    ``D = 60 000``). Before the pass, ``fit`` estimates the bytes it will hold and raises
-    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing, when they exceed the
+    ``D = 60 000``). Before the pass, ``fit`` estimates the bytes it will hold against the
     Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
-    :mod:`dcfa.memory`). The other modes never build that matrix.
+    :mod:`dcfa.memory`): ``mode="auto"`` then runs the next execution that fits (the series,
+    ``n x D`` float64), an explicit ``mode="full"`` raises :class:`dcfa.MemoryBudgetError`
+    (a ``ValueError``), computing nothing.
 
     References
     ----------
@@ -319,7 +301,7 @@ class LinCFA(BaseCFA):
         neighbors=None,
         neighborhood="group",
         periodic="auto",
-        mode="full",
+        mode="auto",
         row_batch=256,
         missing="exclude",
         weights=None,
@@ -340,126 +322,5 @@ class LinCFA(BaseCFA):
         self.weights = weights
         self.sample_dim = sample_dim
 
-    def _check_params(self, inp, Y):
-        if self.mode != "full":
-            return self._check_mode(inp)
-        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
-        if self.strategy == "greedy" and grid.adjacency is not None:
-            raise ValueError("neighbors: not supported with strategy='greedy'")
-        return {"neighbors": grid.adjacency, "order": grid.order}
-
-    def _check_mode(self, inp) -> dict:
-        """What ``mode="neighbors"`` / ``"seed-rows"`` need, checked before the pass."""
-        where = f"mode={self.mode!r}"
-        if self.strategy != "sequential":
-            raise ValueError(f"strategy: {where} needs strategy='sequential'")
-        if self.missing != "exclude":
-            raise ValueError(f"missing: {where} needs missing='exclude'")
-        if self.mode == "seed-rows":
-            if self.compare != "seed" or self.neighbors is not None:
-                raise ValueError(
-                    f"compare: {where} computes only the seeds' rows: it needs compare='seed' "
-                    "and no neighbors"
-                )
-            return {"neighbors": None}
-        if (
-            inp.layout is None
-            or not isinstance(self.neighbors, int)
-            or isinstance(self.neighbors, bool)
-        ):
-            raise ValueError(
-                f"neighbors: {where} needs an int radius and an xarray.DataArray X (its feature "
-                "dims are the grid)"
-            )
-        if self.neighborhood != "seed":
-            raise ValueError(
-                f"neighborhood: {where} keeps a group within the radius of its seed; set "
-                "neighborhood='seed'"
-            )
-        wrap = resolve_grid(
-            self.neighbors, inp.n_features, inp.layout, periodic=self.periodic, adjacency=False
-        )
-        return {
-            "neighbors": None,
-            "radius": int(self.neighbors),
-            "grid": inp.layout.feature_shape,
-            "periodic": wrap.periodic,
-            "blocks": block_axes(inp.layout.feature_dims),
-            "order": wrap.order,
-        }
-
-    def grid_pass_request(self, X) -> dict | None:
-        if self.mode != "neighbors":
-            return None
-        validate_params(self)
-        extras = self._check_mode(check_X(X, sample_dim=self.sample_dim))
-        R = extras["radius"] if self.compare == "seed" else 2 * extras["radius"]
-        return {"radius": R, "periodic": tuple(extras["periodic"]), "blocks": extras["blocks"]}
-
-    def _fit_moments(
-        self, data, Y, *, neighbors=None, radius=None, grid=None, periodic=(), blocks=(), order=None
-    ):
-        if self.mode == "neighbors":
-            R = radius if self.compare == "seed" else 2 * radius
-            return grid_moments(
-                data.reshape((data.shape[0], *grid)),
-                Y[:, 0],
-                radius=R,
-                periodic=periodic,
-                blocks=blocks,
-            )
-        if self.mode == "seed-rows":
-            return column_pass(_as_dask(data), Y[:, 0])
-        return moments(data, Y, missing=self.missing)
-
-    def _check_moments(self, moments, inp, Y, extras):
-        if self.mode == "full":
-            return super()._check_moments(moments, inp, Y, extras)
-        kind = GridMoments if self.mode == "neighbors" else ColumnMoments
-        if not isinstance(moments, kind):
-            raise TypeError(
-                f"moments: mode={self.mode!r} reuses {kind.__name__}, got {type(moments).__name__}"
-            )
-        if moments.n != inp.n_samples or moments.n_features != inp.n_features:
-            raise ValueError(
-                f"moments: they describe {moments.n} samples x {moments.n_features} features, "
-                f"but X has {inp.n_samples} x {inp.n_features}"
-            )
-        if kind is GridMoments:
-            need = extras["radius"] if self.compare == "seed" else 2 * extras["radius"]
-            if moments.shape != tuple(extras["grid"]) or moments.radius < need:
-                raise ValueError(
-                    f"moments: grid {moments.shape}, radius {moments.radius}; need grid "
-                    f"{tuple(extras['grid'])}, radius >= {need}"
-                )
-            wraps = tuple(int(a) for a in moments.periodic)
-            if wraps != tuple(extras["periodic"]):
-                raise ValueError(
-                    f"moments: computed with periodic grid dims {wraps}, the estimator's grid "
-                    f"wraps along {tuple(extras['periodic'])} (see periodic=)"
-                )
-            if tuple(moments.blocks) != tuple(extras["blocks"]):
-                raise ValueError(
-                    f"moments: computed with block dims {tuple(moments.blocks)} (never "
-                    f"neighbours), X has {tuple(extras['blocks'])}"
-                )
-        return moments
-
-    def _partition(
-        self, m, inp, neighbors=None, radius=None, grid=None, periodic=(), blocks=(), order=None
-    ):
-        return lincfa(
-            m,
-            shuffle=self.shuffle,
-            random_state=self.random_state,
-            strict=self.strict,
-            compare=self.compare,
-            scan=self.scan,
-            strategy=self.strategy,
-            neighbors=neighbors,
-            neighborhood=self.neighborhood,
-            radius=radius,
-            data=_as_dask(inp.data) if self.mode == "seed-rows" else None,
-            row_batch=self.row_batch,
-            order=order,
-        )
+    def _accept(self):
+        return partial(lincfa_rule, strict=self.strict)

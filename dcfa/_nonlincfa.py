@@ -8,11 +8,12 @@ from numbers import Integral, Real
 import numpy as np
 
 from dcfa._base import INPUTS, WEIGHTS_OPTIONS, BaseCFA
-from dcfa._moments import Moments, moments
+from dcfa._moments import Moments
 from dcfa._validation import Interval, StrOptions
+from dcfa.executions import MODES
 from dcfa.folds import Folds, make_folds
-from dcfa.neighbors import PERIODIC_AUTO, resolve_grid
-from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, merge_rows, partition_moments
+from dcfa.neighbors import PERIODIC_AUTO
+from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, fold_parts, partition_moments
 from dcfa.rules import nonlincfa_rule
 
 __all__ = ["NonLinCFA", "nonlincfa", "CFA_PARAMETERS"]
@@ -30,6 +31,7 @@ CFA_PARAMETERS: dict = {
     "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
     "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
     "weights": WEIGHTS_OPTIONS,
+    "mode": [StrOptions(set(MODES))],
     "sample_dim": [str],
 }
 
@@ -81,12 +83,11 @@ def nonlincfa(
     # each fold's training and test moments: merged row by row when the driver reads a row
     # (MergedMoments), never as new p x p matrices; the driver keeps the group's running sums
     # per fold, so a test never merges anything
-    train = [merge_rows([parts[s] for s in tr]) for tr, _ in folds.splits]
-    test = [merge_rows([parts[s] for s in te]) for _, te in folds.splits]
+    sets, whole = fold_parts(parts, folds)
     return partition_moments(
-        train + test,
+        sets,
         partial(nonlincfa_rule, eps=eps),
-        whole=merge_rows(parts),
+        whole=whole,
         standardize=standardize,
         shuffle=shuffle,
         random_state=random_state,
@@ -142,6 +143,11 @@ class NonLinCFA(BaseCFA):
         Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
     weights : {"area"}, array-like or None, default=None
         How ``transform`` averages a group's cells (see :class:`LinCFA`).
+    mode : {"auto", "full", "series"}, default="auto"
+        Where the statistics come from (see :class:`LinCFA`): the per-fold ``D x D`` moments,
+        or the series in memory (any number of cells; ``"auto"`` picks it when the matrices
+        do not fit the memory budget). The grid and seed-row executions read one row set,
+        not the folds.
     sample_dim : str, default="time"
 
     Attributes
@@ -153,7 +159,9 @@ class NonLinCFA(BaseCFA):
         The row segments and folds used.
     segment_moments_ : list of Moments
         The moments of each row segment of ``folds_`` (pass them to ``fit(..., moments=)`` to
-        refit without a pass).
+        refit without a pass); ``mode="full"`` only.
+    execution_ : str
+        The execution that ran (see ``mode``).
 
     Notes
     -----
@@ -164,14 +172,14 @@ class NonLinCFA(BaseCFA):
     under the z-scoring that code applies. With ``scan="restart"``, the first passing input in
     order joins and the scan starts again, as in their code.
 
-    Memory: the pass holds one ``(D+1) x (D+1)`` float64 matrix per row segment of the folds
-    (the partition reads the folds' training sets row by row, without merging them into new
-    matrices), and the fit one more for all rows (``moments_``) with two temporaries of that
-    merge (8 at the peak for ``cv=5``); ``neighbors`` restricts the candidates but does not
-    avoid them. Before the pass, ``fit`` raises
-    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing, when they exceed the
-    Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
-    :mod:`dcfa.memory`).
+    Memory: ``mode="full"`` holds one ``(D+1) x (D+1)`` float64 matrix per row segment of
+    the folds (the partition reads the folds' training sets row by row, without merging them
+    into new matrices), and the fit one more for all rows (``moments_``) with two
+    temporaries of that merge (8 at the peak for ``cv=5``). Before the pass, ``fit`` compares
+    them with the Dask config key ``dcfa.memory_budget`` (default 0.5 of the available
+    memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs the series execution (``n x D``
+    float64 in memory, the same partition), an explicit ``"full"`` raises
+    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
 
     References
     ----------
@@ -212,6 +220,7 @@ class NonLinCFA(BaseCFA):
         neighborhood="group",
         periodic="auto",
         weights=None,
+        mode="auto",
         sample_dim="time",
     ):
         self.eps = eps
@@ -227,34 +236,11 @@ class NonLinCFA(BaseCFA):
         self.neighborhood = neighborhood
         self.periodic = periodic
         self.weights = weights
+        self.mode = mode
         self.sample_dim = sample_dim
 
-    def _check_params(self, inp, Y):
-        grid = resolve_grid(self.neighbors, inp.n_features, inp.layout, periodic=self.periodic)
-        return {
-            "folds": make_folds(self.cv, inp.n_samples),
-            "neighbors": grid.adjacency,
-            "order": grid.order,
-        }
+    def _folds(self, inp):
+        return make_folds(self.cv, inp.n_samples)
 
-    def _fit_moments(self, data, Y, *, folds, neighbors, order):
-        return moments(data, Y, segments=folds.bounds)
-
-    def _expected_segments(self, extras: dict) -> int:
-        return extras["folds"].n_segments
-
-    def _partition(self, parts, inp, *, folds, neighbors, order):
-        self.folds_ = folds
-        return nonlincfa(
-            parts,
-            folds,
-            eps=self.eps,
-            standardize=self.standardize,
-            compare=self.compare,
-            scan=self.scan,
-            shuffle=self.shuffle,
-            random_state=self.random_state,
-            neighbors=neighbors,
-            neighborhood=self.neighborhood,
-            order=order,
-        )
+    def _accept(self):
+        return partial(nonlincfa_rule, eps=self.eps)

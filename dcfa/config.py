@@ -27,7 +27,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
-    name = "lincfa"               # lincfa | nonlincfa | genlincfa
+    name = "lincfa"               # lincfa | nonlincfa | genlincfa | genlincfacv | nonlincfacv
     [method.params]               # the estimator's parameters
     neighbors = 1
 
@@ -71,7 +71,7 @@ from typing import Any
 
 __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
 
-METHODS = ("lincfa", "nonlincfa", "genlincfa")
+METHODS = ("lincfa", "nonlincfa", "genlincfa", "genlincfacv", "nonlincfacv")
 CLUSTER_KINDS = ("local", "slurm", "pbs")
 
 

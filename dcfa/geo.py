@@ -6,6 +6,10 @@ Greenwich on a 0..360 grid) lands on the other side of the globe; :func:`circula
 not. :func:`is_global_longitude` tells a regularly spaced longitude axis that closes on itself
 (its last cell is a neighbour of its first) from a regional one. Everything here takes plain
 arrays (degrees) and returns plain values: no xarray, no Dask.
+
+:func:`group_patches` counts the connected patches of every group of a ``(lat, lon)`` label map
+(a fitted estimator's ``label_map_``), with the neighbours of the ``neighbors=1`` grid
+restriction and across the longitude seam of a global grid: how readable a map of groups is.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 __all__ = [
     "circular_mean",
     "group_circular_mean",
+    "group_patches",
     "is_global_longitude",
     "is_longitude",
     "longitude_axes",
@@ -217,3 +222,93 @@ def _is_latitude(name: str, attrs: Mapping) -> bool:
         or units in _LATITUDE_UNITS
         or str(name).lower() in ("lat", "latitude")
     )
+
+
+# the half of the 8-neighbourhood: every unordered pair of touching cells once (same lat row:
+# the next lon; next lat row: lon - 1, lon, lon + 1), as dcfa.neighbors.grid_adjacency(shape, 1)
+_HALF_NEIGHBOURHOOD = ((0, 1), (1, -1), (1, 0), (1, 1))
+
+
+def group_patches(label_map, periodic: bool = False, *, n_groups: int | None = None) -> np.ndarray:
+    """Number of connected patches of every group of a 2-D label map.
+
+    Two cells touch when they differ by at most one step in latitude and in longitude
+    (8-connectivity: diagonals touch), the adjacency of
+    ``dcfa.neighbors.grid_adjacency(shape, 1)``; on a periodic grid the first and last
+    longitude columns touch as well. A patch of a group is a maximal set of its cells linked
+    through touching cells of the same group.
+
+    Parameters
+    ----------
+    label_map : array-like or xarray.DataArray of shape (n_lat, n_lon)
+        Group of every cell, ``0 .. n_groups - 1``; negative (``-1``: excluded, not assigned,
+        land) or NaN cells belong to no group and link nothing. A DataArray (e.g. an
+        estimator's ``label_map_``) is read through ``.values``; its dims must be in
+        (latitude, longitude) order when ``periodic`` is true.
+    periodic : bool, default=False
+        Whether the longitude axis (the last one) wraps around the globe (see
+        :func:`is_global_longitude`).
+    n_groups : int, optional
+        Length of the result; default ``max(label) + 1``. Groups without cells have 0 patches.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_groups,)
+        Patches per group: 1 for a contiguous group.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[0, -1, 0],
+    ...                    [1,  1, -1],
+    ...                    [-1, -1, 1]])
+    >>> group_patches(labels)  # group 0: two cells with a gap; group 1: linked diagonally
+    array([2, 1])
+    >>> group_patches(labels, periodic=True)  # the first and last columns touch
+    array([1, 1])
+    >>> float((group_patches(labels) == 1).mean())  # share of groups that are one patch
+    0.5
+    """
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
+    values = np.asarray(getattr(label_map, "values", label_map))
+    if values.ndim != 2:
+        raise ValueError(f"label_map: expected a 2-D (lat, lon) map, got shape {values.shape}")
+    if values.dtype.kind == "f":
+        if np.any(np.isfinite(values) & (values != np.round(values))):
+            raise ValueError("label_map: expected integer group labels")
+        values = np.where(np.isfinite(values), values, -1)
+    elif values.dtype.kind not in "iu":
+        raise ValueError(f"label_map: expected integer group labels, got dtype {values.dtype}")
+    labels = values.astype(np.int64)
+    top = int(labels.max(initial=-1)) + 1
+    if n_groups is None:
+        n_groups = top
+    elif int(n_groups) != n_groups or n_groups < top:
+        raise ValueError(f"n_groups: expected an int >= {top} (max label + 1), got {n_groups!r}")
+    n_groups = int(n_groups)
+    nlat, nlon = labels.shape
+    index = np.arange(labels.size).reshape(labels.shape)
+    rows, cols = [], []
+    for di, dj in _HALF_NEIGHBOURHOOD:
+        a, la = index[: nlat - di], labels[: nlat - di]
+        b, lb = index[di:], labels[di:]
+        if periodic:
+            b, lb = np.roll(b, -dj, axis=1), np.roll(lb, -dj, axis=1)
+        elif dj:
+            keep_a = slice(0, nlon - 1) if dj > 0 else slice(1, nlon)
+            keep_b = slice(1, nlon) if dj > 0 else slice(0, nlon - 1)
+            a, la, b, lb = a[:, keep_a], la[:, keep_a], b[:, keep_b], lb[:, keep_b]
+        same = (la == lb) & (la >= 0)
+        rows.append(a[same])
+        cols.append(b[same])
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    graph = coo_array((np.ones(r.size, dtype=np.int8), (r, c)), shape=(labels.size,) * 2)
+    n_components, component = connected_components(graph, directed=False)
+    flat = labels.ravel()
+    member = flat >= 0
+    # every component lies within one group: the group of its cells
+    group_of = np.full(n_components, -1, dtype=np.int64)
+    group_of[component[member]] = flat[member]
+    return np.bincount(group_of[group_of >= 0], minlength=n_groups).astype(np.int64)

@@ -509,7 +509,7 @@ def _client_active() -> bool:
 
 
 def estimate_dense(
-    estimator, n_samples: int, n_features: int, *, data=None
+    estimator, n_samples: int, n_features: int, *, data=None, mode: str | None = None
 ) -> DenseEstimate | None:
     """Peak memory of ``estimator.fit`` on ``n_samples x n_features`` (nothing is computed).
 
@@ -521,15 +521,17 @@ def estimate_dense(
         The shape of ``X`` (an upper bound on ``n_features`` is fine).
     data : ndarray or dask.array.Array, default=None
         ``X`` as the estimator sees it (stacked), for its kind and chunks (not read).
+    mode : str, default=None
+        The execution to estimate (default: the estimator's ``mode``; ``"auto"`` is
+        estimated as ``"full"``, the execution it tries first).
 
     Returns
     -------
     DenseEstimate or None
-        None when the estimator's mode builds no ``D x D`` matrix (LinCFA's
-        ``mode="neighbors"`` and ``"seed-rows"``).
+        None when the execution builds no ``D x D`` matrix.
     """
     params = estimator.get_params(deep=False)
-    if params.get("mode", "full") != "full":
+    if (mode or params.get("mode", "full")) not in ("full", "auto"):
         return None
     missing = params.get("missing", "exclude")
     bounds, n_parts = [0, n_samples], 1
@@ -592,7 +594,9 @@ def estimate_dense(
 # the check
 
 
-def check_dense(estimator, n_samples: int, n_features: int, *, data=None) -> DenseEstimate | None:
+def check_dense(
+    estimator, n_samples: int, n_features: int, *, data=None, mode: str | None = None
+) -> DenseEstimate | None:
     """Refuse a dense fit that would not fit ``dcfa.memory_budget``, before any compute.
 
     What ``fit`` of LinCFA, NonLinCFA and GenLinCFA calls before the moments pass; a batch
@@ -617,7 +621,7 @@ def check_dense(estimator, n_samples: int, n_features: int, *, data=None) -> Den
     MemoryBudgetError
         When the driver's peak or one worker's tile tasks exceed the budget.
     """
-    estimate = estimate_dense(estimator, n_samples, n_features, data=data)
+    estimate = estimate_dense(estimator, n_samples, n_features, data=data, mode=mode)
     if estimate is not None:
         _enforce(estimate, _hint_for(estimator))
     return estimate
@@ -647,26 +651,19 @@ def check_moments(
         estimate,
         "compute the moments of fewer columns (coarsen the grid, e.g. "
         "X.coarsen(lat=2, lon=2).mean(), or select a region); for a partition, "
-        "LinCFA(mode='neighbors') and mode='seed-rows' never build the matrix",
+        "the CFA estimators' mode='auto' avoids the matrix when it does not fit",
     )
     return estimate
 
 
 def _hint_for(estimator) -> str:
     name = type(estimator).__name__
-    if name == "LinCFA":
-        return (
-            "use LinCFA(mode='neighbors', neighbors=1, neighborhood='seed') on an "
-            "xarray.DataArray grid (only the moments of nearby cells: memory O(D k)), or "
-            "LinCFA(mode='seed-rows', row_batch=256) (the unrestricted algorithm, memory "
-            "O(row_batch x D); needs compare='seed' and no neighbors); or reduce D (coarsen "
-            "the grid, select a region)"
-        )
     return (
-        f"{name} has no mode without the D x D moments (neighbors= restricts the candidates "
-        "but the matrix is still built): reduce D (coarsen the grid, e.g. "
-        "X.coarsen(lat=2, lon=2).mean(), or select a region), or use "
-        "LinCFA(mode='neighbors', neighbors=1, neighborhood='seed') on the grid"
+        f"{name}(mode='auto') (the default) runs the same partition from the features' "
+        "series in memory (n x D float64) when they fit; on an xarray.DataArray grid, "
+        "neighbors=1 with neighborhood='seed' runs from the moments of nearby cells only "
+        "(memory O(D k)); or reduce D (coarsen the grid, e.g. "
+        "X.coarsen(lat=2, lon=2).mean(), or select a region)"
     )
 
 

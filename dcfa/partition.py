@@ -44,7 +44,9 @@ __all__ = [
     "Basis",
     "MergedMoments",
     "merge_rows",
+    "fold_parts",
     "partition_moments",
+    "drive",
     "sequential_partition",
     "greedy_partition",
     "grid_partition",
@@ -101,19 +103,59 @@ def partition_moments(
     labels : ndarray of shape (n_features,)
         Group of each feature in order of creation; -1 for excluded features.
     """
-    from sklearn.utils import check_random_state
-
     from dcfa._moments import Moments
 
     parts = [parts] if isinstance(parts, Moments) else list(parts)
     if whole is None:
         whole = parts[0] if len(parts) == 1 else merge_rows(parts)
+    return drive(
+        whole,
+        lambda valid, scale: Basis.from_moments(parts, valid, scale, target),
+        accept,
+        standardize=standardize,
+        shuffle=shuffle,
+        random_state=random_state,
+        compare=compare,
+        scan=scan,
+        strategy=strategy,
+        neighbors=neighbors,
+        neighborhood=neighborhood,
+        progress=progress,
+        order=order,
+    )
+
+
+def drive(
+    whole,
+    make_basis,
+    accept,
+    *,
+    standardize: bool,
+    shuffle: bool = False,
+    random_state=None,
+    compare: str = "seed",
+    scan: str = "single",
+    strategy: str = "sequential",
+    neighbors=None,
+    neighborhood: str = "group",
+    progress=None,
+    order=None,
+) -> np.ndarray:
+    """The one partition driver: exclusions, scaling, visiting order, then the loop.
+
+    ``whole`` answers ``n_features``, ``valid`` and ``column_std`` (any moments summary);
+    ``make_basis(valid, scale)`` builds what the loop reads for the kept features (the dense
+    :class:`Basis`, the seed rows' or the series' basis). Every execution but the grid's
+    runs through here, so they visit features in the same order and give the same labels.
+    """
+    from sklearn.utils import check_random_state
+
     valid = np.flatnonzero(whole.valid)
     labels = np.full(whole.n_features, -1, dtype=np.int64)
     if valid.size == 0:
         return labels
     scale = 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
-    basis = Basis.from_moments(parts, valid, scale, target)
+    basis = make_basis(valid, scale)
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
     if strategy == "greedy":
         if adj is not None:
@@ -260,6 +302,14 @@ class Basis:
             cols=cols,
             scale=w,
         )
+
+
+def fold_parts(parts, folds):
+    """NonLinCFA's row sets from per-segment moments: each fold's training sets, then their
+    test sets (merged row by row when read, :class:`MergedMoments`), and all rows."""
+    train = [merge_rows([parts[s] for s in tr]) for tr, _ in folds.splits]
+    test = [merge_rows([parts[s] for s in te]) for _, te in folds.splits]
+    return train + test, merge_rows(parts)
 
 
 def merge_rows(parts):
@@ -507,7 +557,7 @@ def _grow_group(
 ) -> list[int]:
     """The group opened by ``seed``: its members, marked assigned in ``unassigned``."""
     fixed = compare == "seed"
-    group = _Group(basis, seed)
+    group = basis.open_group(seed) if hasattr(basis, "open_group") else _Group(basis, seed)
     members = [seed]
     unassigned[seed] = False
     front = _Frontier(adj, unassigned, grow=neighborhood == "group")
@@ -594,9 +644,12 @@ class _Frontier:
         self.members.update(int(k) for k in row[self.unassigned[row]])
 
     def candidates(self) -> np.ndarray:
-        live = [k for k in self.members if self.unassigned[k]]
-        self.members = set(live)
-        return np.array(sorted(live), dtype=np.int64)
+        """The live members (unordered: the caller orders them)."""
+        front = np.fromiter(self.members, dtype=np.int64, count=len(self.members))
+        live = front[self.unassigned[front]]
+        if live.size < front.size:
+            self.members = set(live.tolist())
+        return live
 
 
 def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:

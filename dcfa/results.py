@@ -206,7 +206,11 @@ class FittedResult:
             field = io.plan_chunks(field, sample_dim=dim)
         prepared = io.apply_preprocessing(field, self.preprocessing, sample_dim=dim)
         estimator = self.estimator
-        if estimator.grid_pass_request(field) is not None:
+        if "execution" in self.attrs:  # the execution the job ran
+            grid_run = self.attrs["execution"] == "neighbors"
+        else:  # results written before dcfa recorded it
+            grid_run = estimator.grid_pass_request(field) is not None
+        if grid_run:
             # the job's grid execution: the reduction read every cell of the grid, in order
             if not np.array_equal(self.keep, np.arange(self.region.size)):
                 raise ValueError(

@@ -63,3 +63,15 @@ def correlated_data(rng, n=200, D=12, k_latent=3, offset=0.0, noise=None):
     X = latent[:, which] + noise * rng.normal(size=(n, D)) + offset + rng.normal(size=D)
     y = (X - X.mean(0)) @ rng.normal(size=D) * 0.3 + rng.normal(size=n) * rng.uniform(0.5, 5)
     return X, y
+
+
+def grid_data(seed, n=120, shape=(9, 11), land=True):
+    """Regions of correlated cells on a grid (kelvin-like offsets, land), a linear target."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 4))
+    region = rng.integers(0, 4, shape)
+    X = latent[:, region] + rng.uniform(0.3, 1.0) * rng.normal(size=(n, *shape)) + 280
+    if land:
+        X[:, 0, :2] = np.nan
+    y = latent @ rng.normal(size=4) + rng.normal(size=n)
+    return X, y

@@ -78,7 +78,7 @@ def test_knn_regressor_is_sklearn_knn_on_the_embedding(rng):
 
 
 def test_knn_classifier_is_sklearn_knn_on_the_embedding_ties_included(rng):
-    X, y = bumpy(rng, n=400)
+    X, y = bumpy(rng, n=1000)  # 750 queries: tied 5/5 votes occur whatever the fitted model
     labels = np.where(y > np.median(y), "high", "low")
     Xtr, Xte = X[:250], X[250:]
     model = GBMAPKNeighborsClassifier(n_boosts=4, beta=5.0, random_state=0).fit(Xtr, labels[:250])
@@ -612,3 +612,78 @@ def test_table4_drift_auc(name, seeds, request):
         _check_column(name, col, aucs[:, col], TABLE4_AUC, AUC_DIFFERENCES)
     if name in ("autompg", "concrete"):  # the paper's reading: an informative drifter
         assert aucs[:, 0].mean() > 0.75
+
+
+############################################################################################
+# Table 4's GBMAP column on SYNTH-COS at the paper's size, on a cluster (slow)
+
+# SYNTH-COS(2e5, 200) split 50/50 (Table 5's protocol; Table 4 does not state its split).
+# beta = 10: the paper tunes beta in 1..20 and does not report the value; 10 is the authors'
+# code's softplus_scale in its feature experiments. lambda = 1e-3 and tol = 1e-3 as in the
+# paper and its code; max_iter = 100 (Table 3's) never binds here (at most ~90 iterations).
+SYNTH_FULL = dict(beta=10.0, penalty=1e-3, max_iter=100, tol=1e-3, random_state=0)
+
+
+def _staged(model, Xte):
+    """Score after each step ``k``: ``f_0 + sum_{j <= k} phi_j`` (stagewise boosting: the
+    first ``k`` learners of the fit are the fit with ``n_boosts = k``)."""
+    E = model.transform(Xte).compute()
+    full = (model.predict if isinstance(model, GBMAPRegressor) else model.decision_function)(Xte)
+    S = np.cumsum(E, axis=1)
+    return np.asarray(full.compute() if isinstance(full, da.Array) else full)[:, None] - (
+        S[:, -1:] - S
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("DCFA_TEST_PAPER_SCALE") != "1",
+    reason="about 8 minutes on 2 cores (5 700 L-BFGS evaluations on a cluster), over the "
+    "suite's budget: set DCFA_TEST_PAPER_SCALE=1 to run it",
+)
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
+    """Table 4, GBMAP on SYNTH-COS-R and SYNTH-COS-C (n = 2e5, p = 200): test R^2 0.452
+    (Table 5: 0.16 / 0.23 / 0.34 / 0.46 at m = 8 / 16 / 32 / 64) and accuracy 0.583 (Table 5:
+    0.59 / 0.61 at m = 8 / 16), on Dask input generated and persisted on a 2-process
+    LocalCluster. One fit per task (m = 64, m = 16); the scores at smaller m are read from
+    the embedding.
+
+    Measured on this draw (seed 0; NumPy in memory and Dask differ in the third digit, by
+    the order of the sums): R^2 0.10 / 0.19 / 0.31 / 0.434-0.439 at m = 8 / 16 / 32 / 64,
+    accuracy 0.57 / 0.59 at m = 8 / 16. The regression threshold holds for this draw only:
+    draws 1 and 2 (another X and direction u) give R^2 0.408 and 0.414 at m = 64, so dcfa
+    is 0.02-0.05 below Table 5 there; their accuracies at m = 16 are 0.599 and 0.590
+    (``benchmarks/bench_gbmap_paper.py --synth-full``). At small m a few learners capture
+    only the largest terms of u (R^2 ~ 0.8 max_j u_j^2 at m = 2), so the early scores
+    depend on the draw. With the authors' unscaled starting points (before
+    dcfa.gbmap._solver.initial_point scaled them to the fan-in): R^2 -0.19 at m = 64 and
+    accuracy 0.505 at m = 16.
+
+    Slow: ~5000 + ~700 L-BFGS evaluations, each a round trip to the cluster (415 s + 55 s
+    on this 2-core machine while shared, load average ~4).
+    """
+    import dask
+    from distributed import wait
+
+    n, p, h = 200_000, 200, 100_000
+    X, y = make_synth_cos(n, p, task=task, random_state=0, chunks=h // 2)
+    X, y = dask.persist(X, y)  # generated on the workers, two train chunks
+    wait([X, y])
+    y = y.compute()
+    Xtr, Xte, ytr, yte = X[:h], X[h:], y[:h], y[h:]
+    if task == "regression":
+        model = GBMAPRegressor(n_boosts=64, **SYNTH_FULL).fit(Xtr, ytr)
+        r2 = 1 - ((yte[:, None] - _staged(model, Xte)) ** 2).mean(0) / yte.var()
+        print("R^2 at m = 8/16/32/64:", r2[[7, 15, 31, 63]])
+        assert r2[63] >= 0.43  # Table 4: 0.452 (Table 5: 0.46 +- 0)
+        assert r2[[7, 15, 31]] == pytest.approx([0.10, 0.19, 0.31], abs=0.02)
+        assert np.all(np.diff(r2[3:]) > 0)  # every learner adds skill on the test half
+    else:
+        model = GBMAPClassifier(n_boosts=16, **SYNTH_FULL).fit(Xtr, ytr)
+        acc = (np.where(_staged(model, Xte) > 0, 1.0, -1.0) == yte[:, None]).mean(0)
+        print("accuracy at m = 8/16:", acc[[7, 15]])
+        assert acc[15] == pytest.approx(np.mean(np.asarray(model.predict(Xte)) == yte))
+        assert acc[15] >= 0.57  # Table 4: 0.583 (Table 5: 0.61 at m = 16)
+        assert acc[7] >= 0.55
+    assert model.persisted_ and len(client.scheduler_info()["workers"]) == 2

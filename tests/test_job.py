@@ -3,10 +3,12 @@ bad input through the real command line (exit 2, a message naming the key, nothi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -250,3 +252,47 @@ def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
     np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
     np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values, atol=1e-5)
     assert type(dcfa._moments.load_moments(near / "moments")).__name__ == "GridMoments"
+
+
+@pytest.mark.parametrize(
+    "method, params",
+    [("genlincfa", {"eps": 0.7, "neighbors": 1}), ("nonlincfa", {"eps": 1e-2, "neighbors": 1})],
+)
+def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, params):
+    """A budget too small for the dense pass: the job says it runs the series execution and
+    writes the dense job's regions."""
+    job = write_job(tmp_path, method__name=method, method__params=params)
+    full = run_job(load_config(job), echo=lambda *a: None)
+    lines = []
+    # 120 months x 40 cells: the dense pass needs 46.8 KiB, the series 45.6 KiB
+    with dask.config.set({"dcfa.memory_budget": "46 KiB"}):
+        series = run_job(load_config(job), output=str(tmp_path / "series.zarr"), echo=lines.append)
+    assert any(line.strip() == "execution: series" for line in lines), lines
+    a, b = xr.open_zarr(full), xr.open_zarr(series)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
+    assert type(dcfa._moments.load_moments(series / "moments")).__name__ == "ColumnMoments"
+    assert (a.attrs["execution"], b.attrs["execution"]) == ("full", "series")
+
+
+def test_job_chooses_the_tolerance(tmp_path):
+    """method.name = "genlincfacv": the job records the chosen eps and its path; a genlincfa
+    job with that eps writes the same regions."""
+    params = {"neighbors": 1, "epsilons": [0.5, 0.7, 0.9], "n_splits": 2}
+    job = write_job(tmp_path, method__name="genlincfacv", method__params=params)
+    lines = []
+    chosen = xr.open_zarr(run_job(load_config(job), echo=lines.append))
+    assert any("chosen by forward CV among 0.5 (" in line for line in lines), lines
+    path = json.loads(chosen.attrs["eps_path"])
+    assert path["eps"] == [0.5, 0.7, 0.9] and len(path["n_groups"]) == 3
+    eps = chosen.attrs["eps"]
+    import tomllib
+
+    import tomli_w
+
+    config = tomllib.loads(job.read_text())
+    config["method"] = {"name": "genlincfa", "params": {"neighbors": 1, "eps": eps}}
+    config["output"]["store"] = str(tmp_path / "plain.zarr")
+    (tmp_path / "plain.toml").write_text(tomli_w.dumps(config))
+    plain = run_job(load_config(tmp_path / "plain.toml"), echo=lambda *a: None)
+    np.testing.assert_array_equal(chosen.region.values, xr.open_zarr(plain).region.values)

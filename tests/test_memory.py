@@ -72,12 +72,12 @@ def test_dask_input_too_large_is_refused_before_any_compute():
     memory_budget()  # imports (psutil, distributed) done before timing
     t = time.perf_counter()
     with count_computes(0), pytest.raises(MemoryBudgetError) as info:
-        LinCFA().fit(X, y)
+        LinCFA(mode="full").fit(X, y)
     assert time.perf_counter() - t < 1.0
     msg = str(info.value)
     assert "LinCFA" in msg and "GiB" in msg and "60,001 x 60,001" in msg
     assert "dcfa.memory_budget" in msg and "available" in msg  # the budget and its source
-    assert "mode='neighbors', neighbors=1" in msg and "mode='seed-rows'" in msg
+    assert "mode='auto'" in msg and "neighborhood='seed'" in msg  # what runs instead
     assert 'dask.config.set({"dcfa.memory_budget"' in msg and "DASK_DCFA__MEMORY_BUDGET" in msg
     assert "Nothing was computed" in msg
     # the CLI maps ValueError to exit status 2; MemoryError for callers that catch that
@@ -88,17 +88,20 @@ def test_numpy_input_too_large_is_refused_with_the_message():
     X = np.zeros((N, D_BIG), dtype=np.float32)
     y = np.random.default_rng(1).normal(size=N)
     with pytest.raises(MemoryBudgetError, match=r"dense pass would hold about [\d,.]+ GiB"):
-        LinCFA().fit(X, y)
+        LinCFA(mode="full").fit(X, y)
 
 
-@pytest.mark.parametrize("cls", [NonLinCFA, GenLinCFA])
-def test_the_other_estimators_say_neighbors_does_not_avoid_the_matrix(cls):
+@pytest.mark.parametrize("cls", [LinCFA, NonLinCFA, GenLinCFA])
+def test_the_natural_call_runs_without_the_matrix(cls):
+    """The reported case (200 x 300 cells) no longer builds the 26.8 GiB matrix: ``mode="auto"``
+    runs the series (96 MB); ``mode="full"`` is refused, naming what runs instead."""
     field = xr.DataArray(da.zeros((N, 200, 300), chunks=(N, 100, 150)), dims=("time", "y", "x"))
-    with count_computes(0), pytest.raises(MemoryBudgetError) as info:
-        cls(neighbors=1).fit(field, np.arange(N) % 7)
+    with count_computes(0):
+        assert cls(neighbors=1).execution_for(field) == "series"
+        with pytest.raises(MemoryBudgetError) as info:
+            cls(neighbors=1, mode="full").fit(field, np.arange(N) % 7)
     msg = str(info.value)
-    assert f"{cls.__name__} has no mode without the D x D moments" in msg
-    assert "neighbors= restricts the candidates but the matrix is still built" in msg
+    assert f"{cls.__name__}(mode='auto') (the default) runs the same partition" in msg
     assert "coarsen" in msg and "features would fit" in msg
 
 
@@ -145,9 +148,10 @@ def test_the_config_key_sets_the_budget():
     need = estimate_dense(LinCFA(), 60, 400, data=X).driver_bytes
     with dask.config.set({"dcfa.memory_budget": need - 1}):
         with pytest.raises(MemoryBudgetError, match=r"\(dcfa.memory_budget = [\d.]+ MiB\)"):
-            LinCFA().fit(X, y)
+            LinCFA(mode="full").fit(X, y)
+        assert LinCFA().fit(X, y).execution_ == "series"  # auto: the next that fits
     with dask.config.set({"dcfa.memory_budget": need}):
-        LinCFA().fit(X, y)
+        assert LinCFA().fit(X, y).execution_ == "full"
     with dask.config.set({"dcfa.memory_budget": "1 MiB"}):
         assert memory_budget().driver == 2**20
         with pytest.raises(MemoryBudgetError):
@@ -156,7 +160,7 @@ def test_the_config_key_sets_the_budget():
     with dask.config.set({"dcfa.memory_budget": 1e-9}):
         assert memory_budget().driver < 2**10
         with pytest.raises(MemoryBudgetError, match=r"1e-09 x .* available"):
-            LinCFA().fit(X, y)
+            LinCFA(mode="full").fit(X, y)
     assert dask.config.get("dcfa.memory_budget") == 0.5
     assert 0 < memory_budget().driver < float("inf")
     # raising it lets the reported case through the check (we stop before computing)
@@ -203,7 +207,7 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         assert budget.driver > 10 * max(limits.values())  # this machine: not the limit
         wide = da.from_array(X, chunks=(100, 3000))  # one 3000 x 3000 tile: 2 x 72 MB a task
         with get_task_stream(client) as stream, pytest.raises(MemoryBudgetError) as info:
-            LinCFA().fit(wide, y)
+            LinCFA(mode="full").fit(wide, y)
         assert not stream.data  # refused before any task ran
         msg = str(info.value)
         assert "on a worker" in msg and "memory_limit of worker" in msg

@@ -14,6 +14,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import grid_data
 from dask.diagnostics import CacheProfiler
 from dask.sizeof import sizeof
 from hypothesis import given, settings
@@ -28,17 +29,6 @@ from dcfa.datasets import make_regions_field
 from dcfa.neighbors import grid_adjacency
 from dcfa.partition import grid_partition, partition_moments
 from dcfa.rules import lincfa_rule
-
-
-def grid_data(seed, n=120, shape=(9, 11), land=True):
-    rng = np.random.default_rng(seed)
-    latent = rng.normal(size=(n, 4))
-    region = rng.integers(0, 4, shape)
-    X = latent[:, region] + rng.uniform(0.3, 1.0) * rng.normal(size=(n, *shape)) + 280
-    if land:
-        X[:, 0, :2] = np.nan
-    y = latent @ rng.normal(size=4) + rng.normal(size=n)
-    return X, y
 
 
 def test_half_offsets_cover_every_pair_once():

@@ -75,8 +75,12 @@ _SHARED_NOTES = """
     * L-BFGS is SciPy's L-BFGS-B, not JAXOPT's (other line search and history); it stops,
       like the authors' code, when the gradient's L2 norm is at most ``tol`` or after
       ``max_iter`` iterations (and when no decrease is possible at machine precision).
-    * Starting points ``a ~ N(0, 1)``, ``[w, c] ~ N(0, I_{p+1})`` (the authors' code) are drawn
-      from ``numpy.random.default_rng([seed, step, restart])`` with ``seed`` drawn once from
+    * Starting points ``a ~ N(0, 1)``, ``[w, c] ~ N(0, I_{p+1} / (p + 1))``: the weights are
+      scaled to the fan-in, where the authors' code draws ``N(0, I_{p+1})`` (the paper states
+      none). Unscaled, the softplus starts far in its flat or steep part for large ``p`` and
+      the fits stop early (at ``p = 200`` the regressor overfits and the classifier's units
+      switch off; :func:`dcfa.gbmap._solver.initial_point`). They are drawn from
+      ``numpy.random.default_rng([seed, step, restart])`` with ``seed`` drawn once from
       ``random_state``, so a resumed fit restarts from the same points.
     * ``n_restarts > 1`` refits every step from that many starts and keeps the best (the
       authors' "width" refit); their default "depth" refit of the whole sequence is not

@@ -1,0 +1,289 @@
+"""The series execution: every rule and loop option without the ``D x D`` matrix.
+
+A test of candidate ``c`` against group ``g`` needs the moments of ``[g, c, y]`` in each row
+set the rule reads (all rows; a fold's training and test rows for NonLinCFA). The dense
+execution takes them from ``(D+1) x (D+1)`` moments. Here the features' series are held in
+memory instead (``n x D`` float64, the data itself, ``n / D`` of the matrix), centred per row
+segment and scaled; a group keeps its aggregate's series and a test computes ``cross(g, c)``
+for its candidates from the series, O(n) each. With ``neighbors`` a group only ever tests the
+cells next to it, so a fit costs O(n) per test, linear in the grid's size. It gives the dense
+partition for every rule and option (``compare``, ``scan``, ``neighborhood="group"``, folds),
+up to rounding in the last digits of the moments.
+
+Two passes over the data: the per-column statistics (:func:`dcfa._seedrows.column_pass`,
+which decide exclusions as the dense moments do), then the kept columns' series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dcfa._seedrows import ColumnMoments
+from dcfa.rules import PairMoments
+
+__all__ = ["SeriesData", "SeriesBasis", "load_series", "series_bytes"]
+
+
+def series_bytes(n_samples: int, n_features: int) -> int:
+    """Peak bytes the series execution holds on the driver: the float64 series, their
+    squares' sums per segment, and one block in flight while they load."""
+    return int(8 * n_samples * n_features * 1.15 + 64 * n_features)
+
+
+def load_series(data, cols: np.ndarray) -> np.ndarray:
+    """Columns ``cols`` of ``data`` (n x D, NumPy or Dask) as a ``(len(cols), n)`` float64
+    array, one feature per row. With a distributed client the blocks are copied in as they
+    arrive (no second full-size copy); locally :func:`dask.array.store` writes into it."""
+    import dask.array as da
+
+    cols = np.asarray(cols, dtype=np.int64)
+    n = data.shape[0]
+    out = np.empty((cols.size, n), dtype=np.float64)
+    if not isinstance(data, da.Array):
+        out[:] = np.asarray(data[:, cols], dtype=np.float64).T
+        return out
+    sub = data[:, cols] if cols.size < data.shape[1] else data
+    from dcfa._compute import _active_client, compute
+
+    client = _active_client()
+    if client is None:
+        from dcfa._compute import _blas_single_threaded_if_threaded
+
+        with _blas_single_threaded_if_threaded():
+            compute(da.store(sub.astype(np.float64), out.T, lock=False, compute=False))
+        return out
+    from distributed import as_completed
+
+    row0 = np.cumsum((0, *sub.chunks[0]))
+    col0 = np.cumsum((0, *sub.chunks[1]))
+    blocks = sub.to_delayed()
+    index = [(i, j) for i in range(blocks.shape[0]) for j in range(blocks.shape[1])]
+    # one graph: the blocks share what they are computed from (e.g. a climatology)
+    futures = client.compute([blocks[i, j] for i, j in index])
+    where = {
+        f.key: (slice(row0[i], row0[i + 1]), slice(col0[j], col0[j + 1]))
+        for f, (i, j) in zip(futures, index, strict=True)
+    }
+    for f, block in as_completed(futures, with_results=True):
+        r, c = where[f.key]
+        out[c, r] = np.asarray(block, dtype=np.float64).T
+        f.release()
+    return out
+
+
+@dataclass
+class SeriesData:
+    """The kept features' series, centred per row segment: what the series execution holds.
+
+    Attributes
+    ----------
+    columns : ColumnMoments
+        Per-column statistics of all rows (exclusions, means, spreads: as the dense moments).
+    series : ndarray of shape (V, n)
+        Feature ``cols[k]`` in row ``k``, centred on its mean in each segment (unscaled).
+    y : ndarray of shape (n,)
+        The target, centred per segment.
+    cols : ndarray of shape (V,)
+        The kept features (``columns.valid``).
+    bounds : ndarray of shape (S + 1,)
+        Row segments ``[bounds[s], bounds[s+1])``.
+    parts : list of lists of int
+        The row sets the rule reads, as lists of segments.
+    seg_mean : ndarray of shape (S, V)
+        Each kept feature's mean in each segment; ``y_mean`` (S,) the target's.
+    """
+
+    columns: ColumnMoments
+    series: np.ndarray
+    y: np.ndarray
+    cols: np.ndarray
+    bounds: np.ndarray
+    parts: list
+    seg_mean: np.ndarray
+    y_mean: np.ndarray
+    _scale: np.ndarray | None = None
+    _cc: np.ndarray | None = None
+    _cy: np.ndarray | None = None
+
+    @classmethod
+    def gather(cls, data, y, *, bounds=None, parts=None, columns=None) -> SeriesData:
+        """The two passes: column statistics (unless given), then the kept columns' series."""
+        import dask.array as da
+
+        from dcfa._seedrows import column_pass
+
+        n = data.shape[0]
+        if columns is None:
+            X = data if isinstance(data, da.Array) else da.from_array(data, chunks=(-1, "auto"))
+            columns = column_pass(X, y)
+        cols = np.flatnonzero(columns.valid)
+        series = load_series(data, cols)
+        bounds = np.array([0, n] if bounds is None else bounds, dtype=np.int64)
+        parts = [[0]] if parts is None else [list(p) for p in parts]
+        starts = bounds[:-1]
+        counts = np.diff(bounds)
+        seg_mean = (np.add.reduceat(series, starts, axis=1) / counts).T  # (S, V)
+        yv = np.asarray(y, dtype=np.float64).ravel()
+        y_mean = np.add.reduceat(yv, starts) / counts
+        for s in range(counts.size):  # centre in place, segment by segment
+            series[:, bounds[s] : bounds[s + 1]] -= seg_mean[s][:, None]
+        yc = yv - np.repeat(y_mean, counts)
+        return cls(columns, series, yc, cols, bounds, parts, seg_mean, y_mean)
+
+    @property
+    def n_features(self) -> int:
+        return self.columns.n_features
+
+    def segments(self, lo: int, hi: int) -> list[int]:
+        """The segments that make up rows ``[lo, hi)`` (both must be segment bounds)."""
+        starts = self.bounds[:-1]
+        if lo not in self.bounds or hi not in self.bounds:
+            raise ValueError(f"rows [{lo}, {hi}) do not start and end on segment bounds")
+        return np.flatnonzero((starts >= lo) & (starts < hi)).tolist()
+
+    def group_series(self, labels: np.ndarray, weights=None, how: str = "mean") -> np.ndarray:
+        """Each group's aggregate of its members' scaled series (segment means added back):
+        the (``weights``-weighted) mean or the sum, shape ``(n_groups, n)``, as ``transform``
+        gives it up to each group's constant. ``labels`` over the kept features, -1 for none."""
+        import scipy.sparse as sp
+
+        keep = labels >= 0
+        K = int(labels.max()) + 1 if keep.any() else 0
+        w = np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if how == "mean":
+            w = w / np.bincount(labels[keep], weights=w[keep], minlength=K)[np.maximum(labels, 0)]
+        M = sp.csr_array(
+            (w[keep], (labels[keep], np.flatnonzero(keep))),
+            shape=(K, labels.size),
+        )
+        counts = np.diff(self.bounds)
+        return M @ self.series + np.repeat(M @ self.seg_mean.T, counts, axis=1)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.series.nbytes)
+
+    def basis(self, valid: np.ndarray, scale: np.ndarray, parts=None) -> SeriesBasis:
+        """The basis over ``valid`` (indices among all features), scaled by ``scale``, for
+        the row sets ``parts`` (lists of segments; default: :attr:`parts`).
+
+        The first call scales the held series in place and sums their squares and cross
+        products with the target per segment (O(n D)); later calls (other row sets, e.g. the
+        folds of a tolerance path) reuse them and must pass the same scale.
+        """
+        if valid.size != self.cols.size or not np.array_equal(valid, self.cols):
+            raise ValueError("the series hold other columns than the partition keeps")
+        if self._scale is None:
+            self.series *= scale[:, None]
+            self.seg_mean *= scale[None, :]
+            self._scale = np.array(scale, dtype=np.float64)
+            X, y, b = self.series, self.y, self.bounds
+            S = b.size - 1
+            self._cc = np.empty((S, X.shape[0]))  # per segment: sums of squares, cross with y
+            self._cy = np.empty((S, X.shape[0]))
+            for s in range(S):
+                block = X[:, b[s] : b[s + 1]]
+                self._cc[s] = np.einsum("ij,ij->i", block, block)
+                self._cy[s] = block @ y[b[s] : b[s + 1]]
+        elif not np.array_equal(scale, self._scale):
+            raise ValueError("the series are scaled already, by other factors")
+        return SeriesBasis(self, self.parts if parts is None else parts)
+
+
+class SeriesBasis:
+    """What :func:`dcfa.partition.sequential_partition` reads, from series in memory.
+
+    Exposes ``n_features`` and :meth:`open_group`; a group's tests are computed from its
+    aggregate's series (see the module docstring), merged into the row sets ``parts``.
+    """
+
+    def __init__(self, data: SeriesData, parts):
+        self.data = data
+        b = data.bounds
+        self.starts = b[:-1]
+        self.counts = np.diff(b).astype(np.float64)
+        self.cc, self.cy = data._cc, data._cy
+        self.yy = np.add.reduceat(data.y * data.y, self.starts)
+        # part p is the union of its segments: A[p, s] = 1
+        self.A = np.zeros((len(parts), self.counts.size))
+        for p, segs in enumerate(parts):
+            self.A[p, list(segs)] = 1.0
+        self.count = None
+
+    @property
+    def n_features(self) -> int:
+        return self.data.series.shape[0]
+
+    def open_group(self, seed: int) -> _SeriesGroup:
+        return _SeriesGroup(self, seed)
+
+    def parts_moments(self, n_s, mean_s, cross_s) -> PairMoments:
+        """Per-segment moments of ``[g, c, y]`` merged into the rule's row sets.
+
+        ``cross`` of a union is the segments' centred sums plus their means' spread
+        around the union's mean (the merge of :meth:`dcfa.Moments.merge`, for many at once).
+        """
+        A = self.A
+        if A.shape == (1, 1):
+            n = np.full((1, mean_s.shape[1]), n_s[0])
+            return PairMoments(n=n, mean=mean_s, cross=cross_s)
+        # the segments' means as deviations from all rows' mean c: a union's spread of means
+        # is sum_s n_s (m_s - c)(m_s - c)' - n_p (M_p - c)(M_p - c)', all small numbers
+        w = A * n_s[None, :]  # (P, S)
+        n_p = w.sum(axis=1)
+        c = np.tensordot(n_s, mean_s, axes=(0, 0)) / n_s.sum()  # (J, 3)
+        dev = mean_s - c  # (S, J, 3)
+        spread = n_s[:, None, None, None] * dev[..., :, None] * dev[..., None, :]
+        cross_p = np.tensordot(A, cross_s + spread, axes=(1, 0))  # (P, J, 3, 3)
+        dev_p = np.tensordot(w, dev, axes=(1, 0)) / n_p[:, None, None]  # (P, J, 3)
+        cross_p -= n_p[:, None, None, None] * dev_p[..., :, None] * dev_p[..., None, :]
+        mean_p = dev_p + c
+        J = mean_s.shape[1]
+        return PairMoments(n=np.repeat(n_p[:, None], J, axis=1), mean=mean_p, cross=cross_p)
+
+
+class _SeriesGroup:
+    """A growing group: its aggregate's series and per-segment moments (as ``_Group``)."""
+
+    def __init__(self, basis: SeriesBasis, seed: int):
+        self.basis = basis
+        d = basis.data
+        self.g = d.series[seed].copy()
+        self.mean = d.seg_mean[:, seed].copy()  # (S,)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        b = self.basis
+        g = self.g
+        self.gg = np.add.reduceat(g * g, b.starts)
+        self.gy = np.add.reduceat(g * b.data.y, b.starts)
+
+    def add(self, j: int) -> None:
+        d = self.basis.data
+        self.g += d.series[j]
+        self.mean += d.seg_mean[:, j]
+        self._refresh()
+
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        b = self.basis
+        d = b.data
+        Xc = d.series[cand]  # (J, n)
+        bounds = d.bounds
+        S, J = bounds.size - 1, cand.size
+        gc = np.empty((S, J))
+        for s in range(S):  # a product per segment: no (J, n) temporary
+            gc[s] = Xc[:, bounds[s] : bounds[s + 1]] @ self.g[bounds[s] : bounds[s + 1]]
+        cross = np.empty((S, J, 3, 3))
+        cross[:, :, 0, 0] = self.gg[:, None]
+        cross[:, :, 0, 1] = cross[:, :, 1, 0] = gc
+        cross[:, :, 0, 2] = cross[:, :, 2, 0] = self.gy[:, None]
+        cross[:, :, 1, 1] = b.cc[:, cand]
+        cross[:, :, 1, 2] = cross[:, :, 2, 1] = b.cy[:, cand]
+        cross[:, :, 2, 2] = b.yy[:, None]
+        mean = np.empty((S, J, 3))
+        mean[:, :, 0] = self.mean[:, None]
+        mean[:, :, 1] = d.seg_mean[:, cand]
+        mean[:, :, 2] = d.y_mean[:, None]
+        return b.parts_moments(b.counts, mean, cross)

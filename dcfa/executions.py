@@ -1,0 +1,420 @@
+"""How a CFA fit gets its statistics: a registry of executions behind one partition driver.
+
+Every rule (LinCFA, NonLinCFA, GenLinCFA) is a function of :mod:`dcfa.rules`; what differs
+between executions is only where the moments of ``[group, candidate, target]`` come from:
+
+``"full"``
+    the ``(D+1) x (D+1)`` moments (one per row segment for NonLinCFA's folds): every option;
+    memory O(D^2).
+``"series"``
+    the kept features' series held in memory (:mod:`dcfa._series`): every rule and option but
+    ``strategy="greedy"`` and ``missing="pairwise"``; memory O(n D), a test O(n) per candidate.
+``"neighbors"``
+    the moments of cells near each other on an xarray grid (:func:`dcfa.grid_moments`): a
+    group stays within the radius of its seed (``neighborhood="seed"``); memory O(D k), one
+    row set (not NonLinCFA's folds).
+``"seed-rows"``
+    per-column statistics, then the correlation rows of the features that open a group
+    (``compare="seed"``, no ``neighbors``, one row set); memory O(row_batch D).
+
+All give the partition of ``"full"`` under the same options (tests). ``mode="auto"`` (the
+estimators' default) takes the first of full, series, neighbors, seed-rows that supports the
+options and fits the memory budget (:mod:`dcfa.memory`), so a natural call runs at any size; an
+explicit ``mode`` is an override. A new execution is one class with the five methods of
+:class:`Execution` and one entry in :data:`EXECUTIONS`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from dcfa._validation import InputData
+
+__all__ = ["EXECUTIONS", "MODES", "choose", "execution_for_moments"]
+
+logger = logging.getLogger("dcfa")
+
+
+class Execution:
+    """One way to gather statistics and run the partition (subclass and register)."""
+
+    name = ""
+
+    def why_not(self, est, inp: InputData, folds) -> tuple[str, str] | None:
+        """Why this execution cannot run ``est`` on ``inp``: (the parameter to change, the
+        reason), or None if it can."""
+        return None
+
+    def fits(self, est, inp: InputData, folds) -> str | None:
+        """Why it would not fit the memory budget (None if it fits)."""
+        return None
+
+    def prepare(self, est, inp: InputData, folds) -> dict:
+        """Keyword arguments of :meth:`gather` and :meth:`partition` (checked, cheap)."""
+        return {}
+
+    def gather(self, est, data, Y, extras: dict):
+        """The one pass (or two) over the data: the statistics the partition reads."""
+        raise NotImplementedError
+
+    def partition(self, est, stats, inp: InputData, extras: dict) -> np.ndarray:
+        raise NotImplementedError
+
+    def summary(self, stats):
+        """Per-column statistics of all rows (exclusions, means, spreads) of ``stats``."""
+        return stats
+
+    def reuse(self, est, moments, data, Y, extras: dict):
+        """The statistics from stored ``moments`` (``fit(..., moments=...)``), checked."""
+        return moments
+
+
+def _loop(est, extras: dict) -> dict:
+    """The driver's options from the estimator's parameters."""
+    p = est.get_params(deep=False)
+    return {
+        "standardize": est._standardize,
+        "shuffle": p.get("shuffle", False),
+        "random_state": p.get("random_state"),
+        "compare": p.get("compare", "seed"),
+        "scan": p.get("scan", "single"),
+        "strategy": p.get("strategy", "sequential"),
+        "neighborhood": p.get("neighborhood", "group"),
+        "order": extras.get("order"),
+    }
+
+
+def _grid(est, inp: InputData, *, adjacency: bool = True):
+    from dcfa.neighbors import resolve_grid
+
+    p = est.get_params(deep=False)
+    return resolve_grid(
+        p.get("neighbors"),
+        inp.n_features,
+        inp.layout,
+        periodic=p.get("periodic", "auto"),
+        adjacency=adjacency,
+    )
+
+
+class Full(Execution):
+    name = "full"
+
+    def fits(self, est, inp, folds):
+        from dcfa.memory import MemoryBudgetError, check_dense
+
+        try:
+            check_dense(est, inp.n_samples, inp.n_features, data=inp.data, mode="full")
+        except MemoryBudgetError as exc:
+            return str(exc)
+        return None
+
+    def prepare(self, est, inp, folds):
+        grid = _grid(est, inp)
+        p = est.get_params(deep=False)
+        if p.get("strategy") == "greedy" and grid.adjacency is not None:
+            raise ValueError("neighbors: not supported with strategy='greedy'")
+        return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
+
+    def gather(self, est, data, Y, extras):
+        from dcfa._moments import moments
+
+        folds = extras["folds"]
+        missing = est.get_params(deep=False).get("missing", "exclude")
+        if folds is None:
+            return moments(data, Y, missing=missing)
+        return moments(data, Y, segments=folds.bounds, missing=missing)
+
+    def partition(self, est, stats, inp, extras):
+        from dcfa.partition import fold_parts, partition_moments
+
+        folds = extras["folds"]
+        parts, whole = ([stats], stats) if folds is None else fold_parts(stats, folds)
+        return partition_moments(
+            parts,
+            est._accept(),
+            whole=whole,
+            neighbors=extras["neighbors"],
+            **_loop(est, extras),
+        )
+
+    def summary(self, stats):
+        from dcfa._moments import Moments
+
+        return stats if isinstance(stats, Moments) else Moments.merge_all(stats)
+
+
+class Series(Execution):
+    name = "series"
+
+    def why_not(self, est, inp, folds):
+        p = est.get_params(deep=False)
+        if p.get("strategy", "sequential") != "sequential":
+            return "strategy", "mode='series' needs strategy='sequential' (greedy: mode='full')"
+        if p.get("missing", "exclude") != "exclude":
+            return "missing", "mode='series' needs missing='exclude' (pairwise: mode='full')"
+        return None
+
+    def fits(self, est, inp, folds):
+        from dcfa._series import series_bytes
+        from dcfa.memory import _gib, memory_budget
+
+        need = series_bytes(inp.n_samples, inp.n_features)
+        budget = memory_budget()
+        if need > budget.driver:
+            return (
+                f"mode='series': the series ({inp.n_samples:,} x {inp.n_features:,} float64) "
+                "would hold "
+                f"{_gib(need)}, over the budget of {_gib(budget.driver)} ({budget.source})"
+            )
+        return None
+
+    def prepare(self, est, inp, folds):
+        grid = _grid(est, inp)
+        return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
+
+    def gather(self, est, data, Y, extras, columns=None):
+        import time
+
+        from dcfa._series import SeriesData
+
+        t = time.perf_counter()
+        folds = extras["folds"]
+        bounds = parts = None
+        if folds is not None:
+            bounds, splits = folds.bounds, folds.splits
+            parts = [list(tr) for tr, _ in splits] + [list(te) for _, te in splits]
+        stats = SeriesData.gather(data, Y[:, 0], bounds=bounds, parts=parts, columns=columns)
+        logger.info(
+            "%s: the series of %d cells x %d samples (%.0f MiB) gathered in %.1f s",
+            type(est).__name__,
+            stats.series.shape[0],
+            stats.series.shape[1],
+            stats.nbytes / 2**20,
+            time.perf_counter() - t,
+        )
+        return stats
+
+    def reuse(self, est, moments, data, Y, extras):
+        return self.gather(est, data, Y, extras, columns=moments)
+
+    def partition(self, est, stats, inp, extras):
+        from dcfa.partition import drive
+
+        return drive(
+            stats.columns,
+            stats.basis,
+            est._accept(),
+            neighbors=extras["neighbors"],
+            **_loop(est, extras),
+        )
+
+    def summary(self, stats):
+        return stats.columns
+
+
+class Grid(Execution):
+    name = "neighbors"
+
+    def why_not(self, est, inp, folds):
+        from dcfa.neighbors import _is_radius
+
+        p = est.get_params(deep=False)
+        if not _is_radius(p.get("neighbors")) or inp.layout is None:
+            return "neighbors", (
+                "mode='neighbors' needs an int radius and an xarray.DataArray X (its feature "
+                "dims are the grid)"
+            )
+        if p.get("neighborhood", "group") != "seed":
+            return "neighborhood", (
+                "mode='neighbors' keeps a group within the radius of its seed; set "
+                "neighborhood='seed' (mode='series' grows groups through any member)"
+            )
+        return _one_row_set(self.name, p, folds)
+
+    def prepare(self, est, inp, folds):
+        from dcfa.neighbors import block_axes
+
+        wrap = _grid(est, inp, adjacency=False)
+        radius = int(est.get_params(deep=False)["neighbors"])
+        return {
+            "radius": radius,
+            "reach": radius if est.get_params(deep=False).get("compare") == "seed" else 2 * radius,
+            "grid": tuple(inp.layout.feature_shape),
+            "periodic": tuple(int(a) for a in wrap.periodic),
+            "blocks": block_axes(inp.layout.feature_dims),
+            "order": wrap.order,
+        }
+
+    def gather(self, est, data, Y, extras):
+        from dcfa._stencil import grid_moments
+
+        return grid_moments(
+            data.reshape((data.shape[0], *extras["grid"])),
+            Y[:, 0],
+            radius=extras["reach"],
+            periodic=extras["periodic"],
+            blocks=extras["blocks"],
+        )
+
+    def partition(self, est, stats, inp, extras):
+        from dcfa.partition import grid_partition
+
+        loop = _loop(est, extras)
+        return grid_partition(
+            stats,
+            est._accept(),
+            radius=extras["radius"],
+            standardize=loop["standardize"],
+            shuffle=loop["shuffle"],
+            random_state=loop["random_state"],
+            compare=loop["compare"],
+            scan=loop["scan"],
+            order=loop["order"],
+        )
+
+    def check_reused(self, stats, inp, extras) -> None:
+        need = extras["reach"]
+        if stats.shape != extras["grid"] or stats.radius < need:
+            raise ValueError(
+                f"moments: grid {stats.shape}, radius {stats.radius}; need grid "
+                f"{extras['grid']}, radius >= {need}"
+            )
+        wraps = tuple(int(a) for a in stats.periodic)
+        if wraps != extras["periodic"]:
+            raise ValueError(
+                f"moments: computed with periodic grid dims {wraps}, the estimator's grid "
+                f"wraps along {extras['periodic']} (see periodic=)"
+            )
+        if tuple(stats.blocks) != tuple(extras["blocks"]):
+            raise ValueError(
+                f"moments: computed with block dims {tuple(stats.blocks)} (never "
+                f"neighbours), X has {tuple(extras['blocks'])}"
+            )
+
+
+class SeedRows(Execution):
+    name = "seed-rows"
+
+    def why_not(self, est, inp, folds):
+        p = est.get_params(deep=False)
+        if p.get("compare", "seed") != "seed" or p.get("neighbors") is not None:
+            return "compare", (
+                "mode='seed-rows' computes only the seeds' rows: it needs compare='seed' and "
+                "no neighbors"
+            )
+        return _one_row_set(self.name, p, folds)
+
+    def gather(self, est, data, Y, extras):
+        from dcfa._seedrows import column_pass
+
+        return column_pass(_as_dask(data), Y[:, 0])
+
+    def partition(self, est, stats, inp, extras):
+        from dcfa._base import apply_inputs
+        from dcfa._seedrows import RowBasis
+        from dcfa.partition import drive
+
+        data = _as_dask(apply_inputs(inp.data, est._inputs))
+        batch = est.get_params(deep=False).get("row_batch", 256)
+        basis = []
+
+        def make(valid, scale):
+            basis.append(RowBasis(data, stats, valid, scale, batch_size=batch))
+            return basis[0]
+
+        labels = drive(stats, make, est._accept(), **_loop(est, extras))
+        if basis:
+            logger.info(
+                "%s seed-row execution: %d passes of %d rows",
+                type(est).__name__,
+                basis[0].n_passes,
+                batch,
+            )
+        return labels
+
+
+def _one_row_set(name: str, p: dict, folds) -> tuple[str, str] | None:
+    """What the grid and seed-row executions share: one row set, the sequential loop."""
+    if folds is not None:
+        return "mode", f"mode={name!r} gathers the moments of one row set, not the folds"
+    if p.get("strategy", "sequential") != "sequential":
+        return "strategy", f"mode={name!r} needs strategy='sequential'"
+    if p.get("missing", "exclude") != "exclude":
+        return "missing", f"mode={name!r} needs missing='exclude'"
+    return None
+
+
+def _as_dask(data):
+    import dask.array as da
+
+    return data if isinstance(data, da.Array) else da.from_array(data, chunks="auto")
+
+
+EXECUTIONS: dict[str, Execution] = {e.name: e for e in (Full(), Series(), Grid(), SeedRows())}
+MODES = ("auto", *EXECUTIONS)
+
+
+def choose(est, inp: InputData, folds) -> str:
+    """The execution ``est.fit`` runs on ``inp``: its ``mode``, or for ``"auto"`` the first
+    that supports the options and fits the memory budget.
+
+    Raises
+    ------
+    ValueError
+        An explicit ``mode`` that cannot run these options (naming why).
+    MemoryBudgetError
+        ``"auto"`` and nothing fits: the dense estimate and why each other execution does not
+        apply.
+    """
+    from dcfa.memory import MemoryBudgetError
+
+    mode = est.get_params(deep=False).get("mode", "auto")
+    if mode != "auto":
+        why = EXECUTIONS[mode].why_not(est, inp, folds)
+        if why is not None:
+            raise ValueError(f"{why[0]}: {why[1]}")
+        why = EXECUTIONS[mode].fits(est, inp, folds)
+        if why is not None:
+            raise MemoryBudgetError(why)
+        return mode
+    reasons = {}
+    for name, execution in EXECUTIONS.items():
+        why = execution.why_not(est, inp, folds)
+        why = why[1] if why is not None else execution.fits(est, inp, folds)
+        if why is None:
+            if name != "full":
+                logger.info(
+                    "%s: mode='auto' runs mode=%r (%s)",
+                    type(est).__name__,
+                    name,
+                    "; ".join(r.split(" (")[0] for r in reasons.values()),
+                )
+            return name
+        reasons[name] = why
+    dense = reasons.pop("full")
+    others = "; ".join(reasons.values())
+    raise MemoryBudgetError(f"{dense} No other execution applies ({others}).")
+
+
+def execution_for_moments(est, inp: InputData, folds, moments) -> str:
+    """The execution that reads stored ``moments`` (``fit(..., moments=...)``)."""
+    from dcfa._seedrows import ColumnMoments
+    from dcfa._stencil import GridMoments
+
+    mode = est.get_params(deep=False).get("mode", "auto")
+    if mode != "auto":
+        return choose(est, inp, folds)
+    if isinstance(moments, GridMoments):
+        name = "neighbors"
+    elif isinstance(moments, ColumnMoments):  # both read the data again: the same labels
+        seed_rows = EXECUTIONS["seed-rows"].why_not(est, inp, folds) is None
+        name = "seed-rows" if seed_rows else "series"
+    else:
+        name = "full"
+    why = EXECUTIONS[name].why_not(est, inp, folds)
+    if why is not None:
+        raise ValueError(f"moments: they are those of mode={name!r}; {why[0]}: {why[1]}")
+    return name

@@ -1,0 +1,430 @@
+"""The tolerance that fits the data: ``GenLinCFACV`` and ``NonLinCFACV`` (as ``RidgeCV``).
+
+GenLinCFA's and NonLinCFA's ``eps`` decides how much a map aggregates; the papers tune it per
+dataset and no value suits every field. These estimators choose it by time-ordered
+cross-validation of what a user fits on the groups: for every tolerance of a path and every
+forward-chaining fold (train on the months before, test on the months after, with an optional
+purge ``gap``), the partition is computed **from the training months only** and an OLS of the
+target on its group series is fitted on the same months and scored (R^2) on the test months.
+No statistic of a test month enters the partition or the OLS of its fold.
+
+Everything comes from one gather of the data (the series execution, :mod:`dcfa._series`):
+the series are centred per row segment, and the segments include every fold's bounds, so the
+moments of any fold's rows are exact merges of segments — no refit, no second pass. The path
+(groups and CV skill per tolerance) is kept in ``cv_path_``, so a smaller map can be chosen at
+a known cost in skill; ``max_groups`` takes the best tolerance among those giving at most that
+many groups on all the data. The final partition is that of the chosen tolerance on all rows,
+exactly what ``GenLinCFA(eps=eps_)`` / ``NonLinCFA(eps=eps_)`` gives.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from numbers import Integral
+
+import numpy as np
+from sklearn.model_selection import TimeSeriesSplit
+
+from dcfa._base import apply_inputs, feature_weights
+from dcfa._genlincfa import GenLinCFA
+from dcfa._nonlincfa import NonLinCFA
+from dcfa._validation import (
+    Interval,
+    check_n_samples,
+    check_X,
+    validate_params,
+)
+from dcfa.executions import _grid, _loop
+from dcfa.folds import make_folds
+from dcfa.partition import drive
+from dcfa.rules import genlincfa_rule, nonlincfa_rule
+
+__all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
+
+logger = logging.getLogger("dcfa")
+
+#: default tolerances, from aggregating little to aggregating much
+GENLINCFA_PATH = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9)
+NONLINCFA_PATH = (1e-5, 1e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+
+_PATH_PARAMETERS: dict = {
+    "epsilons": [None, "array-like"],
+    "n_splits": [Interval(Integral, 2, None, closed="left")],
+    "gap": [Interval(Integral, 0, None, closed="left")],
+    "max_groups": [None, Interval(Integral, 1, None, closed="left")],
+}
+
+
+def ols_skill(G: np.ndarray, y: np.ndarray, train: slice, test: slice) -> float:
+    """R^2 on ``test`` rows of ``LinearRegression()`` fitted on ``train`` rows of ``y`` on the
+    groups ``G`` (groups x samples): centred least squares, the minimum-norm solution when there
+    are more groups than training rows, as scikit-learn solves it."""
+    A, b = G[:, train].T, y[train]
+    am, bm = A.mean(axis=0), b.mean()
+    coef = np.linalg.lstsq(A - am, b - bm, rcond=None)[0]
+    pred = bm + (G[:, test].T - am) @ coef
+    yt = y[test]
+    sst = np.sum((yt - yt.mean()) ** 2)
+    return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
+
+
+class _TolerancePath:
+    """What GenLinCFACV and NonLinCFACV share (mixed in before the estimator)."""
+
+    _default_path: tuple = ()
+
+    def fit(self, X, y, *, moments=None):
+        """Choose ``eps`` on the path by forward-chaining CV, then partition all rows with it.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        moments : ColumnMoments, default=None
+            The per-column statistics of an earlier fit on the same data (``moments_``, a
+            resumed batch job): the first of the two passes is skipped.
+
+        Returns
+        -------
+        self
+        """
+        from dcfa._series import SeriesData
+        from dcfa.executions import EXECUTIONS
+
+        validate_params(self)
+        if self.mode not in ("auto", "series"):
+            raise ValueError(
+                f"mode: {type(self).__name__} runs the series execution (the path reads the "
+                f"folds' moments from the series), got mode={self.mode!r}"
+            )
+        inp = check_X(X, sample_dim=self.sample_dim)
+        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        Y = self._check_target(y, inp)
+        epsilons = np.asarray(
+            self._default_path if self.epsilons is None else self.epsilons, dtype=np.float64
+        ).ravel()
+        if epsilons.size == 0:
+            raise ValueError("epsilons: expected at least one tolerance")
+        if not np.all(np.isfinite(epsilons)) or not self._valid_eps(epsilons).all():
+            raise ValueError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
+        n = inp.n_samples
+        splits = self._splits(n)
+        why = EXECUTIONS["series"].why_not(self, inp, None)
+        if why is not None:
+            raise ValueError(f"{why[0]}: {why[1]}")
+        why = EXECUTIONS["series"].fits(self, inp, None)
+        if why is not None:
+            from dcfa.memory import MemoryBudgetError
+
+            raise MemoryBudgetError(why)
+        weights = feature_weights(self.weights, inp)
+        grid = _grid(self, inp)
+        # every row set the path reads, as segment bounds: each fold's training prefix (and
+        # NonLinCFA's folds within it), its test block, and the rule's sets on all rows
+        fold_sets = [self._row_sets(train) for train, _ in splits]
+        all_sets = self._row_sets(n)
+        ranges = [r for sets in [*fold_sets, all_sets] for rs in sets for r in rs]
+        ranges += [test for _, test in splits]
+        bounds = sorted({0, n} | {b for r in ranges for b in r})
+        if moments is not None:
+            moments = self._check_moments(moments, inp, Y, None, "series")
+        data = SeriesData.gather(
+            apply_inputs(inp.data, self._inputs), Y[:, 0], bounds=bounds, columns=moments
+        )
+        loop = _loop(self, {"order": grid.order})
+
+        def partition(eps: float, sets) -> np.ndarray:
+            parts = [[s for lo, hi in rs for s in data.segments(lo, hi)] for rs in sets]
+            return drive(
+                data.columns,
+                partial(data.basis, parts=parts),
+                self._rule(eps),
+                neighbors=grid.adjacency,
+                **loop,
+            )
+
+        yv = Y[:, 0]
+        valid = data.cols
+        cell_weights = None if weights is None else weights[valid]
+        E, K = epsilons.size, len(splits)
+        skill = np.full((E, K), np.nan)
+        fold_groups = np.zeros((E, K), dtype=np.int64)
+        groups = np.zeros(E, dtype=np.int64)
+        labels_all = []
+        for i, eps in enumerate(epsilons):
+            for k, (train, test) in enumerate(splits):
+                labels = partition(eps, fold_sets[k])
+                G = data.group_series(labels[valid], cell_weights, self._aggregation)
+                fold_groups[i, k] = G.shape[0]
+                skill[i, k] = ols_skill(G, yv, slice(0, train), slice(*test))
+            labels_all.append(partition(eps, all_sets))
+            groups[i] = int(labels_all[-1].max()) + 1
+            logger.info(
+                "%s: eps=%g: %d groups, CV R^2 %.3f",
+                type(self).__name__,
+                eps,
+                groups[i],
+                float(np.mean(skill[i][np.isfinite(skill[i])]))
+                if np.isfinite(skill[i]).any()
+                else np.nan,
+            )
+        finite = np.isfinite(skill)
+        with np.errstate(invalid="ignore"):  # a tolerance no fold could score stays NaN
+            mean = np.where(finite, skill, 0.0).sum(axis=1) / finite.sum(axis=1)
+        allowed = np.ones(E, dtype=bool) if self.max_groups is None else groups <= self.max_groups
+        if not allowed.any():
+            best = int(np.argmin(groups))
+            logger.warning(
+                "%s: no tolerance gives at most max_groups=%d groups; taking eps=%g (%d groups)",
+                type(self).__name__,
+                self.max_groups,
+                epsilons[best],
+                groups[best],
+            )
+        else:
+            score = np.where(allowed & np.isfinite(mean), mean, -np.inf)
+            best = int(np.argmax(score))
+        self.eps_ = float(epsilons[best])
+        self.cv_path_ = {
+            "eps": epsilons,
+            "n_groups": groups,
+            "fold_groups": fold_groups,
+            "cv_r2": skill,
+            "mean_cv_r2": mean,
+            "splits": [(train, *test) for train, test in splits],
+        }
+        if self._folds_of(n) is not None:
+            self.folds_ = self._folds_of(n)
+        self.execution_ = "series"
+        self._set_fitted(inp, data.columns, labels_all[best])
+        self.feature_weights_ = weights
+        return self
+
+    def execution_for(self, X) -> str:
+        """Always ``"series"``: the path reads every fold's moments from the series (raises
+        :class:`dcfa.MemoryBudgetError` when they do not fit the budget)."""
+        from dcfa.executions import EXECUTIONS
+
+        validate_params(self)
+        inp = check_X(X, sample_dim=self.sample_dim)
+        why = EXECUTIONS["series"].fits(self, inp, None)
+        if why is not None:
+            from dcfa.memory import MemoryBudgetError
+
+            raise MemoryBudgetError(why)
+        return "series"
+
+    def grid_pass_request(self, X) -> None:
+        return None
+
+    def _splits(self, n: int) -> list[tuple[int, tuple[int, int]]]:
+        """Forward-chaining folds: (training prefix length, (test start, test stop))."""
+        try:
+            raw = list(TimeSeriesSplit(self.n_splits, gap=self.gap).split(np.zeros((n, 1))))
+        except ValueError as exc:
+            raise ValueError(f"n_splits: {exc}") from None
+        out = []
+        for train, test in raw:
+            if train.size < self._min_samples:
+                raise ValueError(
+                    f"n_splits: fold trains on {train.size} samples; too few for "
+                    f"{self.n_splits} forward folds of {n} samples"
+                )
+            out.append((int(train[-1]) + 1, (int(test[0]), int(test[-1]) + 1)))
+        return out
+
+    def _row_sets(self, n: int) -> list[list[tuple[int, int]]]:
+        """The row sets (unions of ranges) the rule reads when partitioning rows ``[0, n)``:
+        all of them, or NonLinCFA's folds' training sets then their test sets."""
+        folds = self._folds_of(n)
+        if folds is None:
+            return [[(0, n)]]
+        b = folds.bounds
+        sets = [tr for tr, _ in folds.splits] + [te for _, te in folds.splits]
+        return [[(b[s], b[s + 1]) for s in segs] for segs in sets]
+
+
+class GenLinCFACV(_TolerancePath, GenLinCFA):
+    """GenLinCFA with ``eps`` chosen by forward-chaining cross-validation of OLS skill.
+
+    Parameters
+    ----------
+    epsilons : array-like or None, default=None
+        The tolerances to try (default :data:`GENLINCFA_PATH`, 0.3 to 0.9; larger aggregates
+        more).
+    n_splits : int, default=4
+        Forward-chaining folds (:class:`sklearn.model_selection.TimeSeriesSplit`): fold ``k``
+        trains on the months before its test block.
+    gap : int, default=0
+        Months left out between each training prefix and its test block (purge, e.g. the
+        forecast lead or the longest time-scale window).
+    max_groups : int or None, default=None
+        Take the best CV skill among the tolerances that give at most this many groups on all
+        the data (a smaller map at a known cost, read in ``cv_path_``).
+    **params
+        Every parameter of :class:`GenLinCFA` but ``eps`` (``mode`` must be ``"auto"`` or
+        ``"series"``).
+
+    Attributes
+    ----------
+    eps_ : float
+        The chosen tolerance.
+    cv_path_ : dict
+        ``eps`` (E,), ``n_groups`` on all data (E,), ``fold_groups`` and ``cv_r2`` per
+        tolerance and fold (E, K), ``mean_cv_r2`` (E,).
+    labels_, n_features_out_, ... : as :class:`GenLinCFA`, for ``eps_``.
+    """
+
+    _default_path = GENLINCFA_PATH
+    _parameter_constraints: dict = {
+        **{
+            k: v for k, v in GenLinCFA._parameter_constraints.items() if k not in ("eps", "missing")
+        },
+        **_PATH_PARAMETERS,
+    }
+
+    def __init__(
+        self,
+        *,
+        epsilons=None,
+        n_splits=4,
+        gap=0,
+        max_groups=None,
+        family="gaussian",
+        curvature=None,
+        form="full",
+        inputs="identity",
+        aggregation="mean",
+        standardize=False,
+        compare="mean",
+        scan="restart",
+        shuffle=False,
+        random_state=None,
+        neighbors=None,
+        neighborhood="group",
+        periodic="auto",
+        weights=None,
+        mode="auto",
+        sample_dim="time",
+    ):
+        self.epsilons = epsilons
+        self.n_splits = n_splits
+        self.gap = gap
+        self.max_groups = max_groups
+        self.family = family
+        self.curvature = curvature
+        self.form = form
+        self.inputs = inputs
+        self.aggregation = aggregation
+        self.standardize = standardize
+        self.compare = compare
+        self.scan = scan
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.neighbors = neighbors
+        self.neighborhood = neighborhood
+        self.periodic = periodic
+        self.weights = weights
+        self.mode = mode
+        self.sample_dim = sample_dim
+
+    _eps_range = "tolerances in (0, 1]"
+
+    @staticmethod
+    def _valid_eps(e):
+        return (e > 0) & (e <= 1)
+
+    def _rule(self, eps: float):
+        return partial(genlincfa_rule, eps=eps, curvature=self._curvature, form=self.form)
+
+    def _folds_of(self, n: int):
+        return None
+
+    def _accept(self):
+        return self._rule(self.eps_)
+
+
+class NonLinCFACV(_TolerancePath, NonLinCFA):
+    """NonLinCFA with ``eps`` chosen by forward-chaining cross-validation of OLS skill.
+
+    Parameters
+    ----------
+    epsilons : array-like or None, default=None
+        The tolerances to try (default :data:`NONLINCFA_PATH`, 1e-5 to 3e-2; larger
+        aggregates more).
+    n_splits, gap, max_groups
+        As in :class:`GenLinCFACV`.
+    cv : int or cross-validation splitter, default=5
+        The rule's own folds within each training set (see :class:`NonLinCFA`).
+    **params
+        Every other parameter of :class:`NonLinCFA` but ``eps``.
+
+    Attributes
+    ----------
+    eps_, cv_path_
+        As in :class:`GenLinCFACV`.
+    labels_, n_features_out_, folds_, ... : as :class:`NonLinCFA`, for ``eps_``.
+    """
+
+    _default_path = NONLINCFA_PATH
+    _parameter_constraints: dict = {
+        **{k: v for k, v in NonLinCFA._parameter_constraints.items() if k != "eps"},
+        **_PATH_PARAMETERS,
+    }
+
+    def __init__(
+        self,
+        *,
+        epsilons=None,
+        n_splits=4,
+        gap=0,
+        max_groups=None,
+        cv=5,
+        inputs="identity",
+        aggregation="mean",
+        standardize=False,
+        compare="mean",
+        scan="restart",
+        shuffle=False,
+        random_state=None,
+        neighbors=None,
+        neighborhood="group",
+        periodic="auto",
+        weights=None,
+        mode="auto",
+        sample_dim="time",
+    ):
+        self.epsilons = epsilons
+        self.n_splits = n_splits
+        self.gap = gap
+        self.max_groups = max_groups
+        self.cv = cv
+        self.inputs = inputs
+        self.aggregation = aggregation
+        self.standardize = standardize
+        self.compare = compare
+        self.scan = scan
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.neighbors = neighbors
+        self.neighborhood = neighborhood
+        self.periodic = periodic
+        self.weights = weights
+        self.mode = mode
+        self.sample_dim = sample_dim
+
+    _eps_range = "tolerances >= 0"
+
+    @staticmethod
+    def _valid_eps(e):
+        return e >= 0
+
+    def _rule(self, eps: float):
+        return partial(nonlincfa_rule, eps=eps)
+
+    def _folds_of(self, n: int):
+        return make_folds(self.cv, n)
+
+    def _accept(self):
+        return self._rule(self.eps_)

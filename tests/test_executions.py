@@ -1,0 +1,171 @@
+"""Every rule in every execution gives the dense partition; ``mode="auto"`` picks one that fits.
+
+The reference is the dense execution (``mode="full"``, the ``D x D`` moments the papers' rules
+were checked against in test_lincfa / test_nonlincfa / test_genlincfa / test_papers).
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import count_computes, grid_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.model_selection import TimeSeriesSplit
+from strategies import chunks
+
+import dcfa
+from dcfa import GenLinCFA, LinCFA, NonLinCFA
+from dcfa.executions import EXECUTIONS
+
+
+def field(seed, n=96, shape=(7, 9), t_chunks=None, s_chunks=None):
+    """:func:`conftest.grid_data` as a Dask-backed DataArray with lat/lon coordinates."""
+    X, y = grid_data(seed, n=n, shape=shape)
+    data = da.from_array(X, chunks=(t_chunks or 40, *(s_chunks or shape)))
+    lat = np.linspace(-30, 30, shape[0])
+    lon = np.arange(shape[1]) * 5.0
+    return xr.DataArray(data, dims=("time", "lat", "lon"), coords={"lat": lat, "lon": lon}), y
+
+
+RULES = [
+    (LinCFA, dict(random_state=1)),
+    (LinCFA, dict(random_state=1, compare="mean", scan="restart")),
+    (GenLinCFA, dict(eps=0.7)),
+    (GenLinCFA, dict(eps=0.6, compare="seed", scan="single", standardize=True)),
+    (NonLinCFA, dict(eps=1e-2)),
+    (NonLinCFA, dict(eps=1e-3, cv=TimeSeriesSplit(3))),
+]
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    rule=st.sampled_from(range(len(RULES))),
+    neighbors=st.sampled_from([None, 1, 2]),
+    neighborhood=st.sampled_from(["group", "seed"]),
+    t=chunks(96, 4),
+    a=chunks(7, 3),
+    seed=st.integers(0, 50),
+)
+def test_series_gives_the_dense_partition(rule, neighbors, neighborhood, t, a, seed):
+    cls, params = RULES[rule]
+    X, y = field(seed, t_chunks=t, s_chunks=(a, 9))
+    params = dict(params, neighbors=neighbors, neighborhood=neighborhood)
+    full = cls(mode="full", **params).fit(X, y)
+    series = cls(mode="series", **params).fit(X, y)
+    assert series.execution_ == "series"
+    np.testing.assert_array_equal(series.labels_, full.labels_)
+    assert series.excluded_ == full.excluded_
+    np.testing.assert_allclose(series.scale_, full.scale_, rtol=1e-12)
+    np.testing.assert_allclose(series.transform(X), full.transform(X), rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("cls, params", RULES)
+def test_every_rule_runs_in_memory_and_on_dask_alike(cls, params):
+    """NumPy input: the kernels run on the whole array (no Dask), the same labels."""
+    X, y = field(3)
+    dense = cls(mode="full", neighbors=1, **params).fit(X, y)
+    series = cls(mode="series", neighbors=1, **params).fit(X.compute(), y)
+    np.testing.assert_array_equal(series.labels_, dense.labels_)
+
+
+@pytest.mark.parametrize(
+    "cls, params",
+    [
+        (LinCFA, dict(random_state=2)),
+        (LinCFA, dict(random_state=2, compare="mean", scan="restart")),
+        (GenLinCFA, dict(eps=0.7)),
+        (GenLinCFA, dict(eps=0.5, compare="seed", scan="single")),
+    ],
+)
+def test_grid_execution_runs_every_one_row_set_rule(cls, params):
+    """GenLinCFA in the grid execution (neighborhood="seed"), exactly the dense partition."""
+    X, y = field(5)
+    params = dict(params, neighbors=1, neighborhood="seed")
+    grid = cls(mode="neighbors", **params).fit(X, y)
+    full = cls(mode="full", **params).fit(X, y)
+    np.testing.assert_array_equal(grid.labels_, full.labels_)
+    assert grid.execution_ == "neighbors"
+
+
+def test_seed_rows_run_genlincfa():
+    X, y = field(6)
+    params = dict(eps=0.6, compare="seed", scan="single", inputs="square")
+    rows = GenLinCFA(mode="seed-rows", **params).fit(X, y)
+    full = GenLinCFA(mode="full", **params).fit(X, y)
+    np.testing.assert_array_equal(rows.labels_, full.labels_)
+
+
+def test_registry_lists_every_execution():
+    assert set(EXECUTIONS) == {"full", "series", "neighbors", "seed-rows"}
+    for cls in (LinCFA, NonLinCFA, GenLinCFA):
+        assert cls().get_params()["mode"] == "auto"
+
+
+@pytest.mark.parametrize(
+    "cls, params, match",
+    [
+        (NonLinCFA, dict(mode="neighbors", neighbors=1, neighborhood="seed"), "mode: .*folds"),
+        (NonLinCFA, dict(mode="seed-rows", compare="seed"), "mode: .*folds"),
+        (GenLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
+        (LinCFA, dict(mode="series", strategy="greedy"), "strategy: mode='series'"),
+        (LinCFA, dict(mode="series", missing="pairwise"), "missing: mode='series'"),
+        (GenLinCFA, dict(mode="neighbors", neighbors=1), "neighborhood: mode='neighbors'"),
+    ],
+)
+def test_an_explicit_mode_that_cannot_run_is_refused_before_the_pass(cls, params, match):
+    X, y = field(0)
+    with count_computes(0), pytest.raises(ValueError, match=match):
+        cls(**params).fit(X, y)
+
+
+def test_auto_runs_the_series_when_the_matrix_does_not_fit():
+    """Budget between the series and the dense matrices: auto runs the series, same labels;
+    an explicit mode='full' is refused before any compute."""
+    X, y = field(7, n=200, shape=(30, 40))  # D = 1 200: dense ~ 11.5 MiB a matrix
+    params = dict(neighbors=1, eps=0.7)
+    reference = GenLinCFA(mode="full", **params).fit(X, y)
+    with dask.config.set({"dcfa.memory_budget": "4 MiB"}):  # series: 1.9 MiB
+        auto = GenLinCFA(**params).fit(X, y)
+        assert auto.execution_ == "series"
+        with count_computes(0), pytest.raises(dcfa.MemoryBudgetError, match="memory budget"):
+            GenLinCFA(mode="full", **params).fit(X, y)
+    np.testing.assert_array_equal(auto.labels_, reference.labels_)
+
+
+def test_auto_falls_back_to_the_grid_then_says_what_would_fit():
+    X, y = field(8, n=200, shape=(30, 40))
+    with dask.config.set({"dcfa.memory_budget": "1 MiB"}):  # neither matrix nor series
+        seed = LinCFA(neighbors=1, neighborhood="seed", random_state=0)
+        assert seed.execution_for(X) == "neighbors"
+        fitted = seed.fit(X, y)
+        assert fitted.execution_ == "neighbors"
+        with count_computes(0), pytest.raises(dcfa.MemoryBudgetError) as err:
+            NonLinCFA(neighbors=1).fit(X, y)
+    message = str(err.value)
+    assert "mode='series'" in message and "mode='neighbors'" in message
+    assert "Nothing was computed" in message
+    reference = LinCFA(mode="full", neighbors=1, neighborhood="seed", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(fitted.labels_, reference.labels_)
+
+
+def test_series_reuses_column_statistics():
+    """``fit(moments=model.moments_)`` of a series fit skips the column pass, same labels."""
+    X, y = field(9)
+    first = NonLinCFA(mode="series", neighbors=1, eps=1e-2).fit(X, y)
+    again = NonLinCFA(neighbors=1, eps=1e-2).fit(X, y, moments=first.moments_)
+    assert again.execution_ == "series"
+    np.testing.assert_array_equal(again.labels_, first.labels_)
+
+
+def test_series_on_a_distributed_cluster(client):
+    """Blocks are copied in as the workers finish them: the same series as locally."""
+    X, y = field(10, t_chunks=30, s_chunks=(4, 5))
+    params = dict(neighbors=1, eps=1e-2)
+    on_cluster = NonLinCFA(mode="series", **params).fit(X, y)
+    with dask.config.set(scheduler="threads"):
+        local = NonLinCFA(mode="full", **params).fit(X, y)
+    np.testing.assert_array_equal(on_cluster.labels_, local.labels_)
