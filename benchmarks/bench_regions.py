@@ -73,6 +73,7 @@ SETTINGS = [
     ),
     ("LinCFA", LinCFA, {"neighbors": 1, "random_state": 0}),
     ("GenLinCFA", GenLinCFA, {"neighbors": 1}),
+    ("GenLinCFA-0.6", GenLinCFA, {"neighbors": 1, "eps": 0.6}),
     ("NonLinCFA-1e-2", NonLinCFA, {"neighbors": 1, "eps": 1e-2}),
     (
         "GenLinCFACV",

@@ -182,6 +182,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             from dcfa._stencil import GridMoments
 
             kind = GridMoments if name == "neighbors" else ColumnMoments
+            if name == "neighbors" and isinstance(moments, list | tuple):
+                # NonLinCFA's folds: one per row segment, checked against the folds after
+                if not moments or not all(isinstance(m, GridMoments) for m in moments):
+                    raise TypeError("moments: expected a list of GridMoments (one per segment)")
+                n = sum(m.n for m in moments)
+                if n != inp.n_samples or moments[0].n_features != inp.n_features:
+                    raise ValueError(
+                        f"moments: they describe {n} samples x {moments[0].n_features} "
+                        f"features, but X has {inp.n_samples} x {inp.n_features}"
+                    )
+                return list(moments)
             if not isinstance(moments, kind):
                 raise TypeError(
                     f"moments: mode={name!r} reuses {kind.__name__}, got {type(moments).__name__}"
@@ -267,8 +278,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         validate_params(self)
         inp = check_X(X, sample_dim=self.sample_dim)
         folds = self._folds(inp)
-        if choose(self, inp, folds) != "neighbors":
-            return None
+        if folds is not None or choose(self, inp, folds) != "neighbors":
+            return None  # per-fold grid moments come from the estimator's own passes
         extras = EXECUTIONS["neighbors"].prepare(self, inp, folds)
         return {
             "radius": extras["reach"],

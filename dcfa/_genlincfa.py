@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from numbers import Real
 
 import numpy as np
@@ -12,7 +11,7 @@ from dcfa._moments import MISSING_POLICIES, Moments
 from dcfa._nonlincfa import CFA_PARAMETERS
 from dcfa._validation import Interval, StrOptions, check_y
 from dcfa.partition import partition_moments
-from dcfa.rules import genlincfa_rule
+from dcfa.rules import genlincfa_bounded
 
 __all__ = ["GenLinCFA", "genlincfa", "FAMILIES"]
 
@@ -47,7 +46,7 @@ def genlincfa(
     """
     return partition_moments(
         moments,
-        partial(genlincfa_rule, eps=eps, curvature=curvature, form=form),
+        genlincfa_bounded(eps, curvature, form),
         standardize=standardize,
         shuffle=shuffle,
         random_state=random_state,
@@ -204,4 +203,4 @@ class GenLinCFA(BaseCFA):
         return FAMILIES[self.family] if self.curvature is None else self.curvature
 
     def _accept(self):
-        return partial(genlincfa_rule, eps=self.eps, curvature=self._curvature, form=self.form)
+        return genlincfa_bounded(self.eps, self._curvature, self.form)

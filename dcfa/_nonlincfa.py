@@ -143,11 +143,12 @@ class NonLinCFA(BaseCFA):
         Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
     weights : {"area"}, array-like or None, default=None
         How ``transform`` averages a group's cells (see :class:`LinCFA`).
-    mode : {"auto", "full", "series"}, default="auto"
+    mode : {"auto", "full", "series", "neighbors"}, default="auto"
         Where the statistics come from (see :class:`LinCFA`): the per-fold ``D x D`` moments,
-        or the series in memory (any number of cells; ``"auto"`` picks it when the matrices
-        do not fit the memory budget). The grid and seed-row executions read one row set,
-        not the folds.
+        the series in memory (any number of cells; ``"auto"`` picks it when the matrices
+        do not fit the memory budget), or with ``neighborhood="seed"`` the grid moments of
+        every row segment (memory O(D k)). The seed-row execution reads one row set, not the
+        folds.
     sample_dim : str, default="time"
 
     Attributes
@@ -157,7 +158,7 @@ class NonLinCFA(BaseCFA):
         As in :class:`LinCFA`; ``moments_`` are those of the inputs over all samples.
     folds_ : Folds
         The row segments and folds used.
-    segment_moments_ : list of Moments
+    segment_moments_ : list of Moments (or of GridMoments, ``mode="neighbors"``)
         The moments of each row segment of ``folds_`` (pass them to ``fit(..., moments=)`` to
         refit without a pass); ``mode="full"`` only.
     execution_ : str

@@ -33,8 +33,8 @@ def series_bytes(n_samples: int, n_features: int) -> int:
 
 
 def load_series(data, cols: np.ndarray) -> np.ndarray:
-    """Columns ``cols`` of ``data`` (n x D, NumPy or Dask) as a ``(len(cols), n)`` float64
-    array, one feature per row. With a distributed client the blocks are copied in as they
+    """Columns ``cols`` (increasing) of ``data`` (n x D, NumPy or Dask) as a ``(len(cols), n)``
+    float64 array, one feature per row. With a distributed client the blocks are copied in as they
     arrive (no second full-size copy); locally :func:`dask.array.store` writes into it."""
     import dask.array as da
 
@@ -44,11 +44,11 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
     if not isinstance(data, da.Array):
         out[:] = np.asarray(data[:, cols], dtype=np.float64).T
         return out
-    sub = data[:, cols] if cols.size < data.shape[1] else data
     from dcfa._compute import _active_client, compute
 
     client = _active_client()
     if client is None:
+        sub = data[:, cols] if cols.size < data.shape[1] else data
         from dcfa._compute import _blas_single_threaded_if_threaded
 
         with _blas_single_threaded_if_threaded():
@@ -56,19 +56,27 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
         return out
     from distributed import as_completed
 
-    row0 = np.cumsum((0, *sub.chunks[0]))
-    col0 = np.cumsum((0, *sub.chunks[1]))
-    blocks = sub.to_delayed()
-    index = [(i, j) for i in range(blocks.shape[0]) for j in range(blocks.shape[1])]
+    # whole blocks, the kept columns picked here: indexing in the graph would ship the
+    # index of every kept cell to the scheduler (tens of MB at a million cells)
+    row0 = np.cumsum((0, *data.chunks[0]))
+    col0 = np.cumsum((0, *data.chunks[1]))
+    first = np.searchsorted(cols, col0)  # rows of ``out`` held by each column chunk
+    blocks = data.to_delayed()
+    index = [
+        (i, j)
+        for i in range(blocks.shape[0])
+        for j in range(blocks.shape[1])
+        if first[j + 1] > first[j]
+    ]
     # one graph: the blocks share what they are computed from (e.g. a climatology)
     futures = client.compute([blocks[i, j] for i, j in index])
-    where = {
-        f.key: (slice(row0[i], row0[i + 1]), slice(col0[j], col0[j + 1]))
-        for f, (i, j) in zip(futures, index, strict=True)
-    }
+    where = {f.key: ij for f, ij in zip(futures, index, strict=True)}
     for f, block in as_completed(futures, with_results=True):
-        r, c = where[f.key]
-        out[c, r] = np.asarray(block, dtype=np.float64).T
+        i, j = where[f.key]
+        local = cols[first[j] : first[j + 1]] - col0[j]
+        out[first[j] : first[j + 1], row0[i] : row0[i + 1]] = np.asarray(
+            block[:, local], dtype=np.float64
+        ).T
         f.release()
     return out
 

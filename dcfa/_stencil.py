@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
 from dcfa._moments import ColumnSummary
 
-__all__ = ["GridMoments", "SegmentedPass", "grid_moments", "grid_pass", "half_offsets"]
+__all__ = [
+    "GridMoments",
+    "GridSegments",
+    "SegmentedPass",
+    "grid_moments",
+    "grid_pass",
+    "half_offsets",
+    "segment_grid_moments",
+]
 
 
 def half_offsets(ndim: int, radius: int, blocks=()) -> np.ndarray:
@@ -321,6 +330,69 @@ class GridMoments(ColumnSummary):
             target_cross=None if self.target_cross is None else self.target_cross / flat,
         )
 
+    def offset_cells(self) -> np.ndarray:
+        """Flat index of cell ``i + offsets[k]`` for every cell and half offset, shape (D, k);
+        -1 where it is off the grid (what ``cross[i, k]`` pairs cell ``i`` with)."""
+        coords = np.stack(np.unravel_index(np.arange(self.n_features), self.shape), axis=-1)
+        target = coords[:, None, :] + self.offsets[None, :, :]
+        ok = np.ones(target.shape[:2], dtype=bool)
+        for ax, size in enumerate(self.shape):
+            if ax in self.periodic:
+                target[..., ax] %= size
+            else:
+                ok &= (target[..., ax] >= 0) & (target[..., ax] < size)
+        flat = np.ravel_multi_index(
+            tuple(np.where(ok, target[..., ax], 0) for ax in range(len(self.shape))), self.shape
+        )
+        return np.where(ok, flat, -1)
+
+    @classmethod
+    def merge_all(cls, parts: list[GridMoments]) -> GridMoments:
+        """The moments of the union of disjoint row sets (Chan's update, all parts at once):
+        co-moments add, plus ``sum_s n_s (m_s - m)(m_s' - m')`` of the parts' means around
+        the union's. Parts must share the grid, radius and treatment of the target."""
+        parts = list(parts)
+        first = parts[0]
+        if len(parts) == 1:
+            return first
+        for p in parts[1:]:
+            if (p.shape, p.radius, p.periodic, p.blocks, p.n_targets) != (
+                first.shape,
+                first.radius,
+                first.periodic,
+                first.blocks,
+                first.n_targets,
+            ):
+                raise ValueError("parts: grid moments of different grids cannot be merged")
+        n_s = np.array([p.n for p in parts], dtype=np.float64)
+        n = n_s.sum()
+        means = np.stack([p.mean for p in parts])  # (S, D)
+        mean = n_s @ means / n
+        dev = means - mean  # (S, D)
+        nbr = first.offset_cells()
+        off = nbr < 0
+        cross = np.zeros_like(first.cross)
+        for p, n_p, d in zip(parts, n_s, dev, strict=True):  # one (D, k) temporary at a time
+            spread = d[np.maximum(nbr, 0)]
+            spread *= (n_p * d)[:, None]
+            cross += p.cross
+            cross += spread
+        merged = {
+            "n": int(n),
+            "count": sum(p.count for p in parts),
+            "mean": mean,
+            "diag": sum(p.diag for p in parts) + n_s @ (dev * dev),
+            "cross": np.where(off, 0.0, cross),
+        }
+        if first.target_cross is not None:
+            ym_s = np.array([p.target_mean for p in parts])
+            ym = float(n_s @ ym_s / n)
+            ydev = ym_s - ym
+            merged["target_mean"] = ym
+            merged["target_ss"] = float(sum(p.target_ss for p in parts) + n_s @ (ydev * ydev))
+            merged["target_cross"] = sum(p.target_cross for p in parts) + (n_s * ydev) @ dev
+        return replace(first, **merged)
+
     _ARRAYS = ["offsets", "count", "mean", "diag", "cross", "target_cross"]
     _ATTRS = ["n", "shape", "radius", "periodic", "target_mean", "target_ss", "blocks"]
 
@@ -385,6 +457,28 @@ def grid_moments(
         blocks=blocks,
         split_every=split_every,
     ).moments
+
+
+class GridSegments(list):
+    """One :class:`GridMoments` per row segment; ``whole`` is their merge (all rows)."""
+
+    @cached_property
+    def whole(self) -> GridMoments:
+        return GridMoments.merge_all(self)
+
+
+def segment_grid_moments(
+    field, y=None, *, bounds, radius: int, sample_dim: str = "time", **kwargs
+) -> GridSegments:
+    """:func:`grid_moments` of each row segment ``bounds[s]:bounds[s + 1]`` (NonLinCFA's
+    folds): every row is read once, one pass per segment."""
+    if hasattr(field, "dims"):
+        field = field.transpose(sample_dim, ...).data
+    y = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
+    return GridSegments(
+        grid_moments(field[lo:hi], None if y is None else y[lo:hi], radius=radius, **kwargs)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,8 +11,9 @@ between executions is only where the moments of ``[group, candidate, target]`` c
     ``strategy="greedy"`` and ``missing="pairwise"``; memory O(n D), a test O(n) per candidate.
 ``"neighbors"``
     the moments of cells near each other on an xarray grid (:func:`dcfa.grid_moments`): a
-    group stays within the radius of its seed (``neighborhood="seed"``); memory O(D k), one
-    row set (not NonLinCFA's folds).
+    group stays within the radius of its seed (``neighborhood="seed"``); memory O(D k). For
+    NonLinCFA's folds, one grid pass per row segment (every row read once), merged for the
+    exclusions and scales, and each group grows on a local basis of its fold sets.
 ``"seed-rows"``
     per-column statistics, then the correlation rows of the features that open a group
     (``compare="seed"``, no ``neighbors``, one row set); memory O(row_batch D).
@@ -232,7 +233,8 @@ class Grid(Execution):
                 "mode='neighbors' keeps a group within the radius of its seed; set "
                 "neighborhood='seed' (mode='series' grows groups through any member)"
             )
-        return _one_row_set(self.name, p, folds)
+        # NonLinCFA's folds: one grid pass per row segment, merged for exclusions and scales
+        return _one_row_set(self.name, p, None)
 
     def prepare(self, est, inp, folds):
         from dcfa.neighbors import block_axes
@@ -241,7 +243,12 @@ class Grid(Execution):
         radius = int(est.get_params(deep=False)["neighbors"])
         return {
             "radius": radius,
-            "reach": radius if est.get_params(deep=False).get("compare") == "seed" else 2 * radius,
+            # seed tests read pairs within the radius; a group's mean (or fold sets, built
+            # on a local basis) pairs within twice the radius
+            "reach": radius
+            if est.get_params(deep=False).get("compare") == "seed" and folds is None
+            else 2 * radius,
+            "folds": folds,
             "grid": tuple(inp.layout.feature_shape),
             "periodic": tuple(int(a) for a in wrap.periodic),
             "blocks": block_axes(inp.layout.feature_dims),
@@ -249,23 +256,28 @@ class Grid(Execution):
         }
 
     def gather(self, est, data, Y, extras):
-        from dcfa._stencil import grid_moments
+        from dcfa._stencil import grid_moments, segment_grid_moments
 
-        return grid_moments(
-            data.reshape((data.shape[0], *extras["grid"])),
-            Y[:, 0],
-            radius=extras["reach"],
-            periodic=extras["periodic"],
-            blocks=extras["blocks"],
-        )
+        field = data.reshape((data.shape[0], *extras["grid"]))
+        options = {
+            "radius": extras["reach"],
+            "periodic": extras["periodic"],
+            "blocks": extras["blocks"],
+        }
+        if extras["folds"] is None:
+            return grid_moments(field, Y[:, 0], **options)
+        return segment_grid_moments(field, Y[:, 0], bounds=extras["folds"].bounds, **options)
 
     def partition(self, est, stats, inp, extras):
         from dcfa.partition import grid_partition
 
         loop = _loop(est, extras)
+        segments = stats if isinstance(stats, list) else None
         return grid_partition(
-            stats,
+            self.summary(stats),
             est._accept(),
+            segments=segments,
+            folds=extras["folds"] if segments is not None else None,
             radius=extras["radius"],
             standardize=loop["standardize"],
             shuffle=loop["shuffle"],
@@ -275,7 +287,25 @@ class Grid(Execution):
             order=loop["order"],
         )
 
+    def summary(self, stats):
+        return stats.whole if isinstance(stats, list) else stats
+
+    def reuse(self, est, moments, data, Y, extras):
+        from dcfa._stencil import GridSegments
+
+        return GridSegments(moments) if isinstance(moments, list | tuple) else moments
+
     def check_reused(self, stats, inp, extras) -> None:
+        folds = extras["folds"]
+        if folds is not None:
+            if not isinstance(stats, list) or len(stats) != folds.n_segments:
+                raise ValueError(
+                    f"moments: expected the grid moments of the {folds.n_segments} row "
+                    "segments of the folds (the estimator's segment_moments_)"
+                )
+            for part in stats:
+                self.check_reused(part, inp, dict(extras, folds=None))
+            return
         need = extras["reach"]
         if stats.shape != extras["grid"] or stats.radius < need:
             raise ValueError(
@@ -407,7 +437,10 @@ def execution_for_moments(est, inp: InputData, folds, moments) -> str:
     mode = est.get_params(deep=False).get("mode", "auto")
     if mode != "auto":
         return choose(est, inp, folds)
-    if isinstance(moments, GridMoments):
+    grid_parts = isinstance(moments, list | tuple) and all(
+        isinstance(m, GridMoments) for m in moments
+    )
+    if isinstance(moments, GridMoments) or (moments and grid_parts):
         name = "neighbors"
     elif isinstance(moments, ColumnMoments):  # both read the data again: the same labels
         seed_rows = EXECUTIONS["seed-rows"].why_not(est, inp, folds) is None

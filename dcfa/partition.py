@@ -524,6 +524,9 @@ def sequential_partition(
     unassigned = np.ones(D, dtype=bool)
     adj = None if neighbors is None else sp.csr_array(neighbors)
     prefetch = getattr(basis, "prefetch", None)
+    # a rule with a drift bound lets a growing group skip candidates known to fail
+    bounded = getattr(accept, "lower_bound", None) is not None
+    skips = _Skips(D, accept) if bounded and compare == "mean" else None
     n_groups = 0
     n_assigned = 0
 
@@ -543,6 +546,7 @@ def sequential_partition(
             compare=compare,
             scan=scan,
             neighborhood=neighborhood,
+            skips=skips,
         )
         labels[members] = n_groups
         n_groups += 1
@@ -553,9 +557,12 @@ def sequential_partition(
 
 
 def _grow_group(
-    basis, seed, accept, *, order, pos, unassigned, adj, compare, scan, neighborhood
+    basis, seed, accept, *, order, pos, unassigned, adj, compare, scan, neighborhood, skips=None
 ) -> list[int]:
-    """The group opened by ``seed``: its members, marked assigned in ``unassigned``."""
+    """The group opened by ``seed``: its members, marked assigned in ``unassigned``.
+
+    ``skips`` (:class:`_Skips`, ``compare="mean"``) leaves out candidates whose last test
+    failed by more than the group has moved since: the same members, fewer tests."""
     fixed = compare == "seed"
     group = basis.open_group(seed) if hasattr(basis, "open_group") else _Group(basis, seed)
     members = [seed]
@@ -565,6 +572,11 @@ def _grow_group(
     pointer = pos[seed]
     # seed mode with neighbours: a candidate's verdict never changes, cache it
     test = partial(_test, accept, group, {} if fixed and adj is not None else None)
+    if skips is not None and not fixed:
+        skips.open()
+        test = partial(skips.test, group)
+    else:
+        skips = None
     while True:
         if adj is None:
             cand = order[unassigned[order]]  # what is left, in visiting order
@@ -579,7 +591,8 @@ def _grow_group(
             # tests against the seed do not depend on who joined first: take every pass
             take = cand[test(cand)]
         else:
-            take = _first_passing(cand, test)
+            # candidates that provably still fail are not tested again
+            take = _first_passing(cand if skips is None else skips.keep(cand), test)
         if take.size == 0:
             break
         for j in take:
@@ -588,10 +601,96 @@ def _grow_group(
             front.add(j)
             if not fixed:
                 group.add(j)
+            if skips is not None:
+                skips.moved(j)
         pointer = pos[take].max() if scan == "single" else pointer
         if fixed and adj is None:
             break  # every candidate has been tested against the seed
     return members
+
+
+class _Skips:
+    """Which candidates a growing group need not test again (rules with a drift bound).
+
+    Between two tests of a candidate ``c`` the group's sum ``s`` changes; what a test reads of
+    ``s`` alone (its variance, its cross-product with the target) is known exactly at every
+    step, and only the correlation ``rho`` of ``s`` and ``c`` is not. That moves by at most the
+    angle ``s`` has turned through since, the sum of the angles between ``s`` and ``s + x_j``
+    over the members ``x_j`` joined (each exact from ``x_j``'s own test). The rule's
+    ``lower_bound`` turns that into the smallest margin the candidate can have now: while it
+    is above 0 the candidate still fails and is not tested. Skipping only what provably fails
+    keeps the partition exactly that of testing everything (:class:`dcfa.rules.DriftBoundRule`).
+    """
+
+    TOL = 1e-9  # margins this close to 0 are always retested (rounding)
+
+    def __init__(self, n_features: int, accept):
+        self.accept = accept
+        self.group = np.full(n_features, -1, dtype=np.int64)  # which group tested it
+        self.rho = np.zeros(n_features)  # its correlation with the group then
+        self.turn = np.zeros(n_features)  # the group's turning angle then
+        self.gc = np.zeros(n_features)
+        self.cc = np.zeros(n_features)
+        self.cy = np.zeros(n_features)
+        self.serial = -1
+
+    def open(self) -> None:
+        self.serial += 1
+        self.turned = 0.0
+        self.state = None  # (n, gg, gy, yy) of the group now, from its last test
+
+    def test(self, group, cand: np.ndarray) -> np.ndarray:
+        pm = group.pair_moments(cand)
+        margin = self.accept.margin(pm)
+        if pm.n.shape[0] == 1 and cand.size:  # one row set: the bound applies
+            x = pm.cross[0]
+            self.state = (
+                float(pm.n[0, 0]),
+                float(x[0, 0, 0]),
+                float(x[0, 0, 2]),
+                float(x[0, 2, 2]),
+            )
+            self.rho[cand] = _cosine(x[:, 0, 1], x[:, 0, 0] * x[:, 1, 1])
+            self.gc[cand] = x[:, 0, 1]
+            self.cc[cand] = x[:, 1, 1]
+            self.cy[cand] = x[:, 1, 2]
+            self.group[cand] = self.serial
+            self.turn[cand] = self.turned
+        return margin <= 0.0
+
+    def keep(self, cand: np.ndarray) -> np.ndarray:
+        """``cand`` without the candidates that still provably fail."""
+        if self.state is None:
+            return cand
+        known = self.group[cand] == self.serial
+        if not known.any():
+            return cand
+        c = cand[known]
+        n, gg, gy, yy = self.state
+        lower = self.accept.lower_bound(
+            n, gg, gy, yy, self.cc[c], self.cy[c], self.rho[c], self.turned - self.turn[c]
+        )
+        fails = np.zeros(cand.size, dtype=bool)
+        fails[known] = lower > self.TOL
+        return cand[~fails]
+
+    def moved(self, j: int) -> None:
+        """``j`` joined (tested at this step, in this state): the group's sum turns and grows."""
+        if self.state is None or self.group[j] != self.serial:
+            self.serial += 1  # nothing known of j: forget every verdict of this group
+            self.state = None
+            return
+        n, gg, gy, yy = self.state
+        gc, cc = self.gc[j], self.cc[j]
+        root = np.sqrt(gg)
+        ortho = np.sqrt(max(cc - gc * gc / gg, 0.0)) if gg > 0 else np.inf
+        self.turned += float(np.arctan2(ortho, root + gc / root)) if gg > 0 else np.pi
+        self.state = (n, gg + 2.0 * gc + cc, gy + self.cy[j], yy)
+
+
+def _cosine(a: np.ndarray, squared_norms: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(squared_norms > 0, a / np.sqrt(squared_norms), 0.0)
 
 
 def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
@@ -765,6 +864,8 @@ def grid_partition(
     scan: str = "single",
     progress=None,
     order=None,
+    segments=None,
+    folds=None,
 ) -> np.ndarray:
     """The neighbour mode: a group holds its seed and cells within ``radius`` of it.
 
@@ -776,6 +877,10 @@ def grid_partition(
     calls and the loop only looks verdicts up. With ``compare="mean"`` each group grows on a
     local basis of its seed's neighbourhood (the moments must reach ``2 radius``).
 
+    ``segments`` (one :class:`~dcfa._stencil.GridMoments` per row segment, ``gm`` their merge)
+    and ``folds`` give the rule the row sets of :func:`fold_parts` (NonLinCFA): every group
+    then grows on a local basis of its fold sets (the moments must reach ``2 radius``).
+
     Returns
     -------
     labels : ndarray of shape (D,)
@@ -783,7 +888,7 @@ def grid_partition(
     """
     from sklearn.utils import check_random_state
 
-    need = radius if compare == "seed" else 2 * radius
+    need = radius if compare == "seed" and segments is None else 2 * radius
     if gm.radius < need:
         raise ValueError(
             f"radius: compare={compare!r} with a radius of {radius} needs the moments of cells "
@@ -806,7 +911,8 @@ def grid_partition(
     nbr = np.where((nbr >= 0) & valid[np.maximum(nbr, 0)], nbr, -1)
     labels = np.full(D, -1, dtype=np.int64)
     unassigned = valid.copy()
-    verdict = _neighbour_verdicts(gm, accept, nbr, w) if compare == "seed" else None
+    seed_tests = compare == "seed" and segments is None
+    verdict = _neighbour_verdicts(gm, accept, nbr, w) if seed_tests else None
     n_groups = n_assigned = 0
     for seed in order:
         if not unassigned[seed]:
@@ -819,7 +925,10 @@ def grid_partition(
             cand = row[live]
             cand = cand[np.argsort(pos[cand], kind="stable")]
             cells = np.concatenate([[seed], cand])
-            local = _local_basis(gm, cells, w)
+            if segments is None:
+                local = _local_basis(gm, cells, w)
+            else:
+                local = _local_fold_basis(segments, folds, cells, w)
             L = cells.size
             grown = _grow_group(
                 local,
@@ -868,6 +977,25 @@ def _neighbour_verdicts(
         n = np.full((1, J), float(gm.n))
         verdict[sel] = accept(PairMoments(n=n, mean=mean, cross=cross))
     return verdict.reshape(D, K)
+
+
+def _local_fold_basis(segments, folds, cells: np.ndarray, w: np.ndarray) -> Basis:
+    """:func:`_local_basis` on the row sets of :func:`fold_parts`: the few cells' moments in
+    every segment, merged into each fold's training and test rows."""
+    from dcfa._moments import Moments
+
+    local = []
+    for gm in segments:
+        L = cells.size
+        M = np.empty((L + 1, L + 1))
+        M[:L, :L] = gm.pair_cross(cells[:, None], cells[None, :])
+        M[:L, L] = M[L, :L] = gm.target_cross[cells]
+        M[L, L] = gm.target_ss
+        mean = np.append(gm.mean[cells], gm.target_mean)
+        count = np.append(gm.count[cells], gm.n)
+        local.append(Moments(n=gm.n, n_targets=1, count=count, mean=mean, cross=M))
+    sets, _ = fold_parts(local, folds)
+    return Basis.from_moments(sets, np.arange(cells.size), w[cells])
 
 
 def _local_basis(gm, cells: np.ndarray, w: np.ndarray) -> Basis:

@@ -31,6 +31,9 @@ __all__ = [
     "lincfa_rule",
     "nonlincfa_rule",
     "genlincfa_rule",
+    "genlincfa_margin",
+    "genlincfa_bounded",
+    "DriftBoundRule",
     "eq17_threshold",
     "ACCEPTANCE_RULES",
 ]
@@ -206,19 +209,75 @@ def genlincfa_rule(
     ``form="simple"``: ``k(|r_g| + |r_c|) <= eps (1 + rho_gc)`` (the real-data notebooks).
     ``b = curvature`` is ``b''(0)`` of the GLM family and ``k = n / (n - 1)``.
     """
+    return genlincfa_margin(pm, eps=eps, curvature=curvature, form=form) <= 0.0
+
+
+def genlincfa_margin(
+    pm: PairMoments, *, eps: float, curvature: float = 1.0, form: str = "full"
+) -> np.ndarray:
+    """The left-hand side of :func:`genlincfa_rule` minus its right-hand side: a candidate
+    joins iff it is ``<= 0``."""
     n, _, cross = pm.pooled()
     kappa = n / (n - 1.0)
     rho = _corr(cross, 0, 1)
-    rg = np.abs(_corr(cross, 0, 2))
-    rc = np.abs(_corr(cross, 1, 2))
+    rgc = np.abs(_corr(cross, 0, 2))
+    rgc += np.abs(_corr(cross, 1, 2))  # |r_g| + |r_c|
     if form == "simple":
-        return kappa * (rg + rc) <= eps * (1.0 + rho)
+        return kappa * rgc - eps * (1.0 + rho)
     uu, uy = _union(cross)
     den = np.sqrt(uu * cross[:, 2, 2])
     ru = np.abs(np.divide(uy, den, out=np.zeros_like(den), where=den > 0))
-    lhs = kappa * (rg + rc) + curvature / 2.0
-    rhs = eps * (kappa * ru + curvature * (1.0 + rho))
-    return lhs - rhs <= 0.0
+    return kappa * rgc + curvature / 2.0 - eps * (kappa * ru + curvature * (1.0 + rho))
+
+
+@dataclass(frozen=True)
+class DriftBoundRule:
+    """A rule ``margin(pm) <= 0`` that can bound a candidate's margin without a test.
+
+    ``lower_bound(n, gg, gy, yy, cc, cy, rho0, turned)`` is the smallest margin a candidate
+    can have when the group's sum has variance-like ``gg`` and target cross-product ``gy``
+    (the target's ``yy``; all centred over the ``n`` rows), the candidate's are ``cc`` and
+    ``cy``, and its correlation with the group, ``rho0`` when last tested, has moved by at
+    most ``turned`` (the angle the group's sum has turned through since). The driver skips a
+    candidate while it is above 0 (:class:`dcfa.partition._Skips`). Calling it is the rule.
+    """
+
+    margin: object  # PairMoments -> ndarray of margins
+    lower_bound: object
+
+    def __call__(self, pm: PairMoments) -> np.ndarray:
+        return self.margin(pm) <= 0.0
+
+
+def genlincfa_bounded(eps: float, curvature: float = 1.0, form: str = "full") -> DriftBoundRule:
+    """:func:`genlincfa_rule` with the lower bound of its margin (see :class:`DriftBoundRule`)."""
+    from functools import partial
+
+    options = {"eps": eps, "curvature": curvature, "form": form}
+    return DriftBoundRule(
+        partial(genlincfa_margin, **options), partial(_genlincfa_lower_bound, **options)
+    )
+
+
+def _genlincfa_lower_bound(
+    n, gg, gy, yy, cc, cy, rho0, turned, *, eps: float, curvature: float, form: str
+) -> np.ndarray:
+    """The margin of :func:`genlincfa_margin` is ``k(|r_g| + |r_c|) + b/2 - eps k |r_u|
+    - eps b (1 + rho)``: ``r_g`` and ``r_c`` are known, ``rho`` lies within ``turned`` of
+    ``rho0``, and ``|r_u| = |gy + cy| / sqrt(yy (gg + 2 rho sqrt(gg cc) + cc))`` is largest
+    at the smallest ``rho`` (at most 1, a correlation). Each term at its worst end."""
+    kappa = n / (n - 1.0)
+    rg = abs(gy) / np.sqrt(gg * yy) if gg * yy > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rc = np.where(cc * yy > 0, np.abs(cy) / np.sqrt(cc * yy), 0.0)
+        hi = np.minimum(rho0 + turned, 1.0)
+        if form == "simple":
+            return kappa * (rg + rc) - eps * (1.0 + hi)
+        lo = np.maximum(rho0 - turned, -1.0)
+        uu = (gg + 2.0 * lo * np.sqrt(gg * cc) + cc) * yy
+        # |r_u| at its largest: 1 where the union may vanish
+        ru = np.where(uu > 0, np.minimum(np.abs(gy + cy) / np.sqrt(uu), 1.0), 1.0)
+    return kappa * (rg + rc) + curvature / 2.0 - eps * (kappa * ru + curvature * (1.0 + hi))
 
 
 ACCEPTANCE_RULES = {

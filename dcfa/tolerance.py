@@ -38,7 +38,7 @@ from dcfa._validation import (
 from dcfa.executions import _grid, _loop
 from dcfa.folds import make_folds
 from dcfa.partition import drive
-from dcfa.rules import genlincfa_rule, nonlincfa_rule
+from dcfa.rules import genlincfa_bounded, nonlincfa_rule
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -336,7 +336,7 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         return (e > 0) & (e <= 1)
 
     def _rule(self, eps: float):
-        return partial(genlincfa_rule, eps=eps, curvature=self._curvature, form=self.form)
+        return genlincfa_bounded(eps, self._curvature, self.form)
 
     def _folds_of(self, n: int):
         return None

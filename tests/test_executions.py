@@ -79,16 +79,69 @@ def test_every_rule_runs_in_memory_and_on_dask_alike(cls, params):
         (LinCFA, dict(random_state=2, compare="mean", scan="restart")),
         (GenLinCFA, dict(eps=0.7)),
         (GenLinCFA, dict(eps=0.5, compare="seed", scan="single")),
+        (NonLinCFA, dict(eps=1e-2)),
+        (NonLinCFA, dict(eps=1e-2, compare="seed", scan="single")),
+        (NonLinCFA, dict(eps=1e-3, cv=TimeSeriesSplit(3), standardize=True)),
     ],
 )
-def test_grid_execution_runs_every_one_row_set_rule(cls, params):
-    """GenLinCFA in the grid execution (neighborhood="seed"), exactly the dense partition."""
+def test_grid_execution_runs_every_rule(cls, params):
+    """GenLinCFA and NonLinCFA (its folds: one grid pass per row segment) in the grid
+    execution (neighborhood="seed"), exactly the dense partition."""
     X, y = field(5)
     params = dict(params, neighbors=1, neighborhood="seed")
     grid = cls(mode="neighbors", **params).fit(X, y)
     full = cls(mode="full", **params).fit(X, y)
     np.testing.assert_array_equal(grid.labels_, full.labels_)
     assert grid.execution_ == "neighbors"
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    t=chunks(96, 4),
+    a=chunks(7, 3),
+    seed=st.integers(0, 50),
+    eps=st.sampled_from([1e-3, 1e-2, 3e-2]),
+    compare=st.sampled_from(["mean", "seed"]),
+)
+def test_nonlincfa_grid_gives_the_dense_partition(t, a, seed, eps, compare):
+    X, y = field(seed, t_chunks=t, s_chunks=(a, 9))
+    params = dict(eps=eps, compare=compare, neighbors=1, neighborhood="seed")
+    grid = NonLinCFA(mode="neighbors", **params).fit(X, y)
+    full = NonLinCFA(mode="full", **params).fit(X, y)
+    np.testing.assert_array_equal(grid.labels_, full.labels_)
+    assert grid.excluded_ == full.excluded_
+    np.testing.assert_allclose(grid.scale_, full.scale_, rtol=1e-10)
+    # the per-segment grid moments are reusable: no pass, the same labels
+    X = X.compute()
+    with count_computes(0):
+        again = NonLinCFA(**params).fit(X, y, moments=grid.segment_moments_)
+    assert again.execution_ == "neighbors"
+    np.testing.assert_array_equal(again.labels_, grid.labels_)
+
+
+@pytest.mark.parametrize("periodic", [(), (1,)])
+def test_merged_segment_grid_moments_are_those_of_all_rows(periodic):
+    """``GridMoments.merge_all`` of disjoint row segments = one grid pass over all rows."""
+    from dcfa._stencil import grid_moments, segment_grid_moments
+
+    X, y = grid_data(4, n=90, shape=(8, 10))
+    X[:, 2, 3] = np.nan  # a land cell
+    X[:30, 5, 5] += 1e4  # a large offset in one segment only
+    parts = segment_grid_moments(X, y, bounds=[0, 25, 31, 90], radius=2, periodic=periodic)
+    whole = grid_moments(X, y, radius=2, periodic=periodic)
+    merged = parts.whole
+    assert merged.n == whole.n == 90
+    np.testing.assert_array_equal(merged.count, whole.count)
+    ok = whole.count == 90
+    for name in ("mean", "diag", "target_cross"):
+        np.testing.assert_allclose(
+            getattr(merged, name)[ok], getattr(whole, name)[ok], rtol=1e-9, atol=1e-6
+        )
+    nbr = whole.offset_cells()
+    both = ok[:, None] & (nbr >= 0) & ok[np.maximum(nbr, 0)]
+    np.testing.assert_allclose(merged.cross[both], whole.cross[both], rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(merged.target_mean, whole.target_mean, rtol=1e-12)
+    np.testing.assert_allclose(merged.target_ss, whole.target_ss, rtol=1e-12)
 
 
 def test_seed_rows_run_genlincfa():
@@ -108,7 +161,6 @@ def test_registry_lists_every_execution():
 @pytest.mark.parametrize(
     "cls, params, match",
     [
-        (NonLinCFA, dict(mode="neighbors", neighbors=1, neighborhood="seed"), "mode: .*folds"),
         (NonLinCFA, dict(mode="seed-rows", compare="seed"), "mode: .*folds"),
         (GenLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
         (LinCFA, dict(mode="series", strategy="greedy"), "strategy: mode='series'"),

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import dask.array as da
 import numpy as np
 import pytest
 from conftest import correlated_data, count_computes
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference import genlincfa_authors
 
 import dcfa
 from dcfa import GenLinCFA
+from dcfa.datasets import make_regions_field
 from dcfa.neighbors import grid_adjacency
+from dcfa.partition import partition_moments
+from dcfa.rules import DriftBoundRule, genlincfa_bounded, genlincfa_margin
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -92,3 +99,77 @@ def test_bad_input_fails_before_the_pass(rng, params, target, err, match):
     y = {"real": y, "three": rng.integers(0, 3, 40), "one": np.zeros(40)}[target]
     with count_computes(0), pytest.raises(err, match=match):
         GenLinCFA(**params).fit(da.from_array(X, chunks=10), y)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    seed=st.integers(0, 20),
+    eps=st.sampled_from([0.5, 0.6, 0.75, 0.9]),
+    form=st.sampled_from(["full", "simple"]),
+    scan=st.sampled_from(["restart", "single"]),
+    standardize=st.booleans(),
+    neighbors=st.sampled_from([None, 1]),
+)
+def test_skipping_provable_failures_changes_no_label(seed, eps, form, scan, standardize, neighbors):
+    """The driver skips candidates whose margin is provably still positive
+    (``rules.DriftBoundRule``): the labels are those of testing every candidate, with fewer
+    tests."""
+    ds = make_regions_field(n_time=120, shape=(12, 18), n_regions=6, seed=seed).compute()
+    X = ds.field.stack(cell=("lat", "lon")).values.astype(np.float64)
+    y = ds.target.values
+    m = dcfa.moments(X, y)
+    adj = grid_adjacency((12, 18), 1) if neighbors else None
+    options = dict(eps=eps, curvature=1.0, form=form)
+    tested = {"plain": 0, "bounded": 0}
+
+    def counted(key):
+        def margin(pm):
+            tested[key] += pm.n_candidates
+            return genlincfa_margin(pm, **options)
+
+        return margin
+
+    plain = partial(_passes, margin=counted("plain"))
+    bounded = DriftBoundRule(counted("bounded"), genlincfa_bounded(**options).lower_bound)
+    run = partial(
+        partition_moments,
+        m,
+        standardize=standardize,
+        compare="mean",
+        scan=scan,
+        neighbors=adj,
+    )
+    np.testing.assert_array_equal(run(bounded), run(plain))
+    assert tested["bounded"] <= tested["plain"]
+
+
+def test_skipping_saves_tests_on_large_groups():
+    """On a field of a few large regions the bound skips over half of the retests."""
+    ds = make_regions_field(n_time=200, shape=(30, 45), n_regions=8, seed=1).compute()
+    X = ds.field.stack(cell=("lat", "lon")).values.astype(np.float64)
+    m = dcfa.moments(X, ds.target.values)
+    bounded = genlincfa_bounded(0.75)
+    tested = {}
+    labels = {}
+    for name, lower in (("bounded", bounded.lower_bound), ("plain", None)):
+        tested[name] = 0
+
+        def margin(pm, name=name):
+            tested[name] += pm.n_candidates
+            return bounded.margin(pm)
+
+        rule = DriftBoundRule(margin, lower) if lower else partial(_passes, margin=margin)
+        labels[name] = partition_moments(
+            m,
+            rule,
+            standardize=False,
+            compare="mean",
+            scan="restart",
+            neighbors=grid_adjacency((30, 45), 1),
+        )
+    np.testing.assert_array_equal(labels["bounded"], labels["plain"])
+    assert 2 * tested["bounded"] < tested["plain"], tested
+
+
+def _passes(pm, margin):
+    return margin(pm) <= 0.0
