@@ -22,7 +22,23 @@ import time
 
 import dask
 
-__all__ = ["compute", "progress_enabled"]
+__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree_reduce"]
+
+SPLIT_EVERY = 8  # the fan-in of every tree reduction (moments tiles, grid pass, GBMAP, kNN)
+
+
+def tree_reduce(parts: list, combine, *args, split_every: int = SPLIT_EVERY):
+    """The root of a tree of ``combine(group, *args)`` tasks over the delayed ``parts``,
+    ``split_every`` per node (a group of one is passed on unchanged)."""
+    merge = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [
+            merge(parts[s : s + split_every], *args)
+            if len(parts[s : s + split_every]) > 1
+            else parts[s]
+            for s in range(0, len(parts), split_every)
+        ]
+    return parts[0]
 
 
 def progress_enabled() -> bool:

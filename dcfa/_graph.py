@@ -23,10 +23,9 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dcfa import _moments as _m
+from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
 
 __all__ = ["tiled_moments", "segment_rows"]
-
-_DEFAULT_SPLIT_EVERY = 8
 
 
 def segment_rows(chunks: tuple[int, ...], bounds: list[int]) -> tuple[tuple[int, ...], list[int]]:

@@ -429,7 +429,7 @@ def grid_moments(
     sample_dim: str = "time",
     periodic=(),
     blocks=(),
-    split_every: int = 8,
+    split_every: int | None = None,
 ) -> GridMoments:
     """One pass over a gridded field: the moments of every cell with its neighbours.
 
@@ -508,7 +508,7 @@ def grid_pass(
     sample_dim: str = "time",
     periodic=(),
     blocks=(),
-    split_every: int = 8,
+    split_every: int | None = None,
 ) -> SegmentedPass:
     """One pass over a ``(sample, *grid)`` field: per-segment means and pooled moments.
 
@@ -522,7 +522,7 @@ def grid_pass(
     import dask
     import dask.array as da
 
-    from dcfa._compute import compute
+    from dcfa._compute import SPLIT_EVERY, compute, tree_reduce
 
     R = int(radius)
     if hasattr(field, "dims"):
@@ -587,7 +587,6 @@ def grid_pass(
     t_edges = np.cumsum((0, *data.chunks[0]))
     spatial = list(itertools.product(*[range(len(c)) for c in data.chunks[1:]]))
     kernel = dask.delayed(stencil_chunk, pure=True)
-    combine = dask.delayed(stencil_combine, pure=True)
     shift_of = dask.delayed(_shift, pure=True)
 
     def rows(v, t):
@@ -602,12 +601,14 @@ def grid_pass(
             )
             for t in range(len(data.chunks[0]))
         ]
-        while len(parts) > 1:
-            parts = [
-                combine(parts[i : i + split_every], R, offsets)
-                for i in range(0, len(parts), split_every)
-            ]
-        results.append((parts[0], shift))
+        results.append(
+            (
+                tree_reduce(
+                    parts, stencil_combine, R, offsets, split_every=split_every or SPLIT_EVERY
+                ),
+                shift,
+            )
+        )
     done = compute(results)[0]
     return _assemble(
         done,

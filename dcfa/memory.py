@@ -42,6 +42,8 @@ import dask.config
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
+from dcfa._compute import SPLIT_EVERY
+
 __all__ = [
     "CONFIG_KEY",
     "DEFAULT_BUDGET",
@@ -61,7 +63,6 @@ DEFAULT_BUDGET = 0.5
 dask.config.update_defaults({"dcfa": {"memory_budget": DEFAULT_BUDGET}})
 
 _F8 = 8  # bytes of a float64
-_SPLIT_EVERY = 8  # dcfa._graph's default fan-in
 _SHIFT_ROWS = 512  # rows dcfa._moments.column_shift reads
 
 # Peak p x p float64 arrays alive inside one moments kernel call (dcfa._moments): "exclude"
@@ -353,7 +354,7 @@ def _tile_tasks(
     k = p - data.shape[1]
     widths = [*data.chunks[1], k] if k else list(data.chunks[1])
     m = max(rows)
-    se = max(split_every or _SPLIT_EVERY, 2)
+    se = max(split_every or SPLIT_EVERY, 2)
     per_seg = np.bincount(seg_of)
     folds = -(-per_seg // se)  # per segment: chains of up to split_every chunks
     copy = isz + (_F8 if missing == "exclude" else 26)  # input + float64 copies, per value

@@ -34,7 +34,13 @@ from dask.highlevelgraph import HighLevelGraph
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from dcfa._compute import _blas_single_threaded_if_threaded, compute, progress_enabled
+from dcfa._compute import (
+    SPLIT_EVERY,
+    _blas_single_threaded_if_threaded,
+    compute,
+    progress_enabled,
+    tree_reduce,
+)
 from dcfa._moments import column_shift
 from dcfa.gbmap._losses import (
     Standardizer,
@@ -68,7 +74,6 @@ PERSIST_FRACTION = 0.5
 # (``tol``) or ``max_iter``, as in the paper's code, not on a slow decrease.
 FTOL = float(np.finfo(np.float64).eps)
 # Partial sums added per task in the tree reduction of one evaluation.
-SPLIT_EVERY = 8
 
 
 ############################################################################################
@@ -156,12 +161,7 @@ def column_stats(X) -> tuple[Standardizer, int]:
     blocks = X.rechunk({1: -1}).to_delayed().ravel().tolist()
     shift = dask.delayed(_shift, pure=True)(blocks[0])
     parts = [dask.delayed(moments_chunk, pure=True)(b, shift) for b in blocks]
-    while len(parts) > 1:
-        parts = [
-            dask.delayed(moments_merge, pure=True)(parts[s : s + SPLIT_EVERY])
-            for s in range(0, len(parts), SPLIT_EVERY)
-        ]
-    total, shift = compute(parts[0], shift)
+    total, shift = compute(tree_reduce(parts, moments_merge), shift)
     return moments_finalize(total, shift)
 
 

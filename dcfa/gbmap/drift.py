@@ -33,12 +33,13 @@ import dask.array as da
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from dcfa._compute import tree_reduce
+
 __all__ = ["drift_score", "embedding_distance", "euclid_drift_score", "knn_mean", "knn_reduce"]
 
 # At most this many query x training distances are held at once in one task (64 MiB).
 _MAX_PAIRS = 1 << 23
 # Partial top-k lists merged per task in the tree reduction.
-_SPLIT_EVERY = 8
 
 
 ############################################################################################
@@ -137,17 +138,6 @@ def _knn_numpy(
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _tree_merge(parts: list, k: int):
-    while len(parts) > 1:
-        parts = [
-            dask.delayed(_merge, pure=True)(parts[s : s + _SPLIT_EVERY], k)
-            if len(parts[s : s + _SPLIT_EVERY]) > 1
-            else parts[s]
-            for s in range(0, len(parts), _SPLIT_EVERY)
-        ]
-    return parts[0]
-
-
 def knn_reduce(query, train, values, k: int, *, metric: str = "cityblock", reduce: str = "mean"):
     """The one chunk-wise nearest-neighbour search behind every kNN output of GBMAP.
 
@@ -175,7 +165,7 @@ def knn_reduce(query, train, values, k: int, *, metric: str = "cityblock", reduc
             dask.delayed(_knn_partial, pure=True)(qb, tb, vb, int(s), k, metric)
             for tb, vb, s in zip(t_blocks, v_blocks, starts, strict=True)
         ]
-        top = _tree_merge(parts, k)
+        top = tree_reduce(parts, _merge, k)
         res = dask.delayed(reducer, pure=True)(top)
         out.append(da.from_delayed(res, shape=(nq,), dtype=np.float64))
     return da.concatenate(out) if len(out) > 1 else out[0]
