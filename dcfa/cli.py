@@ -55,8 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         parents=[common],
-        help="real observations (tropical SST -> SOI, shipped in PyPI packages): LinCFA, "
-        "GenLinCFA and GBMAP on a LocalCluster, skill, a map",
+        help="real observations (tropical SST and wind -> the SOI 3 months ahead): the batch "
+        "job with GenLinCFACV(neighbors=1) and GBMAP on a LocalCluster, forward-CV skill "
+        "against EOF/PLS/ridge and the Nino-3.4 box, a map",
     )
     demo.add_argument("--workdir", help="where to write the stores (default: a new temp dir)")
     demo.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")

