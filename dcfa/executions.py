@@ -437,10 +437,12 @@ def execution_for_moments(est, inp: InputData, folds, moments) -> str:
     mode = est.get_params(deep=False).get("mode", "auto")
     if mode != "auto":
         return choose(est, inp, folds)
-    grid_parts = isinstance(moments, list | tuple) and all(
-        isinstance(m, GridMoments) for m in moments
+    grid_parts = (
+        isinstance(moments, list | tuple)
+        and len(moments) > 0
+        and all(isinstance(m, GridMoments) for m in moments)
     )
-    if isinstance(moments, GridMoments) or (moments and grid_parts):
+    if isinstance(moments, GridMoments) or grid_parts:
         name = "neighbors"
     elif isinstance(moments, ColumnMoments):  # both read the data again: the same labels
         seed_rows = EXECUTIONS["seed-rows"].why_not(est, inp, folds) is None
