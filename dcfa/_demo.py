@@ -189,7 +189,7 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from dcfa import Anomalies, GenLinCFA, GenLinCFACV, LinCFA
+    from dcfa import Anomalies, GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA
 
     def cells():
         return [Anomalies(), Cells(), StandardScaler()]
@@ -210,6 +210,14 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
             Anomalies(), GenLinCFACV(neighbors=1, gap=lead)
         )
         models["GenLinCFA (no neighbours) -> OLS"] = make_pipeline(Anomalies(), GenLinCFA())
+        # the papers' default (standardize=False) against the authors' code's z-scoring
+        models["GenLinCFA(neighbors=1, standardize=True) -> OLS"] = make_pipeline(
+            Anomalies(), GenLinCFA(neighbors=1, standardize=True)
+        )
+        models["NonLinCFA(neighbors=1) -> OLS"] = make_pipeline(Anomalies(), NonLinCFA(neighbors=1))
+        models["NonLinCFA(neighbors=1, standardize=True) -> OLS"] = make_pipeline(
+            Anomalies(), NonLinCFA(neighbors=1, standardize=True)
+        )
         models["LinCFA -> OLS"] = make_pipeline(Anomalies(), LinCFA(random_state=0))
     return models
 
