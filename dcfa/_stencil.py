@@ -251,8 +251,13 @@ class GridMoments(ColumnSummary):
         full = np.array([o for o in itertools.product(*steps) if any(o)]).reshape(
             -1, len(self.shape)
         )
-        coords = np.stack(np.unravel_index(np.asarray(cells), self.shape), axis=-1)
-        target = coords[:, None, :] + full[None, :, :]
+        return self._shifted(np.asarray(cells), full), full
+
+    def _shifted(self, cells: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Flat index of ``cells[i] + offsets[k]``, shape (len(cells), k): wrapped along
+        periodic dims, -1 off the grid."""
+        coords = np.stack(np.unravel_index(cells, self.shape), axis=-1)
+        target = coords[:, None, :] + offsets[None, :, :]
         ok = np.ones(target.shape[:2], dtype=bool)
         for ax, size in enumerate(self.shape):
             if ax in self.periodic:
@@ -262,7 +267,7 @@ class GridMoments(ColumnSummary):
         flat = np.ravel_multi_index(
             tuple(np.where(ok, target[..., ax], 0) for ax in range(len(self.shape))), self.shape
         )
-        return np.where(ok, flat, -1), full
+        return np.where(ok, flat, -1)
 
     def pair_cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Centred cross-products of cells ``a`` and ``b`` (arrays; each pair within radius).
@@ -333,18 +338,7 @@ class GridMoments(ColumnSummary):
     def offset_cells(self) -> np.ndarray:
         """Flat index of cell ``i + offsets[k]`` for every cell and half offset, shape (D, k);
         -1 where it is off the grid (what ``cross[i, k]`` pairs cell ``i`` with)."""
-        coords = np.stack(np.unravel_index(np.arange(self.n_features), self.shape), axis=-1)
-        target = coords[:, None, :] + self.offsets[None, :, :]
-        ok = np.ones(target.shape[:2], dtype=bool)
-        for ax, size in enumerate(self.shape):
-            if ax in self.periodic:
-                target[..., ax] %= size
-            else:
-                ok &= (target[..., ax] >= 0) & (target[..., ax] < size)
-        flat = np.ravel_multi_index(
-            tuple(np.where(ok, target[..., ax], 0) for ax in range(len(self.shape))), self.shape
-        )
-        return np.where(ok, flat, -1)
+        return self._shifted(np.arange(self.n_features), self.offsets)
 
     @classmethod
     def merge_all(cls, parts: list[GridMoments]) -> GridMoments:
