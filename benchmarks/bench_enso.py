@@ -15,8 +15,8 @@ predicted by the model fitted on every month before it less ``lead`` months (the
 Every model is a pipeline from the raw fields: :class:`dcfa.Anomalies` (the climatology of the
 training months only), then the reduction and OLS, or the regression; inner choices (PCA modes,
 PLS components, Lasso's alpha, GenLinCFACV's eps) by time-ordered CV on the training months.
-The models are :func:`dcfa._demo.comparison_models`, which ``dcfa demo`` scores too. Fit time is
-the mean over the folds of fitting one pipeline (in memory, one BLAS thread).
+The models are :func:`dcfa.batch.demo.comparison_models`, which ``dcfa demo`` scores too. Fit
+time is the mean over the folds of fitting one pipeline (in memory, one BLAS thread).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import argparse
 import logging
 import time
 
-from dcfa._demo import comparison_models, score_models, tested_months
+from dcfa.batch.demo import comparison_models, score_models, tested_months
 from dcfa.datasets import enso_task, load_enso
 from dcfa.skill import HEADER
 

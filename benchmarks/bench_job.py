@@ -8,7 +8,7 @@ Data: :func:`dcfa.datasets.write_regions_store` (float32, 30 % land, 40 regions)
 to a temporary directory, chunked 120 months x the whole grid. Target: the field's own target
 series in a CSV file. Both timings use the same LocalCluster (2 worker processes, 1 thread
 each), started before either is measured: the read pass is ``field.sum().compute()`` of the
-opened store; the job is :func:`dcfa._job.run_job` with LinCFA on the grid (``neighbors = 1``,
+opened store; the job is :func:`dcfa.batch.job.run_job` with LinCFA on the grid (``neighbors = 1``,
 ``mode = "neighbors"``), anomalies and standardisation, timed from start to the result store
 written (the cluster is not started by the job: it gets the scheduler's address). Each is run
 ``--repeat`` times; the best is kept.
@@ -26,8 +26,8 @@ import pandas as pd
 import xarray as xr
 from distributed import Client, LocalCluster
 
-from dcfa._job import run_job
-from dcfa.config import load_config
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
 from dcfa.datasets import write_regions_store
 
 JOB = """

@@ -199,7 +199,7 @@ def purity(labels: np.ndarray, region: np.ndarray, regions) -> np.ndarray:
 
 def region_means(ds: xr.Dataset) -> np.ndarray:
     """The true regions' mean series (n_time, n_regions), in one pass over the store."""
-    from dcfa._aggregate import aggregate
+    from dcfa.cfa.aggregate import aggregate
 
     data = ds.field.data
     n = data.shape[0]

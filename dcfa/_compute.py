@@ -48,7 +48,7 @@ def progress_enabled() -> bool:
 def compute(*args, progress: bool | None = None):
     """``dask.compute(*args)`` with dcfa's threading and progress policy."""
     show = progress_enabled() if progress is None else progress
-    client = _active_client()
+    client = active_client()
     if client is not None:
         if not show:
             return dask.compute(*args)
@@ -60,11 +60,11 @@ def compute(*args, progress: bool | None = None):
         else:
             _DistributedLines(futures, scheduler=client.scheduler.address)
         return tuple(client.gather(futures))
-    with _blas_single_threaded_if_threaded(), _local_progress(show):
+    with blas_single_threaded_if_threaded(), _local_progress(show):
         return dask.compute(*args)
 
 
-def _active_client():
+def active_client():
     try:
         from distributed import default_client
     except ImportError:  # pragma: no cover - distributed is a dependency
@@ -79,7 +79,7 @@ def _active_client():
 
 
 @contextlib.contextmanager
-def _blas_single_threaded_if_threaded():
+def blas_single_threaded_if_threaded():
     import dask.threaded
     from dask.base import get_scheduler
 

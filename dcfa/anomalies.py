@@ -7,7 +7,7 @@ of the anomalies) with statistics learnt in ``fit``. Inside a :class:`sklearn.pi
 used to fit anything, unlike anomalies computed once from the whole record before the
 cross-validation.
 
-The statistics come from one pass of dcfa's grid engine (:func:`dcfa._stencil.grid_pass`)
+The statistics come from one pass of dcfa's grid engine (:func:`dcfa.stats.grid.grid_pass`)
 with the calendar months as segments: every row block gives, per month and cell, the count
 and the mean, and the sum of squared deviations from it (float64); blocks are merged with the
 pairwise update of Chan, Golub & LeVeque, never from raw sums of squares. ``transform`` is one
@@ -25,9 +25,9 @@ import xarray as xr
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._kernels import anomaly_block
 from dcfa._validation import StrOptions, _check_numeric, check_X, validate_params
-from dcfa.io import _months
+from dcfa.io.calendars import months_of
+from dcfa.stats.kernels import anomaly_block
 
 __all__ = ["Anomalies"]
 
@@ -41,14 +41,14 @@ _N_GROUPS = {"month": 12, None: 1}
 def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
     """Climatology ``(n_groups, *grid)`` (NaN without data) and spread ``grid`` (or None).
 
-    One :func:`dcfa._stencil.grid_pass` over ``data`` (samples first, NumPy or Dask) with
+    One :func:`dcfa.stats.grid.grid_pass` over ``data`` (samples first, NumPy or Dask) with
     the groups as segments: their means are the climatology; the moments pooled within them
     are the anomalies'. The spread is the standard deviation (``ddof=1``) of the anomalies:
     the square root of the pooled sums of squared deviations over the count minus one. It is
     NaN where a cell has fewer than two values or is constant up to rounding (the test of
     scikit-learn's ``StandardScaler``).
     """
-    from dcfa._stencil import grid_pass
+    from dcfa.stats.grid import grid_pass
 
     grid = data.shape[1:]
     done = grid_pass(
@@ -289,7 +289,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = X.transpose(dim, *grid_dims)
         if self.by == "month":
             try:
-                groups = _months(X[dim], "X") - 1
+                groups = months_of(X[dim], "X") - 1
             except ValueError as exc:
                 raise ValueError(f"{exc} (or use by=None, the overall mean)") from None
         else:

@@ -1,6 +1,6 @@
 """The ``dcfa`` command line. Argument parsing only; the work is in the library.
 
-``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.config` for the file)
+``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.batch.config` for the file)
 ``dcfa demo``              the whole pipeline on real observations shipped in PyPI packages
 ``dcfa inspect STORE``     what a Zarr store (an input archive or a result) holds
 ``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series (and GBMAP
@@ -133,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     try:
         if args.command == "fit":
-            from dcfa._job import run_job
-            from dcfa.config import load_config
+            from dcfa.batch.config import load_config
+            from dcfa.batch.job import run_job
 
             config = load_config(args.config, args.overrides)
             run_job(config, scheduler=args.scheduler, output=args.output, resume=args.resume)
         elif args.command == "demo":
-            from dcfa._demo import run_demo
+            from dcfa.batch.demo import run_demo
 
             run_demo(
                 args.workdir,
@@ -150,7 +150,7 @@ def _run(args) -> int:
         elif args.command == "apply":
             _apply(args)
         elif args.command == "inspect":
-            from dcfa._inspect import describe
+            from dcfa.batch.inspect import describe
 
             print(describe(args.store, _storage_options(args)))
     except (
@@ -195,12 +195,12 @@ def _apply(args) -> None:
     import contextlib
     import os
 
-    from dcfa.results import CLI_NAMES, apply_result
+    from dcfa.batch.apply import CLI_NAMES, apply_result
 
     options = _storage_options(args)
     address = args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
-        from dcfa._cluster import open_client
+        from dcfa.batch.cluster import open_client
 
         attached = open_client({}, address)
     else:  # Dask's local threads
@@ -218,7 +218,7 @@ def _apply(args) -> None:
 
 
 def _error(exc) -> None:
-    from dcfa._inspect import escape
+    from dcfa.batch.inspect import escape
 
     print(f"dcfa: error: {escape(str(exc))}", file=sys.stderr)
 

@@ -7,7 +7,7 @@ the kernel, the batch system or the nanny kills the process. So before it starts
 (the matrices, their copies and temporaries, per-fold moments, the tiles in flight) and raises
 :class:`MemoryBudgetError` when that exceeds the budget. Nothing is computed first.
 
-Where the bytes are (see :mod:`dcfa._graph` and :mod:`dcfa._compute`):
+Where the bytes are (see :mod:`dcfa.stats.graph` and :mod:`dcfa._compute`):
 
 driver
     the assembled result (one matrix per row segment; all of them plus their blocks while
@@ -63,9 +63,9 @@ DEFAULT_BUDGET = 0.5
 dask.config.update_defaults({"dcfa": {"memory_budget": DEFAULT_BUDGET}})
 
 _F8 = 8  # bytes of a float64
-_SHIFT_ROWS = 512  # rows dcfa._moments.column_shift reads
+_SHIFT_ROWS = 512  # rows dcfa.stats.kernels.column_shift reads
 
-# Peak p x p float64 arrays alive inside one moments kernel call (dcfa._moments): "exclude"
+# Peak p x p float64 arrays alive inside one moments kernel call (dcfa.stats.moments): "exclude"
 # holds the product (centred in place, by row blocks); "pairwise" the counts, sums, means,
 # sums of squares and cross-products of both sides with their temporaries. Fields per
 # finished tile / Moments.
@@ -225,9 +225,9 @@ def memory_budget(client=None) -> Budget:
         driver = int(fraction * available)
         source = f"{CONFIG_KEY} = {fraction:g} x {format_bytes(available)} {where}"
     if client is None:
-        from dcfa._compute import _active_client
+        from dcfa._compute import active_client
 
-        client = _active_client()
+        client = active_client()
     workers = {}
     if client is not None:
         for addr, info in _scheduler_workers(client).items():
@@ -339,16 +339,16 @@ def _n_local_threads() -> int:
 def _tile_tasks(
     data, p: int, bounds: list[int], missing: str, isz: int, split_every: int | None
 ) -> tuple[tuple, int]:
-    """Peak bytes of the tile tasks of :func:`dcfa._graph.tiled_moments`, largest first.
+    """Peak bytes of the tile tasks of :func:`dcfa.stats.graph.tiled_moments`, largest first.
 
     A chunk task holds a row block of two column blocks (and float64 copies of them), the
     tile's product and temporaries, and the running tile of its fold (the first level of the
     tree is a chain of chunk tasks, each merging its chunk into the previous one's result:
-    :func:`dcfa._graph._fold_chunks`); a tree merge over the folds holds ``split_every``
+    :func:`dcfa.stats.graph._fold_chunks`); a tree merge over the folds holds ``split_every``
     partial tiles plus its running result and temporaries. Each tile has one chunk task per
     row chunk and a merge task per node of its segments' trees above the folds.
     """
-    from dcfa._graph import fold_tile, segment_rows
+    from dcfa.stats.graph import fold_tile, segment_rows
 
     rows, seg_of = segment_rows(data.chunks[0], list(bounds))
     k = p - data.shape[1]
@@ -378,7 +378,7 @@ def _tile_tasks(
 
 
 def _tree_merges(n_chunks: int, split_every: int) -> int:
-    """Merge tasks of :func:`dcfa._graph.tiled_moments`'s tree over ``n_chunks`` row chunks.
+    """Merge tasks of :func:`dcfa.stats.graph.tiled_moments`'s tree over ``n_chunks`` row chunks.
 
     (A ``split_every`` below 2 is refused by the graph; counted here as 2.)
     """
@@ -411,7 +411,7 @@ def _pass_terms(
     S = len(bounds) - 1
     F = _RESULT_FIELDS[missing]
     if kind == "numpy":
-        # dcfa._moments.from_numpy: Z = [X, y] (a copy), the shift from its first rows, then
+        # dcfa.stats.moments.from_numpy: Z = [X, y] (a copy), the shift from its first rows, then
         # per segment a float64 copy of the rows (shifted, NaN zeroed) and the kernel's
         # matrices; earlier segments' results stay
         seg_rows = max(b1 - b0 for b0, b1 in zip(bounds[:-1], bounds[1:], strict=True))
@@ -504,9 +504,9 @@ def estimate_moments(
 
 
 def _client_active() -> bool:
-    from dcfa._compute import _active_client
+    from dcfa._compute import active_client
 
-    return _active_client() is not None
+    return active_client() is not None
 
 
 def estimate_dense(
@@ -537,7 +537,7 @@ def estimate_dense(
     missing = params.get("missing", "exclude")
     bounds, n_parts = [0, n_samples], 1
     if "cv" in params:  # NonLinCFA: one Moments per row segment of the folds
-        from dcfa.folds import make_folds
+        from dcfa.cfa.folds import make_folds
 
         folds = make_folds(params["cv"], n_samples)
         bounds = folds.bounds
@@ -561,7 +561,7 @@ def estimate_dense(
     # then the partition, on the driver, from the S F matrices the pass returned
     extra, why = 0, f"the moments ({_matrices(S * F)})"
     if "cv" in params:
-        # the folds' training and test sets are read row by row (dcfa.partition.MergedMoments);
+        # the folds' training and test sets are read row by row (dcfa.cfa.basis.MergedMoments);
         # the fit then merges all rows (moments_): the running result and 2 temporaries
         extra = 3
         why = (
@@ -668,7 +668,7 @@ def _hint_for(estimator) -> str:
     )
 
 
-def _gib(b: float) -> str:
+def gib(b: float) -> str:
     return f"{b / 2**30:,.1f} GiB" if b >= 2**30 else format_bytes(int(b))
 
 
@@ -684,12 +684,12 @@ def _enforce(est: DenseEstimate, hint: str) -> None:
     budget = memory_budget()
     p = est.n_columns
     if est.driver_bytes > budget.driver:
-        parts = "; ".join(f"{what}: {_gib(b)}" for what, b in est.driver_terms)
+        parts = "; ".join(f"{what}: {gib(b)}" for what, b in est.driver_terms)
         fit = _largest_fitting(est, budget.driver)
         raise MemoryBudgetError(
-            f"{est.who}: the dense pass would hold about {_gib(est.driver_bytes)} in this "
-            f"process ({p:,} x {p:,} float64 matrices of {_gib(est.matrix_bytes)} each; "
-            f"{parts}), over the memory budget of {_gib(budget.driver)} ({budget.source}). "
+            f"{est.who}: the dense pass would hold about {gib(est.driver_bytes)} in this "
+            f"process ({p:,} x {p:,} float64 matrices of {gib(est.matrix_bytes)} each; "
+            f"{parts}), over the memory budget of {gib(budget.driver)} ({budget.source}). "
             f"Nothing was computed. About {fit:,} features would fit. Options: {hint}; or "
             f"{_raise_hint(est.driver_bytes)}."
         )
@@ -700,11 +700,11 @@ def _enforce(est: DenseEstimate, hint: str) -> None:
         if need > limit:
             w = _widest_tile(est, limit / running)
             raise MemoryBudgetError(
-                f"{est.who}: the tile tasks of the dense pass would hold about {_gib(need)} on "
+                f"{est.who}: the tile tasks of the dense pass would hold about {gib(need)} on "
                 f"a worker ({running} at once on its {nthreads} threads, up to "
-                f"{_gib(est.task_bytes)} each: tiles of up to {est.task_width:,} x "
+                f"{gib(est.task_bytes)} each: tiles of up to {est.task_width:,} x "
                 f"{est.task_width:,} float64 from the widest feature chunk), over the worker "
-                f"budget of {_gib(limit)} ({_budget_word()} of the {_gib(mem_limit)} "
+                f"budget of {gib(limit)} ({_budget_word()} of the {gib(mem_limit)} "
                 f"memory_limit of worker {addr}). Nothing was computed. Rechunk the feature "
                 f"axis to at most about {w:,} columns per chunk (X.rechunk({{1: {w}}})), give "
                 f"the workers more memory{_worker_raise_hint(need, mem_limit)}, or {hint}."

@@ -200,7 +200,7 @@ def grid_adjacency_for(
     return grid_adjacency(shape, radius, periodic=axes, blocks=block_axes(dims))
 
 
-def _is_radius(neighbors) -> bool:
+def is_radius(neighbors) -> bool:
     return isinstance(neighbors, int | np.integer) and not isinstance(neighbors, bool)
 
 
@@ -212,7 +212,7 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
     """
     if neighbors is None:
         return None
-    if _is_radius(neighbors):
+    if is_radius(neighbors):
         if layout is None:
             raise ValueError(
                 "neighbors: an int radius needs the grid, i.e. an xarray.DataArray X whose "
@@ -270,7 +270,7 @@ def resolve_grid(
     """
     axes: tuple[int, ...] = ()
     order = None
-    if _is_radius(neighbors) and layout is not None:
+    if is_radius(neighbors) and layout is not None:
         axes = periodic_dims(layout, periodic)
         order = layout.visit_order(axes)
     A = resolve_neighbors(neighbors, n_features, layout, periodic=axes) if adjacency else None

@@ -1,5 +1,5 @@
 """Applying a fitted result to new months (issue 13, item 4): ``dcfa apply`` and
-``dcfa.results.load_result``.
+``dcfa.batch.results.load_result``.
 
 Two small jobs are fitted once: A (anomalies, LinCFA over the cells with data, a GBMAP, an
 archive stored in blocks of grid rows so the reduction sums several cell blocks) and B
@@ -29,9 +29,10 @@ from test_job_forecast import numpy_predictors, write_forecast_job
 from test_safety import fails, tree
 
 from dcfa import io
-from dcfa._job import run_job
-from dcfa.config import load_config
-from dcfa.results import PYTHON_NAMES, apply_result, load_result
+from dcfa.batch.apply import apply_result
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
+from dcfa.batch.results import PYTHON_NAMES, load_result
 
 pytestmark = pytest.mark.slow
 

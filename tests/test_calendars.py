@@ -20,8 +20,8 @@ import xarray as xr
 import dcfa
 from dcfa import io
 
-# open_archive (dcfa.io._open_zarr) lets xarray warn that dates past 2262 are decoded to cftime,
-# which is what is wanted; pytest would turn that RuntimeWarning from dcfa into an error
+# open_archive (dcfa.io.archive.open_zarr) lets xarray warn that dates past 2262 are decoded to
+# cftime, which is what is wanted; pytest would turn that RuntimeWarning from dcfa into an error
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Unable to decode time axis into full numpy.datetime64:xarray.SerializationWarning"
 )

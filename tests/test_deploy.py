@@ -2,7 +2,7 @@
 
 Nothing is submitted and no cluster, network or Docker engine is needed. The jobqueue configs
 become real ``SLURMCluster`` / ``PBSCluster`` objects (a local scheduler, no jobs), and
-``dcfa._cluster.make_cluster`` runs against stand-in ``sbatch`` / ``qsub`` that only record
+``dcfa.batch.cluster.make_cluster`` runs against stand-in ``sbatch`` / ``qsub`` that only record
 the scripts. The driver scripts run under bash against a stand-in ``dcfa``. The Kubernetes
 manifests are validated against the CRD schemas shipped with dask-kubernetes and compared with
 what its ``make_cluster_spec`` generates.
@@ -29,7 +29,7 @@ from dask.utils import format_bytes, parse_bytes
 
 import dcfa
 from dcfa._validation import validate_params
-from dcfa.config import load_config
+from dcfa.batch.config import load_config
 from dcfa.gbmap import GBMAPRegressor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +145,7 @@ def test_jobqueue_yaml_builds_the_cluster_and_worker_job_script(kind, tmp_path, 
     ours = _ours(kind)
     cls = getattr(jq, QUEUES[kind][0])
     with dask.config.set(_jobqueue_config(kind)):
-        with cls() as cluster:  # exactly how dcfa._cluster builds it: no arguments
+        with cls() as cluster:  # exactly how dcfa.batch.cluster builds it: no arguments
             script = cluster.job_script()
             assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
             assert cluster.scheduler_address in script
@@ -198,8 +198,8 @@ def test_jobqueue_yaml_builds_the_cluster_and_worker_job_script(kind, tmp_path, 
 
 @pytest.mark.parametrize("kind", list(QUEUES))
 def test_make_cluster_submits_the_worker_jobs(kind, tmp_path, monkeypatch):
-    """dcfa's own code path (dcfa._cluster.make_cluster) against stand-in sbatch/qsub."""
-    from dcfa._cluster import make_cluster
+    """dcfa's own code path (dcfa.batch.cluster.make_cluster) against stand-in sbatch/qsub."""
+    from dcfa.batch.cluster import make_cluster
 
     submit, cancel = QUEUES[kind][2]
     fake = tmp_path / "bin"

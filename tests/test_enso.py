@@ -29,7 +29,7 @@ import netCDF4  # noqa: E402
 
 import dcfa  # noqa: E402
 from dcfa import GenLinCFA, LinCFA  # noqa: E402
-from dcfa._demo import (  # noqa: E402
+from dcfa.batch.demo import (  # noqa: E402
     MIN_TRAIN,
     BoxMean,
     PCAByCV,
@@ -175,7 +175,7 @@ def test_land_mask_for_coastlines(enso):
 def test_coastlines_fall_back_on_the_data_s_land(monkeypatch):
     """Without cartopy's file, the map's coastlines come from the cells without data."""
     import dcfa.datasets
-    from dcfa._demo import land_mask_for
+    from dcfa.batch.demo import land_mask_for
 
     def missing():
         raise ModuleNotFoundError("no cartopy")

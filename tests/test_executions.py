@@ -19,7 +19,7 @@ from strategies import chunks
 
 import dcfa
 from dcfa import GenLinCFA, LinCFA, NonLinCFA
-from dcfa.executions import EXECUTIONS
+from dcfa.cfa.executions import EXECUTIONS
 
 
 def field(seed, n=96, shape=(7, 9), t_chunks=None, s_chunks=None):
@@ -122,7 +122,7 @@ def test_nonlincfa_grid_gives_the_dense_partition(t, a, seed, eps, compare):
 @pytest.mark.parametrize("periodic", [(), (1,)])
 def test_merged_segment_grid_moments_are_those_of_all_rows(periodic):
     """``GridMoments.merge_all`` of disjoint row segments = one grid pass over all rows."""
-    from dcfa._stencil import grid_moments, segment_grid_moments
+    from dcfa.stats.grid import grid_moments, segment_grid_moments
 
     X, y = grid_data(4, n=90, shape=(8, 10))
     X[:, 2, 3] = np.nan  # a land cell

@@ -14,10 +14,10 @@ from reference import genlincfa_authors
 
 import dcfa
 from dcfa import GenLinCFA
+from dcfa.cfa.driver import partition_moments
+from dcfa.cfa.rules import DriftBoundRule, genlincfa_bounded, genlincfa_margin
 from dcfa.datasets import make_regions_field
 from dcfa.neighbors import grid_adjacency
-from dcfa.partition import partition_moments
-from dcfa.rules import DriftBoundRule, genlincfa_bounded, genlincfa_margin
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -16,8 +16,9 @@ import xarray as xr
 from test_io import make_archive
 
 import dcfa
-from dcfa._job import run_job
-from dcfa.config import ConfigError, load_config
+from dcfa.batch.config import ConfigError, load_config
+from dcfa.batch.job import run_job
+from dcfa.stats.kinds import load_moments
 
 pytestmark = pytest.mark.slow
 
@@ -251,7 +252,7 @@ def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
     np.testing.assert_array_equal(a.region.values, b.region.values)
     np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
     np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values, atol=1e-5)
-    assert type(dcfa._moments.load_moments(near / "moments")).__name__ == "GridMoments"
+    assert type(load_moments(near / "moments")).__name__ == "GridMoments"
 
 
 @pytest.mark.parametrize(
@@ -271,7 +272,7 @@ def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, para
     a, b = xr.open_zarr(full), xr.open_zarr(series)
     np.testing.assert_array_equal(a.region.values, b.region.values)
     np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
-    assert type(dcfa._moments.load_moments(series / "moments")).__name__ == "ColumnMoments"
+    assert type(load_moments(series / "moments")).__name__ == "ColumnMoments"
     assert (a.attrs["execution"], b.attrs["execution"]) == ("full", "series")
 
 

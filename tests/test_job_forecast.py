@@ -14,8 +14,8 @@ import xarray as xr
 from test_io import make_archive
 from test_job import cli
 
-from dcfa._job import run_job
-from dcfa.config import ConfigError, load_config
+from dcfa.batch.config import ConfigError, load_config
+from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
 

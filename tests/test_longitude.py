@@ -18,7 +18,6 @@ from sklearn.base import clone
 
 import dcfa
 from dcfa import io
-from dcfa._stencil import grid_moments
 from dcfa.geo import (
     circular_mean,
     group_circular_mean,
@@ -28,7 +27,9 @@ from dcfa.geo import (
     unwrapped_mean,
     wrap_longitude,
 )
+from dcfa.io.result import group_centres
 from dcfa.neighbors import grid_adjacency, grid_adjacency_for, periodic_dims
+from dcfa.stats.grid import grid_moments
 
 ############################################################################################
 # references, written independently of dcfa.geo
@@ -503,7 +504,7 @@ def test_centres_of_a_dateline_region_on_minus_180_180():
         dims=("lat", "lon"),
         coords={"lat": [-5.0, 5.0], "lon": lon},
     )
-    centres = io._group_centres(region, 2)
+    centres = group_centres(region, 2)
     pacific = lon[region.values[0] == 0]
     assert abs(pacific.mean()) < 60  # the arithmetic mean: nowhere near the Pacific
     assert circ_distance(centres["group_lon"][0], 180.0) < 1e-9

@@ -23,12 +23,13 @@ from strategies import chunks
 
 import dcfa
 from dcfa import LinCFA
-from dcfa._moments import load_moments
-from dcfa._stencil import grid_moments, half_offsets
+from dcfa.cfa.driver import partition_moments
+from dcfa.cfa.grid_partition import grid_partition
+from dcfa.cfa.rules import lincfa_rule
 from dcfa.datasets import make_regions_field
 from dcfa.neighbors import grid_adjacency
-from dcfa.partition import grid_partition, partition_moments
-from dcfa.rules import lincfa_rule
+from dcfa.stats.grid import grid_moments, half_offsets
+from dcfa.stats.kinds import load_moments
 
 
 def test_half_offsets_cover_every_pair_once():

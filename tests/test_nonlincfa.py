@@ -14,7 +14,7 @@ from strategies import chunks
 
 import dcfa
 from dcfa import NonLinCFA
-from dcfa.folds import make_folds
+from dcfa.cfa.folds import make_folds
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -46,7 +46,7 @@ def test_fold_r2_from_moments_is_cross_val_score(rng):
     """The rule's CV R^2 on one candidate equals scikit-learn's, digit for digit."""
     from sklearn.linear_model import LinearRegression
 
-    from dcfa.rules import _cv_r2_bivariate, _cv_r2_univariate
+    from dcfa.cfa.rules import _cv_r2_bivariate, _cv_r2_univariate
 
     n = 200
     g, c = rng.normal(size=n), rng.normal(size=n)

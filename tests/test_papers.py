@@ -10,8 +10,8 @@ import pytest
 from sklearn.linear_model import LinearRegression
 
 from dcfa import LinCFA
+from dcfa.cfa.rules import eq17_threshold
 from dcfa.datasets import make_lincfa_bivariate, make_lincfa_tree
-from dcfa.rules import eq17_threshold
 
 pytestmark = pytest.mark.slow
 

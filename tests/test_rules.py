@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from reference import lincfa_pair_test, standardize
 
-from dcfa.rules import PairMoments, eq17_threshold, lincfa_rule
+from dcfa.cfa.rules import PairMoments, eq17_threshold, lincfa_rule
 
 
 def pair_moments(g, c, y):

@@ -23,8 +23,8 @@ import pytest
 import xarray as xr
 from test_job import cli, write_job
 
-from dcfa._job import run_job
-from dcfa.config import load_config
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
 s3fs = pytest.importorskip("s3fs")
@@ -184,7 +184,7 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
     script = textwrap.dedent(
         f"""
         import sys, time, numpy as np, xarray as xr
-        from dcfa import _objectstore as o
+        from dcfa.io import objectstore as o
         options = {options!r}
         if sys.argv[1] == "write":
             with o.staged({url!r}, options) as tmp:
@@ -225,7 +225,7 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
             fs.rm(f"{name}/r.zarr", recursive=True)
             fs.rm(f"{name}/.r.zarr.tmp-dead", recursive=True)
     # the next write to the same destination removes the killed write's temporary prefix
-    from dcfa._store import atomic_store
+    from dcfa.io.store import atomic_store
 
     with atomic_store(url, storage_options=options) as tmp:
         xr.Dataset({"v": ("x", np.arange(2.0))}).to_zarr(tmp, storage_options=options)

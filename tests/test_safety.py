@@ -24,8 +24,8 @@ import pytest
 import xarray as xr
 from test_job import cli, write_job
 
-from dcfa._job import run_job
-from dcfa.config import load_config
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
 
@@ -294,7 +294,7 @@ def test_leftovers_of_a_killed_write_are_marked_and_removed(tmp_path, scheduler)
     script = textwrap.dedent(
         f"""
         import time, xarray as xr, numpy as np
-        from dcfa._store import atomic_store
+        from dcfa.io.store import atomic_store
         with atomic_store({str(tmp_path / "result.zarr")!r}) as tmp:
             xr.Dataset({{"v": ("x", np.arange(4.0))}}).to_zarr(tmp, mode="a")
             print("written", flush=True)
@@ -320,7 +320,7 @@ def test_leftovers_of_a_killed_write_are_marked_and_removed(tmp_path, scheduler)
 
 def test_a_running_write_is_left_alone(tmp_path):
     """A temporary store whose writer still runs is not a leftover."""
-    from dcfa._store import atomic_store, remove_leftovers
+    from dcfa.io.store import atomic_store, remove_leftovers
 
     with atomic_store(tmp_path / "r.zarr") as tmp:
         assert remove_leftovers(tmp_path / "r.zarr") == [] and tmp.is_dir()
@@ -465,7 +465,7 @@ def test_relative_paths_in_a_job_file_are_relative_to_the_file(tmp_path, schedul
 def test_local_cluster_dashboard_listens_on_loopback_only():
     import psutil
 
-    from dcfa._cluster import make_cluster
+    from dcfa.batch.cluster import make_cluster
 
     config = load_config(
         base={

@@ -1,7 +1,7 @@
 """One pass, segments: climatology, spread and the anomalies' moments from the raw field.
 
 The batch job gathers the calendar months' means (the climatology), the anomalies' spread and
-the anomalies' grid moments in a single pass over the archive (:func:`dcfa._stencil.grid_pass`
+the anomalies' grid moments in a single pass over the archive (:func:`dcfa.stats.grid.grid_pass`
 with months as segments). Each is checked against plain NumPy on the anomalies computed
 explicitly, for any chunking, with land cells and gaps.
 """
@@ -19,7 +19,8 @@ from strategies import chunks
 
 import dcfa
 from dcfa import io
-from dcfa._stencil import grid_pass
+from dcfa.io.preprocess import preprocessing_pass
+from dcfa.stats.grid import grid_pass
 
 
 def monthly_field(n=60, shape=(7, 8), seed=0):
@@ -94,9 +95,7 @@ def test_preprocessing_pass_equals_numpy(anomalies, standardize):
         dims=("time", "lat", "lon"),
         coords={"time": time, "lat": np.arange(7.0), "lon": np.arange(8.0)},
     )
-    prep, gm = io.preprocessing_pass(
-        field, y, anomalies=anomalies, standardize=standardize, radius=1
-    )
+    prep, gm = preprocessing_pass(field, y, anomalies=anomalies, standardize=standardize, radius=1)
     months = time.month.values
     with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning, match="empty"):
         clim = np.stack([np.nanmean(X[months == m], axis=0) for m in range(1, 13)])
@@ -127,7 +126,16 @@ def test_preprocessing_pass_equals_numpy(anomalies, standardize):
     np.testing.assert_allclose(out[:, complete], A[:, complete], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("module", ["dcfa._stencil", "dcfa._moments", "dcfa._kernels"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "dcfa.stats.grid",
+        "dcfa.stats.moments",
+        "dcfa.stats.kernels",
+        "dcfa.stats.columns",
+        "dcfa.stats.summary",
+    ],
+)
 def test_worker_kernels_import_numpy_only(module):
     """A worker that unpickles a kernel imports its module: no scikit-learn, xarray, pandas
     or SciPy (``dcfa`` itself brings NumPy and ``dask.config`` only)."""

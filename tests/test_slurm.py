@@ -177,8 +177,8 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
 
 
 def _job_and_reference(tmp_path_factory, client, name: str, n_time: int) -> tuple[Path, Path]:
-    from dcfa._job import run_job
-    from dcfa.config import load_config
+    from dcfa.batch.config import load_config
+    from dcfa.batch.job import run_job
 
     path = tmp_path_factory.mktemp(name)
     job = _job(path, n_time)  # the job of test_processes; every run here gives --output
@@ -294,7 +294,7 @@ class _Driver:
         return "\n".join(["--- stdout", *self.out, "--- stderr", *self.err])
 
     def watchdog_pid(self) -> int:
-        """The pid of its watchdog process (a child that runs dcfa._cluster._WATCHDOG)."""
+        """The pid of its watchdog process (a child that runs dcfa.batch.cluster._WATCHDOG)."""
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
         for pid in children.split():
             with contextlib.suppress(OSError):

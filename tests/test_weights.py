@@ -102,8 +102,8 @@ def test_bad_weights_are_refused_before_the_pass(X, weights, message):
 def test_a_job_with_area_weights_records_them(tmp_path):
     from test_job import write_job
 
-    from dcfa._job import run_job
-    from dcfa.config import load_config
+    from dcfa.batch.config import load_config
+    from dcfa.batch.job import run_job
 
     job = write_job(tmp_path, method__params={"random_state": 0, "neighbors": 1, "weights": "area"})
     run_job(load_config(job), echo=lambda *a: None)

@@ -9,20 +9,24 @@ kNN drift score and the EUCLID baseline; :class:`GBMAPKNeighborsRegressor` and
 KNN-GBMAP); :func:`drift_experiment` is the paper's out-of-distribution experiment.
 """
 
-from dcfa.gbmap._estimator import GBMAPClassifier, GBMAPRegressor
-from dcfa.gbmap._neighbors import GBMAPKNeighborsClassifier, GBMAPKNeighborsRegressor
-from dcfa.gbmap.drift import drift_score, embedding_distance, euclid_drift_score, knn_mean
-from dcfa.gbmap.experiment import DriftExperimentResult, drift_experiment
+from dcfa._lazy import lazy_attributes
 
-__all__ = [
-    "DriftExperimentResult",
-    "GBMAPClassifier",
-    "GBMAPKNeighborsClassifier",
-    "GBMAPKNeighborsRegressor",
-    "GBMAPRegressor",
-    "drift_experiment",
-    "drift_score",
-    "embedding_distance",
-    "euclid_drift_score",
-    "knn_mean",
-]
+_EXPORTS = {
+    "DriftExperimentResult": "dcfa.gbmap.experiment",
+    "GBMAPClassifier": "dcfa.gbmap._estimator",
+    "GBMAPKNeighborsClassifier": "dcfa.gbmap._neighbors",
+    "GBMAPKNeighborsRegressor": "dcfa.gbmap._neighbors",
+    "GBMAPRegressor": "dcfa.gbmap._estimator",
+    "Standardizer": "dcfa.gbmap._losses",
+    "drift_experiment": "dcfa.gbmap.experiment",
+    "drift_score": "dcfa.gbmap.drift",
+    "embedding_distance": "dcfa.gbmap.drift",
+    "euclid_drift_score": "dcfa.gbmap.drift",
+    "knn_mean": "dcfa.gbmap.drift",
+}
+__all__ = sorted(_EXPORTS)
+
+
+# imported on first use, as in ``dcfa``: a worker that unpickles a kernel of ``_losses``
+# imports NumPy only, not scikit-learn, SciPy and dask.array
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from dcfa.gbmap._solver import Learners
+from dcfa.io.store import atomic_file
 
 __all__ = ["CHECKPOINT_FILE", "load_checkpoint", "save_checkpoint"]
 
@@ -45,23 +45,14 @@ def _path(directory) -> Path:
 def save_checkpoint(
     directory, fingerprint: dict, arrays: dict[str, np.ndarray], seed: int, learners: Learners
 ) -> Path:
-    """Write the learners so far atomically (temporary file + ``os.replace``)."""
+    """Write the learners so far atomically (:func:`dcfa.io.store.atomic_file`)."""
     path = _path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = json.dumps({"format": _FORMAT, "seed": int(seed), "fingerprint": fingerprint})
     payload = {f"learner_{k}": v for k, v in learners.as_dict().items()}
     payload.update({f"data_{k}": np.asarray(v) for k, v in arrays.items()})
-    fd, tmp = tempfile.mkstemp(prefix=".gbmap-", suffix=".npz.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.asarray(meta), **payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path) as fh:
+        np.savez(fh, meta=np.asarray(meta), **payload)
     return path
 
 

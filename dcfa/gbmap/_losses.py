@@ -231,14 +231,14 @@ def objective(
 
 
 ############################################################################################
-# standardisation moments (chunk / merge / finalize, as the Moments of dcfa._moments)
+# standardisation moments (chunk / merge / finalize, as the Moments of dcfa.stats.moments)
 
 
 def moments_chunk(X: np.ndarray, shift: np.ndarray | None) -> dict:
     """Count, centred moments, range and non-finite count of the columns of one row chunk.
 
     The block is shifted by ``shift`` (a per-column reference from the first chunk,
-    :func:`dcfa._moments.column_shift`) first, so a column at 1e8 with a spread of 1e-5 keeps
+    :func:`dcfa.stats.kernels.column_shift`) first, so a column at 1e8 with a spread of 1e-5 keeps
     its digits; the moments are centred on the chunk mean, and :func:`moments_merge` combines
     them with the update of Chan, Golub & LeVeque (never ``sum(x**2)/n - mean**2``).
     """

@@ -36,12 +36,11 @@ from threadpoolctl import threadpool_limits
 
 from dcfa._compute import (
     SPLIT_EVERY,
-    _blas_single_threaded_if_threaded,
+    blas_single_threaded_if_threaded,
     compute,
     progress_enabled,
     tree_reduce,
 )
-from dcfa._moments import column_shift
 from dcfa.gbmap._losses import (
     Standardizer,
     chunk_sums,
@@ -53,6 +52,7 @@ from dcfa.gbmap._losses import (
     penalty_value,
     standardize,
 )
+from dcfa.stats.kernels import column_shift
 
 __all__ = [
     "ChunkedData",
@@ -205,7 +205,7 @@ def should_persist(persist, n: int, p: int) -> bool:
 
 
 def _persist(*arrays):
-    with _blas_single_threaded_if_threaded():
+    with blas_single_threaded_if_threaded():
         return dask.persist(*arrays)
 
 

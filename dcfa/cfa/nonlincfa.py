@@ -7,14 +7,17 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from dcfa._base import INPUTS, WEIGHTS_OPTIONS, BaseCFA
-from dcfa._moments import Moments
 from dcfa._validation import Interval, StrOptions
-from dcfa.executions import MODES
-from dcfa.folds import Folds, make_folds
+from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.basis import fold_parts
+from dcfa.cfa.driver import partition_moments
+from dcfa.cfa.executions import MODES
+from dcfa.cfa.folds import Folds, make_folds
+from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS
+from dcfa.cfa.rules import nonlincfa_rule
+from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
-from dcfa.partition import COMPARE, NEIGHBORHOODS, SCANS, fold_parts, partition_moments
-from dcfa.rules import nonlincfa_rule
+from dcfa.stats.moments import Moments
 
 __all__ = ["NonLinCFA", "nonlincfa", "CFA_PARAMETERS"]
 
@@ -60,7 +63,7 @@ def nonlincfa(
         Moments of ``[phi(X), y]`` for every row segment of ``folds``
         (``dcfa.moments(..., segments=folds.bounds)``).
     folds : Folds
-        From :func:`dcfa.folds.make_folds`.
+        From :func:`dcfa.cfa.folds.make_folds`.
     eps, standardize, compare, scan, shuffle, random_state
         As in :class:`NonLinCFA`.
     neighbors : sparse matrix of shape (D, D), default=None
@@ -68,7 +71,7 @@ def nonlincfa(
     progress : callable, default=None
     order : ndarray of shape (D,), default=None
         The order inputs are visited in before any shuffle (see
-        :func:`dcfa.partition.partition_moments`).
+        :func:`dcfa.cfa.driver.partition_moments`).
 
     Returns
     -------

@@ -16,7 +16,7 @@ that keep users' data safe live here, in one place:
 
 Every function takes local paths and fsspec URLs (``s3://...``, with ``storage_options``);
 object stores cannot rename, so there the rule is the final marker of
-:mod:`dcfa._objectstore` (the root metadata, written last).
+:mod:`dcfa.io.objectstore` (the root metadata, written last).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import stat
-import time
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from dcfa import _objectstore as objectstore
-from dcfa._objectstore import INCOMPLETE, is_url
+from dcfa.io import objectstore
+from dcfa.io.markers import is_stale, marker_payload
+from dcfa.io.objectstore import INCOMPLETE, is_url
 
 __all__ = [
     "INCOMPLETE",
@@ -183,32 +183,6 @@ def _real(path) -> Path | None:
     return Path(os.path.realpath(os.path.abspath(s)))
 
 
-def marker_payload(destination) -> bytes:
-    """What the marker of a temporary store says: who writes it, where, since when."""
-    return json.dumps(
-        {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "destination": str(destination),
-        }
-    ).encode()
-
-
-def is_stale(who: dict) -> bool:
-    """Whether a marker's writer is a process of this machine that no longer runs."""
-    pid = who.get("pid")
-    if who.get("host") != socket.gethostname() or not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def _cannot_write(key: str, parent, exc: OSError) -> OutputError:
     if isinstance(exc, FileNotFoundError):
         return OutputError(f"{key}: the directory {str(parent)!r} does not exist; create it first")
@@ -251,7 +225,7 @@ def atomic_store(
     rename. The marker beside the temporary directory is written before it and removed after
     the rename, so a store no marker names is complete. On any error the
     temporary directory is removed and ``path`` is left as it was. On object storage (a URL)
-    the temporary store is a prefix, published by :func:`dcfa._objectstore.staged`.
+    the temporary store is a prefix, published by :func:`dcfa.io.objectstore.staged`.
     """
     if is_url(path):
         check_replaceable(
@@ -279,6 +253,24 @@ def atomic_store(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
         marker.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator:
+    """Write one local file atomically: yields a binary file handle on a temporary file in
+    the same directory, flushed to disk and moved over ``path`` on success; on any error the
+    temporary file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _replace_dir(src: Path, dst: Path) -> None:

@@ -7,23 +7,18 @@ from numbers import Integral
 
 import numpy as np
 
-from dcfa._base import WEIGHTS_OPTIONS, BaseCFA
-from dcfa._moments import MISSING_POLICIES, Moments
-from dcfa._seedrows import ColumnMoments, RowBasis
-from dcfa._stencil import GridMoments
 from dcfa._validation import Interval, StrOptions
-from dcfa.executions import MODES, _as_dask
+from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.driver import STRATEGIES, drive, partition_moments
+from dcfa.cfa.executions import MODES, _as_dask
+from dcfa.cfa.grid_partition import grid_partition
+from dcfa.cfa.inputs import WEIGHTS_OPTIONS
+from dcfa.cfa.rules import lincfa_rule
+from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
-from dcfa.partition import (
-    COMPARE,
-    NEIGHBORHOODS,
-    SCANS,
-    STRATEGIES,
-    drive,
-    grid_partition,
-    partition_moments,
-)
-from dcfa.rules import lincfa_rule
+from dcfa.stats.columns import ColumnMoments, RowBasis
+from dcfa.stats.grid import GridMoments
+from dcfa.stats.moments import MISSING_POLICIES, Moments
 
 __all__ = ["LinCFA", "lincfa"]
 
@@ -72,7 +67,7 @@ def lincfa(
         Seed-row mode: rows computed per pass.
     order : ndarray of shape (n_features,), default=None
         The order features are visited in before any shuffle (see
-        :func:`dcfa.partition.partition_moments`); not used by the seed-row mode.
+        :func:`dcfa.cfa.driver.partition_moments`); not used by the seed-row mode.
 
     Returns
     -------

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dcfa._moments import ColumnSummary
+from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
     "GridMoments",
@@ -392,7 +392,7 @@ class GridMoments(ColumnSummary):
 
     def save(self, path, *, overwrite: bool = False):
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        from dcfa._moments import save_fields
+        from dcfa.stats.store import save_fields
 
         return save_fields(
             self, path, "GridMoments", self._ARRAYS, self._ATTRS, overwrite=overwrite
@@ -400,7 +400,7 @@ class GridMoments(ColumnSummary):
 
     @classmethod
     def load(cls, path) -> GridMoments:
-        from dcfa._moments import load_fields
+        from dcfa.stats.store import load_fields
 
         return load_fields(cls, path, "GridMoments", cls._ARRAYS, cls._ATTRS)
 

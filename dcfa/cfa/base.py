@@ -9,90 +9,26 @@ from __future__ import annotations
 
 import logging
 
-import dask.array as da
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._aggregate import aggregate, broadcast_back
-from dcfa._moments import Moments
 from dcfa._validation import (
     InputData,
-    StrOptions,
     check_n_samples,
     check_X,
     check_y,
     validate_params,
 )
-from dcfa.executions import EXECUTIONS, choose, execution_for_moments
+from dcfa.cfa.aggregate import aggregate, broadcast_back
+from dcfa.cfa.executions import EXECUTIONS, choose, execution_for_moments
+from dcfa.cfa.inputs import apply_inputs, feature_weights
+from dcfa.stats.moments import Moments
 
 __all__ = ["BaseCFA"]
 
 logger = logging.getLogger("dcfa")
-
-
-INPUTS = ("identity", "square")
-WEIGHTS_OPTIONS = [None, StrOptions({"area"}), "array-like"]
-_LATITUDES = ("lat", "latitude")
-
-
-def feature_weights(weights, inp: InputData) -> np.ndarray | None:
-    """One non-negative weight per feature for ``weights`` (None, "area" or an array)."""
-    if weights is None:
-        return None
-    layout = inp.layout
-    if isinstance(weights, str):  # "area": cos(latitude)
-        lat = None if layout is None else _latitude(layout)
-        if lat is None:
-            raise ValueError(
-                "weights: 'area' needs an xarray.DataArray X with a latitude coordinate "
-                f"({' or '.join(map(repr, _LATITUDES))}, or CF units 'degrees_north') over its "
-                "feature dims; pass one weight per feature for other inputs"
-            )
-        w = np.clip(np.cos(np.deg2rad(lat)), 0.0, None)
-    else:
-        if isinstance(weights, xr.DataArray) and layout is not None:
-            weights = weights.transpose(*layout.feature_dims)
-        w = np.asarray(weights, dtype=np.float64).ravel()
-        if w.size != inp.n_features:
-            raise ValueError(
-                f"weights: {w.size} values for {inp.n_features} features (one per feature)"
-            )
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("weights: expected finite, non-negative weights")
-    return w
-
-
-def _latitude(layout) -> np.ndarray | None:
-    """Every feature's latitude in degrees (C order over the feature dims), or None."""
-    for name, var in layout.feature_coords.items():
-        attrs = getattr(var, "attrs", {})
-        is_lat = name in _LATITUDES or attrs.get("units") in ("degrees_north", "degree_north")
-        if is_lat and set(var.dims) <= set(layout.feature_dims):
-            v = xr.Variable(var.dims, np.asarray(var.values, dtype=np.float64))
-            full = v.set_dims(dict(zip(layout.feature_dims, layout.feature_shape, strict=True)))
-            return full.transpose(*layout.feature_dims).values.ravel()
-    return None
-
-
-def apply_inputs(data, inputs):
-    """The inputs ``phi_k(x)`` of the CFA papers: ``x``, ``x**2`` or a user's elementwise function.
-
-    Lazy on Dask arrays (applied blockwise); the function must keep the shape of a block.
-    """
-    if isinstance(inputs, str) and inputs == "identity":
-        return data
-    func = np.square if isinstance(inputs, str) and inputs == "square" else inputs
-    if isinstance(data, da.Array):
-        return data.map_blocks(func, dtype=np.float64)
-    out = np.asarray(func(data))
-    if out.shape != np.shape(data):
-        raise ValueError(
-            f"inputs: the function must be elementwise (keep the shape {np.shape(data)}), "
-            f"returned shape {out.shape}"
-        )
-    return out
 
 
 class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -100,7 +36,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     Subclasses implement ``_accept()`` (their rule with its parameters bound) and, when the
     rule reads folds, ``_folds(inp)``; where the statistics come from is an execution of
-    :mod:`dcfa.executions` (``mode``), the same for every rule. Parameters ``inputs``,
+    :mod:`dcfa.cfa.executions` (``mode``), the same for every rule. Parameters ``inputs``,
     ``aggregation`` and ``standardize``, when a subclass has them, choose the inputs and how
     groups are aggregated (LinCFA: identity, mean of standardised features).
     """
@@ -178,8 +114,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_moments(self, moments, inp: InputData, Y, folds, name: str):
         if name in ("neighbors", "seed-rows"):
-            from dcfa._seedrows import ColumnMoments
-            from dcfa._stencil import GridMoments
+            from dcfa.stats.columns import ColumnMoments
+            from dcfa.stats.grid import GridMoments
 
             kind = GridMoments if name == "neighbors" else ColumnMoments
             if name == "neighbors" and isinstance(moments, list | tuple):
@@ -233,7 +169,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return None
 
     def _accept(self):
-        """The rule of :mod:`dcfa.rules` with this estimator's parameters bound."""
+        """The rule of :mod:`dcfa.cfa.rules` with this estimator's parameters bound."""
         raise NotImplementedError
 
     def execution_for(self, X) -> str:

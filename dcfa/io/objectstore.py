@@ -99,7 +99,7 @@ def staged(url: str, storage_options: dict | None = None) -> Iterator[str]:
     parent, name = path.rsplit("/", 1) if "/" in path else ("", path)
     tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}" if parent else f".{name}.tmp"
     marker = tmp + INCOMPLETE
-    from dcfa._store import marker_payload
+    from dcfa.io.markers import marker_payload
 
     fs.pipe(marker, marker_payload(url))
     try:
@@ -133,7 +133,7 @@ def _publish(fs, tmp: str, path: str) -> None:
 def remove_leftovers(url: str, storage_options: dict | None = None) -> list[str]:
     """Remove temporary prefixes of killed writes to ``url`` (marker of a process of this
     machine that no longer runs); return what was removed."""
-    from dcfa._store import is_stale
+    from dcfa.io.markers import is_stale
 
     fs, path = url_fs(url, storage_options)
     parent, name = path.rsplit("/", 1) if "/" in path else ("", path)

@@ -6,12 +6,12 @@ from numbers import Real
 
 import numpy as np
 
-from dcfa._base import BaseCFA
-from dcfa._moments import MISSING_POLICIES, Moments
-from dcfa._nonlincfa import CFA_PARAMETERS
 from dcfa._validation import Interval, StrOptions, check_y
-from dcfa.partition import partition_moments
-from dcfa.rules import genlincfa_bounded
+from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.driver import partition_moments
+from dcfa.cfa.nonlincfa import CFA_PARAMETERS
+from dcfa.cfa.rules import genlincfa_bounded
+from dcfa.stats.moments import MISSING_POLICIES, Moments
 
 __all__ = ["GenLinCFA", "genlincfa", "FAMILIES"]
 
@@ -42,7 +42,7 @@ def genlincfa(
 
     ``curvature`` is ``b''(0)`` of the family (see :data:`FAMILIES`); the other parameters are
     those of :class:`GenLinCFA`; ``order`` is the visiting order before any shuffle (see
-    :func:`dcfa.partition.partition_moments`). Returns labels, -1 for excluded features.
+    :func:`dcfa.cfa.driver.partition_moments`). Returns labels, -1 for excluded features.
     """
     return partition_moments(
         moments,

@@ -1,13 +1,13 @@
 """How a CFA fit gets its statistics: a registry of executions behind one partition driver.
 
-Every rule (LinCFA, NonLinCFA, GenLinCFA) is a function of :mod:`dcfa.rules`; what differs
+Every rule (LinCFA, NonLinCFA, GenLinCFA) is a function of :mod:`dcfa.cfa.rules`; what differs
 between executions is only where the moments of ``[group, candidate, target]`` come from:
 
 ``"full"``
     the ``(D+1) x (D+1)`` moments (one per row segment for NonLinCFA's folds): every option;
     memory O(D^2).
 ``"series"``
-    the kept features' series held in memory (:mod:`dcfa._series`): every rule and option but
+    the kept features' series held in memory (:mod:`dcfa.cfa.series`): every rule and option but
     ``strategy="greedy"`` and ``missing="pairwise"``; memory O(n D), a test O(n) per candidate.
 ``"neighbors"``
     the moments of cells near each other on an xarray grid (:func:`dcfa.grid_moments`): a
@@ -120,7 +120,7 @@ class Full(Execution):
         return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
 
     def gather(self, est, data, Y, extras):
-        from dcfa._moments import moments
+        from dcfa.stats.moments import moments
 
         folds = extras["folds"]
         missing = est.get_params(deep=False).get("missing", "exclude")
@@ -129,7 +129,8 @@ class Full(Execution):
         return moments(data, Y, segments=folds.bounds, missing=missing)
 
     def partition(self, est, stats, inp, extras):
-        from dcfa.partition import fold_parts, partition_moments
+        from dcfa.cfa.basis import fold_parts
+        from dcfa.cfa.driver import partition_moments
 
         folds = extras["folds"]
         parts, whole = ([stats], stats) if folds is None else fold_parts(stats, folds)
@@ -142,7 +143,7 @@ class Full(Execution):
         )
 
     def summary(self, stats):
-        from dcfa._moments import Moments
+        from dcfa.stats.moments import Moments
 
         return stats if isinstance(stats, Moments) else Moments.merge_all(stats)
 
@@ -159,8 +160,8 @@ class Series(Execution):
         return None
 
     def fits(self, est, inp, folds):
-        from dcfa._series import series_bytes
-        from dcfa.memory import _gib, memory_budget
+        from dcfa.cfa.series import series_bytes
+        from dcfa.memory import gib, memory_budget
 
         need = series_bytes(inp.n_samples, inp.n_features)
         budget = memory_budget()
@@ -168,7 +169,7 @@ class Series(Execution):
             return (
                 f"mode='series': the series ({inp.n_samples:,} x {inp.n_features:,} float64) "
                 "would hold "
-                f"{_gib(need)}, over the budget of {_gib(budget.driver)} ({budget.source})"
+                f"{gib(need)}, over the budget of {gib(budget.driver)} ({budget.source})"
             )
         return None
 
@@ -179,7 +180,7 @@ class Series(Execution):
     def gather(self, est, data, Y, extras, columns=None):
         import time
 
-        from dcfa._series import SeriesData
+        from dcfa.cfa.series import SeriesData
 
         t = time.perf_counter()
         folds = extras["folds"]
@@ -202,7 +203,7 @@ class Series(Execution):
         return self.gather(est, data, Y, extras, columns=moments)
 
     def partition(self, est, stats, inp, extras):
-        from dcfa.partition import drive
+        from dcfa.cfa.driver import drive
 
         return drive(
             stats.columns,
@@ -220,10 +221,10 @@ class Grid(Execution):
     name = "neighbors"
 
     def why_not(self, est, inp, folds):
-        from dcfa.neighbors import _is_radius
+        from dcfa.neighbors import is_radius
 
         p = est.get_params(deep=False)
-        if not _is_radius(p.get("neighbors")) or inp.layout is None:
+        if not is_radius(p.get("neighbors")) or inp.layout is None:
             return "neighbors", (
                 "mode='neighbors' needs an int radius and an xarray.DataArray X (its feature "
                 "dims are the grid)"
@@ -256,7 +257,7 @@ class Grid(Execution):
         }
 
     def gather(self, est, data, Y, extras):
-        from dcfa._stencil import grid_moments, segment_grid_moments
+        from dcfa.stats.grid import grid_moments, segment_grid_moments
 
         field = data.reshape((data.shape[0], *extras["grid"]))
         options = {
@@ -269,7 +270,7 @@ class Grid(Execution):
         return segment_grid_moments(field, Y[:, 0], bounds=extras["folds"].bounds, **options)
 
     def partition(self, est, stats, inp, extras):
-        from dcfa.partition import grid_partition
+        from dcfa.cfa.grid_partition import grid_partition
 
         loop = _loop(est, extras)
         segments = stats if isinstance(stats, list) else None
@@ -291,7 +292,7 @@ class Grid(Execution):
         return stats.whole if isinstance(stats, list) else stats
 
     def reuse(self, est, moments, data, Y, extras):
-        from dcfa._stencil import GridSegments
+        from dcfa.stats.grid import GridSegments
 
         return GridSegments(moments) if isinstance(moments, list | tuple) else moments
 
@@ -338,14 +339,14 @@ class SeedRows(Execution):
         return _one_row_set(self.name, p, folds)
 
     def gather(self, est, data, Y, extras):
-        from dcfa._seedrows import column_pass
+        from dcfa.stats.columns import column_pass
 
         return column_pass(_as_dask(data), Y[:, 0])
 
     def partition(self, est, stats, inp, extras):
-        from dcfa._base import apply_inputs
-        from dcfa._seedrows import RowBasis
-        from dcfa.partition import drive
+        from dcfa.cfa.driver import drive
+        from dcfa.cfa.inputs import apply_inputs
+        from dcfa.stats.columns import RowBasis
 
         data = _as_dask(apply_inputs(inp.data, est._inputs))
         batch = est.get_params(deep=False).get("row_batch", 256)
@@ -431,8 +432,8 @@ def choose(est, inp: InputData, folds) -> str:
 
 def execution_for_moments(est, inp: InputData, folds, moments) -> str:
     """The execution that reads stored ``moments`` (``fit(..., moments=...)``)."""
-    from dcfa._seedrows import ColumnMoments
-    from dcfa._stencil import GridMoments
+    from dcfa.stats.columns import ColumnMoments
+    from dcfa.stats.grid import GridMoments
 
     mode = est.get_params(deep=False).get("mode", "auto")
     if mode != "auto":

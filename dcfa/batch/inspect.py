@@ -22,16 +22,16 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     temporary store of an interrupted write, or a store on object storage without its root
     metadata (written last), is reported incomplete (a ValueError).
     """
-    from dcfa._store import incomplete_reason
-    from dcfa.io import _exists, _location, _open_zarr
+    from dcfa.io.archive import exists, location, open_zarr
+    from dcfa.io.store import incomplete_reason
 
-    path = _location(store)
-    if not _exists(path, storage_options):
+    path = location(store)
+    if not exists(path, storage_options):
         raise FileNotFoundError(f"store: no Zarr store at {store!r}")
     reason = incomplete_reason(path, storage_options)
     if reason is not None:
         raise ValueError(f"store: {escape(reason)}")
-    ds = _open_zarr(
+    ds = open_zarr(
         path, "store", **({"storage_options": storage_options} if storage_options else {})
     )
     if "dcfa_version" in ds.attrs and "region" in ds:
@@ -75,7 +75,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     if "embedding" in ds:
         lines.append(f"  GBMAP embedding {dict(ds['embedding'].sizes)}")
     if isinstance(path, Path) and (path / "moments").exists():
-        from dcfa._moments import load_moments
+        from dcfa.stats.kinds import load_moments
 
         lines.append(f"  moments: {load_moments(path / 'moments')!r}")
     if "group_target_corr" not in ds:

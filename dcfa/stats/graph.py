@@ -1,10 +1,10 @@
-"""The Dask side of :mod:`dcfa._moments`: one pass over a chunked array, tile by tile.
+"""The Dask side of :mod:`dcfa.stats.moments`: one pass over a chunked array, tile by tile.
 
 ``Z = [X, Y]`` is cut into column blocks (the feature chunks of ``X`` plus one block for the
 targets). The ``p x p`` result is assembled from the tiles ``(I, J)``, ``I <= J``, of that
 block structure. For each tile and each row chunk one task computes the moments of that row
-block of the two column blocks (:func:`dcfa._moments.chunk_exclude`); a tree of
-:func:`dcfa._moments.combine` tasks (``split_every`` inputs each) merges the row chunks. So no
+block of the two column blocks (:func:`dcfa.stats.kernels.chunk_exclude`); a tree of
+:func:`dcfa.stats.kernels.combine` tasks (``split_every`` inputs each) merges the row chunks. So no
 task holds more than a pair of input chunks and one output tile, and the memory of a worker
 does not depend on the number of rows.
 
@@ -22,8 +22,8 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from dcfa import _moments as _m
 from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
+from dcfa.stats import kernels
 
 __all__ = ["tiled_moments", "segment_rows"]
 
@@ -70,7 +70,7 @@ def tiled_moments(
     n_blocks = len(blocks)
     n_seg = len(bounds) - 1
 
-    kernel = _m.chunk_pairwise if missing == "pairwise" else _m.chunk_exclude
+    kernel = kernels.chunk_pairwise if missing == "pairwise" else kernels.chunk_exclude
     pairs = [(i, j) for i in range(n_blocks) for j in range(i, n_blocks)]
     deps = [X] if Y is None else [X, Y]
     graph, tile_name = _tile_graph(
@@ -115,7 +115,7 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
     # one reference value per column, from the first row chunk (see column_shift)
     for b in sorted({b for pair in pairs for b in pair}):
         name, idx, _ = blocks[b]
-        dsk[(tile_name, "shift", b)] = (_m.column_shift, (name, 0, idx))
+        dsk[(tile_name, "shift", b)] = (kernels.column_shift, (name, 0, idx))
     for i, j in pairs:
         per_seg: list[list] = [[] for _ in range(n_seg)]
         for r, s in enumerate(seg_of_chunk):
@@ -141,7 +141,7 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
                         level.append(group[0])
                         continue
                     key = (tile_name, "combine", next(ids))
-                    dsk[key] = (_m.combine, list(group))
+                    dsk[key] = (kernels.combine, list(group))
                     level.append(key)
                 keys = level
             dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
@@ -174,7 +174,7 @@ def _fold_chunks(dsk: dict, tile_name: str, ids, keys: list, split_every: int) -
         for key in group[1:]:
             task = dsk.pop(key)
             fold = (tile_name, "chunk", next(ids))  # still one row chunk's task
-            dsk[fold] = (_m.fold_chunk, acc, *task)
+            dsk[fold] = (kernels.fold_chunk, acc, *task)
             acc = fold
         level.append(acc)
     return level
@@ -198,7 +198,7 @@ def column_moments(X: da.Array, Y: da.Array | None, *, split_every: int | None =
         pairs = [(i, nx) for i in range(nx)] + [(nx, nx)]
     else:
         pairs = [(i, i) for i in range(nx)]
-    kernel = partial(_m.chunk_exclude, column_stats=True)
+    kernel = partial(kernels.chunk_exclude, column_stats=True)
     graph, tile = _tile_graph(
         "dcfa-columns",
         deps,
@@ -249,7 +249,7 @@ def row_moments(X: da.Array, columns: np.ndarray, *, split_every: int | None = N
         [X, B],
         blocks,
         [(i, nx) for i in range(nx)],
-        _m.chunk_exclude,
+        kernels.chunk_exclude,
         [0] * len(X.chunks[0]),
         1,
         split_every,

@@ -297,9 +297,9 @@ def run_demo(
     """Run the demo; return the path of the result store."""
     from distributed import Client
 
-    from dcfa._cluster import make_cluster
-    from dcfa._job import run_job
-    from dcfa.config import load_config
+    from dcfa.batch.cluster import make_cluster
+    from dcfa.batch.config import load_config
+    from dcfa.batch.job import run_job
     from dcfa.datasets import enso_task, write_enso_store
 
     t0 = time.perf_counter()

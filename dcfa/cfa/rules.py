@@ -239,7 +239,7 @@ class DriftBoundRule:
     (the target's ``yy``; all centred over the ``n`` rows), the candidate's are ``cc`` and
     ``cy``, and its correlation with the group, ``rho0`` when last tested, has moved by at
     most ``turned`` (the angle the group's sum has turned through since). The driver skips a
-    candidate while it is above 0 (:class:`dcfa.partition._Skips`). Calling it is the rule.
+    candidate while it is above 0 (:class:`dcfa.cfa.sequential._Skips`). Calling it is the rule.
     """
 
     margin: object  # PairMoments -> ndarray of margins

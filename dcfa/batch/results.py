@@ -1,4 +1,4 @@
-"""Apply a fitted result to new data: :func:`load_result` and ``dcfa apply``.
+"""A fitted result, loaded to be applied to new data: :func:`load_result`.
 
 A result store written by ``dcfa fit`` holds everything needed to compute its region series
 for other months: the preprocessing (``climatology``, ``spread``), every cell's place in the
@@ -6,31 +6,25 @@ reduction (``cell_index``, ``cell_scale``, ``cell_centre``, ``region``), the job
 configuration (variables, sample dim, method parameters) and, with a GBMAP, its learners and
 input standardisation. :func:`load_result` turns that into a :class:`FittedResult` whose
 ``transform`` runs the job's own steps lazily (the job's trailing windows and lags,
-``dcfa._job._time_scales``, then :func:`dcfa.io.plan_chunks`,
+``dcfa.batch.job._time_scales``, then :func:`dcfa.io.plan_chunks`,
 :func:`dcfa.io.apply_preprocessing`, the job's stacking of the cells, and
-:func:`dcfa._aggregate.aggregate` with the stored weights), so a result applied to its own
-training months gives its ``features`` exactly. :func:`apply_result` (``dcfa apply``) checks
-an archive against the result (grid, variables, calendar months of the climatology) and
-writes the series, and the GBMAP embedding and prediction, to a new store, atomically, never
-over, into or around its inputs (:mod:`dcfa._store`).
+:func:`dcfa.cfa.aggregate.aggregate` with the stored weights), so a result applied to its own
+training months gives its ``features`` exactly. ``dcfa apply`` is :mod:`dcfa.batch.apply`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
-import time as _time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import xarray as xr
 
 from dcfa import io
-
-__all__ = ["FittedResult", "load_result", "apply_result"]
+from dcfa.io.archive import exists as store_exists
+from dcfa.io.archive import location, open_zarr, select_time
+from dcfa.io.calendars import calendar_of
 
 # how errors name the arguments: the Python API's parameters, or the command line's
 PYTHON_NAMES = {
@@ -40,13 +34,8 @@ PYTHON_NAMES = {
     "time": "time",
     "overwrite": "pass overwrite=True",
 }
-CLI_NAMES = {
-    "result": "RESULT",
-    "archive": "ARCHIVE",
-    "output": "--output",
-    "time": "--time",
-    "overwrite": "pass --overwrite",
-}
+
+
 # the [input] keys whose effect ``apply`` reproduces; any other key set to a value that is not
 # its default (a feature of a later dcfa) makes the result one ``apply`` cannot reproduce
 _INPUT_KEYS = frozenset(
@@ -63,8 +52,9 @@ _INPUT_KEYS = frozenset(
         "aggregate",
     }
 )
+
+
 _TIME_SCALE_KEYS = ("windows", "lags", "aggregate")  # what ``_time_scales`` reads of [input]
-_APPLIED = "region series"  # the dcfa_kind of the stores apply writes
 
 
 @dataclass
@@ -93,7 +83,7 @@ class FittedResult:
         The result's attributes (provenance).
     time_scales : dict
         The job's ``input.windows``, ``input.lags`` and ``input.aggregate``: ``transform``
-        computes them (``dcfa._job._time_scales``) before anything else, so a field is given
+        computes them (``dcfa.batch.job._time_scales``) before anything else, so a field is given
         as the archive stores it and the result's ``window`` / ``lag`` dims are made here.
     lead : int
         The job's ``target.lead``: the features (and the GBMAP's prediction) of sample ``t``
@@ -160,11 +150,11 @@ class FittedResult:
         :func:`dcfa.io.open_archive` gives (the variables along a ``variable`` dim when there
         are several), on the result's grid (without the ``window`` / ``lag`` dims: those are
         made here). The job's steps are applied in its order: its trailing windows and lags
-        (``dcfa._job._time_scales``; the first ``history`` samples, whose windows or lags
+        (``dcfa.batch.job._time_scales``; the first ``history`` samples, whose windows or lags
         reach before the field's start, are dropped), chunks planned
         (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
         (:func:`dcfa.io.apply_preprocessing`), the cells taken in the reduction's order, and
-        :func:`dcfa._aggregate.aggregate` with the stored weights. Nothing is computed for a
+        :func:`dcfa.cfa.aggregate.aggregate` with the stored weights. Nothing is computed for a
         Dask-backed field. The result store keeps these values as float32.
 
         ``time = (start, stop)`` keeps the samples between these labels (inclusive), selected
@@ -196,9 +186,9 @@ class FittedResult:
         return self.gbmap
 
     def _series(self, field: xr.DataArray) -> xr.DataArray:
-        from dcfa._aggregate import aggregate
-        from dcfa._base import apply_inputs
-        from dcfa._job import _cells_with_data
+        from dcfa.batch.job import _cells_with_data
+        from dcfa.cfa.aggregate import aggregate
+        from dcfa.cfa.inputs import apply_inputs
         from dcfa.stacking import stack_features
 
         dim = self.sample_dim
@@ -316,9 +306,9 @@ class FittedResult:
                 )
 
     def _time_scaled(self, field: xr.DataArray, names: dict, time) -> xr.DataArray:
-        """The job's windows and lags of ``field`` (``dcfa._job._time_scales``), then the
+        """The job's windows and lags of ``field`` (``dcfa.batch.job._time_scales``), then the
         samples of ``time``: each selected sample's windows and lags from the ones before."""
-        from dcfa._job import _time_scales
+        from dcfa.batch.job import _time_scales
 
         key, dim, need = names["archive"], self.sample_dim, self.history
         n = field.sizes[dim]
@@ -338,7 +328,7 @@ class FittedResult:
                 raise ValueError(f"{names['time']}: expected START END, got {got!r}")
             where = str(field.attrs.get("source", key))
             position = xr.DataArray(np.arange(n), dims=dim, coords={dim: field[dim].variable})
-            chosen = io.select_time(position, time, sample_dim=dim, key=names["time"], where=where)
+            chosen = select_time(position, time, sample_dim=dim, key=names["time"], where=where)
             first, last = int(chosen.values[0]), int(chosen.values[-1])
             if first < need:
                 raise ValueError(
@@ -367,7 +357,7 @@ class FittedResult:
         if clim is None:
             return
         key = names["archive"]
-        if io._calendar(coord) is None:
+        if calendar_of(coord) is None:
             raise ValueError(
                 f"{key}: its sample coordinate {coord.name!r} holds {coord.dtype} values, not "
                 "dates; the result's monthly climatology needs dates"
@@ -419,10 +409,6 @@ def _date(value) -> str:
     return text[:10] if len(text) >= 10 else text
 
 
-############################################################################################
-# loading
-
-
 def load_result(path, storage_options: dict | None = None, *, _key: str = "result"):
     """The fitted result of ``dcfa fit`` at ``path``, ready to apply to other months.
 
@@ -438,17 +424,17 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         for Dask), ``embedding`` / ``predict`` the GBMAP's (when the result holds one);
         ``gbmap`` is the fitted GBMAP estimator.
     """
-    from dcfa._store import incomplete_reason
+    from dcfa.io.store import incomplete_reason
 
-    loc = io._location(path)
+    loc = location(path)
     key = _key
-    if not io._exists(loc, storage_options):
+    if not store_exists(loc, storage_options):
         raise FileNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
     reason = incomplete_reason(loc, storage_options)
     if reason is not None:
         raise ValueError(f"{key}: {reason}")
     so = {"storage_options": storage_options} if storage_options and isinstance(loc, str) else {}
-    ds = io._open_zarr(loc, key, **so)
+    ds = open_zarr(loc, key, **so)
     if ds.attrs.get("dcfa_kind") != "result" or "region" not in ds:
         raise ValueError(
             f"{key}: {str(loc)!r} is not a result of dcfa fit (no dcfa_kind = 'result' "
@@ -492,7 +478,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         climatology=small["climatology"] if "climatology" in small else None,
         std=small["spread"] if "spread" in small else None,
     )
-    from dcfa._job import build_estimator
+    from dcfa.batch.job import build_estimator
 
     estimator = build_estimator(config.method)
     estimator.set_params(sample_dim=dim)
@@ -523,8 +509,8 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
 
 
 def _config_of(ds: xr.Dataset, key: str, loc):
-    """The job's configuration, every default filled in (:func:`dcfa.config.load_config`)."""
-    from dcfa.config import _SCHEMA, ConfigError, load_config
+    """The job's configuration, every default filled in (:func:`dcfa.batch.config.load_config`)."""
+    from dcfa.batch.config import _SCHEMA, ConfigError, load_config
 
     try:
         raw = json.loads(ds.attrs["config"])
@@ -560,7 +546,7 @@ def _gbmap_of(ds: xr.Dataset, sample_dim: str):
             "to apply it"
         )
     from dcfa import GBMAPClassifier, GBMAPRegressor
-    from dcfa.gbmap._losses import Standardizer
+    from dcfa.gbmap import Standardizer
 
     info = json.loads(ds.attrs["gbmap_fitted"])
     cls = {"GBMAPRegressor": GBMAPRegressor, "GBMAPClassifier": GBMAPClassifier}.get(
@@ -598,215 +584,3 @@ def _gbmap_of(ds: xr.Dataset, sample_dim: str):
     if "classes" in info:
         model.classes_ = np.asarray(info["classes"])
     return model, None
-
-
-############################################################################################
-# applying
-
-
-def apply_result(
-    result,
-    archive,
-    output,
-    *,
-    overwrite: bool = False,
-    time=None,
-    storage_options: dict | None = None,
-    echo=print,
-    _names: dict | None = None,
-):
-    """Compute a fitted result's region series for the samples of ``archive``; write them.
-
-    The archive is opened as the job opened its input (:func:`dcfa.io.open_archive` with the
-    result's variables and sample dim) and checked before anything is computed: the same grid
-    (dims, sizes, coordinate values), every variable, and, with anomalies, every calendar
-    month of its samples in the result's climatology; a ValueError names what differs. The
-    output must not be, contain or lie inside the result or the archive, and ``overwrite``
-    replaces only an earlier output of ``apply_result``.
-
-    Parameters
-    ----------
-    result : str, path-like or FittedResult
-        A store written by ``dcfa fit`` (or :func:`load_result`'s value).
-    archive : str or path-like
-        A Zarr store with the result's variables on its grid: other months, or the training
-        archive with months appended.
-    output : str or path-like
-        The store to write: ``features`` ``(sample_dim, group)`` float32, and with a GBMAP
-        ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
-        ``decision_function`` for a classifier); attributes name the result and the archive.
-    time : (start, stop), optional
-        Only the samples between these labels (inclusive), selected after the result's
-        windows and lags are computed: the archive must hold the ``history`` samples before
-        the first one (:meth:`FittedResult.transform`).
-    storage_options : dict, optional
-        fsspec options for URLs (the result, the archive and the output).
-
-    Returns
-    -------
-    The output's path (a Path, or the URL).
-    """
-    from dcfa._store import check_apart, check_writable
-
-    t0 = _time.perf_counter()
-    names = _names or PYTHON_NAMES
-    so = storage_options or None
-    out = io._location(output)
-    out = out if isinstance(out, str) else Path(os.path.abspath(out))
-    result_path = result.path if isinstance(result, FittedResult) else os.fspath(result)
-    check_apart(
-        output,
-        {names["result"]: result_path, names["archive"]: os.fspath(archive)},
-        names["output"],
-    )
-    _check_replaceable(io._location(output), overwrite, names, so)  # named as given
-    check_writable(out, names["output"], so)
-    fitted = (
-        result
-        if isinstance(result, FittedResult)
-        else load_result(result, so, _key=names["result"])
-    )
-    field = _open(fitted, archive, names, so)
-    # the windows and lags first, then the samples of time (they reach back before it)
-    features = fitted.transform(field, time=time, _names=names)
-    dim = fitted.sample_dim
-    data = {"features": features.astype("float32").rename(None)}
-    data["features"].attrs = dict(features.attrs)
-    gbmap = fitted.gbmap
-    if gbmap is not None:
-        embedding = gbmap.transform(features).rename(None)
-        data["embedding"] = embedding.astype("float32")
-        data["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
-        if hasattr(gbmap, "classes_"):
-            data["decision_function"] = gbmap.decision_function(features).rename(None)
-            data["decision_function"].attrs = {"long_name": "GBMAP score (logit)"}
-        data["prediction"] = gbmap.predict(features).rename(None)
-        data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
-    elif fitted.gbmap_missing:
-        echo(f"      note: the GBMAP is not applied: {fitted.gbmap_missing}")
-    span = io._span(features[dim], io._calendar(features[dim]), "exact")
-    n_samples = int(features.sizes[dim])
-    attrs = {
-        "dcfa_version": _version(),
-        "result": fitted.path,
-        "archive": str(io._location(archive)),
-        "method": fitted.method,
-        "variables": json.dumps(fitted.variables),
-        "samples": span,
-        "n_samples": n_samples,
-        "n_groups": fitted.n_groups,
-        # the predictors of sample t; the target they (and the prediction) are for: t + lead
-        "lead": fitted.lead,
-        "windows": json.dumps(fitted.windows),
-        "lags": json.dumps(fitted.lags),
-    }
-    if time is not None:
-        attrs["time"] = json.dumps([str(t) for t in time])
-    dataset = xr.Dataset(data, attrs=attrs)
-    echo(
-        f"[1/2] {fitted.path}: {fitted.method}, {fitted.n_groups} groups"
-        + (f", GBMAP of {gbmap.coef_.shape[0]} learners" if gbmap is not None else "")
-        + f"; {io._location(archive)}: {fitted.variables}, {span}"
-        + (
-            f"; windows {fitted.windows}, lags {fitted.lags} (each sample needs the "
-            f"{fitted.history} before it)"
-            if fitted.added_dims
-            else ""
-        )
-        + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
-    )
-    _write(out, dataset, overwrite, names, so)
-    written = xr.open_zarr(out, **({"storage_options": so} if so and isinstance(out, str) else {}))
-    gaps = int(written["features"].isnull().any("group").sum())
-    echo(
-        f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
-        + (f" ({gaps} samples with a missing group value)" if gaps else "")
-        + f" in {_time.perf_counter() - t0:.1f} s"
-    )
-    return out
-
-
-def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
-    """The archive's variables as the job opens its input (every sample: ``time`` is
-    selected after the windows and lags, by :meth:`FittedResult.transform`)."""
-    key = names["archive"]
-    loc = io._location(archive)
-    if not io._exists(loc, so):
-        raise FileNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
-    so = so if isinstance(loc, str) else None  # fsspec options are for URLs
-    ds = io._open_zarr(loc, key, chunks={}, **({"storage_options": so} if so else {}))
-    missing = [v for v in fitted.variables if v not in ds.data_vars]
-    if missing:
-        raise ValueError(
-            f"{key}: variable(s) {missing} of the result are not in {str(loc)!r} (it has "
-            f"{sorted(map(str, ds.data_vars))})"
-        )
-    for v in fitted.variables:
-        dims = tuple(ds[v].dims)
-        if fitted.sample_dim not in dims:
-            raise ValueError(
-                f"{key}: {v!r} has dims {dims}, without the result's sample dim "
-                f"{fitted.sample_dim!r}"
-            )
-        grid = tuple(d for d in dims if d != fitted.sample_dim)
-        expect = fitted.archive_grid
-        if len(fitted.variables) > 1:  # open_archive stacks them along "variable"
-            expect = tuple(d for d in expect if d != "variable")
-        if set(grid) != set(expect):
-            raise ValueError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
-    try:
-        field = io.open_archive(
-            loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so
-        )
-    except ValueError as exc:  # messages of the job's keys, about this archive
-        text = str(exc)
-        for prefix in ("input.variables: ", "input.store: "):
-            text = text.removeprefix(prefix)
-        raise ValueError(f"{key}: {text}") from None
-    return field
-
-
-def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
-    """A new path, or with ``overwrite`` an earlier output of apply (never a result, never a
-    store or file that dcfa did not write, never through a symbolic link)."""
-    from dcfa._store import OutputError, check_replaceable, dcfa_kind
-
-    key = names["output"]
-    link = isinstance(out, Path) and out.is_symlink()
-    exists = io._exists(out, so) if isinstance(out, str) else out.exists()
-    if exists and not link:
-        if not overwrite:
-            raise OutputError(
-                f"{key}: {str(out)!r} exists; {names['overwrite']} to replace it, or choose another"
-            )
-        kind = dcfa_kind(out, so)
-        if kind not in (None, _APPLIED, "incomplete"):
-            raise OutputError(
-                f"{key}: {str(out)!r} is a dcfa {kind} store, not an output of apply; "
-                "overwrite replaces only those. Choose another path"
-            )
-    check_replaceable(out, overwrite=overwrite, key=key, kinds=(_APPLIED,), storage_options=so)
-
-
-def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
-    """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
-    from dcfa._compute import compute
-    from dcfa._store import atomic_store
-
-    kw = {"storage_options": so} if isinstance(out, str) and so else {}
-    dataset = io._uniform_chunks(dataset)
-    dataset.attrs = {
-        **dataset.attrs,
-        "dcfa_kind": _APPLIED,
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
-    with atomic_store(
-        out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
-    ) as tmp:
-        compute(io.to_zarr(dataset, tmp, mode="a", compute=False, **kw))
-
-
-def _version() -> str:
-    from dcfa import __version__
-
-    return __version__

@@ -8,7 +8,7 @@ purge ``gap``), the partition is computed **from the training months only** and 
 target on its group series is fitted on the same months and scored (R^2) on the test months.
 No statistic of a test month enters the partition or the OLS of its fold.
 
-Everything comes from one gather of the data (the series execution, :mod:`dcfa._series`):
+Everything comes from one gather of the data (the series execution, :mod:`dcfa.cfa.series`):
 the series are centred per row segment, and the segments include every fold's bounds, so the
 moments of any fold's rows are exact merges of segments — no refit, no second pass. The path
 (groups and CV skill per tolerance) is kept in ``cv_path_``, so a smaller map can be chosen at
@@ -26,19 +26,19 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
 
-from dcfa._base import apply_inputs, feature_weights
-from dcfa._genlincfa import GenLinCFA
-from dcfa._nonlincfa import NonLinCFA
 from dcfa._validation import (
     Interval,
     check_n_samples,
     check_X,
     validate_params,
 )
-from dcfa.executions import _grid, _loop
-from dcfa.folds import make_folds
-from dcfa.partition import drive
-from dcfa.rules import genlincfa_bounded, nonlincfa_rule
+from dcfa.cfa.driver import drive
+from dcfa.cfa.executions import _grid, _loop
+from dcfa.cfa.folds import make_folds
+from dcfa.cfa.genlincfa import GenLinCFA
+from dcfa.cfa.inputs import apply_inputs, feature_weights
+from dcfa.cfa.nonlincfa import NonLinCFA
+from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_rule
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -89,8 +89,8 @@ class _TolerancePath:
         -------
         self
         """
-        from dcfa._series import SeriesData
-        from dcfa.executions import EXECUTIONS
+        from dcfa.cfa.executions import EXECUTIONS
+        from dcfa.cfa.series import SeriesData
 
         validate_params(self)
         if self.mode not in ("auto", "series"):
@@ -204,7 +204,7 @@ class _TolerancePath:
     def execution_for(self, X) -> str:
         """Always ``"series"``: the path reads every fold's moments from the series (raises
         :class:`dcfa.MemoryBudgetError` when they do not fit the budget)."""
-        from dcfa.executions import EXECUTIONS
+        from dcfa.cfa.executions import EXECUTIONS
 
         validate_params(self)
         inp = check_X(X, sample_dim=self.sample_dim)

@@ -3,7 +3,7 @@
 Every check that needs no pass over the data comes first (the output path, stores, variables,
 dims, dtypes, target, overlap, estimator parameters, memory), so a bad job exits before it
 writes anything; the output must not be, contain or lie inside an input, and it replaces only
-an earlier dcfa result (:mod:`dcfa._store`).
+an earlier dcfa result (:mod:`dcfa.io.store`).
 Then, on the cluster:
 
 1. preprocessing pass: which cells hold data, the seasonal cycle, the spread;
@@ -12,7 +12,7 @@ Then, on the cluster:
 4. the result store (a third pass computes the reduced features), written atomically.
 
 Finished passes are kept in ``<output>.work/`` with the identity of the configuration, the
-input store's content and the target's values (:mod:`dcfa._workdir`), so a killed job rerun
+input store's content and the target's values (:mod:`dcfa.batch.workdir`), so a killed job rerun
 with ``--resume`` skips them, and only when nothing they depend on changed; the directory is
 removed once the result is written, or when the job stops on bad input.
 """
@@ -30,9 +30,12 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._store import check_apart, check_replaceable, check_writable
-from dcfa._workdir import WorkDir, job_identity
-from dcfa.config import ConfigError, JobConfig
+from dcfa.batch.config import ConfigError, JobConfig
+from dcfa.batch.workdir import WorkDir, job_identity
+from dcfa.io.archive import location, open_zarr
+from dcfa.io.preprocess import preprocessing_pass
+from dcfa.io.result import provenance
+from dcfa.io.store import check_apart, check_replaceable, check_writable
 
 __all__ = ["run_job", "build_estimator", "build_gbmap"]
 
@@ -111,7 +114,7 @@ def run_job(
     t0 = time.perf_counter()
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
-    out = io._location(output or config.output["store"])
+    out = location(output or config.output["store"])
     out = out if isinstance(out, str) else Path(os.path.abspath(out))
     work = _work_dir(out, config.output["work_dir"])
     _check_output(out, work, config)
@@ -165,7 +168,7 @@ def run_job(
     workdir.remove()
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
     so = config.output["storage_options"]
-    opened = io._open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
+    opened = open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
     _print_groups(opened, echo)  # from the store: no second pass
     return out
 
@@ -299,7 +302,7 @@ def _run_passes(
     grid = [d for d in field.dims if d != dim]
     work = workdir.path
 
-    from dcfa._cluster import open_client
+    from dcfa.batch.cluster import open_client
 
     with open_client(config.cluster, scheduler) as client:
         echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
@@ -321,7 +324,7 @@ def _run_passes(
             echo("[2/5] preprocessing: reused from the interrupted run")
         else:
             t = time.perf_counter()
-            prep, moments = io.preprocessing_pass(
+            prep, moments = preprocessing_pass(
                 field,
                 target.values if request else None,
                 sample_dim=dim,
@@ -404,7 +407,7 @@ def _run_passes(
             features=features,
             embedding=embedding,
             gbmap=gbmap,
-            attrs=io.provenance(
+            attrs=provenance(
                 config.raw,
                 method=type(estimator).__name__,
                 params=config.method["params"],
@@ -489,7 +492,7 @@ def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:
     """What applying the result to new months needs, on the grid: the preprocessing (the
     climatology and spread the features were computed with) and every cell's place in the
     reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
-    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa._aggregate.aggregate`)."""
+    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`)."""
 
     def on_grid(values, fill, name, attrs):
         grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
@@ -551,7 +554,7 @@ def _save_moments(work: Path, estimator) -> None:
 
 
 def _load_moments(workdir: WorkDir):
-    from dcfa._moments import load_moments
+    from dcfa.stats.kinds import load_moments
 
     path = workdir.reuse("moments")
     if path is None:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dcfa._store import OutputError, tree_digest
-from dcfa.config import ConfigError
+from dcfa.batch.config import ConfigError
+from dcfa.io.store import OutputError, atomic_file, tree_digest
 
 __all__ = ["WorkDir", "job_identity"]
 
@@ -42,7 +42,7 @@ def _hash(obj) -> str:
 def store_identity(path: str | os.PathLike, storage_options: dict | None = None) -> str:
     """Every file of a store: relative path, size, modification time (no content read); on
     object storage every object's key, size and ETag."""
-    from dcfa._objectstore import is_url, listing
+    from dcfa.io.objectstore import is_url, listing
 
     if is_url(path):
         return _hash([os.fspath(path), listing(os.fspath(path), storage_options)])
@@ -163,9 +163,8 @@ class WorkDir:
         return None
 
     def _write_stamp(self) -> None:
-        tmp = self.path / f".{_STAMP}.tmp"
-        tmp.write_text(json.dumps({"identity": self.identity, "passes": self.passes}))
-        os.replace(tmp, self.path / _STAMP)
+        with atomic_file(self.path / _STAMP) as fh:
+            fh.write(json.dumps({"identity": self.identity, "passes": self.passes}).encode())
 
     def reuse(self, name: str) -> Path | None:
         """``work/name`` if a finished pass left it and its content is what was recorded."""

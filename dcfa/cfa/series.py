@@ -10,7 +10,7 @@ cells next to it, so a fit costs O(n) per test, linear in the grid's size. It gi
 partition for every rule and option (``compare``, ``scan``, ``neighborhood="group"``, folds),
 up to rounding in the last digits of the moments.
 
-Two passes over the data: the per-column statistics (:func:`dcfa._seedrows.column_pass`,
+Two passes over the data: the per-column statistics (:func:`dcfa.stats.columns.column_pass`,
 which decide exclusions as the dense moments do), then the kept columns' series.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa._seedrows import ColumnMoments
-from dcfa.rules import PairMoments
+from dcfa.cfa.rules import PairMoments
+from dcfa.stats.columns import ColumnMoments
 
 __all__ = ["SeriesData", "SeriesBasis", "load_series", "series_bytes"]
 
@@ -44,14 +44,14 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
     if not isinstance(data, da.Array):
         out[:] = np.asarray(data[:, cols], dtype=np.float64).T
         return out
-    from dcfa._compute import _active_client, compute
+    from dcfa._compute import active_client, compute
 
-    client = _active_client()
+    client = active_client()
     if client is None:
         sub = data[:, cols] if cols.size < data.shape[1] else data
-        from dcfa._compute import _blas_single_threaded_if_threaded
+        from dcfa._compute import blas_single_threaded_if_threaded
 
-        with _blas_single_threaded_if_threaded():
+        with blas_single_threaded_if_threaded():
             compute(da.store(sub.astype(np.float64), out.T, lock=False, compute=False))
         return out
     from distributed import as_completed
@@ -120,7 +120,7 @@ class SeriesData:
         """The two passes: column statistics (unless given), then the kept columns' series."""
         import dask.array as da
 
-        from dcfa._seedrows import column_pass
+        from dcfa.stats.columns import column_pass
 
         n = data.shape[0]
         if columns is None:
@@ -201,7 +201,7 @@ class SeriesData:
 
 
 class SeriesBasis:
-    """What :func:`dcfa.partition.sequential_partition` reads, from series in memory.
+    """What :func:`dcfa.cfa.sequential.sequential_partition` reads, from series in memory.
 
     Exposes ``n_features`` and :meth:`open_group`; a group's tests are computed from its
     aggregate's series (see the module docstring), merged into the row sets ``parts``.

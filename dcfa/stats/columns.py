@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa._moments import ColumnSummary
+from dcfa.stats.summary import ColumnSummary
 
 __all__ = ["ColumnMoments", "RowBasis", "column_pass"]
 
@@ -52,7 +52,7 @@ class ColumnMoments(ColumnSummary):
 
     def save(self, path, *, overwrite: bool = False):
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        from dcfa._moments import save_fields
+        from dcfa.stats.store import save_fields
 
         return save_fields(
             self, path, "ColumnMoments", self._ARRAYS, self._ATTRS, overwrite=overwrite
@@ -60,7 +60,7 @@ class ColumnMoments(ColumnSummary):
 
     @classmethod
     def load(cls, path) -> ColumnMoments:
-        from dcfa._moments import load_fields
+        from dcfa.stats.store import load_fields
 
         return load_fields(cls, path, "ColumnMoments", cls._ARRAYS, cls._ATTRS)
 
@@ -73,7 +73,7 @@ def column_pass(X, y) -> ColumnMoments:
     import dask.array as da
 
     from dcfa._compute import compute
-    from dcfa._graph import column_moments
+    from dcfa.stats.graph import column_moments
 
     y = np.asarray(y, dtype=np.float64).reshape(-1, 1)
     Y = da.from_array(y, chunks=(X.chunks[0], 1))
@@ -90,7 +90,7 @@ def column_pass(X, y) -> ColumnMoments:
 
 
 class RowBasis:
-    """A :class:`~dcfa.partition.Basis` whose rows are computed when a seed needs them.
+    """A :class:`~dcfa.cfa.basis.Basis` whose rows are computed when a seed needs them.
 
     Basis column ``k`` is feature ``cols[k]`` of ``X`` times ``scale[k]``; the last column is the
     target. :meth:`prefetch` is told which features may open the next groups;
@@ -133,7 +133,7 @@ class RowBasis:
 
     def _fetch(self, j: int) -> None:
         from dcfa._compute import compute
-        from dcfa._graph import row_moments
+        from dcfa.stats.graph import row_moments
 
         batch = [j] + [int(k) for k in self._upcoming if k != j][: self.batch_size - 1]
         features = self.cols[batch]

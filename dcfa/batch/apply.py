@@ -1,0 +1,243 @@
+"""``dcfa apply``: a fitted result's region series for other months, written to a new store.
+
+:func:`apply_result` checks an archive against a result loaded by
+:func:`~dcfa.batch.results.load_result` (grid, variables, calendar months of the climatology)
+and writes the series, and the GBMAP embedding and prediction, to a new store, atomically,
+never over, into or around its inputs (:mod:`dcfa.io.store`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time as _time
+from pathlib import Path
+
+import xarray as xr
+
+from dcfa import io
+from dcfa.batch.results import PYTHON_NAMES, FittedResult, load_result
+from dcfa.io.archive import exists as store_exists
+from dcfa.io.archive import location, open_zarr
+from dcfa.io.calendars import calendar_of, date_span
+from dcfa.io.result import to_zarr, uniform_chunks
+
+CLI_NAMES = {
+    "result": "RESULT",
+    "archive": "ARCHIVE",
+    "output": "--output",
+    "time": "--time",
+    "overwrite": "pass --overwrite",
+}
+
+
+_APPLIED = "region series"  # the dcfa_kind of the stores apply writes
+
+
+def apply_result(
+    result,
+    archive,
+    output,
+    *,
+    overwrite: bool = False,
+    time=None,
+    storage_options: dict | None = None,
+    echo=print,
+    _names: dict | None = None,
+):
+    """Compute a fitted result's region series for the samples of ``archive``; write them.
+
+    The archive is opened as the job opened its input (:func:`dcfa.io.open_archive` with the
+    result's variables and sample dim) and checked before anything is computed: the same grid
+    (dims, sizes, coordinate values), every variable, and, with anomalies, every calendar
+    month of its samples in the result's climatology; a ValueError names what differs. The
+    output must not be, contain or lie inside the result or the archive, and ``overwrite``
+    replaces only an earlier output of ``apply_result``.
+
+    Parameters
+    ----------
+    result : str, path-like or FittedResult
+        A store written by ``dcfa fit`` (or :func:`load_result`'s value).
+    archive : str or path-like
+        A Zarr store with the result's variables on its grid: other months, or the training
+        archive with months appended.
+    output : str or path-like
+        The store to write: ``features`` ``(sample_dim, group)`` float32, and with a GBMAP
+        ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
+        ``decision_function`` for a classifier); attributes name the result and the archive.
+    time : (start, stop), optional
+        Only the samples between these labels (inclusive), selected after the result's
+        windows and lags are computed: the archive must hold the ``history`` samples before
+        the first one (:meth:`FittedResult.transform`).
+    storage_options : dict, optional
+        fsspec options for URLs (the result, the archive and the output).
+
+    Returns
+    -------
+    The output's path (a Path, or the URL).
+    """
+    from dcfa.io.store import check_apart, check_writable
+
+    t0 = _time.perf_counter()
+    names = _names or PYTHON_NAMES
+    so = storage_options or None
+    out = location(output)
+    out = out if isinstance(out, str) else Path(os.path.abspath(out))
+    result_path = result.path if isinstance(result, FittedResult) else os.fspath(result)
+    check_apart(
+        output,
+        {names["result"]: result_path, names["archive"]: os.fspath(archive)},
+        names["output"],
+    )
+    _check_replaceable(location(output), overwrite, names, so)  # named as given
+    check_writable(out, names["output"], so)
+    fitted = (
+        result
+        if isinstance(result, FittedResult)
+        else load_result(result, so, _key=names["result"])
+    )
+    field = _open(fitted, archive, names, so)
+    # the windows and lags first, then the samples of time (they reach back before it)
+    features = fitted.transform(field, time=time, _names=names)
+    dim = fitted.sample_dim
+    data = {"features": features.astype("float32").rename(None)}
+    data["features"].attrs = dict(features.attrs)
+    gbmap = fitted.gbmap
+    if gbmap is not None:
+        embedding = gbmap.transform(features).rename(None)
+        data["embedding"] = embedding.astype("float32")
+        data["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
+        if hasattr(gbmap, "classes_"):
+            data["decision_function"] = gbmap.decision_function(features).rename(None)
+            data["decision_function"].attrs = {"long_name": "GBMAP score (logit)"}
+        data["prediction"] = gbmap.predict(features).rename(None)
+        data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
+    elif fitted.gbmap_missing:
+        echo(f"      note: the GBMAP is not applied: {fitted.gbmap_missing}")
+    span = date_span(features[dim], calendar_of(features[dim]), "exact")
+    n_samples = int(features.sizes[dim])
+    attrs = {
+        "dcfa_version": _version(),
+        "result": fitted.path,
+        "archive": str(location(archive)),
+        "method": fitted.method,
+        "variables": json.dumps(fitted.variables),
+        "samples": span,
+        "n_samples": n_samples,
+        "n_groups": fitted.n_groups,
+        # the predictors of sample t; the target they (and the prediction) are for: t + lead
+        "lead": fitted.lead,
+        "windows": json.dumps(fitted.windows),
+        "lags": json.dumps(fitted.lags),
+    }
+    if time is not None:
+        attrs["time"] = json.dumps([str(t) for t in time])
+    dataset = xr.Dataset(data, attrs=attrs)
+    echo(
+        f"[1/2] {fitted.path}: {fitted.method}, {fitted.n_groups} groups"
+        + (f", GBMAP of {gbmap.coef_.shape[0]} learners" if gbmap is not None else "")
+        + f"; {location(archive)}: {fitted.variables}, {span}"
+        + (
+            f"; windows {fitted.windows}, lags {fitted.lags} (each sample needs the "
+            f"{fitted.history} before it)"
+            if fitted.added_dims
+            else ""
+        )
+        + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
+    )
+    _write(out, dataset, overwrite, names, so)
+    written = xr.open_zarr(out, **({"storage_options": so} if so and isinstance(out, str) else {}))
+    gaps = int(written["features"].isnull().any("group").sum())
+    echo(
+        f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
+        + (f" ({gaps} samples with a missing group value)" if gaps else "")
+        + f" in {_time.perf_counter() - t0:.1f} s"
+    )
+    return out
+
+
+def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
+    """The archive's variables as the job opens its input (every sample: ``time`` is
+    selected after the windows and lags, by :meth:`FittedResult.transform`)."""
+    key = names["archive"]
+    loc = location(archive)
+    if not store_exists(loc, so):
+        raise FileNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
+    so = so if isinstance(loc, str) else None  # fsspec options are for URLs
+    ds = open_zarr(loc, key, chunks={}, **({"storage_options": so} if so else {}))
+    missing = [v for v in fitted.variables if v not in ds.data_vars]
+    if missing:
+        raise ValueError(
+            f"{key}: variable(s) {missing} of the result are not in {str(loc)!r} (it has "
+            f"{sorted(map(str, ds.data_vars))})"
+        )
+    for v in fitted.variables:
+        dims = tuple(ds[v].dims)
+        if fitted.sample_dim not in dims:
+            raise ValueError(
+                f"{key}: {v!r} has dims {dims}, without the result's sample dim "
+                f"{fitted.sample_dim!r}"
+            )
+        grid = tuple(d for d in dims if d != fitted.sample_dim)
+        expect = fitted.archive_grid
+        if len(fitted.variables) > 1:  # open_archive stacks them along "variable"
+            expect = tuple(d for d in expect if d != "variable")
+        if set(grid) != set(expect):
+            raise ValueError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
+    try:
+        field = io.open_archive(
+            loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so
+        )
+    except ValueError as exc:  # messages of the job's keys, about this archive
+        text = str(exc)
+        for prefix in ("input.variables: ", "input.store: "):
+            text = text.removeprefix(prefix)
+        raise ValueError(f"{key}: {text}") from None
+    return field
+
+
+def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
+    """A new path, or with ``overwrite`` an earlier output of apply (never a result, never a
+    store or file that dcfa did not write, never through a symbolic link)."""
+    from dcfa.io.store import OutputError, check_replaceable, dcfa_kind
+
+    key = names["output"]
+    link = isinstance(out, Path) and out.is_symlink()
+    exists = store_exists(out, so) if isinstance(out, str) else out.exists()
+    if exists and not link:
+        if not overwrite:
+            raise OutputError(
+                f"{key}: {str(out)!r} exists; {names['overwrite']} to replace it, or choose another"
+            )
+        kind = dcfa_kind(out, so)
+        if kind not in (None, _APPLIED, "incomplete"):
+            raise OutputError(
+                f"{key}: {str(out)!r} is a dcfa {kind} store, not an output of apply; "
+                "overwrite replaces only those. Choose another path"
+            )
+    check_replaceable(out, overwrite=overwrite, key=key, kinds=(_APPLIED,), storage_options=so)
+
+
+def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
+    """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
+    from dcfa._compute import compute
+    from dcfa.io.store import atomic_store
+
+    kw = {"storage_options": so} if isinstance(out, str) and so else {}
+    dataset = uniform_chunks(dataset)
+    dataset.attrs = {
+        **dataset.attrs,
+        "dcfa_kind": _APPLIED,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    with atomic_store(
+        out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
+    ) as tmp:
+        compute(to_zarr(dataset, tmp, mode="a", compute=False, **kw))
+
+
+def _version() -> str:
+    from dcfa import __version__
+
+    return __version__

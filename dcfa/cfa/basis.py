@@ -1,0 +1,235 @@
+"""What the partition loop reads: per-segment moments of the scaled features and the target.
+
+A :class:`Basis` holds, for each row segment (all rows, or the row sets of cross-validation
+folds), the scaled cross-products of the kept features and the target; :class:`MergedMoments`
+reads the union of several disjoint row sets row by row instead of building it
+(:func:`fold_parts`, :func:`merge_rows`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dcfa.stats.kernels import row_blocks
+from dcfa.stats.summary import ColumnSummary
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Per-segment moments of ``D`` scaled features and one target (last column).
+
+    A view on :class:`~dcfa.Moments`: the ``p x p`` matrices are kept as they are and only the
+    rows the driver touches are gathered and scaled, so building a basis costs O(D), not
+    O(D^2). Column ``k`` of the basis is column ``cols[k]`` of the moments times ``scale[k]``.
+
+    Attributes
+    ----------
+    n : ndarray of shape (S,)
+        Rows per segment.
+    mean, diag, target : ndarray of shape (S, D + 1)
+        Scaled means, variances-like diagonal, and cross-products with the target.
+    crosses : list of S ndarrays of shape (p, p)
+        The segments' centred cross-products (or the correlation matrix, pairwise).
+    cols, scale : ndarray of shape (D + 1,)
+    count : ndarray of shape (p, p) or None
+        Pairwise-complete counts (one segment only): the ``n`` of a test is then the
+        smallest count between the candidate and a member of the group.
+    """
+
+    n: np.ndarray
+    mean: np.ndarray
+    diag: np.ndarray
+    target: np.ndarray
+    crosses: list
+    cols: np.ndarray
+    scale: np.ndarray
+    count: np.ndarray | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self.cols.size - 1
+
+    @property
+    def n_segments(self) -> int:
+        return len(self.crosses)
+
+    def row(self, j: int) -> np.ndarray:
+        """Scaled cross-products of basis column ``j`` with every column, shape (S, D + 1)."""
+        c = self.cols[j]
+        cols = None if self._all_columns else self.cols
+        rows = [_cross_row(m, c, cols) for m in self.crosses]
+        return np.stack(rows) * (self.scale[j] * self.scale)
+
+    def count_row(self, j: int) -> np.ndarray:
+        c = self.cols[j]
+        return self.count[c] if self._all_columns else self.count[c, self.cols]
+
+    def dense(self) -> np.ndarray:
+        """All scaled cross-products, shape (S, D + 1, D + 1) (a copy)."""
+        cols, scale = self.cols, self.scale
+        K = np.empty((self.n_segments, cols.size, cols.size))
+        for s, m in enumerate(self.crosses):  # by row blocks: no second p x p temporary
+            for b in row_blocks(cols.size):
+                if isinstance(m, MergedMoments):
+                    K[s, b] = m.block(cols[b], cols)
+                else:
+                    K[s, b] = m[np.ix_(cols[b], cols)]
+                K[s, b] *= np.outer(scale[b], scale)
+        return K
+
+    def dense_count(self) -> np.ndarray | None:
+        return None if self.count is None else self.count[np.ix_(self.cols, self.cols)]
+
+    @property
+    def _all_columns(self) -> bool:
+        p = self.crosses[0].shape[0]
+        return self.cols.size == p and bool((self.cols == np.arange(p)).all())
+
+    @classmethod
+    def from_moments(cls, parts, features: np.ndarray, scale: np.ndarray, target: int = 0):
+        """Basis over ``features`` (indices) of one or several :class:`~dcfa.Moments`.
+
+        Feature ``k`` is multiplied by ``scale[k]`` (``1/std`` to average standardised
+        features, ``1`` to aggregate them as they are).
+        """
+        parts = list(parts)
+        cols = np.append(np.asarray(features), parts[0].n_features + target)
+        w = np.append(np.asarray(scale, dtype=np.float64), 1.0)
+        y = cols[-1]
+        if parts[0].pairwise:
+            if len(parts) != 1:
+                raise ValueError("pairwise-complete statistics support a single segment only")
+            m = parts[0]
+            # correlation space: unit scale, zero means; counts carry the sample sizes
+            corr = m.corr()
+            sign = np.sign(w)
+            return cls(
+                n=np.array([m.n]),
+                mean=np.zeros((1, cols.size)),
+                diag=np.ones((1, cols.size)),
+                target=(corr[cols, y] * sign)[None],
+                crosses=[corr],
+                cols=cols,
+                scale=sign,
+                count=m.count,
+            )
+        return cls(
+            n=np.array([m.n for m in parts]),
+            mean=np.stack([m.mean[cols] * w for m in parts]),
+            diag=np.stack([_cross_diagonal(m)[cols] * w * w for m in parts]),
+            target=np.stack([_cross_column(m, cols, y) * w for m in parts]),
+            crosses=[m if isinstance(m, MergedMoments) else m.cross for m in parts],
+            cols=cols,
+            scale=w,
+        )
+
+
+def fold_parts(parts, folds):
+    """NonLinCFA's row sets from per-segment moments: each fold's training sets, then their
+    test sets (merged row by row when read, :class:`MergedMoments`), and all rows."""
+    train = [merge_rows([parts[s] for s in tr]) for tr, _ in folds.splits]
+    test = [merge_rows([parts[s] for s in te]) for _, te in folds.splits]
+    return train + test, merge_rows(parts)
+
+
+def merge_rows(parts):
+    """The union of disjoint row sets for the partition: the one part itself, a
+    :class:`MergedMoments` (no new ``p x p`` matrix), or for pairwise statistics the merge."""
+    from dcfa.stats.moments import Moments
+
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    if any(p.pairwise or p.n == 0 for p in parts):
+        return Moments.merge_all(parts)
+    return MergedMoments(parts)
+
+
+def _cross_row(m, c: int, cols) -> np.ndarray:
+    """Row ``c`` of a cross-product matrix (or of :class:`MergedMoments`), at ``cols``."""
+    if isinstance(m, MergedMoments):
+        return m.row(c, cols)
+    return m[c] if cols is None else m[c, cols]
+
+
+def _cross_column(m, rows: np.ndarray, c: int) -> np.ndarray:
+    return m.column(rows, c) if isinstance(m, MergedMoments) else m.cross[rows, c]
+
+
+def _cross_diagonal(m) -> np.ndarray:
+    return m.column_m2 if isinstance(m, MergedMoments) else np.diagonal(m.cross)
+
+
+class MergedMoments(ColumnSummary):
+    """``Moments.merge_all(parts)`` without its ``p x p`` matrix: the same numbers, by rows.
+
+    Merging disjoint row sets (a cross-validation fold's training segments) builds a new
+    ``p x p`` matrix per merge, plus temporaries. The partition reads only a few rows of each,
+    so they are computed when asked for: counts, means and the diagonal at once (O(S p)), a row
+    or a column of the cross-products as the same chain of Chan updates that
+    :meth:`dcfa.Moments.merge` applies to the whole matrix, restricted to that row. Every
+    operation is elementwise, so each number equals the merged matrix's bit for bit.
+
+    Answers what the partition needs (``n``, ``n_features``, ``valid``, ``column_std``, ``mean``
+    and the rows of :class:`Basis`) in O(S p) memory besides the parts.
+    """
+
+    pairwise = False
+    missing = "exclude"
+
+    def __init__(self, parts):
+        parts = list(parts)
+        if not parts or any(p.pairwise or p.n == 0 for p in parts):
+            raise ValueError("MergedMoments: non-empty parts of missing='exclude' moments only")
+        first = parts[0]
+        self.parts = parts
+        self.n_targets = first.n_targets
+        n, mean, count = first.n, first.mean, first.count
+        diag = np.diagonal(first.cross)
+        self._steps = []
+        for p in parts[1:]:  # dcfa.stats.kernels._merge_exclude, then finalize (shift 0)
+            total = n + p.n
+            f = n * p.n / total
+            d = p.mean - mean
+            self._steps.append((p.cross, d, f))
+            diag = diag + np.diagonal(p.cross) + d * d * f
+            mean = mean + d * (p.n / total) + 0.0
+            count = count + p.count
+            n = total
+        self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
+
+    @property
+    def n_columns(self) -> int:
+        return self.mean.size
+
+    @property
+    def n_features(self) -> int:
+        return self.n_columns - self.n_targets
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_columns, self.n_columns)
+
+    def row(self, c: int, cols=None) -> np.ndarray:
+        """Row ``c`` of the merged cross-products, at ``cols`` (every column by default)."""
+        r = np.array(self.parts[0].cross[c], dtype=np.float64)
+        t = np.empty_like(r)
+        for cross, d, f in self._steps:  # r + cross[c] + d[c] * d * f, in place
+            np.multiply(d[c], d, out=t)
+            t *= f
+            r += cross[c]
+            r += t
+        return r if cols is None else r[cols]
+
+    def column(self, rows, c: int) -> np.ndarray:
+        """Column ``c`` of the merged cross-products, at ``rows``."""
+        r = self.parts[0].cross[rows, c]
+        for cross, d, f in self._steps:
+            r = r + cross[rows, c] + d[rows] * d[c] * f
+        return r
+
+    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The merged cross-products at ``np.ix_(rows, cols)`` (a copy)."""
+        return np.stack([self.row(c, cols) for c in rows])

@@ -1,0 +1,153 @@
+"""The one partition driver shared by LinCFA, NonLinCFA and GenLinCFA.
+
+:func:`drive` decides exclusions, the ``1/std`` scaling and the visiting order once, builds
+what the loop reads (a :class:`~dcfa.cfa.basis.Basis` or an execution's equivalent) and runs
+the loop: :func:`~dcfa.cfa.sequential.sequential_partition` (the papers' greedy loop) or
+:func:`~dcfa.cfa.greedy.greedy_partition` (the order-free variant of LinCFA's Remark 13).
+:func:`partition_moments` is :func:`drive` on dense moments. The grid execution's loop is
+:func:`~dcfa.cfa.grid_partition.grid_partition`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from dcfa.cfa.basis import Basis, merge_rows
+from dcfa.cfa.greedy import greedy_partition
+from dcfa.cfa.sequential import sequential_partition
+
+STRATEGIES = ("sequential", "greedy")
+
+
+def partition_moments(
+    parts,
+    accept,
+    *,
+    standardize: bool,
+    shuffle: bool = False,
+    random_state=None,
+    compare: str = "seed",
+    scan: str = "single",
+    strategy: str = "sequential",
+    neighbors=None,
+    neighborhood: str = "group",
+    target: int = 0,
+    progress=None,
+    whole=None,
+    order=None,
+) -> np.ndarray:
+    """Labels of every feature from moments and a rule: what the three functional twins share.
+
+    Parameters
+    ----------
+    parts : Moments or list of Moments
+        One value, or several row sets the rule reads (cross-validation folds).
+    whole : Moments, default=None
+        The moments of all the data, on which exclusions and standardisation are decided
+        (default: ``parts`` merged, for disjoint parts).
+    accept : callable
+        A rule of :mod:`dcfa.cfa.rules` with its parameters bound.
+    standardize : bool
+        Aggregate standardised features (``1/std`` weights) or the features as they are.
+    shuffle, random_state, compare, scan, strategy, neighbors, neighborhood, target, progress
+        See :func:`sequential_partition` and :func:`greedy_partition`.
+    order : ndarray of shape (n_features,), default=None
+        The order features are visited in before any shuffle (a permutation of all features,
+        e.g. :meth:`dcfa.stacking.FeatureLayout.visit_order`); ``None``: ``0 .. D-1``.
+        ``shuffle`` permutes this order.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_features,)
+        Group of each feature in order of creation; -1 for excluded features.
+    """
+    from dcfa.stats.moments import Moments
+
+    parts = [parts] if isinstance(parts, Moments) else list(parts)
+    if whole is None:
+        whole = parts[0] if len(parts) == 1 else merge_rows(parts)
+    return drive(
+        whole,
+        lambda valid, scale: Basis.from_moments(parts, valid, scale, target),
+        accept,
+        standardize=standardize,
+        shuffle=shuffle,
+        random_state=random_state,
+        compare=compare,
+        scan=scan,
+        strategy=strategy,
+        neighbors=neighbors,
+        neighborhood=neighborhood,
+        progress=progress,
+        order=order,
+    )
+
+
+def drive(
+    whole,
+    make_basis,
+    accept,
+    *,
+    standardize: bool,
+    shuffle: bool = False,
+    random_state=None,
+    compare: str = "seed",
+    scan: str = "single",
+    strategy: str = "sequential",
+    neighbors=None,
+    neighborhood: str = "group",
+    progress=None,
+    order=None,
+) -> np.ndarray:
+    """The one partition driver: exclusions, scaling, visiting order, then the loop.
+
+    ``whole`` answers ``n_features``, ``valid`` and ``column_std`` (any moments summary);
+    ``make_basis(valid, scale)`` builds what the loop reads for the kept features (the dense
+    :class:`Basis`, the seed rows' or the series' basis). Every execution but the grid's
+    runs through here, so they visit features in the same order and give the same labels.
+    """
+    from sklearn.utils import check_random_state
+
+    valid = np.flatnonzero(whole.valid)
+    labels = np.full(whole.n_features, -1, dtype=np.int64)
+    if valid.size == 0:
+        return labels
+    scale = 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
+    basis = make_basis(valid, scale)
+    adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
+    if strategy == "greedy":
+        if adj is not None:
+            raise ValueError("neighbors: not supported with strategy='greedy'")
+        sub = greedy_partition(basis, accept, progress=progress)
+    else:
+        base = _base_order(order, valid, whole.n_features)
+        visit = base
+        if shuffle:
+            perm = check_random_state(random_state).permutation(valid.size)
+            visit = perm if base is None else base[perm]
+        sub = sequential_partition(
+            basis,
+            accept,
+            order=visit,
+            compare=compare,
+            scan=scan,
+            neighbors=adj,
+            neighborhood=neighborhood,
+            progress=progress,
+        )
+    labels[valid] = sub
+    return labels
+
+
+def _base_order(order, valid: np.ndarray, n_features: int) -> np.ndarray | None:
+    """``order`` (over all features) as positions among the ``valid`` ones, or None."""
+    if order is None:
+        return None
+    order = np.asarray(order, dtype=np.int64)
+    if order.shape != (n_features,):
+        raise ValueError(f"order: expected a permutation of {n_features} features")
+    where = np.full(n_features, -1, dtype=np.int64)
+    where[valid] = np.arange(valid.size)
+    base = where[order]
+    return base[base >= 0]

@@ -1,0 +1,116 @@
+"""The order-free variant of LinCFA's Remark 13: the best-scoring pair first.
+
+Every step merges the pair of groups with the highest score that the rule accepts (a heap of
+candidate pairs, invalidated lazily when a group changes), so the result does not depend on
+the order features are visited in.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from dcfa.cfa.basis import Basis
+from dcfa.cfa.sequential import pair_moments
+
+
+def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
+    """Order-free greedy aggregation (LinCFA journal, Remark 13).
+
+    Repeatedly take the most correlated pair of current groups that passes the test and
+    replace it by its aggregate, until no pair passes. Pairs of original features are tested
+    all at once and kept in a sorted array; a merged group is tested against every other
+    group when it is formed. Needs the full ``D x D`` moments; O(D^2 log D) time.
+    """
+    D = basis.n_features
+    y = D
+    K = basis.dense()  # group x group moments, in the slot of the group's first member
+    mean = basis.mean.copy()
+    count = basis.dense_count()
+    active = np.ones(D, dtype=bool)
+    merged = np.zeros(D, dtype=bool)  # slot holds a merged group: its original pairs are stale
+    version = np.zeros(D, dtype=np.int64)
+    labels = np.arange(D)
+
+    def passing(a: int, others: np.ndarray):
+        if count is None:
+            n = np.broadcast_to(basis.n[:, None].astype(np.float64), (K.shape[0], others.size))
+        else:
+            n = count[a, others][None, :].astype(np.float64)
+        pm = pair_moments(
+            gg=K[:, a, a],
+            gc=K[:, a, others],
+            gy=K[:, a, y],
+            gm=mean[:, a],
+            cc=K[:, others, others],
+            cy=K[:, others, y],
+            yy=K[:, y, y],
+            cm=mean[:, others],
+            ym=mean[:, y],
+            n=n,
+        )
+        ok = accept(pm)
+        c = pm.cross[:, ok].sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.nan_to_num(c[:, 0, 1] / np.sqrt(c[:, 0, 0] * c[:, 1, 1]))
+        return others[ok], r
+
+    # every original pair that passes, in decreasing correlation
+    rs, As, Bs = [], [], []
+    for a in range(D - 1):
+        b, r = passing(a, np.arange(a + 1, D))
+        rs.append(r)
+        As.append(np.full(b.size, a))
+        Bs.append(b)
+    rs = np.concatenate(rs) if rs else np.zeros(0)
+    idx = np.argsort(-rs, kind="stable")
+    s_r, s_a, s_b = rs[idx], np.concatenate(As or [[]])[idx], np.concatenate(Bs or [[]])[idx]
+    s_a, s_b = s_a.astype(np.int64), s_b.astype(np.int64)
+    ptr = 0
+    heap: list = []  # pairs involving a merged group: (-r, a, b, version a, version b)
+
+    while True:
+        while ptr < s_r.size and (
+            merged[s_a[ptr]] or merged[s_b[ptr]] or not (active[s_a[ptr]] and active[s_b[ptr]])
+        ):
+            ptr += 1
+        while heap and not _heap_valid(heap[0], active, version):
+            heapq.heappop(heap)
+        if ptr < s_r.size and (not heap or s_r[ptr] >= -heap[0][0]):
+            a, b = int(s_a[ptr]), int(s_b[ptr])
+            ptr += 1
+        elif heap:
+            _, a, b, _, _ = heapq.heappop(heap)
+        else:
+            break
+        K[:, a, :] += K[:, b, :]
+        K[:, :, a] += K[:, :, b]
+        mean[:, a] += mean[:, b]
+        if count is not None:
+            count[a] = count[:, a] = np.minimum(count[a], count[b])
+        active[b] = False
+        merged[a] = True
+        version[a] += 1
+        labels[labels == b] = a
+        others = np.flatnonzero(active)
+        others = others[others != a]
+        if others.size:
+            ok, r = passing(a, others)
+            for rv, o in zip(r.tolist(), ok.tolist(), strict=True):
+                lo, hi = (a, o) if a < o else (o, a)
+                heapq.heappush(heap, (-rv, lo, hi, int(version[lo]), int(version[hi])))
+        if progress is not None:
+            progress(D - int(active.sum()), D)
+
+    # number groups in order of their first member
+    _, first = np.unique(labels, return_index=True)
+    roots = labels[np.sort(first)]
+    rank = np.empty(D, dtype=np.int64)
+    rank[roots] = np.arange(roots.size)
+    return rank[labels]
+
+
+def _heap_valid(entry, active, version) -> bool:
+    _, a, b, va, vb = entry
+    return bool(active[a] and active[b] and version[a] == va and version[b] == vb)

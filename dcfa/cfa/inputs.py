@@ -1,0 +1,72 @@
+"""What the CFA estimators aggregate: the inputs ``phi_k(x)`` of the papers and per-feature
+weights (``"area"``: cos(latitude) from an xarray grid's coordinates)."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dcfa._validation import InputData, StrOptions
+
+INPUTS = ("identity", "square")
+WEIGHTS_OPTIONS = [None, StrOptions({"area"}), "array-like"]
+_LATITUDES = ("lat", "latitude")
+
+
+def feature_weights(weights, inp: InputData) -> np.ndarray | None:
+    """One non-negative weight per feature for ``weights`` (None, "area" or an array)."""
+    if weights is None:
+        return None
+    layout = inp.layout
+    if isinstance(weights, str):  # "area": cos(latitude)
+        lat = None if layout is None else _latitude(layout)
+        if lat is None:
+            raise ValueError(
+                "weights: 'area' needs an xarray.DataArray X with a latitude coordinate "
+                f"({' or '.join(map(repr, _LATITUDES))}, or CF units 'degrees_north') over its "
+                "feature dims; pass one weight per feature for other inputs"
+            )
+        w = np.clip(np.cos(np.deg2rad(lat)), 0.0, None)
+    else:
+        if isinstance(weights, xr.DataArray) and layout is not None:
+            weights = weights.transpose(*layout.feature_dims)
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.size != inp.n_features:
+            raise ValueError(
+                f"weights: {w.size} values for {inp.n_features} features (one per feature)"
+            )
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights: expected finite, non-negative weights")
+    return w
+
+
+def _latitude(layout) -> np.ndarray | None:
+    """Every feature's latitude in degrees (C order over the feature dims), or None."""
+    for name, var in layout.feature_coords.items():
+        attrs = getattr(var, "attrs", {})
+        is_lat = name in _LATITUDES or attrs.get("units") in ("degrees_north", "degree_north")
+        if is_lat and set(var.dims) <= set(layout.feature_dims):
+            v = xr.Variable(var.dims, np.asarray(var.values, dtype=np.float64))
+            full = v.set_dims(dict(zip(layout.feature_dims, layout.feature_shape, strict=True)))
+            return full.transpose(*layout.feature_dims).values.ravel()
+    return None
+
+
+def apply_inputs(data, inputs):
+    """The inputs ``phi_k(x)`` of the CFA papers: ``x``, ``x**2`` or a user's elementwise function.
+
+    Lazy on Dask arrays (applied blockwise); the function must keep the shape of a block.
+    """
+    if isinstance(inputs, str) and inputs == "identity":
+        return data
+    func = np.square if isinstance(inputs, str) and inputs == "square" else inputs
+    if isinstance(data, da.Array):
+        return data.map_blocks(func, dtype=np.float64)
+    out = np.asarray(func(data))
+    if out.shape != np.shape(data):
+        raise ValueError(
+            f"inputs: the function must be elementwise (keep the shape {np.shape(data)}), "
+            f"returned shape {out.shape}"
+        )
+    return out

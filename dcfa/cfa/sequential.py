@@ -1,0 +1,379 @@
+"""The papers' greedy loop: groups grown one at a time in the visiting order.
+
+The three algorithms are one loop with different acceptance rules (:mod:`dcfa.cfa.rules`): open a
+group with the first unassigned feature (in a possibly shuffled order), test candidates
+against the group, let the passing ones join. What the loop needs from the data is a
+:class:`Basis`: the per-segment moments of the (scaled) features and the target. A group's
+aggregate ``g = sum_k w_k x_k`` is kept as running linear forms of those moments, so a step
+costs O(S D) for all candidates at once and never touches the data.
+
+Loop options (ALGORITHMS.md sections 2 and 3):
+
+``compare="seed"``
+    candidates are tested against the group's first feature (LinCFA, Algorithm 1);
+``compare="mean"``
+    against the current aggregate of the group, which grows as features join
+    (NonLinCFA / GenLinCFA, and the authors' LinCFA climate code);
+``scan="single"``
+    one forward pass per group, as the printed pseudo-code: a candidate rejected once is not
+    tested again for that group;
+``scan="restart"``
+    after every acceptance, rescan all remaining candidates from the first (the authors'
+    experiments; the published tables come from this);
+``neighbors``
+    a sparse ``D x D`` adjacency: only features adjacent to a member of the group are
+    candidates.
+
+The driver (:mod:`dcfa.cfa.driver`) prepares what it reads; :mod:`dcfa.cfa.greedy` is the
+order-free variant of LinCFA's Remark 13.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import scipy.sparse as sp
+
+from dcfa.cfa.basis import Basis
+from dcfa.cfa.rules import PairMoments
+
+COMPARE = ("seed", "mean")
+
+
+SCANS = ("single", "restart")
+
+
+NEIGHBORHOODS = ("group", "seed")
+
+
+class _Group:
+    """Running moments of a group aggregate ``g = sum of its (scaled) members``."""
+
+    def __init__(self, basis: Basis, seed: int):
+        self.basis = basis
+        self.u = basis.row(seed)  # cross(g, every column), (S, D+1)
+        self.q = basis.diag[:, seed].copy()  # cross(g, g), (S,)
+        self.m = basis.mean[:, seed].copy()  # mean(g), (S,)
+        self.nmin = None if basis.count is None else basis.count_row(seed).copy()
+
+    def add(self, j: int) -> None:
+        b = self.basis
+        self.q += 2.0 * self.u[:, j] + b.diag[:, j]
+        self.u += b.row(j)
+        self.m += b.mean[:, j]
+        if self.nmin is not None:
+            np.minimum(self.nmin, b.count_row(j), out=self.nmin)
+
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        b = self.basis
+        y = b.n_features
+        if self.nmin is None:
+            n = np.broadcast_to(b.n[:, None].astype(np.float64), (b.n_segments, cand.size))
+        else:
+            n = self.nmin[cand][None, :].astype(np.float64)
+        return pair_moments(
+            gg=self.q,
+            gc=self.u[:, cand],
+            gy=self.u[:, y],
+            gm=self.m,
+            cc=b.diag[:, cand],
+            cy=b.target[:, cand],
+            yy=b.target[:, y],
+            cm=b.mean[:, cand],
+            ym=b.mean[:, y],
+            n=n,
+        )
+
+
+def pair_moments(*, gg, gc, gy, gm, cc, cy, yy, cm, ym, n) -> PairMoments:
+    """Moments of ``[g, c, y]`` per segment for candidates ``c`` from the pieces.
+
+    ``gg, gy, gm, yy, ym`` are per segment (S,); ``gc, cc, cy, cm, n`` per segment and
+    candidate (S, J).
+    """
+    S, J = gc.shape
+    cross = np.empty((S, J, 3, 3))
+    cross[:, :, 0, 0] = gg[:, None]
+    cross[:, :, 0, 1] = cross[:, :, 1, 0] = gc
+    cross[:, :, 0, 2] = cross[:, :, 2, 0] = gy[:, None]
+    cross[:, :, 1, 1] = cc
+    cross[:, :, 1, 2] = cross[:, :, 2, 1] = cy
+    cross[:, :, 2, 2] = yy[:, None]
+    mean = np.empty((S, J, 3))
+    mean[:, :, 0] = gm[:, None]
+    mean[:, :, 1] = cm
+    mean[:, :, 2] = ym[:, None]
+    return PairMoments(n=n, mean=mean, cross=cross)
+
+
+def sequential_partition(
+    basis: Basis,
+    accept,
+    *,
+    order: np.ndarray | None = None,
+    compare: str = "seed",
+    scan: str = "single",
+    neighbors: sp.spmatrix | None = None,
+    neighborhood: str = "group",
+    progress=None,
+) -> np.ndarray:
+    """Partition the basis features with the greedy loop of the CFA algorithms.
+
+    Parameters
+    ----------
+    basis : Basis
+    accept : callable
+        ``accept(PairMoments) -> bool mask`` (a rule of :mod:`dcfa.cfa.rules` with its parameters
+        bound).
+    order : ndarray of shape (D,), default=None
+        The order in which features are visited (a permutation; ``None`` for ``0..D-1``).
+    compare : {"seed", "mean"}
+    scan : {"single", "restart"}
+    neighbors : sparse matrix of shape (D, D), default=None
+        Adjacency: candidates must be adjacent to a member of the group.
+    neighborhood : {"group", "seed"}, default="group"
+        With ``neighbors``: adjacent to any member (groups grow across the grid, the authors'
+        climate runs) or to the seed only (a group stays within the seed's neighbourhood; what
+        the banded moments of ``mode="neighbors"`` need).
+    progress : callable, default=None
+        Called as ``progress(n_assigned, D)`` after each group.
+
+    Returns
+    -------
+    labels : ndarray of shape (D,)
+        Group index of every feature, numbered in order of creation.
+    """
+    D = basis.n_features
+    order = np.arange(D) if order is None else np.asarray(order)
+    pos = np.empty(D, dtype=np.int64)
+    pos[order] = np.arange(D)
+    labels = np.full(D, -1, dtype=np.int64)
+    unassigned = np.ones(D, dtype=bool)
+    adj = None if neighbors is None else sp.csr_array(neighbors)
+    prefetch = getattr(basis, "prefetch", None)
+    # a rule with a drift bound lets a growing group skip candidates known to fail
+    bounded = getattr(accept, "lower_bound", None) is not None
+    skips = _Skips(D, accept) if bounded and compare == "mean" else None
+    n_groups = 0
+    n_assigned = 0
+
+    for seed in order:
+        if not unassigned[seed]:
+            continue
+        if prefetch is not None:
+            prefetch(order[unassigned[order]])  # the seeds that may come next
+        members = grow_group(
+            basis,
+            seed,
+            accept,
+            order=order,
+            pos=pos,
+            unassigned=unassigned,
+            adj=adj,
+            compare=compare,
+            scan=scan,
+            neighborhood=neighborhood,
+            skips=skips,
+        )
+        labels[members] = n_groups
+        n_groups += 1
+        n_assigned += len(members)
+        if progress is not None:
+            progress(n_assigned, D)
+    return labels
+
+
+def grow_group(
+    basis, seed, accept, *, order, pos, unassigned, adj, compare, scan, neighborhood, skips=None
+) -> list[int]:
+    """The group opened by ``seed``: its members, marked assigned in ``unassigned``.
+
+    ``skips`` (:class:`_Skips`, ``compare="mean"``) leaves out candidates whose last test
+    failed by more than the group has moved since: the same members, fewer tests."""
+    fixed = compare == "seed"
+    group = basis.open_group(seed) if hasattr(basis, "open_group") else _Group(basis, seed)
+    members = [seed]
+    unassigned[seed] = False
+    front = _Frontier(adj, unassigned, grow=neighborhood == "group")
+    front.add(seed)
+    pointer = pos[seed]
+    # seed mode with neighbours: a candidate's verdict never changes, cache it
+    test = partial(_test, accept, group, {} if fixed and adj is not None else None)
+    if skips is not None and not fixed:
+        skips.open()
+        test = partial(skips.test, group)
+    else:
+        skips = None
+    while True:
+        if adj is None:
+            cand = order[unassigned[order]]  # what is left, in visiting order
+        else:
+            cand = front.candidates()
+            cand = cand[np.argsort(pos[cand], kind="stable")]
+        if scan == "single":
+            cand = cand[pos[cand] > pointer]
+        if cand.size == 0:
+            break
+        if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
+            # tests against the seed do not depend on who joined first: take every pass
+            take = cand[test(cand)]
+        else:
+            # candidates that provably still fail are not tested again
+            take = _first_passing(cand if skips is None else skips.keep(cand), test)
+        if take.size == 0:
+            break
+        for j in take:
+            unassigned[j] = False
+            members.append(j)
+            front.add(j)
+            if not fixed:
+                group.add(j)
+            if skips is not None:
+                skips.moved(j)
+        pointer = pos[take].max() if scan == "single" else pointer
+        if fixed and adj is None:
+            break  # every candidate has been tested against the seed
+    return members
+
+
+class _Skips:
+    """Which candidates a growing group need not test again (rules with a drift bound).
+
+    Between two tests of a candidate ``c`` the group's sum ``s`` changes; what a test reads of
+    ``s`` alone (its variance, its cross-product with the target) is known exactly at every
+    step, and only the correlation ``rho`` of ``s`` and ``c`` is not. That moves by at most the
+    angle ``s`` has turned through since, the sum of the angles between ``s`` and ``s + x_j``
+    over the members ``x_j`` joined (each exact from ``x_j``'s own test). The rule's
+    ``lower_bound`` turns that into the smallest margin the candidate can have now: while it
+    is above 0 the candidate still fails and is not tested. Skipping only what provably fails
+    keeps the partition exactly that of testing everything (:class:`dcfa.cfa.rules.DriftBoundRule`).
+    """
+
+    TOL = 1e-9  # margins this close to 0 are always retested (rounding)
+
+    def __init__(self, n_features: int, accept):
+        self.accept = accept
+        self.group = np.full(n_features, -1, dtype=np.int64)  # which group tested it
+        self.rho = np.zeros(n_features)  # its correlation with the group then
+        self.turn = np.zeros(n_features)  # the group's turning angle then
+        self.gc = np.zeros(n_features)
+        self.cc = np.zeros(n_features)
+        self.cy = np.zeros(n_features)
+        self.serial = -1
+
+    def open(self) -> None:
+        self.serial += 1
+        self.turned = 0.0
+        self.state = None  # (n, gg, gy, yy) of the group now, from its last test
+
+    def test(self, group, cand: np.ndarray) -> np.ndarray:
+        pm = group.pair_moments(cand)
+        margin = self.accept.margin(pm)
+        if pm.n.shape[0] == 1 and cand.size:  # one row set: the bound applies
+            x = pm.cross[0]
+            self.state = (
+                float(pm.n[0, 0]),
+                float(x[0, 0, 0]),
+                float(x[0, 0, 2]),
+                float(x[0, 2, 2]),
+            )
+            self.rho[cand] = _cosine(x[:, 0, 1], x[:, 0, 0] * x[:, 1, 1])
+            self.gc[cand] = x[:, 0, 1]
+            self.cc[cand] = x[:, 1, 1]
+            self.cy[cand] = x[:, 1, 2]
+            self.group[cand] = self.serial
+            self.turn[cand] = self.turned
+        return margin <= 0.0
+
+    def keep(self, cand: np.ndarray) -> np.ndarray:
+        """``cand`` without the candidates that still provably fail."""
+        if self.state is None:
+            return cand
+        known = self.group[cand] == self.serial
+        if not known.any():
+            return cand
+        c = cand[known]
+        n, gg, gy, yy = self.state
+        lower = self.accept.lower_bound(
+            n, gg, gy, yy, self.cc[c], self.cy[c], self.rho[c], self.turned - self.turn[c]
+        )
+        fails = np.zeros(cand.size, dtype=bool)
+        fails[known] = lower > self.TOL
+        return cand[~fails]
+
+    def moved(self, j: int) -> None:
+        """``j`` joined (tested at this step, in this state): the group's sum turns and grows."""
+        if self.state is None or self.group[j] != self.serial:
+            self.serial += 1  # nothing known of j: forget every verdict of this group
+            self.state = None
+            return
+        n, gg, gy, yy = self.state
+        gc, cc = self.gc[j], self.cc[j]
+        root = np.sqrt(gg)
+        ortho = np.sqrt(max(cc - gc * gc / gg, 0.0)) if gg > 0 else np.inf
+        self.turned += float(np.arctan2(ortho, root + gc / root)) if gg > 0 else np.pi
+        self.state = (n, gg + 2.0 * gc + cc, gy + self.cy[j], yy)
+
+
+def _cosine(a: np.ndarray, squared_norms: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(squared_norms > 0, a / np.sqrt(squared_norms), 0.0)
+
+
+def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
+    if verdict is None:
+        return accept(group.pair_moments(cand))
+    new = np.array([c for c in cand.tolist() if c not in verdict], dtype=np.int64)
+    if new.size:
+        verdict.update(zip(new.tolist(), accept(group.pair_moments(new)).tolist(), strict=True))
+    return np.fromiter((verdict[c] for c in cand.tolist()), bool, cand.size)
+
+
+def _first_passing(cand: np.ndarray, test, first_block: int = 32) -> np.ndarray:
+    """The first candidate (in the given order) that passes, as a length-0 or 1 array.
+
+    Candidates are tested in blocks of growing size (32, 128, 512, ...), so a step where an
+    early candidate passes costs a block, and a step where none does costs at most 4/3 of
+    one vectorised test of all of them.
+    """
+    start, size = 0, first_block
+    while start < cand.size:
+        block = cand[start : start + size]
+        ok = test(block)
+        if ok.any():
+            return block[[int(np.argmax(ok))]]
+        start += size
+        size *= 4
+    return cand[:0]
+
+
+class _Frontier:
+    """Unassigned features adjacent to a group (only used with ``neighbors``).
+
+    ``grow=False``: adjacent to the seed only (``neighborhood="seed"``), so a group stays
+    within the seed's neighbourhood.
+    """
+
+    def __init__(self, adj, unassigned, grow: bool = True):
+        self.adj = adj
+        self.unassigned = unassigned
+        self.grow = grow
+        self.members: set[int] = set()
+        self.seeded = False
+
+    def add(self, j: int) -> None:
+        self.members.discard(int(j))
+        if self.adj is None or (self.seeded and not self.grow):
+            return
+        self.seeded = True
+        row = self.adj.indices[self.adj.indptr[j] : self.adj.indptr[j + 1]]
+        self.members.update(int(k) for k in row[self.unassigned[row]])
+
+    def candidates(self) -> np.ndarray:
+        """The live members (unordered: the caller orders them)."""
+        front = np.fromiter(self.members, dtype=np.int64, count=len(self.members))
+        live = front[self.unassigned[front]]
+        if live.size < front.size:
+            self.members = set(live.tolist())
+        return live

@@ -1,0 +1,180 @@
+"""Reading archives: variables of a Zarr store as one lazy ``(sample, ...features)``
+DataArray, and chunks fit for the passes ahead."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from dcfa.io.calendars import CFTIME_FALLBACK
+
+_TARGET_CHUNK_BYTES = 64 * 2**20
+
+
+_MIN_TIME_CHUNK = 32  # rows per chunk below which the passes are dominated by overhead
+
+
+class ChunkWarning(UserWarning):
+    """The archive's chunks are re-chunked for the passes; the message says what it costs."""
+
+
+def open_archive(
+    store: str | os.PathLike,
+    variables: list[str] | str,
+    *,
+    sample_dim: str = "time",
+    time: tuple | list | None = None,
+    storage_options: dict | None = None,
+) -> xr.DataArray:
+    """Open ``variables`` of a Zarr store lazily as one DataArray, ``sample_dim`` first.
+
+    Several variables must share their dims; they are stacked along a leading ``variable``
+    feature dim. ``time`` selects ``[start, stop]`` of the sample dim (labels, inclusive).
+    ``store`` is a local path or an fsspec URL (``s3://bucket/sst.zarr``, with
+    ``storage_options`` such as ``{"endpoint_url": ...}``).
+    """
+    path = location(store)
+    if not exists(path, storage_options):
+        raise FileNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
+    so = {"storage_options": storage_options} if storage_options else {}
+    ds = open_zarr(path, "input.store", chunks={}, **so)
+    names = [variables] if isinstance(variables, str) else list(variables)
+    missing = [v for v in names if v not in ds.data_vars]
+    if missing:
+        raise ValueError(
+            f"input.variables: {missing} not in {str(path)!r} (it has {sorted(ds.data_vars)})"
+        )
+    dims = {v: ds[v].dims for v in names}
+    for v, d in dims.items():
+        if sample_dim not in d:
+            raise ValueError(
+                f"input.variables: {v!r} has dims {d}, without the sample dim {sample_dim!r} "
+                "(set input.sample_dim)"
+            )
+        if len(d) < 2:
+            raise ValueError(f"input.variables: {v!r} has only the sample dim; need a grid")
+    if len({dims[v] for v in names}) > 1:
+        raise ValueError(f"input.variables: the variables must share their dims, got {dims}")
+    for v in names:
+        if ds[v].dtype.kind not in "iuf":
+            raise ValueError(
+                f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
+                "expected numbers (integer or floating point)"
+            )
+    empty = [v for v in names if _stores_no_chunks(path, v, storage_options)]
+    if empty:
+        raise ValueError(
+            f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
+            "written: every value is the fill value)"
+        )
+    if time is not None:
+        ds = select_time(ds, time, sample_dim=sample_dim, key="input.time", where=str(path))
+    if len(names) == 1:
+        field = ds[names[0]]
+    else:
+        field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
+        field.attrs = {"variables": names}
+    field.attrs = {**field.attrs, "source": str(path)}
+    return field.transpose(sample_dim, ...)
+
+
+def select_time(obj, time, *, sample_dim: str, key: str, where: str):
+    """``obj`` from ``time[0]`` to ``time[1]`` (labels, inclusive) along ``sample_dim``; a
+    ValueError naming ``key`` when the labels cannot be compared or nothing is left."""
+    try:
+        obj = obj.sel({sample_dim: slice(time[0], time[1])})
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise ValueError(
+            f"{key}: cannot select {list(time)} on the {sample_dim!r} axis of {where!r} "
+            f"(expected dates such as '1991-01'): {exc}"
+        ) from None
+    if obj.sizes[sample_dim] == 0:
+        raise ValueError(f"{key}: no samples of {where!r} in {list(time)}")
+    return obj
+
+
+def location(path) -> Path | str:
+    """A local path as a Path, a URL (``s3://...``) as it is."""
+    from dcfa.io.objectstore import is_url
+
+    return os.fspath(path) if is_url(path) else Path(path)
+
+
+def exists(path: Path | str, storage_options: dict | None) -> bool:
+    from dcfa.io.objectstore import exists
+
+    return exists(path, storage_options) if isinstance(path, str) else path.exists()
+
+
+def _stores_no_chunks(path, name: str, storage_options: dict | None = None) -> bool:
+    """True when a Zarr array has no chunk stored (Zarr skips chunks that hold only the fill
+    value, so an all-missing variable has none): known from the listing, before any pass."""
+    import zarr
+
+    try:
+        array = zarr.open_array(
+            str(path), path=name, mode="r", storage_options=storage_options or None
+        )
+        return array.size > 0 and array.nchunks_initialized == 0
+    except Exception:  # not a plain array of this store: the passes will tell
+        return False
+
+
+def open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
+    """Open a Zarr store of format 2 or 3, consolidated or not, without xarray's warnings (a
+    time axis past 2262 or in a model calendar is decoded to cftime, as it should be)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
+            try:
+                return xr.open_zarr(path, consolidated=True, **kwargs)
+            except (KeyError, ValueError, FileNotFoundError):
+                return xr.open_zarr(path, consolidated=False, **kwargs)
+    except Exception as exc:  # zarr raises several types for a non-store
+        raise ValueError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
+
+
+def plan_chunks(
+    field: xr.DataArray, *, sample_dim: str = "time", target_bytes: int = _TARGET_CHUNK_BYTES
+) -> xr.DataArray:
+    """Chunks fit for the passes: many samples per chunk, blocks of cells along the first grid dim.
+
+    An archive stored one time step per chunk is read as it is stored but re-chunked to
+    ``(>= 32 samples, a block of rows of the grid, full other dims)`` of about
+    ``target_bytes``, so time reductions and the moments pass see few, large blocks with
+    bounded memory. A :class:`ChunkWarning` says what that costs.
+    """
+    data = field.data
+    if not hasattr(data, "chunks"):
+        return field.chunk({sample_dim: -1})
+    n = field.sizes[sample_dim]
+    time_chunks = field.chunksizes.get(sample_dim, (n,))
+    grid = [d for d in field.dims if d != sample_dim]
+    cells = int(np.prod([field.sizes[d] for d in grid]))
+    item = field.dtype.itemsize
+    rows = max(_MIN_TIME_CHUNK, min(n, target_bytes // max(1, cells * item)))
+    first = grid[0]
+    per_first = cells // field.sizes[first]
+    first_block = max(1, min(field.sizes[first], target_bytes // max(1, rows * per_first * item)))
+    want = {sample_dim: int(min(rows, n)), first: int(first_block), **{d: -1 for d in grid[1:]}}
+    if np.median(time_chunks) >= _MIN_TIME_CHUNK and all(
+        len(field.chunksizes[d]) == 1 for d in grid[1:]
+    ):
+        return field
+    task_mib = rows * per_first * first_block * item / 2**20
+    if field.nbytes < target_bytes:  # small archive: re-chunk silently, it costs nothing
+        return field.chunk(want)
+    warnings.warn(
+        f"the archive is chunked {dict(field.chunksizes)} ({len(time_chunks)} chunks along "
+        f"{sample_dim!r}); reading it re-chunked to {want}: every stored chunk is read once per "
+        f"pass and shuffled between workers (about {field.nbytes / 2**30:.2f} GiB per pass, "
+        f"~{task_mib:.0f} MiB per task). Store the archive in larger time chunks (e.g. with "
+        "rechunker) to avoid it.",
+        ChunkWarning,
+        stacklevel=2,
+    )
+    return field.chunk(want)

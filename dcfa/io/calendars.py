@@ -1,0 +1,139 @@
+"""Dates of any CF calendar: calendar names, date fields, month numbers, spans for messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+
+def date_span(coord: xr.DataArray, calendar: str | None, match: str) -> str:
+    """``"noleap calendar, 2250-01 .. 2290-12, 492 samples"``: first and last sample, for
+    messages (months when matching by month)."""
+    n = coord.size
+    if n == 0:
+        return "empty"
+    order = np.argsort(coord.values, kind="stable")  # datetime64, cftime dates or numbers
+    ends = coord.isel({coord.dims[0]: [order[0], order[-1]]})
+    if calendar is None:
+        return f"{ends.values[0]} .. {ends.values[1]}, {n} samples"
+    parts = date_fields(ends)
+    labels = []
+    for k in range(2):
+        y, mo, d, h, mi, s, _ = (int(f[k]) for f in parts)
+        label = f"{y:04d}-{mo:02d}"
+        if match != "month":
+            label += f"-{d:02d}" + (f" {h:02d}:{mi:02d}:{s:02d}" if h or mi or s else "")
+        labels.append(label)
+    return f"{calendar} calendar, {labels[0]} .. {labels[1]}, {n} samples"
+
+
+# CF calendars, and the ones that name the same calendar (dates after 1582-10-15 for the first)
+CALENDARS = frozenset(
+    {
+        "standard",
+        "gregorian",
+        "proleptic_gregorian",
+        "noleap",
+        "365_day",
+        "all_leap",
+        "366_day",
+        "360_day",
+        "julian",
+    }
+)
+
+
+_CALENDAR_ALIASES = {
+    "standard": "gregorian",
+    "proleptic_gregorian": "gregorian",
+    "365_day": "noleap",
+    "366_day": "all_leap",
+}
+
+
+# xarray's warning when it decodes dates out of datetime64[ns]'s range to cftime
+CFTIME_FALLBACK = "Unable to decode time axis into full numpy.datetime64"
+
+
+_DATE_PATTERN = (  # ISO 8601 text: 2001-02, 2001-02-30, 2001-02-30T12:00:00.5
+    r"^\s*(-?\d{1,4})-(\d{1,2})(?:-(\d{1,2})"
+    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6})\d*)?)?)?)?\s*$"
+)
+
+
+def calendar_of(coord: xr.DataArray) -> str | None:
+    """The CF calendar of a sample coordinate (``"proleptic_gregorian"`` for datetime64),
+    None when it does not hold dates."""
+    if coord.size == 0 and coord.dtype == object:
+        return None
+    try:
+        return coord.dt.calendar
+    except (AttributeError, TypeError, ValueError):  # not dates (or mixed calendars)
+        return None
+
+
+def same_calendar(a: str, b: str) -> bool:
+    return _CALENDAR_ALIASES.get(a, a) == _CALENDAR_ALIASES.get(b, b)
+
+
+def date_fields(coord: xr.DataArray) -> list[np.ndarray]:
+    """Year, month, day, hour, minute, second and microsecond of datetime64 or cftime dates."""
+    fields = ("year", "month", "day", "hour", "minute", "second", "microsecond")
+    return [np.asarray(getattr(coord.dt, f).values, dtype=np.int64) for f in fields]
+
+
+def sample_keys(coord: xr.DataArray, calendar: str | None, match: str) -> pd.Index:
+    """What pairs samples: the month number ``12 * year + month - 1`` (by month), the date's
+    fields (exact, on dates of any calendar) or the coordinate's values (not dates)."""
+    if calendar is None:
+        return pd.Index(coord.values)
+    if match == "month":
+        year, month = date_fields(coord)[:2]
+        return pd.Index(12 * year + month - 1)
+    return pd.MultiIndex.from_arrays(date_fields(coord))
+
+
+def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarray:
+    """A CSV column's dates: datetime64 (pandas) for the standard calendars, else cftime
+    dates of ``calendar`` from ISO 8601 text (``2001-02-30``, ``2001-02-30 12:00``...)."""
+    if calendar is None or same_calendar(calendar, "standard"):
+        try:
+            return pd.to_datetime(column).to_numpy()
+        except (ValueError, TypeError, OverflowError) as exc:
+            reason = str(exc).splitlines()[0].removesuffix(" You might want to try:")
+            raise ValueError(
+                f"target.time_column: {where} holds a value that is not a date of the standard "
+                f"calendar ({reason}); for a model calendar set target.calendar (e.g. 'noleap', "
+                "'360_day')"
+            ) from None
+    import re
+
+    import cftime
+
+    pattern = re.compile(_DATE_PATTERN)
+    dates = []
+    for row, text in enumerate(column.astype(str)):
+        m = pattern.match(text)
+        try:
+            if m is None:
+                raise ValueError("not an ISO 8601 date such as 2001-02-30 or 2001-02-30 12:00")
+            y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups()[:6])
+            us = int(m.group(7).ljust(6, "0")) if m.group(7) else 0
+            dates.append(cftime.datetime(y, mo, d or 1, h, mi, s, us, calendar=calendar))
+        except ValueError as exc:
+            raise ValueError(
+                f"target.time_column: {where}, row {row + 1}: {text!r} is not a date of the "
+                f"{calendar!r} calendar (target.calendar) ({exc})"
+            ) from None
+    return np.array(dates, dtype=object)
+
+
+def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
+    """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
+    if calendar_of(coord) is None:
+        raise ValueError(
+            f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
+            "dates; monthly anomalies need dates"
+        )
+    return np.asarray(coord.dt.month.values, dtype=np.int64)

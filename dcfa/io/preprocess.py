@@ -1,0 +1,161 @@
+"""The preprocessing of an archive (cells with data, climatology, spread) from one pass, and
+its lazy application."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from dcfa.io.calendars import months_of
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """What :func:`fit_preprocessing` learned: NaN cells, seasonal cycle, spread.
+
+    Attributes
+    ----------
+    has_data : DataArray of bool on the grid
+        False for cells with no value at any sample (land in an SST archive).
+    climatology : DataArray (month, ...grid) or None
+        The mean of each calendar month, for anomalies.
+    std : DataArray on the grid or None
+        Standard deviation of the (anomaly) series, for standardisation.
+    """
+
+    has_data: xr.DataArray
+    climatology: xr.DataArray | None = None
+    std: xr.DataArray | None = None
+
+    def to_dataset(self) -> xr.Dataset:
+        ds = xr.Dataset({"has_data": self.has_data})
+        if self.climatology is not None:
+            ds["climatology"] = self.climatology
+        if self.std is not None:
+            ds["std"] = self.std
+        return ds
+
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset) -> Preprocessing:
+        ds = ds.load()
+        return cls(
+            has_data=ds["has_data"].astype(bool),
+            climatology=ds["climatology"] if "climatology" in ds else None,
+            std=ds["std"] if "std" in ds else None,
+        )
+
+
+def fit_preprocessing(
+    field: xr.DataArray,
+    *,
+    sample_dim: str = "time",
+    anomalies: bool = False,
+    standardize: bool = False,
+) -> Preprocessing:
+    """One pass: cells with data, monthly climatology and anomaly spread (as needed)."""
+    return preprocessing_pass(
+        field, sample_dim=sample_dim, anomalies=anomalies, standardize=standardize
+    )[0]
+
+
+def preprocessing_pass(
+    field: xr.DataArray,
+    y=None,
+    *,
+    sample_dim: str = "time",
+    anomalies: bool = False,
+    standardize: bool = False,
+    radius: int = 0,
+    periodic=(),
+    blocks=(),
+):
+    """One pass over the raw field: the preprocessing, and with ``radius >= 1`` the grid
+    moments of the preprocessed field (with ``y``) from the same pass.
+
+    Calendar months are the pass's segments (:func:`dcfa.stats.grid.grid_pass`): their means
+    are the climatology, the moments pooled within them are the anomalies' moments, and the
+    anomalies' spread is their diagonal; no second pass over the anomalies, and no
+    ``sum of squares - n mean^2`` (ALGORITHMS.md section 1).
+
+    Returns
+    -------
+    (Preprocessing, GridMoments or None)
+    """
+    from dcfa.stats.grid import grid_pass
+
+    grid = [d for d in field.dims if d != sample_dim]
+    months = months_of(field[sample_dim], "input.anomalies") - 1 if anomalies else None
+    with warnings.catch_warnings():  # cells without data give all-NaN blocks: expected
+        warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        done = grid_pass(
+            field,
+            y,
+            radius=radius,
+            segments=months,
+            n_segments=12 if anomalies else 1,
+            sample_dim=sample_dim,
+            periodic=periodic,
+            blocks=blocks,
+        )
+    moments = done.moments
+    template = field.isel({sample_dim: 0}, drop=True).drop_encoding()
+    count = moments.count.reshape(template.shape)
+    has_data = template.copy(data=count > 0).rename("has_data")
+    has_data.attrs = {}
+    clim = std = None
+    if anomalies:
+        present = np.flatnonzero(done.segment_count)
+        seen = done.segment_seen[present] > 0
+        clim = xr.DataArray(
+            np.where(seen, done.segment_mean[present], np.nan),
+            dims=("month", *grid),
+            coords={"month": present + 1, **{c: template[c] for c in template.coords}},
+        )
+    if standardize:
+        spread = moments.column_std(ddof=1).reshape(template.shape)
+        std = template.copy(data=spread).rename(None)
+        std.attrs = {}
+        std = std.where(std > 0)
+        if radius:
+            moments = moments.scaled(std.values.ravel())
+    return Preprocessing(has_data=has_data, climatology=clim, std=std), (
+        moments if radius else None
+    )
+
+
+def apply_preprocessing(
+    field: xr.DataArray, prep: Preprocessing, *, sample_dim: str = "time"
+) -> xr.DataArray:
+    """Anomalies and standardisation, lazily and keeping the field's chunks.
+
+    (xarray's ``groupby(...) - climatology`` would split a Dask field into one time step per
+    chunk; here each block subtracts the climatology of its own rows' months.) Cells without
+    data stay NaN (and are excluded downstream).
+    """
+    import dask.array as da
+
+    from dcfa.anomalies import lazy_anomalies
+    from dcfa.stats.kernels import anomaly_block
+
+    if prep.climatology is None and prep.std is None:
+        return field
+    grid = field.dims[1:]
+    if prep.climatology is not None:
+        months = months_of(field[sample_dim], "input.anomalies") - 1  # any calendar's dates
+        clim = prep.climatology.transpose("month", *grid)
+        clim = clim.reindex(month=np.arange(1, 13)).values  # months absent from the fit: NaN
+    else:
+        months, clim = np.zeros(field.sizes[sample_dim], dtype=np.int64), None
+    std = None if prep.std is None else prep.std.transpose(*grid).values
+    # float64: the anomalies keep their digits (the result store casts the features)
+    if isinstance(field.data, da.Array):
+        data = lazy_anomalies(field.data, clim, std, months, np.float64)
+    else:
+        data = anomaly_block(field.data, clim, std, months, out_dtype=np.float64)
+    out = field.copy(data=data)
+    out.attrs = dict(field.attrs)
+    return out

@@ -1,0 +1,230 @@
+"""Writing results: the reduced features, the map of groups, provenance, to a new Zarr store."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from dcfa.io.archive import location
+
+
+def result_dataset(
+    model,
+    field: xr.DataArray,
+    *,
+    region: xr.DataArray | None = None,
+    target=None,
+    sample_dim: str = "time",
+    features=None,
+    embedding=None,
+    gbmap=None,
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """The result of a fit as a Dataset (lazy when the field is Dask-backed).
+
+    ``region`` is the map of groups on the grid (-1 where a cell was not used); by default the
+    model's ``label_map_``. With ``target``, each group's correlation with it is computed from
+    the features in the same pass that writes them. ``features``: ``model.transform(field)``
+    when the caller has it already (computed or persisted).
+    """
+    features = model.transform(field) if features is None else features
+    region = (model.label_map_ if region is None else region).astype("int32")
+    region.attrs = {
+        "long_name": "group of each cell",
+        "description": "-1 (NaN when decoded): cell not used (no data, constant or gappy)",
+    }
+    g = np.arange(model.n_features_out_)
+    ds = xr.Dataset(
+        {
+            "features": features.astype("float32").rename(None),
+            "region": region,
+            "group_size": ("group", model.group_sizes_.astype("int64")),
+        },
+        coords={"group": g},
+        attrs=dict(attrs or {}),
+    )
+    if target is not None:
+        ds["group_target_corr"] = _corr_with(features, target, sample_dim)
+    ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
+    for name, values in group_centres(region, model.n_features_out_).items():
+        ds[name] = ("group", values)
+    if embedding is not None:
+        ds["embedding"] = embedding.astype("float32")
+        ds["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
+    if gbmap is not None:
+        ds["gbmap_coef"] = (("boost", "group"), gbmap.coef_)
+        ds["gbmap_intercept"] = ("boost", gbmap.intercept_)
+        ds["gbmap_sign"] = ("boost", gbmap.signs_)
+        ds.attrs["gbmap"] = json.dumps(gbmap.get_params(), default=str, sort_keys=True)
+        # -- what applying the GBMAP to new months needs (dcfa.batch.results.load_result): the bias
+        # inside the softplus, the input standardisation (shift and centre kept apart, as
+        # GBMAP subtracts them) and the target's scale (regressor) or labels (classifier)
+        std = gbmap._standardizer
+        ds["gbmap_bias"] = ("boost", np.asarray(gbmap.bias_, dtype=np.float64))
+        ds["gbmap_shift"] = ("group", np.asarray(std.shift, dtype=np.float64))
+        ds["gbmap_centre"] = ("group", np.asarray(std.centre, dtype=np.float64))
+        ds["gbmap_scale"] = ("group", np.asarray(std.scale, dtype=np.float64))
+        f0 = gbmap.f0_
+        fitted = {
+            "estimator": type(gbmap).__name__,
+            "activation": gbmap._activation,
+            "f0": f0 if f0 is None or isinstance(f0, float) else f"estimator {type(f0).__name__}",
+        }
+        if hasattr(gbmap, "y_mean_"):
+            fitted.update(y_mean=float(gbmap.y_mean_), y_scale=float(gbmap.y_scale_))
+        if hasattr(gbmap, "classes_"):
+            fitted["classes"] = np.asarray(gbmap.classes_).tolist()
+        ds.attrs["gbmap_fitted"] = json.dumps(fitted, sort_keys=True)
+        # -- end of what applying needs
+    ds["region"].encoding["_FillValue"] = np.int32(-1)
+    return ds
+
+
+def _corr_with(features: xr.DataArray, target, sample_dim: str) -> xr.DataArray:
+    """Correlation of every column of ``features`` with ``target`` (lazy if they are)."""
+    t = np.asarray(target, dtype=np.float64).reshape(-1)
+    tc = xr.DataArray(t - t.mean(), dims=sample_dim)
+    fc = features - features.mean(sample_dim)
+    corr = (fc * tc).sum(sample_dim) / np.sqrt((fc**2).sum(sample_dim) * float(tc @ tc))
+    corr.attrs = {"long_name": "correlation of the group's aggregate with the target"}
+    return corr.drop_vars([c for c in corr.coords if c != "group"])
+
+
+def group_centres(region: xr.DataArray, n_groups: int) -> dict:
+    """Centre latitude/longitude of each group's cells, when the grid has such coordinates.
+
+    Latitude: the arithmetic mean of the cells' latitudes (unweighted). Longitude: their
+    circular mean (:func:`dcfa.geo.group_circular_mean`), in the convention of the grid's
+    longitudes (-180..180 if any is negative, else 0..360), so a region across the dateline
+    or Greenwich is centred where it is; NaN when undefined (cells evenly all round the globe).
+    """
+    from dcfa.geo import group_circular_mean, is_longitude, longitude_convention
+
+    labels = region.values
+    out = {}
+    for coord in ("lat", "latitude", "lon", "longitude"):
+        if coord in region.coords and set(region[coord].dims) <= set(region.dims):
+            values = region[coord].broadcast_like(region).values
+            if is_longitude(coord, region[coord].attrs):
+                lower = longitude_convention(region[coord].values)
+                out[f"group_{coord}"] = group_circular_mean(labels, values, n_groups, lower=lower)
+                continue
+            use = (labels >= 0) & (labels < n_groups)
+            g = labels[use].astype(np.int64)
+            sizes = np.bincount(g, minlength=n_groups)
+            total = np.bincount(g, weights=values[use].astype(np.float64), minlength=n_groups)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[f"group_{coord}"] = np.where(sizes > 0, total / sizes, np.nan)
+    return out
+
+
+def write_result(
+    path: str | os.PathLike,
+    dataset: xr.Dataset,
+    *,
+    moments=None,
+    overwrite: bool = False,
+    storage_options: dict | None = None,
+) -> Path | str:
+    """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
+
+    Everything goes to a temporary store next to ``path`` that is renamed into place once
+    complete (:func:`dcfa.io.store.atomic_store`), so an interrupted write never leaves a store
+    that looks finished; on object storage (a URL) the store is complete once its root
+    metadata, written last, exists (:mod:`dcfa.io.objectstore`). ``overwrite`` replaces only an
+    earlier dcfa result, never a store or file that dcfa did not write.
+    """
+    from dcfa._compute import compute
+    from dcfa.io.store import atomic_store
+
+    path = location(path)
+    so = {"storage_options": storage_options} if isinstance(path, str) and storage_options else {}
+    dataset = uniform_chunks(dataset)
+    dataset.attrs = {
+        **dataset.attrs,
+        "dcfa_kind": "result",
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    with atomic_store(
+        path, overwrite=overwrite, key="output.store", kinds=("result",), **so
+    ) as tmp:
+        compute(to_zarr(dataset, tmp, mode="a", compute=False, **so))
+        if moments is not None:
+            _save_moments_into(moments, tmp, storage_options)
+    return path
+
+
+def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write a Dataset that is already in memory (or cheap) to a Zarr store, atomically
+    (:func:`dcfa.io.store.atomic_store`: ``overwrite`` replaces only a store dcfa wrote)."""
+    from dcfa.io.store import atomic_store
+
+    with atomic_store(path, overwrite=overwrite) as tmp:
+        to_zarr(ds, tmp, mode="a")
+    return Path(path)
+
+
+def _save_moments_into(moments, store, storage_options) -> None:
+    """The moments as a ``moments`` sub-group of ``store`` (local, or uploaded to a URL)."""
+    if not isinstance(store, str):
+        moments.save(store / "moments")
+        return
+    import tempfile
+
+    from dcfa.io.objectstore import url_fs
+
+    fs, key = url_fs(store, storage_options)
+    with tempfile.TemporaryDirectory() as local:
+        moments.save(Path(local) / "moments")
+        fs.put(str(Path(local) / "moments"), f"{key}/moments", recursive=True)
+
+
+def to_zarr(ds: xr.Dataset, path, **kwargs):
+    """``ds.to_zarr`` as dcfa writes stores: Zarr format 3 with consolidated metadata (so
+    readers open them quickly and without xarray's warning), in dcfa's own encoding.
+
+    The encoding a variable carries from its source (a format 2 archive's Blosc compressor,
+    its chunks, int16 packing) is dropped; only an integer variable's ``_FillValue`` is kept.
+    """
+    fill = {
+        name: {"_FillValue": var.encoding["_FillValue"]}
+        for name, var in ds.variables.items()
+        if "_FillValue" in var.encoding and var.dtype.kind in "iu"
+    }
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Consolidated metadata is currently not part")
+        return ds.drop_encoding().to_zarr(
+            path, zarr_format=3, consolidated=True, encoding=fill, **kwargs
+        )
+
+
+def uniform_chunks(ds: xr.Dataset) -> xr.Dataset:
+    """Zarr needs equal chunks (but the last): a sliced archive gives uneven ones."""
+    out = ds.copy()
+    for name, var in ds.data_vars.items():
+        if var.chunks is not None:
+            out[name] = var.chunk({d: max(c) for d, c in var.chunksizes.items()})
+    return out
+
+
+def provenance(
+    config_raw: dict, *, method: str, params: dict, input_store: str, target: str, n_common: int
+) -> dict:
+    """Attributes recording how a result was made."""
+    from dcfa import __version__
+
+    return {
+        "dcfa_version": __version__,
+        "method": method,
+        "parameters": json.dumps(params, default=str, sort_keys=True),
+        "input_store": str(input_store),
+        "target": str(target),
+        "n_samples_used": int(n_common),
+        "config": json.dumps(config_raw, default=str, sort_keys=True),
+    }

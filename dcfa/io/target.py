@@ -1,0 +1,239 @@
+"""Targets: a series from a Zarr store, a netCDF or a CSV file, aligned with an archive."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from dcfa.io.archive import exists, location, open_zarr
+from dcfa.io.calendars import (
+    CALENDARS,
+    CFTIME_FALLBACK,
+    calendar_of,
+    date_span,
+    parse_dates,
+    same_calendar,
+    sample_keys,
+)
+
+
+def open_target(
+    path: str | os.PathLike,
+    variable: str | None = None,
+    *,
+    time_column: str = "time",
+    sample_dim: str = "time",
+    calendar: str | None = None,
+    storage_options: dict | None = None,
+) -> xr.DataArray:
+    """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv`` file, a netCDF file or a Zarr store (``target.path``).
+    variable : str, optional
+        The variable (netCDF, Zarr) or column (CSV) to read; needed when there are several
+        (``target.variable``).
+    time_column : str
+        The CSV column holding the dates (``target.time_column``).
+    sample_dim : str
+        The name of the returned series' dim.
+    calendar : str, optional
+        The CF calendar of a CSV file's dates (``target.calendar``): unset, or one of
+        ``"standard"``, ``"gregorian"``, ``"proleptic_gregorian"``, the dates are read by pandas
+        (any year: pandas picks a coarser resolution past 2262); a model calendar
+        (``"noleap"``, ``"360_day"``, ...) reads them as cftime dates of that calendar, so
+        ``2001-02-30`` is a date of ``"360_day"``. netCDF and Zarr targets carry their calendar
+        (xarray decodes them to cftime where numpy cannot hold them); a ``calendar`` that
+        contradicts the file's is an error.
+    storage_options : dict, optional
+        For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
+
+    Returns
+    -------
+    DataArray
+        The series over ``sample_dim``, loaded, with datetime64 or cftime dates.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file or store at ``path``.
+    ValueError
+        Naming the key: an unknown column or variable, a date that is not one of the
+        calendar's, an unknown calendar, a series that is not 1-D over ``sample_dim``.
+    """
+    p = location(path)
+    if not exists(p, storage_options):
+        raise FileNotFoundError(f"target.path: no such file or store {str(p)!r}")
+    if calendar is not None and calendar not in CALENDARS:
+        raise ValueError(
+            f"target.calendar: unknown calendar {calendar!r}; one of {sorted(CALENDARS)}"
+        )
+    remote = isinstance(p, str)
+    if os.fspath(p).lower().endswith(".csv"):
+        frame = pd.read_csv(p, storage_options=storage_options if remote else None)
+        if time_column not in frame.columns:
+            raise ValueError(
+                f"target.time_column: {time_column!r} is not a column of {str(p)!r} "
+                f"({list(frame.columns)})"
+            )
+        values = [c for c in frame.columns if c != time_column]
+        column = _pick(variable, values, p)
+        times = parse_dates(frame[time_column], calendar, f"{time_column!r} of {str(p)!r}")
+        return xr.DataArray(
+            frame[column].to_numpy(dtype=float),
+            dims=sample_dim,
+            coords={sample_dim: times},
+            name=column,
+        )
+    with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
+        warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
+        if _is_dir(p, storage_options):
+            so = {"storage_options": storage_options} if storage_options else {}
+            ds = open_zarr(p, "target.path", **so)
+        else:
+            try:
+                ds = _open_netcdf(p, storage_options)
+            except Exception as exc:
+                raise ValueError(f"target.path: cannot read {str(p)!r} ({exc})") from None
+    name = _pick(variable, list(ds.data_vars), p)
+    series = ds[name].squeeze(drop=True)
+    if series.dims != (sample_dim,):
+        raise ValueError(
+            f"target.variable: {name!r} in {str(p)!r} has dims {ds[name].dims}; expected a series "
+            f"over {sample_dim!r}"
+        )
+    found = calendar_of(series[sample_dim]) if sample_dim in series.coords else None
+    if calendar is not None and found is not None and not same_calendar(calendar, found):
+        raise ValueError(
+            f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
+            "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
+        )
+    return series.load()
+
+
+def _is_dir(p, storage_options) -> bool:
+    if isinstance(p, str):
+        from dcfa.io.objectstore import url_fs
+
+        fs, key = url_fs(p, storage_options)
+        return bool(fs.isdir(key))
+    return p.is_dir()
+
+
+def _open_netcdf(p, storage_options) -> xr.Dataset:
+    """A netCDF file, local or at a URL (a target is one series: read whole into memory)."""
+    if not isinstance(p, str):
+        return xr.open_dataset(p)
+    import tempfile
+
+    import fsspec
+
+    with fsspec.open(p, "rb", **(storage_options or {})) as f:
+        data = f.read()
+    with tempfile.NamedTemporaryFile(suffix=".nc") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        return xr.open_dataset(tmp.name).load()
+
+
+def _pick(variable, names, p) -> str:
+    if variable is None:
+        if len(names) != 1:
+            raise ValueError(f"target.variable: {str(p)!r} has {names}; name the one to use")
+        return names[0]
+    if variable not in names:
+        raise ValueError(f"target.variable: {variable!r} not in {str(p)!r} (it has {names})")
+    return variable
+
+
+def align_target(
+    field: xr.DataArray, target: xr.DataArray, *, sample_dim: str = "time", match: str = "exact"
+) -> tuple[xr.DataArray, xr.DataArray, int]:
+    """Keep the samples present in both; ``match="month"`` pairs the same calendar month.
+
+    Dates may be numpy datetime64 or cftime dates of any CF calendar (``noleap``,
+    ``360_day``, a proleptic Gregorian axis past 2262, ...).
+
+    Parameters
+    ----------
+    field : DataArray
+        The input, ``sample_dim`` first.
+    target : DataArray
+        A series over ``sample_dim``. A sample whose target value is missing (NaN) is not
+        present: records with gaps, or put on a longer time axis, lose those samples here.
+    sample_dim : str
+        The sample dim of both.
+    match : {"exact", "month"}
+        ``"month"`` pairs the samples of the same (year, month), whatever the day and
+        whatever either side's calendar (a ``noleap`` input with a standard-calendar index);
+        ``"exact"`` pairs identical stamps (to the microsecond), which needs both sides on
+        the same calendar (``standard``, ``gregorian`` and ``proleptic_gregorian`` count as
+        one, as do the aliases ``noleap``/``365_day`` and ``all_leap``/``366_day``).
+
+    Returns
+    -------
+    field, target : DataArray
+        Both on their common samples, in the input's order; the target takes the field's
+        sample coordinate (so the input's calendar).
+    n_common : int
+        How many samples they have in common.
+
+    Raises
+    ------
+    ValueError
+        Naming the key: ``target.match`` (an unknown mode, repeated samples, no dates to
+        match by month, calendars that exact matching cannot compare) or ``target`` (no
+        samples in common).
+    """
+    if match not in ("exact", "month"):
+        raise ValueError(f"target.match must be 'exact' or 'month', got {match!r}")
+    target = target.isel({sample_dim: np.flatnonzero(target.notnull().values)})
+    f_coord, t_coord = field[sample_dim], target[sample_dim]
+    f_cal, t_cal = calendar_of(f_coord), calendar_of(t_coord)
+    if t_coord.size == 0:
+        raise ValueError("target: every target value is missing (NaN); nothing to fit on")
+    if match == "month" or (f_cal is None) != (t_cal is None):
+        for cal, coord, what in ((f_cal, f_coord, "input"), (t_cal, t_coord, "target")):
+            if cal is None:
+                raise ValueError(
+                    f"target.match: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
+                    f"dates; matching with target.match = {match!r} needs dates on both sides"
+                )
+    if match == "exact" and f_cal is not None and not same_calendar(f_cal, t_cal):
+        raise ValueError(
+            f"target.match: the input is on the {f_cal!r} calendar and the target on the "
+            f"{t_cal!r} calendar, so no stamp can be identical; use target.match = 'month' to "
+            "pair the same calendar months"
+        )
+    f_key = sample_keys(f_coord, f_cal, match)
+    t_key = sample_keys(t_coord, t_cal, match)
+    for key, what in ((f_key, "input"), (t_key, "target")):
+        if key.has_duplicates:
+            raise ValueError(
+                f"target.match: the {what} has repeated samples when matched by {match!r}"
+            )
+    common = f_key.intersection(t_key)
+    if len(common) == 0:
+        raise ValueError(
+            f"target: no samples in common between the input ({date_span(f_coord, f_cal, match)}) "
+            f"and the target ({date_span(t_coord, t_cal, match)}) with target.match = {match!r}"
+        )
+    f_idx = f_key.get_indexer(common)
+    t_idx = t_key.get_indexer(common)
+    order = np.argsort(f_idx)
+    field = field.isel({sample_dim: f_idx[order]})
+    values = target.isel({sample_dim: t_idx[order]}).values
+    aligned = xr.DataArray(
+        values,
+        dims=sample_dim,
+        coords={sample_dim: field[sample_dim].values},
+        name=target.name,
+        attrs=dict(target.attrs),
+    )
+    return field, aligned, int(len(common))

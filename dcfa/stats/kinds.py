@@ -1,0 +1,26 @@
+"""The kinds of moments value dcfa gathers, by the name recorded in their stores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dcfa.stats.columns import ColumnMoments
+from dcfa.stats.grid import GridMoments
+from dcfa.stats.moments import Moments
+
+KINDS = {"Moments": Moments, "GridMoments": GridMoments, "ColumnMoments": ColumnMoments}
+
+
+def load_moments(path: str | os.PathLike):
+    """Read any moments dcfa saves: :class:`Moments`, grid (neighbour mode) or column moments
+    (seed-row mode), by the kind recorded in the store."""
+    import zarr
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"path: no moments store at {str(path)!r}")
+    kind = zarr.open_group(str(path), mode="r").attrs.get("dcfa_kind")
+    if kind not in KINDS:
+        raise ValueError(f"path: {str(path)!r} is not a dcfa moments store")
+    return KINDS[kind].load(path)

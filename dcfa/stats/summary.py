@@ -1,0 +1,60 @@
+"""Per-column statistics and the exclusion rules shared by every kind of moments value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# A column whose standard deviation is below this fraction of its mean magnitude is
+# constant up to float64 rounding (a truly constant column gives ~1e-16 relative).
+_CONSTANT_RTOL = 1e-10
+
+
+class ColumnSummary:
+    """Per-column statistics of the moment summaries that hold no full matrix (the stencil
+    and seed-row modes): they keep ``count``, ``mean`` and the columns' centred sums of
+    squares ``column_m2``, and exclude columns by the rules of :class:`Moments`."""
+
+    @property
+    def column_count(self) -> np.ndarray:
+        return self.count
+
+    @property
+    def column_mean(self) -> np.ndarray:
+        return self.mean
+
+    def column_std(self, ddof: int = 1) -> np.ndarray:
+        count = self.count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(np.where(count - ddof > 0, self.column_m2 / (count - ddof), np.nan))
+
+    @property
+    def excluded(self) -> dict[int, str]:
+        return exclusions(self)
+
+    @property
+    def valid(self) -> np.ndarray:
+        mask = np.ones(self.n_features, dtype=bool)
+        mask[list(self.excluded)] = False
+        return mask
+
+
+def exclusions(m) -> dict[int, str]:
+    d = m.n_features
+    count = m.column_count[:d]
+    mean = m.column_mean[:d]
+    std = m.column_std(ddof=0)[:d]
+    reasons: dict[int, str] = {}
+    for i in np.flatnonzero(count == 0):
+        reasons[int(i)] = "all values missing"
+    if not m.pairwise:
+        for i in np.flatnonzero((count > 0) & (count < m.n)):
+            reasons[int(i)] = (
+                f"{m.n - int(count[i])} of {m.n} values missing "
+                "(use missing='pairwise' for pairwise-complete statistics)"
+            )
+    for i in np.flatnonzero((count > 0) & (count < 2)):
+        reasons.setdefault(int(i), "fewer than 2 observed values")
+    constant = (count >= 2) & ~(std > _CONSTANT_RTOL * np.abs(mean))
+    for i in np.flatnonzero(constant):
+        reasons.setdefault(int(i), f"constant (value {mean[i]:.6g})")
+    return dict(sorted(reasons.items()))
