@@ -1,0 +1,94 @@
+"""The package layout stays what the README's layout section says: subpackages by concept,
+no import cycle between dcfa's modules (counting imports inside functions), and no private
+name imported from another subpackage."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import dcfa
+
+ROOT = Path(dcfa.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        parts = p.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts).removesuffix(".__init__")
+        out[name] = p
+    return out
+
+
+def _subpackage(module: str, modules: dict[str, Path]) -> str:
+    parts = module.split(".")
+    if modules[module].name == "__init__.py":
+        return parts[1] if len(parts) > 1 else ""
+    return parts[1] if len(parts) > 2 else ""
+
+
+def _imports(modules: dict[str, Path]):
+    """(importer, imported module, imported name or None) for every dcfa import."""
+    for m, p in modules.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dcfa"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if full in modules:
+                        yield m, full, None
+                    else:
+                        yield m, node.module, alias.name
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("dcfa."):
+                        yield m, alias.name, None
+
+
+def test_no_import_cycle():
+    modules = _modules()
+    graph = {m: set() for m in modules}
+    for m, target, _ in _imports(modules):
+        if target in modules and target not in (m, "dcfa"):  # every module implies dcfa
+            graph[m].add(target)
+    # a depth-first search that reports the first cycle it finds
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n) :] + [n]
+            if n not in state and (cycle := visit(n)):
+                return cycle
+        state[m] = 2
+        path.pop()
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            cycle = visit(m)
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_private_name_across_subpackages():
+    modules = _modules()
+    bad = []
+    for m, target, name in _imports(modules):
+        if target not in modules or _subpackage(m, modules) == _subpackage(target, modules):
+            continue
+        private_module = target.rsplit(".", 1)[-1].startswith("_") and _subpackage(target, modules)
+        if private_module or (name and name.startswith("_") and name != "__version__"):
+            bad.append(f"{m} imports {name or target} from {target}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("subpackage", ["stats", "cfa", "io", "batch", "gbmap"])
+def test_subpackages_are_documented(subpackage):
+    readme = (ROOT.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    assert f"`dcfa/{subpackage}/`" in layout
