@@ -104,7 +104,8 @@ def stencil_chunk(
     a -= shift
     m = a.shape[0]
     seg = np.zeros(m, dtype=np.int64) if segments is None else np.asarray(segments, np.int64)
-    missing = ~np.isfinite(a)
+    missing = np.isfinite(a)
+    np.logical_not(missing, out=missing)  # in place: one bool array, not two
     a[missing] = 0.0
     n = np.bincount(seg, minlength=n_segments)
     # every cell's observed values per segment, and their mean
@@ -117,10 +118,16 @@ def stencil_chunk(
         onehot = np.zeros((n_segments, m))
         onehot[seg, np.arange(m)] = 1.0
         seen = np.broadcast_to(n[:, None], (n_segments, flat.shape[1])).copy()
-        gaps = np.flatnonzero(missing.reshape(m, -1).any(axis=0))
-        seen[:, gaps] -= (onehot @ missing.reshape(m, -1)[:, gaps]).astype(np.int64)
+        holes = missing.reshape(m, -1)
+        gaps = np.flatnonzero(holes.any(axis=0))
+        if gaps.size:  # missing values per segment, row by row (no float copy of the mask)
+            lost = np.zeros((n_segments, gaps.size), dtype=np.int64)
+            for t, s in enumerate(seg.tolist()):
+                lost[s] += holes[t, gaps]
+            seen[:, gaps] -= lost
         mean = (onehot @ flat) / np.maximum(seen, 1)
-        flat -= onehot.T @ mean
+        for t, s in enumerate(seg.tolist()):  # row by row, in cache: not an (m, cells) temporary
+            flat[t] -= mean[s]
         seen = seen.reshape(n_segments, *a.shape[1:])
         mean = mean.reshape(n_segments, *a.shape[1:])
     a[missing] = 0.0

@@ -268,10 +268,9 @@ def anomaly_block(block, clim, scale, groups, *, out_dtype):
         pass
     elif clim.shape[0] == 1:
         out -= clim[0]
-    else:
-        for g in np.unique(groups):  # one month at a time: no (rows, *grid) temporary
-            rows = np.flatnonzero(groups == g)
-            out[rows] -= clim[g]
+    else:  # row by row, in cache: no (rows, *grid) gather and scatter
+        for t, g in enumerate(np.asarray(groups).tolist()):
+            out[t] -= clim[g]
     if scale is not None:
         out /= scale
     return out.astype(out_dtype, copy=False)
