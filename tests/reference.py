@@ -78,8 +78,9 @@ def lincfa_algorithm1(X, y, *, order=None, strict=True, compare="seed", scan="si
     return labels
 
 
-def lincfa_greedy(X, y, *, strict=True):
-    """Remark 13: merge the most correlated passing pair of groups until none passes."""
+def lincfa_greedy(X, y, *, strict=True, neighbors=None):
+    """Remark 13: merge the most correlated passing pair of groups until none passes; with
+    ``neighbors`` (a dense 0/1 adjacency) only pairs of groups with adjacent members."""
     n, D = X.shape
     Z = standardize(X)
     groups = [[k] for k in range(D)]
@@ -87,6 +88,8 @@ def lincfa_greedy(X, y, *, strict=True):
         best = None
         for a in range(len(groups)):
             for b in range(a + 1, len(groups)):
+                if neighbors is not None and not neighbors[np.ix_(groups[a], groups[b])].any():
+                    continue
                 ga = Z[:, groups[a]].sum(axis=1)
                 gb = Z[:, groups[b]].sum(axis=1)
                 r = np.corrcoef(ga, gb)[0, 1]

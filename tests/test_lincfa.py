@@ -52,6 +52,36 @@ def test_greedy_equals_remark_13(seed):
     np.testing.assert_array_equal(model.labels_, lincfa_greedy(X, y))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_with_neighbors_equals_remark_13_on_the_adjacency_graph(seed):
+    """Remark 13 restricted to adjacent groups: the brute-force reference (every pair of
+    current groups with adjacent members, the most correlated passing one merged)."""
+    rng = np.random.default_rng(300 + seed)
+    X, y = correlated_data(rng, n=60, D=12)
+    A = rng.random((12, 12)) < 0.25
+    A = A | A.T | np.eye(12, dtype=bool)
+    if seed % 2:  # a chain: the order of the features on a line
+        A = np.abs(np.subtract.outer(np.arange(12), np.arange(12))) <= 1
+    model = LinCFA(strategy="greedy", neighbors=sp.csr_array(A.astype(float))).fit(X, y)
+    expected = lincfa_greedy(X, y, neighbors=A)
+    np.testing.assert_array_equal(model.labels_, expected)
+
+
+def test_greedy_on_a_grid_gives_connected_groups():
+    """An int radius on an xarray grid: every group is one connected patch of the grid."""
+    from dcfa.datasets import make_regions_field
+    from dcfa.geo import group_patches
+
+    ds = make_regions_field(n_time=120, shape=(8, 10), n_regions=4, seed=0).compute()
+    X, y = ds.field, ds.target
+    model = LinCFA(strategy="greedy", neighbors=1, periodic=False).fit(X, y)
+    patches = group_patches(model.label_map_, periodic=False)
+    assert model.n_features_out_ < X.sizes["lat"] * X.sizes["lon"] / 4  # it aggregates
+    np.testing.assert_array_equal(patches, 1)
+    free = LinCFA(strategy="greedy").fit(X, y)  # without the restriction: not all connected
+    assert (group_patches(free.label_map_, periodic=False) > 1).any()
+
+
 def test_variants_differ_somewhere():
     """The options are not cosmetic: on some data they give different partitions."""
     seen = set()
@@ -267,8 +297,8 @@ def test_sparse_neighbors_are_validated(rng):
         LinCFA(neighbors=sp.eye(5)).fit(X, y)
     with pytest.raises(ValueError, match="neighbors: an int radius needs the grid"):
         LinCFA(neighbors=1).fit(X, y)
-    with pytest.raises(ValueError, match="greedy"):
-        LinCFA(neighbors=sp.eye(6), strategy="greedy").fit(X, y)
+    with pytest.raises(ValueError, match="neighborhood: strategy='greedy' merges adjacent"):
+        LinCFA(neighbors=sp.eye(6), strategy="greedy", neighborhood="seed").fit(X, y)
 
 
 def test_fit_with_stored_moments_skips_the_pass(rng, tmp_path):

@@ -117,9 +117,12 @@ def drive(
     basis = make_basis(valid, scale)
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
     if strategy == "greedy":
-        if adj is not None:
-            raise ValueError("neighbors: not supported with strategy='greedy'")
-        sub = greedy_partition(basis, accept, progress=progress)
+        if adj is not None and neighborhood != "group":
+            raise ValueError(
+                "neighborhood: strategy='greedy' merges adjacent groups (neighborhood='group'); "
+                f"got {neighborhood!r}"
+            )
+        sub = greedy_partition(basis, accept, neighbors=adj, progress=progress)
     else:
         base = _base_order(order, valid, whole.n_features)
         visit = base

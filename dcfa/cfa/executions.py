@@ -114,9 +114,6 @@ class Full(Execution):
 
     def prepare(self, est, inp, folds):
         grid = _grid(est, inp)
-        p = est.get_params(deep=False)
-        if p.get("strategy") == "greedy" and grid.adjacency is not None:
-            raise ValueError("neighbors: not supported with strategy='greedy'")
         return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
 
     def gather(self, est, data, Y, extras):

@@ -2,7 +2,9 @@
 
 Every step merges the pair of groups with the highest score that the rule accepts (a heap of
 candidate pairs, invalidated lazily when a group changes), so the result does not depend on
-the order features are visited in.
+the order features are visited in. With an adjacency (``neighbors``) only adjacent groups
+are candidates, and a merged group is adjacent to every neighbour of its members: the same
+rule on the region adjacency graph, so every group is one connected patch.
 """
 
 from __future__ import annotations
@@ -10,18 +12,20 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+import scipy.sparse as sp
 
 from dcfa.cfa.basis import Basis
 from dcfa.cfa.sequential import pair_moments
 
 
-def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
+def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> np.ndarray:
     """Order-free greedy aggregation (LinCFA journal, Remark 13).
 
     Repeatedly take the most correlated pair of current groups that passes the test and
     replace it by its aggregate, until no pair passes. Pairs of original features are tested
     all at once and kept in a sorted array; a merged group is tested against every other
-    group when it is formed. Needs the full ``D x D`` moments; O(D^2 log D) time.
+    group (with ``neighbors``, a sparse ``D x D`` adjacency: every adjacent group) when it is
+    formed. Needs the full ``D x D`` moments; O(D^2 log D) time.
     """
     D = basis.n_features
     y = D
@@ -32,6 +36,11 @@ def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
     merged = np.zeros(D, dtype=bool)  # slot holds a merged group: its original pairs are stale
     version = np.zeros(D, dtype=np.int64)
     labels = np.arange(D)
+    # each group's adjacent groups (None: every group is a candidate)
+    adjacent = None
+    if neighbors is not None:
+        A = sp.csr_array(neighbors)
+        adjacent = [set(A.indices[A.indptr[a] : A.indptr[a + 1]].tolist()) - {a} for a in range(D)]
 
     def passing(a: int, others: np.ndarray):
         if count is None:
@@ -59,7 +68,14 @@ def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
     # every original pair that passes, in decreasing correlation
     rs, As, Bs = [], [], []
     for a in range(D - 1):
-        b, r = passing(a, np.arange(a + 1, D))
+        later = (
+            np.arange(a + 1, D)
+            if adjacent is None
+            else np.array(sorted(b for b in adjacent[a] if b > a), dtype=np.int64)
+        )
+        if later.size == 0:
+            continue
+        b, r = passing(a, later)
         rs.append(r)
         As.append(np.full(b.size, a))
         Bs.append(b)
@@ -93,8 +109,17 @@ def greedy_partition(basis: Basis, accept, *, progress=None) -> np.ndarray:
         merged[a] = True
         version[a] += 1
         labels[labels == b] = a
-        others = np.flatnonzero(active)
-        others = others[others != a]
+        if adjacent is None:
+            others = np.flatnonzero(active)
+            others = others[others != a]
+        else:  # the merged group borders every neighbour of its two parts
+            for o in adjacent[b]:
+                adjacent[o].discard(b)
+                if o != a:
+                    adjacent[o].add(a)
+            adjacent[a] = (adjacent[a] | adjacent[b]) - {a, b}
+            adjacent[b] = set()
+            others = np.array(sorted(adjacent[a]), dtype=np.int64)
         if others.size:
             ok, r = passing(a, others)
             for rv, o in zip(r.tolist(), ok.tolist(), strict=True):

@@ -148,7 +148,9 @@ class LinCFA(BaseCFA):
     strategy : {"sequential", "greedy"}, default="sequential"
         ``"greedy"``: the order-free variant of Remark 13 (repeatedly merge the most
         correlated pair of groups that passes the test); ignores ``shuffle``, ``compare``
-        and ``scan``.
+        and ``scan``. With ``neighbors`` only adjacent groups merge (a merged group borders
+        every neighbour of its members), so every group is one connected patch; it runs on
+        the dense moments (``mode="full"``).
     neighbors : int, sparse matrix of shape (n_features, n_features) or None, default=None
         Restrict candidates to features adjacent to the group: an int radius in grid steps
         (needs an xarray input; the grid is its feature dims) or an adjacency.
