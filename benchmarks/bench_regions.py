@@ -75,6 +75,7 @@ SETTINGS = [
     ("GenLinCFA", GenLinCFA, {"neighbors": 1}),
     ("GenLinCFA-0.6", GenLinCFA, {"neighbors": 1, "eps": 0.6}),
     ("NonLinCFA-1e-2", NonLinCFA, {"neighbors": 1, "eps": 1e-2}),
+    ("NonLinCFA-3e-2", NonLinCFA, {"neighbors": 1, "eps": 3e-2}),
     (
         "GenLinCFACV",
         GenLinCFACV,
@@ -84,6 +85,11 @@ SETTINGS = [
         "NonLinCFACV",
         NonLinCFACV,
         {"neighbors": 1, "epsilons": (1e-3, 3e-3, 1e-2, 3e-2), "n_splits": 2, "max_groups": 100},
+    ),
+    (
+        "NonLinCFACV-2",
+        NonLinCFACV,
+        {"neighbors": 1, "epsilons": (1e-2, 3e-2), "n_splits": 2, "max_groups": 100},
     ),
 ]
 
