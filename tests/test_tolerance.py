@@ -66,6 +66,21 @@ def test_max_groups_takes_the_best_small_map(regions):
     assert capped.eps_ == path["eps"][allowed][np.nanargmax(path["mean_cv_r2"][allowed])]
 
 
+def test_fit_record_holds_the_choice_and_the_path(regions):
+    """What the batch job stores in a result, asked of the estimator (no CV-specific code in
+    the job): the execution, the chosen tolerance and the path, JSON-able."""
+    import json
+
+    X, y = regions
+    model = GenLinCFACV(neighbors=1, epsilons=[0.5, 0.8], n_splits=2).fit(X, y)
+    record = model.fit_record()
+    assert record["execution"] == "series" and record["eps"] == model.eps_
+    path = json.loads(json.dumps(record))["eps_path"]
+    assert json.loads(path)["n_groups"] == model.cv_path_["n_groups"].tolist()
+    plain = GenLinCFA(neighbors=1, eps=0.5).fit(X, y)
+    assert plain.fit_record() == {"execution": plain.execution_}
+
+
 def test_the_test_months_never_reach_a_fold(regions):
     """Changing the months after a fold's test block changes nothing of that fold."""
     X, y = regions

@@ -417,21 +417,14 @@ def _run_passes(
             ),
         )
         dataset = dataset.assign(_application(estimator, keep, prep, inp))
-        dataset.attrs["execution"] = estimator.execution_  # how dcfa apply reads the cells
-        if hasattr(estimator, "eps_"):  # genlincfacv / nonlincfacv: the tolerance and its path
-            path = estimator.cv_path_
-            dataset.attrs["eps"] = estimator.eps_
-            dataset.attrs["eps_path"] = json.dumps(
-                {
-                    "eps": path["eps"].tolist(),
-                    "n_groups": path["n_groups"].tolist(),
-                    "mean_cv_r2": [None if np.isnan(v) else v for v in path["mean_cv_r2"]],
-                }
-            )
+        record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
+        dataset.attrs.update(record)
+        if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
+            path = json.loads(record["eps_path"])
             echo(
-                f"      eps = {estimator.eps_:g} chosen by forward CV among "
+                f"      eps = {record['eps']:g} chosen by forward CV among "
                 + ", ".join(
-                    f"{e:g} ({g} groups, R2 {r:.2f})"
+                    f"{e:g} ({g} groups, R2 {float('nan') if r is None else r:.2f})"
                     for e, g, r in zip(
                         path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True
                     )

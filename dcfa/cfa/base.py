@@ -172,6 +172,12 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """The rule of :mod:`dcfa.cfa.rules` with this estimator's parameters bound."""
         raise NotImplementedError
 
+    def fit_record(self) -> dict:
+        """How this fit was made, as attributes a result store keeps (JSON-able): the
+        execution that ran (:func:`dcfa.load_result` reads the cells by it)."""
+        check_is_fitted(self, "labels_")
+        return {"execution": self.execution_}
+
     def execution_for(self, X) -> str:
         """The execution ``fit(X, y)`` would run (``mode``, or what ``"auto"`` picks).
 

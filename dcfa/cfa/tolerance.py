@@ -201,6 +201,23 @@ class _TolerancePath:
         self.feature_weights_ = weights
         return self
 
+    def fit_record(self) -> dict:
+        """The execution, the chosen tolerance and the path (tolerance, groups, mean CV R^2)."""
+        import json
+
+        path = self.cv_path_
+        return {
+            **super().fit_record(),
+            "eps": self.eps_,
+            "eps_path": json.dumps(
+                {
+                    "eps": path["eps"].tolist(),
+                    "n_groups": path["n_groups"].tolist(),
+                    "mean_cv_r2": [None if np.isnan(v) else v for v in path["mean_cv_r2"]],
+                }
+            ),
+        }
+
     def execution_for(self, X) -> str:
         """Always ``"series"``: the path reads every fold's moments from the series (raises
         :class:`dcfa.MemoryBudgetError` when they do not fit the budget)."""
