@@ -19,6 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
+from dcfa.stats.kernels import subtract_by_group
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
@@ -126,8 +127,7 @@ def stencil_chunk(
                 lost[s] += holes[t, gaps]
             seen[:, gaps] -= lost
         mean = (onehot @ flat) / np.maximum(seen, 1)
-        for t, s in enumerate(seg.tolist()):  # row by row, in cache: not an (m, cells) temporary
-            flat[t] -= mean[s]
+        subtract_by_group(flat, mean, seg)
         seen = seen.reshape(n_segments, *a.shape[1:])
         mean = mean.reshape(n_segments, *a.shape[1:])
     a[missing] = 0.0

@@ -29,7 +29,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["anomaly_block", "chunk_exclude", "chunk_pairwise", "column_shift", "combine"]
+__all__ = [
+    "anomaly_block",
+    "chunk_exclude",
+    "chunk_pairwise",
+    "column_shift",
+    "combine",
+    "subtract_by_group",
+]
 
 
 ############################################################################################
@@ -261,6 +268,14 @@ def _merge_pairwise(x: dict, y: dict) -> dict:
 # other block kernels (the preprocessing's anomalies)
 
 
+def subtract_by_group(out: np.ndarray, table: np.ndarray, groups) -> None:
+    """``out[t] -= table[groups[t]]`` for every row ``t``, in place: row by row, in cache,
+    rather than an ``(m, ...)`` temporary (``table[groups]``) or a gather and scatter per group;
+    the same float operations, so the same bits."""
+    for t, g in enumerate(np.asarray(groups).tolist()):
+        out[t] -= table[g]
+
+
 def anomaly_block(block, clim, scale, groups, *, out_dtype):
     """``(block - clim[groups]) / scale`` in float64 (either may be None), as ``out_dtype``."""
     out = np.array(block, dtype=np.float64)  # a copy we own: the rest is in place
@@ -268,9 +283,8 @@ def anomaly_block(block, clim, scale, groups, *, out_dtype):
         pass
     elif clim.shape[0] == 1:
         out -= clim[0]
-    else:  # row by row, in cache: no (rows, *grid) gather and scatter
-        for t, g in enumerate(np.asarray(groups).tolist()):
-            out[t] -= clim[g]
+    else:
+        subtract_by_group(out, clim, groups)
     if scale is not None:
         out /= scale
     return out.astype(out_dtype, copy=False)
