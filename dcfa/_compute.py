@@ -22,23 +22,29 @@ import time
 
 import dask
 
-__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree_reduce"]
+__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree", "tree_reduce"]
 
 SPLIT_EVERY = 8  # the fan-in of every tree reduction (moments tiles, grid pass, GBMAP, kNN)
 
 
-def tree_reduce(parts: list, combine, *args, split_every: int = SPLIT_EVERY):
-    """The root of a tree of ``combine(group, *args)`` tasks over the delayed ``parts``,
-    ``split_every`` per node (a group of one is passed on unchanged)."""
-    merge = dask.delayed(combine, pure=True)
+def tree(parts: list, node, split_every: int = SPLIT_EVERY):
+    """The root of the tree that merges ``parts`` level by level: ``node(group)`` for each
+    run of ``split_every`` of them (a group of one is passed on unchanged).
+
+    The shape of every tree reduction dcfa builds, whether its parts are delayed objects
+    (:func:`tree_reduce`) or keys of a hand-built graph (:mod:`dcfa.stats.graph`).
+    """
     while len(parts) > 1:
-        parts = [
-            merge(parts[s : s + split_every], *args)
-            if len(parts[s : s + split_every]) > 1
-            else parts[s]
-            for s in range(0, len(parts), split_every)
-        ]
+        groups = [parts[s : s + split_every] for s in range(0, len(parts), split_every)]
+        parts = [node(group) if len(group) > 1 else group[0] for group in groups]
     return parts[0]
+
+
+def tree_reduce(parts: list, combine, *args, split_every: int = SPLIT_EVERY):
+    """The root of a :func:`tree` of ``combine(group, *args)`` tasks over the delayed
+    ``parts``."""
+    merge = dask.delayed(combine, pure=True)
+    return tree(parts, lambda group: merge(group, *args), split_every)
 
 
 def progress_enabled() -> bool:

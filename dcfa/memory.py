@@ -12,9 +12,10 @@ Where the bytes are (see :mod:`dcfa.stats.graph` and :mod:`dcfa._compute`):
 driver
     the assembled result (one matrix per row segment; all of them plus their blocks while
     ``dask.compute`` concatenates), then what the fit adds (NonLinCFA: all rows merged, the
-    fitted ``moments_``, with the temporaries of that merge; its folds' training sets are merged
-    row by row as the partition reads them, never as matrices; pairwise statistics: the
-    correlations; the greedy variant's copies). NumPy input: also the in-memory copies of the
+    fitted ``moments_``, with the temporaries of that merge, counted although the merge is
+    built only when ``moments_`` is first read, as the batch job does; its folds' training sets
+    are merged row by row as the partition reads them, never as matrices; pairwise statistics:
+    the correlations; the greedy variant's copies). NumPy input: also the in-memory copies of the
     data. Under the local (threaded) scheduler the tile tasks run here too.
 workers (a ``distributed.Client`` is active)
     the tile tasks: one task holds a tile ``w x w`` of the widest feature chunk ``w``, the tree

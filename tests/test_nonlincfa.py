@@ -198,3 +198,22 @@ def test_fit_with_stored_segment_moments(rng):
     np.testing.assert_array_equal(again.labels_, first.labels_)
     with pytest.raises(ValueError, match="moments: expected 5 Moments"):
         NonLinCFA(eps=1e-3).fit(X, y, moments=parts[0])
+
+
+def test_the_fit_holds_one_matrix_per_segment_and_merges_them_when_read(rng):
+    """The dense fit keeps the segments' matrices only; ``moments_`` (all rows) is their
+    merge, built on first read: the same numbers as ``Moments.merge_all`` and, up to rounding,
+    as one pass over all rows."""
+    X, y = correlated_data(rng, n=120, D=8)
+    X = X + 300.0  # kelvin-like offsets
+    model = NonLinCFA(eps=1e-3, mode="full").fit(da.from_array(X, chunks=(25, 4)), y)
+    assert not isinstance(model.__dict__["_moments"], dcfa.Moments)  # no p x p built yet
+    merged = dcfa.Moments.merge_all(model.segment_moments_)
+    m = model.moments_
+    assert isinstance(m, dcfa.Moments) and model.moments_ is m  # built once, then kept
+    for name in ("count", "mean", "cross"):
+        np.testing.assert_array_equal(getattr(m, name), getattr(merged, name))
+    whole = dcfa.moments(X, y)
+    np.testing.assert_allclose(m.cross, whole.cross, rtol=1e-10, atol=1e-9)
+    np.testing.assert_array_equal(model.mean_, m.column_mean[:8])
+    assert not hasattr(NonLinCFA(), "moments_")

@@ -22,6 +22,7 @@ from dcfa._validation import (
     validate_params,
 )
 from dcfa.cfa.aggregate import aggregate, broadcast_back
+from dcfa.cfa.basis import MergedMoments
 from dcfa.cfa.executions import EXECUTIONS, choose, execution_for_moments
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.stats.moments import Moments
@@ -247,7 +248,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = 1.0 / std if self._standardize else np.ones(D)
         self.scale_ = np.where(used, scale, np.nan)
-        self.moments_ = m
+        self._moments = m
         self._layout = inp.layout
         if inp.layout is not None:
             self.label_map_ = inp.layout.unstack(
@@ -269,6 +270,20 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             self.n_features_out_,
             len(self.excluded_),
         )
+
+    @property
+    def moments_(self):
+        """The statistics of all samples (see Attributes).
+
+        NonLinCFA's dense fit keeps one matrix per row segment; their merge, with its own
+        ``p x p`` matrix, is built here on first use rather than during ``fit``.
+        """
+        m = self.__dict__.get("_moments")
+        if m is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'moments_'")
+        if isinstance(m, MergedMoments):
+            m = self._moments = m.materialize()
+        return m
 
     @property
     def _n_features_out(self) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa.stats.kernels import row_blocks
+from dcfa.stats.kernels import chan_factors, row_blocks
 from dcfa.stats.summary import ColumnSummary
 
 
@@ -190,14 +190,12 @@ class MergedMoments(ColumnSummary):
         diag = np.diagonal(first.cross)
         self._steps = []
         for p in parts[1:]:  # dcfa.stats.kernels._merge_exclude, then finalize (shift 0)
-            total = n + p.n
-            f = n * p.n / total
+            n, w, f = chan_factors(n, p.n)
             d = p.mean - mean
             self._steps.append((p.cross, d, f))
             diag = diag + np.diagonal(p.cross) + d * d * f
-            mean = mean + d * (p.n / total) + 0.0
+            mean = mean + d * w + 0.0
             count = count + p.count
-            n = total
         self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
 
     @property
@@ -233,3 +231,9 @@ class MergedMoments(ColumnSummary):
     def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The merged cross-products at ``np.ix_(rows, cols)`` (a copy)."""
         return np.stack([self.row(c, cols) for c in rows])
+
+    def materialize(self):
+        """``Moments.merge_all(parts)``: the merged value with its ``p x p`` matrix."""
+        from dcfa.stats.moments import Moments
+
+        return Moments.merge_all(self.parts)

@@ -20,42 +20,24 @@ from dcfa.cfa.sequential import sequential_partition
 STRATEGIES = ("sequential", "greedy")
 
 
-def partition_moments(
-    parts,
-    accept,
-    *,
-    standardize: bool,
-    shuffle: bool = False,
-    random_state=None,
-    compare: str = "seed",
-    scan: str = "single",
-    strategy: str = "sequential",
-    neighbors=None,
-    neighborhood: str = "group",
-    target: int = 0,
-    progress=None,
-    whole=None,
-    order=None,
-) -> np.ndarray:
+def partition_moments(parts, accept, *, whole=None, target: int = 0, **loop) -> np.ndarray:
     """Labels of every feature from moments and a rule: what the three functional twins share.
 
     Parameters
     ----------
     parts : Moments or list of Moments
         One value, or several row sets the rule reads (cross-validation folds).
+    accept : callable
+        A rule of :mod:`dcfa.cfa.rules` with its parameters bound.
     whole : Moments, default=None
         The moments of all the data, on which exclusions and standardisation are decided
         (default: ``parts`` merged, for disjoint parts).
-    accept : callable
-        A rule of :mod:`dcfa.cfa.rules` with its parameters bound.
-    standardize : bool
-        Aggregate standardised features (``1/std`` weights) or the features as they are.
-    shuffle, random_state, compare, scan, strategy, neighbors, neighborhood, target, progress
-        See :func:`sequential_partition` and :func:`greedy_partition`.
-    order : ndarray of shape (n_features,), default=None
-        The order features are visited in before any shuffle (a permutation of all features,
-        e.g. :meth:`dcfa.stacking.FeatureLayout.visit_order`); ``None``: ``0 .. D-1``.
-        ``shuffle`` permutes this order.
+    target : int, default=0
+        Which target column of the moments the rule reads.
+    **loop
+        The loop's options, passed to :func:`drive`: ``standardize`` (required), ``shuffle``,
+        ``random_state``, ``compare``, ``scan``, ``strategy``, ``neighbors``,
+        ``neighborhood``, ``progress`` and ``order``.
 
     Returns
     -------
@@ -68,19 +50,7 @@ def partition_moments(
     if whole is None:
         whole = parts[0] if len(parts) == 1 else merge_rows(parts)
     return drive(
-        whole,
-        lambda valid, scale: Basis.from_moments(parts, valid, scale, target),
-        accept,
-        standardize=standardize,
-        shuffle=shuffle,
-        random_state=random_state,
-        compare=compare,
-        scan=scan,
-        strategy=strategy,
-        neighbors=neighbors,
-        neighborhood=neighborhood,
-        progress=progress,
-        order=order,
+        whole, lambda valid, scale: Basis.from_moments(parts, valid, scale, target), accept, **loop
     )
 
 
@@ -106,6 +76,18 @@ def drive(
     ``make_basis(valid, scale)`` builds what the loop reads for the kept features (the dense
     :class:`Basis`, the seed rows' or the series' basis). Every execution but the grid's
     runs through here, so they visit features in the same order and give the same labels.
+
+    Parameters
+    ----------
+    standardize : bool
+        Aggregate standardised features (``1/std`` weights) or the features as they are.
+    shuffle, random_state, compare, scan, neighbors, neighborhood, progress
+        See :func:`sequential_partition` (``strategy="sequential"``) and
+        :func:`greedy_partition` (``"greedy"``).
+    order : ndarray of shape (n_features,), default=None
+        The order features are visited in before any shuffle (a permutation of all features,
+        e.g. :meth:`dcfa.stacking.FeatureLayout.visit_order`); ``None``: ``0 .. D-1``.
+        ``shuffle`` permutes this order.
     """
     from sklearn.utils import check_random_state
 

@@ -140,9 +140,11 @@ class Full(Execution):
         )
 
     def summary(self, stats):
-        from dcfa.stats.moments import Moments
+        from dcfa.cfa.basis import merge_rows
 
-        return stats if isinstance(stats, Moments) else Moments.merge_all(stats)
+        # NonLinCFA's segments: merged row by row, the p x p matrix built only when asked for
+        # (the fitted moments_), so the fit holds one matrix per segment and no more
+        return merge_rows(stats) if isinstance(stats, list | tuple) else stats
 
 
 class Series(Execution):

@@ -12,7 +12,7 @@ import numpy as np
 
 from dcfa.cfa.basis import Basis, fold_parts
 from dcfa.cfa.rules import PairMoments
-from dcfa.cfa.sequential import grow_group
+from dcfa.cfa.sequential import GroupNumbering, grow_group
 
 
 def grid_partition(
@@ -76,7 +76,7 @@ def grid_partition(
     unassigned = valid.copy()
     seed_tests = compare == "seed" and segments is None
     verdict = _neighbour_verdicts(gm, accept, nbr, w) if seed_tests else None
-    n_groups = n_assigned = 0
+    numbering = GroupNumbering(labels, progress)
     for seed in order:
         if not unassigned[seed]:
             continue
@@ -107,11 +107,7 @@ def grid_partition(
             )
             members = cells[grown].tolist()
         unassigned[members] = False
-        labels[members] = n_groups
-        n_groups += 1
-        n_assigned += len(members)
-        if progress is not None:
-            progress(n_assigned, D)
+        numbering.add(members)
     return labels
 
 

@@ -178,12 +178,11 @@ class NonLinCFA(BaseCFA):
 
     Memory: ``mode="full"`` holds one ``(D+1) x (D+1)`` float64 matrix per row segment of
     the folds (the partition reads the folds' training sets row by row, without merging them
-    into new matrices), and the fit one more for all rows (``moments_``) with two
-    temporaries of that merge (8 at the peak for ``cv=5``). Before the pass, ``fit`` compares
-    them with the Dask config key ``dcfa.memory_budget`` (default 0.5 of the available
-    memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs the series execution (``n x D``
-    float64 in memory, the same partition), an explicit ``"full"`` raises
-    :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
+    into new matrices; the merge of all rows, ``moments_``, is built when first read).
+    Before the pass, ``fit`` compares them with the Dask config key ``dcfa.memory_budget``
+    (default 0.5 of the available memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs
+    the series execution (``n x D`` float64 in memory, the same partition), an explicit
+    ``"full"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
 
     References
     ----------

@@ -155,8 +155,7 @@ def sequential_partition(
     # a rule with a drift bound lets a growing group skip candidates known to fail
     bounded = getattr(accept, "lower_bound", None) is not None
     skips = _Skips(D, accept) if bounded and compare == "mean" else None
-    n_groups = 0
-    n_assigned = 0
+    numbering = GroupNumbering(labels, progress)
 
     for seed in order:
         if not unassigned[seed]:
@@ -176,12 +175,26 @@ def sequential_partition(
             neighborhood=neighborhood,
             skips=skips,
         )
-        labels[members] = n_groups
-        n_groups += 1
-        n_assigned += len(members)
-        if progress is not None:
-            progress(n_assigned, D)
+        numbering.add(members)
     return labels
+
+
+class GroupNumbering:
+    """Writes each new group into ``labels``, numbered in order of creation, and reports
+    ``progress(n_assigned, D)`` after each (both partition loops)."""
+
+    def __init__(self, labels: np.ndarray, progress=None):
+        self.labels = labels
+        self.progress = progress
+        self.n_groups = 0
+        self.n_assigned = 0
+
+    def add(self, members) -> None:
+        self.labels[members] = self.n_groups
+        self.n_groups += 1
+        self.n_assigned += len(members)
+        if self.progress is not None:
+            self.progress(self.n_assigned, self.labels.size)
 
 
 def grow_group(

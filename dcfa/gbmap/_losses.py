@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dcfa.stats.kernels import chan_factors
+
 __all__ = [
     "ACTIVATIONS",
     "LOSSES",
@@ -268,18 +270,18 @@ def moments_merge(parts: list[dict]) -> dict:
     """Merge chunk moments pairwise (Chan et al. 1979)."""
     out = parts[0]
     for b in parts[1:]:
-        n = out["n"] + b["n"]
         if b["n"] == 0:
             continue
         if out["n"] == 0:
             out = b
             continue
+        n, w, f = chan_factors(out["n"], b["n"])
         with np.errstate(invalid="ignore", over="ignore"):
             delta = b["mean"] - out["mean"]
             out = {
                 "n": n,
-                "mean": out["mean"] + delta * (b["n"] / n),
-                "m2": out["m2"] + b["m2"] + delta * delta * (out["n"] * b["n"] / n),
+                "mean": out["mean"] + delta * w,
+                "m2": out["m2"] + b["m2"] + delta * delta * f,
                 "min": np.minimum(out["min"], b["min"]),
                 "max": np.maximum(out["max"], b["max"]),
                 "bad": out["bad"] + b["bad"],

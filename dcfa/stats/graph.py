@@ -23,6 +23,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
+from dcfa._compute import tree
 from dcfa.stats import kernels
 
 __all__ = ["tiled_moments", "segment_rows"]
@@ -133,18 +134,14 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
                 raise ValueError(f"segments: segment {s} holds no rows")
             if fold_tile(blocks[i][2], blocks[j][2]):  # a large tile: memory over parallelism
                 keys = _fold_chunks(dsk, tile_name, ids, keys, split_every)
-            while len(keys) > 1:
-                level = []
-                for start in range(0, len(keys), split_every):
-                    group = keys[start : start + split_every]
-                    if len(group) == 1:
-                        level.append(group[0])
-                        continue
-                    key = (tile_name, "combine", next(ids))
-                    dsk[key] = (kernels.combine, list(group))
-                    level.append(key)
-                keys = level
-            dsk[(tile_name, s, i, j)] = keys[0]  # alias of the root of the tree
+
+            def node(group):
+                key = (tile_name, "combine", next(ids))
+                dsk[key] = (kernels.combine, list(group))
+                return key
+
+            # alias of the root of the tree
+            dsk[(tile_name, s, i, j)] = tree(keys, node, split_every)
     return HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps), tile_name
 
 

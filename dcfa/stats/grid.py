@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dcfa.stats.kernels import subtract_by_group
+from dcfa.stats.kernels import chan_factors, subtract_by_group
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
@@ -168,12 +168,9 @@ def _merge(x: dict, y: dict, R: int, offsets: np.ndarray) -> dict:
     every cell's observed values in the segment)."""
     n = x["n"] + y["n"]
     nx, ny = x["seen"], y["seen"]
-    seen = nx + ny
+    seen, w, f = chan_factors(nx, ny)
     inner = x["diag"].shape
     core = (slice(None), *_interior(R, inner))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f = np.where(seen > 0, nx * ny / seen, 0.0)
-        w = np.where(seen > 0, ny / seen, 0.0)
     d = y["mean"] - x["mean"]
     mean = x["mean"] + d * w
     d = np.where((nx > 0) & (ny > 0), d, 0.0)  # a cell seen in one part only: no term
@@ -191,10 +188,9 @@ def _merge(x: dict, y: dict, R: int, offsets: np.ndarray) -> dict:
     }
     if "ty" in x:
         both = (x["n"] > 0) & (y["n"] > 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore"):
             dy = np.where(both, y["ymean"] - x["ymean"], 0.0)
-            wy = np.where(n > 0, y["n"] / n, 0.0)
-            fy = np.where(n > 0, x["n"] * y["n"] / n, 0.0)
+        _, wy, fy = chan_factors(x["n"], y["n"])
         out.update(
             ymean=np.where(x["n"] > 0, x["ymean"] + dy * wy, y["ymean"]),
             yy=x["yy"] + y["yy"] + fy * dy * dy,

@@ -218,17 +218,32 @@ def fold_chunk(acc: dict, kernel, *args) -> dict:
     return _merge_exclude(acc, part, into="y")
 
 
+def chan_factors(n_x, n_y):
+    """The factors of Chan, Golub & LeVeque's update merging two disjoint sets of ``n_x`` and
+    ``n_y`` observations: the merged count ``n``, ``w = n_y / n`` (the mean moves by ``w d``
+    towards the second set's, ``d`` the difference of their means) and ``f = n_x n_y / n``
+    (the centred co-moments gain ``f d d'``). Elementwise for array counts, 0 where ``n == 0``.
+
+    Every merge of dcfa applies these to its own layout of co-moments (a tile's outer
+    product, a stencil's offsets, one column's sum of squares).
+    """
+    n = n_x + n_y
+    if np.ndim(n) == 0:
+        return n, (n_y / n if n else 0.0), (n_x * n_y / n if n else 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return n, np.where(n > 0, n_y / n, 0.0), np.where(n > 0, n_x * n_y / n, 0.0)
+
+
 def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
     """Chan et al. merge; ``into="x"`` / ``"y"`` writes the result into that side's matrix."""
-    n = x["n"] + y["n"]
     if x["n"] == 0 or y["n"] == 0:
         return dict(y if x["n"] == 0 else x)
-    f = x["n"] * y["n"] / n
+    n, w, f = chan_factors(x["n"], y["n"])
     d_a = y["mean_a"] - x["mean_a"]
     d_b = d_a if y["mean_b"] is y["mean_a"] else y["mean_b"] - x["mean_b"]
     out = {
         "n": n,
-        "mean_a": x["mean_a"] + d_a * (y["n"] / n),
+        "mean_a": x["mean_a"] + d_a * w,
     }
     # x + y + outer(d_a, d_b) * f, element by element in that order (+ is commutative)
     cross = {"x": x["cross"], "y": y["cross"], None: None}[into]
@@ -236,9 +251,7 @@ def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
     for b in row_blocks(d_a.size, d_b.size):
         cross[b] += np.multiply.outer(d_a[b], d_b) * f
     out["cross"] = cross
-    out["mean_b"] = (
-        out["mean_a"] if x["mean_b"] is x["mean_a"] else x["mean_b"] + d_b * (y["n"] / n)
-    )
+    out["mean_b"] = out["mean_a"] if x["mean_b"] is x["mean_a"] else x["mean_b"] + d_b * w
     if "count_a" in x:
         out["count_a"] = x["count_a"] + y["count_a"]
     if "m2_a" in x:
@@ -247,10 +260,7 @@ def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
 
 
 def _merge_pairwise(x: dict, y: dict) -> dict:
-    n = x["count"] + y["count"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = np.where(n > 0, y["count"] / n, 0.0)
-        f = np.where(n > 0, x["count"] * y["count"] / n, 0.0)
+    n, w, f = chan_factors(x["count"], y["count"])
     d_a = y["mean_a"] - x["mean_a"]
     d_b = y["mean_b"] - x["mean_b"]
     return {
