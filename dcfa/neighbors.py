@@ -98,8 +98,8 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
     Parameters
     ----------
     grid : xarray.DataArray or FeatureLayout
-        A field (its grid is every dim but ``sample_dim``, in order) or the layout of a
-        stacked one (its ``feature_dims``).
+        A field (its grid is every dim but ``sample_dim``, in order, or the grid of its
+        stacked cell dim, :class:`dcfa.stacking.CellGrid`) or the layout of a stacked one.
     periodic : "auto", bool or sequence of str, default="auto"
         ``"auto"``: the longitude dims (:func:`dcfa.geo.longitude_axes`: named ``lon`` /
         ``longitude``, or with CF ``units = "degrees_east"`` / ``standard_name =
@@ -151,13 +151,19 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
 
 def _grid_of(grid, sample_dim: str) -> tuple[tuple, dict]:
     """(grid dims, their coordinate variables) of a DataArray or a FeatureLayout."""
-    if hasattr(grid, "feature_dims"):
-        return tuple(grid.feature_dims), dict(grid.feature_coords)
+    if hasattr(grid, "grid_dims"):
+        return tuple(grid.grid_dims), dict(grid.grid_coords)
     if not hasattr(grid, "dims") or not hasattr(grid, "coords"):
         raise TypeError(
             f"grid: expected an xarray.DataArray or a FeatureLayout, got {type(grid).__name__}"
         )
     dims = tuple(d for d in grid.dims if d != sample_dim)
+    if len(dims) == 1:
+        from dcfa.stacking import CellGrid
+
+        cells = CellGrid.of(grid, dims[0])
+        if cells is not None:
+            return cells.dims, dict(cells.coords)
     coords = {k: c.variable for k, c in grid.coords.items() if set(c.dims) <= set(dims)}
     return dims, coords
 
@@ -219,8 +225,12 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
                 "feature dims are the grid; for other inputs pass a sparse (D, D) adjacency"
             )
         axes = _axes(periodic, layout)
-        blocks = block_axes(layout.feature_dims)
-        return grid_adjacency(layout.feature_shape, int(neighbors), periodic=axes, blocks=blocks)
+        blocks = block_axes(layout.grid_dims)
+        A = grid_adjacency(layout.grid_shape, int(neighbors), periodic=axes, blocks=blocks)
+        if layout.cell_grid is not None:  # the grid's adjacency among the cells present
+            cells = layout.cell_grid.cells
+            A = sp.csr_array(A[cells][:, cells])
+        return A
     if sp.issparse(neighbors) or isinstance(neighbors, np.ndarray):
         A = sp.csr_array(neighbors)
         if A.shape != (n_features, n_features):

@@ -11,14 +11,54 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
-__all__ = ["FeatureLayout", "stack_features"]
+__all__ = ["CellGrid", "FeatureLayout", "stack_features"]
+
+
+@dataclass(frozen=True)
+class CellGrid:
+    """The grid behind a stacked cell dim: ``field.stack(cell=("lat", "lon"))``, also after
+    ``dropna("cell")`` or any selection of cells.
+
+    The cell dim's pandas MultiIndex keeps every value of each stacked dim in its levels (in
+    their order), so the grid is the product of the levels and each cell has its place on it:
+    an int ``neighbors`` radius, the periodic longitude and the visiting order are those of
+    the grid, restricted to the cells present.
+    """
+
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    coords: dict  # level name -> 1-D xarray.Variable of the level's values
+    cells: np.ndarray  # flat (C-order) place of each feature on the grid
+
+    @classmethod
+    def of(cls, X: xr.DataArray, dim: str) -> CellGrid | None:
+        """The grid of ``X``'s feature dim ``dim`` if its index is a MultiIndex, else None."""
+        index = X.indexes.get(dim)
+        if not isinstance(index, pd.MultiIndex):
+            return None
+        dims = tuple(str(n) for n in index.names)
+        shape = tuple(len(level) for level in index.levels)
+        coords = {
+            d: xr.Variable((d,), np.asarray(level), attrs=dict(X.coords[d].attrs))
+            for d, level in zip(dims, index.levels, strict=True)
+        }
+        codes = np.stack([np.asarray(c, dtype=np.int64) for c in index.codes])
+        if (codes < 0).any():
+            raise ValueError(f"X: the {dim!r} index has missing level values (NaN in a level)")
+        cells = np.ravel_multi_index(tuple(codes), shape) if codes.size else codes[0]
+        return cls(dims=dims, shape=shape, coords=coords, cells=cells)
 
 
 @dataclass(frozen=True)
 class FeatureLayout:
-    """How the features of a stacked DataArray map back onto its dims."""
+    """How the features of a stacked DataArray map back onto its dims.
+
+    The grid (what an int ``neighbors`` radius, the periodic longitude and the visiting order
+    are about) is the feature dims, or for one stacked cell dim its :class:`CellGrid`.
+    """
 
     sample_dim: str
     feature_dims: tuple[str, ...]
@@ -27,29 +67,56 @@ class FeatureLayout:
     sample_coords: dict
     name: str | None
     attrs: dict
+    cell_grid: CellGrid | None = None
 
     @property
     def n_features(self) -> int:
         return int(np.prod(self.feature_shape))
 
+    @property
+    def grid_dims(self) -> tuple[str, ...]:
+        return self.feature_dims if self.cell_grid is None else self.cell_grid.dims
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return self.feature_shape if self.cell_grid is None else self.cell_grid.shape
+
+    @property
+    def grid_coords(self) -> dict:
+        return self.feature_coords if self.cell_grid is None else self.cell_grid.coords
+
     def visit_order(self, periodic: tuple[int, ...] = ()) -> np.ndarray | None:
-        """The order in which the partition visits the features of a grid that wraps around.
+        """The order in which the partition visits the features of a grid.
 
         A periodic longitude has no first cell: the given first one is wherever the input's
         convention puts its seam (0 or 180 degrees, or anywhere for a rotated axis). Along
-        each dim of ``periodic`` (positions among ``feature_dims``) that has longitude values,
+        each dim of ``periodic`` (positions among the grid dims) that has longitude values,
         the cells are visited by longitude modulo 360, from 0 east; other dims keep their
         order. So the same grid in any longitude convention gives the same visiting order,
-        hence the same partition. Returns the flat (C-order) feature indices in that order,
-        or None when it is the given order.
+        hence the same partition. The cells of a :class:`CellGrid` are visited in that order
+        of the grid, whatever their order along the cell dim. Returns the feature indices in
+        visiting order, or None when it is the given order.
         """
+        order = self._grid_order(periodic)
+        if self.cell_grid is None:
+            return order
+        cells = self.cell_grid.cells
+        if order is not None:  # rank of each grid cell in the visit
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            cells = rank[cells]
+        visit = np.argsort(cells, kind="stable")
+        return None if (visit == np.arange(visit.size)).all() else visit
+
+    def _grid_order(self, periodic: tuple[int, ...]) -> np.ndarray | None:
         from dcfa.geo import longitude_axes
 
         if not periodic:
             return None
-        lons = longitude_axes(self.feature_dims, self.feature_coords)
+        shape = self.grid_shape
+        lons = longitude_axes(self.grid_dims, self.grid_coords)
         perms = []
-        for axis, size in enumerate(self.feature_shape):
+        for axis, size in enumerate(shape):
             values = lons.get(axis) if axis in periodic else None
             if values is None or values.shape != (size,):
                 perms.append(np.arange(size))
@@ -57,7 +124,7 @@ class FeatureLayout:
                 perms.append(np.argsort(np.mod(values.astype(np.float64), 360.0), kind="stable"))
         if all((p == np.arange(p.size)).all() for p in perms):
             return None
-        index = np.arange(self.n_features).reshape(self.feature_shape)
+        index = np.arange(int(np.prod(shape))).reshape(shape)
         return index[np.ix_(*perms)].ravel()
 
     def unstack(
@@ -125,5 +192,6 @@ def stack_features(X: xr.DataArray, sample_dim: str, *, name: str = "X"):
         sample_coords={k: c.variable for k, c in X.coords.items() if set(c.dims) == {sample_dim}},
         name=X.name,
         attrs=dict(X.attrs),
+        cell_grid=CellGrid.of(X, feature_dims[0]) if len(feature_dims) == 1 else None,
     )
     return data, layout

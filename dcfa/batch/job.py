@@ -350,24 +350,10 @@ def _run_passes(
         prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
         if request is not None:  # the grid execution reads the grid; cells without data excluded
             cells, keep = prepared, np.arange(prep.has_data.size)
-        else:  # the other executions skip the cells without data
-            radius = estimator.get_params().get("neighbors")
-            on_radius = isinstance(radius, int) and not isinstance(radius, bool)
-            order = None
-            if on_radius:
-                # a radius on the grid (wrapping round a global longitude), restricted to the
-                # cells kept, visited in the estimator's canonical order (the same partition
-                # in any longitude convention): the stacked input is 1-D
-                from dcfa.neighbors import grid_adjacency_for, periodic_dims
-                from dcfa.stacking import stack_features
-
-                periodic = estimator.get_params().get("periodic", "auto")
-                _, layout = stack_features(field, dim)  # lazy: the layout is what is used
-                order = layout.visit_order(periodic_dims(field, periodic, sample_dim=dim))
-                A = grid_adjacency_for(field, radius, periodic=periodic, sample_dim=dim)
-            cells, keep = _cells_with_data(prepared, prep.has_data, grid, order)
-            if on_radius:
-                estimator.set_params(neighbors=A[keep][:, keep])
+        else:  # the other executions skip the cells without data; the stacked cells keep
+            # their place on the grid, so a neighbors radius and the visiting order are the
+            # grid's (dcfa.stacking.CellGrid)
+            cells, keep = _cells_with_data(prepared, prep.has_data, grid)
 
         t = time.perf_counter()
         estimator.fit(cells, target, moments=moments)
@@ -471,14 +457,13 @@ def _check_has_data(prep, inp: dict) -> None:
 
 
 def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str], order=None):
-    """The field stacked to (sample, cell) over the cells that hold data, with their coords;
-    in ``order`` (flat grid indices) when given, else in the grid's order."""
-    stacked = field.stack(cell=grid)
+    """The field stacked to (sample, cell) over the cells that hold data, and their flat
+    places on the grid: in ``order`` (flat places, as a result's ``cell_index`` has them) when
+    given, else in the grid's order. The cell dim keeps its MultiIndex (the cells' places on
+    the grid, :class:`dcfa.stacking.CellGrid`)."""
     flat = has_data.values.ravel()
     keep = np.flatnonzero(flat) if order is None else np.asarray(order)[flat[order]]
-    cells = stacked.isel(cell=keep)
-    cells = cells.reset_index("cell").assign_coords(cell=np.arange(keep.size))
-    return cells, keep
+    return field.stack(cell=grid).isel(cell=keep), keep
 
 
 def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:

@@ -228,6 +228,12 @@ class Grid(Execution):
                 "mode='neighbors' needs an int radius and an xarray.DataArray X (its feature "
                 "dims are the grid)"
             )
+        if inp.layout.cell_grid is not None:
+            return "neighbors", (
+                "mode='neighbors' reads the whole grid: X's feature dims must be the grid dims, "
+                f"not the stacked cell dim {inp.layout.feature_dims[0]!r} (pass the unstacked "
+                "field, cells without data as NaN: they are excluded)"
+            )
         if p.get("neighborhood", "group") != "seed":
             return "neighborhood", (
                 "mode='neighbors' keeps a group within the radius of its seed; set "
