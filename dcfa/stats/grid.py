@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dcfa.stats.kernels import chan_factors, subtract_by_group
+from dcfa.stats.kernels import chan_factors, column_shift, subtract_by_group
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
@@ -622,11 +622,11 @@ def grid_pass(
 
 
 def _shift(block, R: int = 0, pad=()) -> np.ndarray:
-    """A per-cell reference (the first block's NaN-mean) so merged means stay small."""
+    """A per-cell reference so merged means stay small: the shift policy of every pass,
+    :func:`dcfa.stats.kernels.column_shift`, on the halo-extended first block."""
     a = _padded(block, R, pad)
-    obs = np.isfinite(a)
-    cnt = obs.sum(axis=0)
-    return np.divide(np.where(obs, a, 0).sum(axis=0), cnt, out=np.zeros(a.shape[1:]), where=cnt > 0)
+    shift = column_shift(a.reshape(a.shape[0], -1))
+    return np.zeros(a.shape[1:]) if shift is None else shift.reshape(a.shape[1:])
 
 
 def _assemble(
