@@ -74,6 +74,8 @@ SETTINGS = [
     ("LinCFA", LinCFA, {"neighbors": 1, "random_state": 0}),
     ("GenLinCFA", GenLinCFA, {"neighbors": 1}),
     ("GenLinCFA-0.6", GenLinCFA, {"neighbors": 1, "eps": 0.6}),
+    ("GenLinCFA-0.65", GenLinCFA, {"neighbors": 1, "eps": 0.65}),
+    ("GenLinCFA-0.7", GenLinCFA, {"neighbors": 1, "eps": 0.7}),
     ("NonLinCFA-1e-2", NonLinCFA, {"neighbors": 1, "eps": 1e-2}),
     ("NonLinCFA-3e-2", NonLinCFA, {"neighbors": 1, "eps": 3e-2}),
     (

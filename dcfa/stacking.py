@@ -42,7 +42,9 @@ class CellGrid:
         dims = tuple(str(n) for n in index.names)
         shape = tuple(len(level) for level in index.levels)
         coords = {
-            d: xr.Variable((d,), np.asarray(level), attrs=dict(X.coords[d].attrs))
+            d: xr.Variable(
+                (d,), np.asarray(level), attrs=dict(getattr(X.coords.get(d), "attrs", {}))
+            )
             for d, level in zip(dims, index.levels, strict=True)
         }
         codes = np.stack([np.asarray(c, dtype=np.int64) for c in index.codes])
