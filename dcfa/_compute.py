@@ -84,6 +84,18 @@ def active_client():
     return client if get_scheduler() == client.get else None
 
 
+def scheduler_workers(client) -> dict:
+    """Every worker the scheduler knows now (address -> its info: ``memory_limit``, ...).
+
+    Asked of the scheduler itself: ``Client.scheduler_info()`` falls back, silently, to the
+    client's cached copy when the query fails, and that copy lists no worker at all."""
+    try:
+        info = client.sync(client.scheduler.identity, n_workers=-1)
+    except TypeError:  # pragma: no cover - distributed before n_workers lists every worker
+        info = client.sync(client.scheduler.identity)
+    return dict(info.get("workers", {}))
+
+
 @contextlib.contextmanager
 def blas_single_threaded_if_threaded():
     import dask.threaded

@@ -43,7 +43,7 @@ import dask.config
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from dcfa._compute import SPLIT_EVERY
+from dcfa._compute import SPLIT_EVERY, scheduler_workers
 
 __all__ = [
     "CONFIG_KEY",
@@ -231,21 +231,13 @@ def memory_budget(client=None) -> Budget:
         client = active_client()
     workers = {}
     if client is not None:
-        for addr, info in _scheduler_workers(client).items():
+        for addr, info in scheduler_workers(client).items():
             limit = int(info.get("memory_limit") or 0)
             if limit <= 0:
                 continue
             budget = int(fraction * limit) if absolute is None else min(absolute, limit)
             workers[addr] = (budget, int(info.get("nthreads") or 1), limit)
     return Budget(driver=driver, source=source, workers=workers)
-
-
-def _scheduler_workers(client) -> dict:
-    try:
-        info = client.scheduler_info(n_workers=-1)  # every worker (recent distributed)
-    except TypeError:  # pragma: no cover - older distributed lists every worker anyway
-        info = client.scheduler_info()
-    return dict(info.get("workers", {}))
 
 
 ############################################################################################

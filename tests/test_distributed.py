@@ -9,6 +9,7 @@ from conftest import correlated_data
 
 import dcfa
 from dcfa import LinCFA
+from dcfa._compute import scheduler_workers
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,7 @@ def test_fit_on_a_cluster_gives_the_in_memory_partition(client, rng):
     assert remote.excluded_ == local.excluded_
     out = remote.transform(Xd).compute()
     np.testing.assert_allclose(out, local.transform(X), atol=1e-10)
-    assert len(client.scheduler_info()["workers"]) == 2
+    assert len(scheduler_workers(client)) == 2
 
 
 def test_moments_on_a_cluster(client, rng):

@@ -14,6 +14,7 @@ from conftest import count_computes
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from dcfa._compute import scheduler_workers
 from dcfa.gbmap import (
     GBMAPClassifier,
     GBMAPRegressor,
@@ -586,7 +587,7 @@ def test_fit_on_a_cluster_gives_the_in_memory_model(client, rng):
     ref = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(X, y)
     Xd = da.from_array(X, chunks=80)
     model = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(Xd, y)
-    assert len(client.scheduler_info()["workers"]) == 2
+    assert len(scheduler_workers(client)) == 2
     assert model.persisted_  # small data: persisted in the workers' memory
     assert_same_model(model, ref)
     np.testing.assert_allclose(model.predict(Xd).compute(), ref.predict(X), atol=1e-6)

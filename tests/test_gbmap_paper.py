@@ -28,6 +28,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import dcfa
+from dcfa._compute import scheduler_workers
 from dcfa.gbmap import (
     GBMAPClassifier,
     GBMAPKNeighborsClassifier,
@@ -686,4 +687,4 @@ def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
         assert acc[15] == pytest.approx(np.mean(np.asarray(model.predict(Xte)) == yte))
         assert acc[15] >= 0.57  # Table 4: 0.583 (Table 5: 0.61 at m = 16)
         assert acc[7] >= 0.55
-    assert model.persisted_ and len(client.scheduler_info()["workers"]) == 2
+    assert model.persisted_ and len(scheduler_workers(client)) == 2

@@ -16,6 +16,7 @@ from sklearn.model_selection import TimeSeriesSplit
 
 import dcfa
 from dcfa import GenLinCFA, LinCFA, NonLinCFA
+from dcfa._compute import scheduler_workers
 from dcfa.memory import (
     MemoryBudgetError,
     check_dense,
@@ -199,7 +200,7 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         ) as cluster,
         Client(cluster) as client,
     ):
-        limits = {a: w["memory_limit"] for a, w in client.scheduler_info()["workers"].items()}
+        limits = {a: w["memory_limit"] for a, w in scheduler_workers(client).items()}
         budget = memory_budget()
         assert {a: b for a, (b, _, _) in budget.workers.items()} == {
             a: int(0.5 * lim) for a, lim in limits.items()

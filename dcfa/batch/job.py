@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
+from dcfa._compute import scheduler_workers
 from dcfa.batch.config import ConfigError, JobConfig
 from dcfa.batch.workdir import WorkDir, job_identity
 from dcfa.io.archive import location, open_zarr
@@ -436,7 +437,7 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
     """An archive that fits easily in the workers' memory is read once and kept there for
     the second pass (the features): reading and decoding it is a pass's largest cost. A larger
     one is streamed from the store by each pass."""
-    workers = client.scheduler_info().get("workers", {}).values()
+    workers = scheduler_workers(client).values()
     limits = [w.get("memory_limit") or 0 for w in workers]
     total = sum(limits) if limits and all(limits) else 0
     if not total or field.nbytes > _HOLD_FRACTION * total:

@@ -39,6 +39,7 @@ from dcfa._compute import (
     blas_single_threaded_if_threaded,
     compute,
     progress_enabled,
+    scheduler_workers,
     tree_reduce,
 )
 from dcfa.gbmap._losses import (
@@ -178,7 +179,7 @@ def _memory_budget() -> float:
     """Bytes that ``persist="auto"`` may use: a fraction of the cluster's or machine's memory."""
     client = _client()
     if client is not None:
-        workers = client.scheduler_info().get("workers", {})
+        workers = scheduler_workers(client)
         total = sum(float(w.get("memory_limit") or 0) for w in workers.values())
         if total > 0:
             return PERSIST_FRACTION * total
