@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dcfa.cfa.basis import Basis
-from dcfa.cfa.sequential import pair_moments
+from dcfa.cfa.rules import SegmentMoments
 
 
 def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> np.ndarray:
@@ -44,10 +44,10 @@ def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> 
 
     def passing(a: int, others: np.ndarray):
         if count is None:
-            n = np.broadcast_to(basis.n[:, None].astype(np.float64), (K.shape[0], others.size))
+            n = basis.n.astype(np.float64)
         else:
             n = count[a, others][None, :].astype(np.float64)
-        pm = pair_moments(
+        pm = SegmentMoments(
             gg=K[:, a, a],
             gc=K[:, a, others],
             gy=K[:, a, y],
@@ -58,7 +58,7 @@ def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> 
             cm=mean[:, others],
             ym=mean[:, y],
             n=n,
-        )
+        ).pair_moments()
         ok = accept(pm)
         c = pm.cross[:, ok].sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):

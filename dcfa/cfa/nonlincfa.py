@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,7 +13,7 @@ from dcfa.cfa.driver import partition_moments
 from dcfa.cfa.executions import MODES
 from dcfa.cfa.folds import Folds, make_folds
 from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS
-from dcfa.cfa.rules import nonlincfa_rule
+from dcfa.cfa.rules import nonlincfa_bounded
 from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
 from dcfa.stats.moments import Moments
@@ -89,7 +88,7 @@ def nonlincfa(
     sets, whole = fold_parts(parts, folds)
     return partition_moments(
         sets,
-        partial(nonlincfa_rule, eps=eps),
+        nonlincfa_bounded(eps),
         whole=whole,
         standardize=standardize,
         shuffle=shuffle,
@@ -246,4 +245,4 @@ class NonLinCFA(BaseCFA):
         return make_folds(self.cv, inp.n_samples)
 
     def _accept(self):
-        return partial(nonlincfa_rule, eps=self.eps)
+        return nonlincfa_bounded(self.eps)

@@ -22,14 +22,18 @@ rule            aggregate iff                                               refe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 __all__ = [
     "PairMoments",
+    "SegmentMoments",
     "lincfa_rule",
     "nonlincfa_rule",
+    "nonlincfa_margin",
+    "nonlincfa_bounded",
+    "IntervalBoundRule",
     "genlincfa_rule",
     "genlincfa_margin",
     "genlincfa_bounded",
@@ -73,6 +77,55 @@ class PairMoments:
         if self.n.shape[0] != 1:
             raise ValueError(f"expected the moments of one row set, got {self.n.shape[0]}")
         return self.n[0].astype(np.float64), self.mean[0], self.cross[0]
+
+
+@dataclass(frozen=True)
+class SegmentMoments:
+    """The pieces of :class:`PairMoments` per row segment, as a growing group keeps them.
+
+    ``gg, gy, gm`` (S,): the group aggregate's centred sum of squares, cross-product with
+    the target and mean; ``gc, cc, cy, cm`` (S, J): each candidate's cross-product with the
+    group, its own sum of squares, cross-product with the target and mean; ``yy, ym`` (S,):
+    the target's; ``n``: rows, (S,) or per candidate (S, J).
+    """
+
+    n: np.ndarray
+    gg: np.ndarray
+    gc: np.ndarray
+    gy: np.ndarray
+    gm: np.ndarray
+    cc: np.ndarray
+    cy: np.ndarray
+    cm: np.ndarray
+    yy: np.ndarray
+    ym: np.ndarray
+
+    def take(self, idx) -> SegmentMoments:
+        """The same moments for the candidates ``idx`` only."""
+        n = np.asarray(self.n)
+        return replace(
+            self,
+            n=n[:, idx] if n.ndim == 2 else n,
+            **{key: getattr(self, key)[:, idx] for key in ("gc", "cc", "cy", "cm")},
+        )
+
+    def pair_moments(self) -> PairMoments:
+        """The moments of ``[g, c, y]`` per segment and candidate."""
+        S, J = self.gc.shape
+        n = np.asarray(self.n, dtype=np.float64)
+        n = np.broadcast_to(n[:, None] if n.ndim == 1 else n, (S, J))
+        cross = np.empty((S, J, 3, 3))
+        cross[:, :, 0, 0] = self.gg[:, None]
+        cross[:, :, 0, 1] = cross[:, :, 1, 0] = self.gc
+        cross[:, :, 0, 2] = cross[:, :, 2, 0] = self.gy[:, None]
+        cross[:, :, 1, 1] = self.cc
+        cross[:, :, 1, 2] = cross[:, :, 2, 1] = self.cy
+        cross[:, :, 2, 2] = self.yy[:, None]
+        mean = np.empty((S, J, 3))
+        mean[:, :, 0] = self.gm[:, None]
+        mean[:, :, 1] = self.cm
+        mean[:, :, 2] = self.ym[:, None]
+        return PairMoments(n=n, mean=mean, cross=cross)
 
 
 def _corr(cross: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -134,7 +187,13 @@ def eq17_threshold(w_i, w_j, sigma2, n):
 
 
 def nonlincfa_rule(pm: PairMoments, *, eps: float) -> np.ndarray:
-    """NonLinCFA's test: the cross-validated R^2 gain of keeping ``c`` apart is at most ``eps``.
+    """NonLinCFA's test: the cross-validated R^2 gain of keeping ``c`` apart is at most ``eps``
+    (:func:`nonlincfa_margin` ``<= 0``)."""
+    return nonlincfa_margin(pm, eps=eps) <= 0.0
+
+
+def nonlincfa_margin(pm: PairMoments, *, eps: float) -> np.ndarray:
+    """The cross-validated R^2 gain of keeping ``c`` apart, minus ``eps``.
 
     ``pm`` holds ``2 K`` moment sets: the ``K`` folds' training rows, then their test rows.
     For each fold both OLS models (``y ~ g + c`` as two regressors, and ``y ~ (g + c)`` as one)
@@ -146,7 +205,7 @@ def nonlincfa_rule(pm: PairMoments, *, eps: float) -> np.ndarray:
     tr = (pm.n[:k], pm.mean[:k], pm.cross[:k])
     te = (pm.n[k:], pm.mean[k:], pm.cross[k:])
     gain = _cv_r2_bivariate(tr, te) - _cv_r2_univariate(tr, te)
-    return gain.mean(axis=0) <= eps
+    return gain.mean(axis=0) - eps
 
 
 def _cv_r2_univariate(tr, te) -> np.ndarray:
@@ -239,7 +298,7 @@ class DriftBoundRule:
     (the target's ``yy``; all centred over the ``n`` rows), the candidate's are ``cc`` and
     ``cy``, and its correlation with the group, ``rho0`` when last tested, has moved by at
     most ``turned`` (the angle the group's sum has turned through since). The driver skips a
-    candidate while it is above 0 (:class:`dcfa.cfa.sequential._Skips`). Calling it is the rule.
+    candidate while it is above 0 (:class:`dcfa.cfa.skips.DriftSkips`). Calling it is the rule.
     """
 
     margin: object  # PairMoments -> ndarray of margins
@@ -247,6 +306,36 @@ class DriftBoundRule:
 
     def __call__(self, pm: PairMoments) -> np.ndarray:
         return self.margin(pm) <= 0.0
+
+
+@dataclass(frozen=True)
+class IntervalBoundRule:
+    """A rule ``margin(pm) <= 0`` that bounds a candidate's margin over the group states
+    within a relative drift of the one tested.
+
+    ``bounds(seg, parts, rel)`` takes the :class:`SegmentMoments` of a test, the row sets
+    the rule reads as a 0/1 matrix over segments, and drifts ``rel`` (L,); it returns
+    ``(lo, hi)`` of shape (L, J) (:mod:`dcfa.cfa.bounds`). The driver keeps a verdict while
+    the group stays within the largest drift whose bounds exclude 0
+    (:class:`dcfa.cfa.skips.Allowances`). Calling it is the rule.
+    """
+
+    margin: object  # PairMoments -> ndarray of margins
+    bounds: object
+
+    def __call__(self, pm: PairMoments) -> np.ndarray:
+        return self.margin(pm) <= 0.0
+
+
+def nonlincfa_bounded(eps: float) -> IntervalBoundRule:
+    """:func:`nonlincfa_rule` with the bounds of :func:`dcfa.cfa.bounds.nonlincfa_margin_bounds`."""
+    from functools import partial
+
+    from dcfa.cfa.bounds import nonlincfa_margin_bounds
+
+    return IntervalBoundRule(
+        partial(nonlincfa_margin, eps=eps), partial(nonlincfa_margin_bounds, eps=eps)
+    )
 
 
 def genlincfa_bounded(eps: float, curvature: float = 1.0, form: str = "full") -> DriftBoundRule:

@@ -36,7 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dcfa.cfa.basis import Basis
-from dcfa.cfa.rules import PairMoments
+from dcfa.cfa.rules import PairMoments, SegmentMoments
+from dcfa.cfa.skips import Allowances, DriftSkips
 
 COMPARE = ("seed", "mean")
 
@@ -65,14 +66,15 @@ class _Group:
         if self.nmin is not None:
             np.minimum(self.nmin, b.count_row(j), out=self.nmin)
 
-    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+    def segment_moments(self, cand: np.ndarray) -> SegmentMoments:
         b = self.basis
         y = b.n_features
         if self.nmin is None:
-            n = np.broadcast_to(b.n[:, None].astype(np.float64), (b.n_segments, cand.size))
+            n = b.n.astype(np.float64)
         else:
             n = self.nmin[cand][None, :].astype(np.float64)
-        return pair_moments(
+        return SegmentMoments(
+            n=n,
             gg=self.q,
             gc=self.u[:, cand],
             gy=self.u[:, y],
@@ -82,29 +84,10 @@ class _Group:
             yy=b.target[:, y],
             cm=b.mean[:, cand],
             ym=b.mean[:, y],
-            n=n,
         )
 
-
-def pair_moments(*, gg, gc, gy, gm, cc, cy, yy, cm, ym, n) -> PairMoments:
-    """Moments of ``[g, c, y]`` per segment for candidates ``c`` from the pieces.
-
-    ``gg, gy, gm, yy, ym`` are per segment (S,); ``gc, cc, cy, cm, n`` per segment and
-    candidate (S, J).
-    """
-    S, J = gc.shape
-    cross = np.empty((S, J, 3, 3))
-    cross[:, :, 0, 0] = gg[:, None]
-    cross[:, :, 0, 1] = cross[:, :, 1, 0] = gc
-    cross[:, :, 0, 2] = cross[:, :, 2, 0] = gy[:, None]
-    cross[:, :, 1, 1] = cc
-    cross[:, :, 1, 2] = cross[:, :, 2, 1] = cy
-    cross[:, :, 2, 2] = yy[:, None]
-    mean = np.empty((S, J, 3))
-    mean[:, :, 0] = gm[:, None]
-    mean[:, :, 1] = cm
-    mean[:, :, 2] = ym[:, None]
-    return PairMoments(n=n, mean=mean, cross=cross)
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        return self.segment_moments(cand).pair_moments()
 
 
 def sequential_partition(
@@ -154,7 +137,10 @@ def sequential_partition(
     prefetch = getattr(basis, "prefetch", None)
     # a rule with a drift bound lets a growing group skip candidates known to fail
     bounded = getattr(accept, "lower_bound", None) is not None
-    skips = _Skips(D, accept) if bounded and compare == "mean" else None
+    skips = DriftSkips(D, accept) if bounded and compare == "mean" else None
+    # a rule with interval bounds keeps verdicts while the group stays close (series bases)
+    if getattr(accept, "bounds", None) is not None and hasattr(basis, "member_drift"):
+        skips = Allowances(basis, accept) if compare == "mean" else None
     numbering = GroupNumbering(labels, progress)
 
     for seed in order:
@@ -202,8 +188,8 @@ def grow_group(
 ) -> list[int]:
     """The group opened by ``seed``: its members, marked assigned in ``unassigned``.
 
-    ``skips`` (:class:`_Skips`, ``compare="mean"``) leaves out candidates whose last test
-    failed by more than the group has moved since: the same members, fewer tests."""
+    ``skips`` (:mod:`dcfa.cfa.skips`, ``compare="mean"``) leaves out
+    candidates whose last verdict provably still holds: the same members, fewer tests."""
     fixed = compare == "seed"
     group = basis.open_group(seed) if hasattr(basis, "open_group") else _Group(basis, seed)
     members = [seed]
@@ -231,6 +217,10 @@ def grow_group(
         if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
             # tests against the seed do not depend on who joined first: take every pass
             take = cand[test(cand)]
+        elif isinstance(skips, Allowances):
+            unknown, standing = skips.split(cand)  # standing verdicts are not tested
+            take = _first_passing(unknown, test)
+            take = standing if take.size == 0 else take
         else:
             # candidates that provably still fail are not tested again
             take = _first_passing(cand if skips is None else skips.keep(cand), test)
@@ -248,90 +238,6 @@ def grow_group(
         if fixed and adj is None:
             break  # every candidate has been tested against the seed
     return members
-
-
-class _Skips:
-    """Which candidates a growing group need not test again (rules with a drift bound).
-
-    Between two tests of a candidate ``c`` the group's sum ``s`` changes; what a test reads of
-    ``s`` alone (its variance, its cross-product with the target) is known exactly at every
-    step, and only the correlation ``rho`` of ``s`` and ``c`` is not. That moves by at most the
-    angle ``s`` has turned through since, the sum of the angles between ``s`` and ``s + x_j``
-    over the members ``x_j`` joined (each exact from ``x_j``'s own test). The rule's
-    ``lower_bound`` turns that into the smallest margin the candidate can have now: while it
-    is above 0 the candidate still fails and is not tested. Skipping only what provably fails
-    keeps the partition exactly that of testing everything (:class:`dcfa.cfa.rules.DriftBoundRule`).
-    """
-
-    TOL = 1e-9  # margins this close to 0 are always retested (rounding)
-
-    def __init__(self, n_features: int, accept):
-        self.accept = accept
-        self.group = np.full(n_features, -1, dtype=np.int64)  # which group tested it
-        self.rho = np.zeros(n_features)  # its correlation with the group then
-        self.turn = np.zeros(n_features)  # the group's turning angle then
-        self.gc = np.zeros(n_features)
-        self.cc = np.zeros(n_features)
-        self.cy = np.zeros(n_features)
-        self.serial = -1
-
-    def open(self) -> None:
-        self.serial += 1
-        self.turned = 0.0
-        self.state = None  # (n, gg, gy, yy) of the group now, from its last test
-
-    def test(self, group, cand: np.ndarray) -> np.ndarray:
-        pm = group.pair_moments(cand)
-        margin = self.accept.margin(pm)
-        if pm.n.shape[0] == 1 and cand.size:  # one row set: the bound applies
-            x = pm.cross[0]
-            self.state = (
-                float(pm.n[0, 0]),
-                float(x[0, 0, 0]),
-                float(x[0, 0, 2]),
-                float(x[0, 2, 2]),
-            )
-            self.rho[cand] = _cosine(x[:, 0, 1], x[:, 0, 0] * x[:, 1, 1])
-            self.gc[cand] = x[:, 0, 1]
-            self.cc[cand] = x[:, 1, 1]
-            self.cy[cand] = x[:, 1, 2]
-            self.group[cand] = self.serial
-            self.turn[cand] = self.turned
-        return margin <= 0.0
-
-    def keep(self, cand: np.ndarray) -> np.ndarray:
-        """``cand`` without the candidates that still provably fail."""
-        if self.state is None:
-            return cand
-        known = self.group[cand] == self.serial
-        if not known.any():
-            return cand
-        c = cand[known]
-        n, gg, gy, yy = self.state
-        lower = self.accept.lower_bound(
-            n, gg, gy, yy, self.cc[c], self.cy[c], self.rho[c], self.turned - self.turn[c]
-        )
-        fails = np.zeros(cand.size, dtype=bool)
-        fails[known] = lower > self.TOL
-        return cand[~fails]
-
-    def moved(self, j: int) -> None:
-        """``j`` joined (tested at this step, in this state): the group's sum turns and grows."""
-        if self.state is None or self.group[j] != self.serial:
-            self.serial += 1  # nothing known of j: forget every verdict of this group
-            self.state = None
-            return
-        n, gg, gy, yy = self.state
-        gc, cc = self.gc[j], self.cc[j]
-        root = np.sqrt(gg)
-        ortho = np.sqrt(max(cc - gc * gc / gg, 0.0)) if gg > 0 else np.inf
-        self.turned += float(np.arctan2(ortho, root + gc / root)) if gg > 0 else np.pi
-        self.state = (n, gg + 2.0 * gc + cc, gy + self.cy[j], yy)
-
-
-def _cosine(a: np.ndarray, squared_norms: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(squared_norms > 0, a / np.sqrt(squared_norms), 0.0)
 
 
 def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa.cfa.rules import PairMoments
+from dcfa.cfa.rules import PairMoments, SegmentMoments
 from dcfa.stats.columns import ColumnMoments
 
 __all__ = ["SeriesData", "SeriesBasis", "load_series", "series_bytes"]
@@ -227,13 +227,21 @@ class SeriesBasis:
     def open_group(self, seed: int) -> _SeriesGroup:
         return _SeriesGroup(self, seed)
 
-    def parts_moments(self, n_s, mean_s, cross_s) -> PairMoments:
+    def member_drift(self) -> tuple[np.ndarray, np.ndarray]:
+        """How far each feature moves a group it joins, per segment (S, D): the norm of its
+        centred series, and its segment mean's distance from its mean over all rows
+        (:mod:`dcfa.cfa.bounds`)."""
+        m = self.data.seg_mean
+        return np.sqrt(self.cc), np.abs(m - self.counts @ m / self.counts.sum())
+
+    def parts_moments(self, seg: PairMoments) -> PairMoments:
         """Per-segment moments of ``[g, c, y]`` merged into the rule's row sets.
 
         ``cross`` of a union is the segments' centred sums plus their means' spread
         around the union's mean (the merge of :meth:`dcfa.Moments.merge`, for many at once).
         """
         A = self.A
+        n_s, mean_s, cross_s = self.counts, seg.mean, seg.cross
         if A.shape == (1, 1):
             n = np.full((1, mean_s.shape[1]), n_s[0])
             return PairMoments(n=n, mean=mean_s, cross=cross_s)
@@ -274,24 +282,26 @@ class _SeriesGroup:
         self.mean += d.seg_mean[:, j]
         self._refresh()
 
-    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+    def segment_moments(self, cand: np.ndarray) -> SegmentMoments:
         b = self.basis
         d = b.data
         Xc = d.series[cand]  # (J, n)
         bounds = d.bounds
-        S, J = bounds.size - 1, cand.size
-        gc = np.empty((S, J))
-        for s in range(S):  # a product per segment: no (J, n) temporary
+        gc = np.empty((bounds.size - 1, cand.size))
+        for s in range(gc.shape[0]):  # a product per segment: no (J, n) temporary
             gc[s] = Xc[:, bounds[s] : bounds[s + 1]] @ self.g[bounds[s] : bounds[s + 1]]
-        cross = np.empty((S, J, 3, 3))
-        cross[:, :, 0, 0] = self.gg[:, None]
-        cross[:, :, 0, 1] = cross[:, :, 1, 0] = gc
-        cross[:, :, 0, 2] = cross[:, :, 2, 0] = self.gy[:, None]
-        cross[:, :, 1, 1] = b.cc[:, cand]
-        cross[:, :, 1, 2] = cross[:, :, 2, 1] = b.cy[:, cand]
-        cross[:, :, 2, 2] = b.yy[:, None]
-        mean = np.empty((S, J, 3))
-        mean[:, :, 0] = self.mean[:, None]
-        mean[:, :, 1] = d.seg_mean[:, cand]
-        mean[:, :, 2] = d.y_mean[:, None]
-        return b.parts_moments(b.counts, mean, cross)
+        return SegmentMoments(
+            n=b.counts,
+            gg=self.gg,
+            gc=gc,
+            gy=self.gy,
+            gm=self.mean,
+            cc=b.cc[:, cand],
+            cy=b.cy[:, cand],
+            cm=d.seg_mean[:, cand],
+            yy=b.yy,
+            ym=d.y_mean,
+        )
+
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        return self.basis.parts_moments(self.segment_moments(cand).pair_moments())

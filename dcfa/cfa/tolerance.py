@@ -38,7 +38,7 @@ from dcfa.cfa.folds import make_folds
 from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
-from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_rule
+from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_bounded
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -438,7 +438,7 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
         return e >= 0
 
     def _rule(self, eps: float):
-        return partial(nonlincfa_rule, eps=eps)
+        return nonlincfa_bounded(eps)
 
     def _folds_of(self, n: int):
         return make_folds(self.cv, n)
