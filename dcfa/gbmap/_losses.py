@@ -196,7 +196,9 @@ def chunk_sums(
     n = Z.shape[0]
     for start in range(0, n, _BLOCK_ROWS):
         stop = min(start + _BLOCK_ROWS, n)
-        Zb = np.asarray(Z[start:stop], dtype=np.float64)
+        # aligned: NumPy computes products of a misaligned array (a chunk deserialised from
+        # another Dask worker's message) without BLAS, which rounds differently
+        Zb = np.require(Z[start:stop], dtype=np.float64, requirements="A")
         u = Zb @ w + c
         g, dg = act.value_and_derivative(u, beta)
         f = F[start:stop] + a + sign * g
