@@ -135,12 +135,8 @@ def sequential_partition(
     unassigned = np.ones(D, dtype=bool)
     adj = None if neighbors is None else sp.csr_array(neighbors)
     prefetch = getattr(basis, "prefetch", None)
-    # a rule with a drift bound lets a growing group skip candidates known to fail
-    bounded = getattr(accept, "lower_bound", None) is not None
-    skips = DriftSkips(D, accept) if bounded and compare == "mean" else None
-    # a rule with interval bounds keeps verdicts while the group stays close (series bases)
-    if getattr(accept, "bounds", None) is not None and hasattr(basis, "member_drift"):
-        skips = Allowances(basis, accept) if compare == "mean" else None
+    # a rule that bounds its margin lets a growing group keep verdicts (dcfa.cfa.skips)
+    skips = _skips(basis, accept) if compare == "mean" else None
     numbering = GroupNumbering(labels, progress)
 
     for seed in order:
@@ -217,13 +213,11 @@ def grow_group(
         if fixed and (adj is None or scan == "restart" or neighborhood == "seed"):
             # tests against the seed do not depend on who joined first: take every pass
             take = cand[test(cand)]
-        elif isinstance(skips, Allowances):
-            unknown, standing = skips.split(cand)  # standing verdicts are not tested
+        else:
+            # verdicts that provably still stand are not tested again
+            unknown, standing = (cand, cand[:0]) if skips is None else skips.split(cand)
             take = _first_passing(unknown, test)
             take = standing if take.size == 0 else take
-        else:
-            # candidates that provably still fail are not tested again
-            take = _first_passing(cand if skips is None else skips.keep(cand), test)
         if take.size == 0:
             break
         for j in take:
@@ -238,6 +232,16 @@ def grow_group(
         if fixed and adj is None:
             break  # every candidate has been tested against the seed
     return members
+
+
+def _skips(basis, accept):
+    """What keeps verdicts for this rule and basis: interval bounds (series bases), a drift
+    bound, or nothing."""
+    if getattr(accept, "bounds", None) is not None and hasattr(basis, "member_drift"):
+        return Allowances(basis, accept)
+    if getattr(accept, "lower_bound", None) is not None:
+        return DriftSkips(basis.n_features, accept)
+    return None
 
 
 def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:

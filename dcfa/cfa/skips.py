@@ -69,8 +69,12 @@ class DriftSkips:
             self.turn[cand] = self.turned
         return margin <= 0.0
 
-    def keep(self, cand: np.ndarray) -> np.ndarray:
-        """``cand`` without the candidates that still provably fail."""
+    def split(self, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``cand`` without the candidates that still provably fail, and no standing pass
+        (the interface of :meth:`Allowances.split`)."""
+        return self._keep(cand), cand[:0]
+
+    def _keep(self, cand: np.ndarray) -> np.ndarray:
         if self.state is None:
             return cand
         known = self.group[cand] == self.serial
