@@ -1,9 +1,11 @@
-"""GBMAP: kernels, Lemma 1, any input and chunking, one compute per evaluation, checkpoints,
-drift, and the paper's SYNTH-COS and breast-cancer numbers (slow)."""
+"""GBMAP: kernels, Lemma 1, any input and chunking, one compute per pass (the runs of a step
+in lockstep), checkpoints, drift, and the paper's SYNTH-COS and breast-cancer numbers (slow)."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import dask
 import dask.array as da
@@ -24,7 +26,14 @@ from dcfa.gbmap import (
 )
 from dcfa.gbmap import _solver as solver
 from dcfa.gbmap._checkpoint import CHECKPOINT_FILE
-from dcfa.gbmap._losses import ACTIVATIONS, LOSSES, chunk_sums, objective
+from dcfa.gbmap._losses import (
+    _BLOCK_ROWS,
+    ACTIVATIONS,
+    LOSSES,
+    chunk_sums,
+    chunk_sums_many,
+    objective,
+)
 from dcfa.gbmap.datasets import make_synth_cos
 
 FITTED = ("coef_", "bias_", "intercept_", "signs_", "mean_", "scale_", "train_loss_")
@@ -87,24 +96,30 @@ def test_chunk_sums_add_over_chunks(rng):
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
-def test_a_misaligned_chunk_gives_the_numbers_of_an_aligned_one(rng, loss):
-    """A chunk deserialised from a Dask worker's message may be misaligned, and NumPy then
-    multiplies without BLAS, rounding differently: fits on a cluster would depend on which
-    worker computed what. The kernel aligns it first."""
-    from dcfa.gbmap._losses import _BLOCK_ROWS
-
-    n, p = 2 * _BLOCK_ROWS + 123, 7
+def test_chunk_sums_of_several_learners_are_each_learners_own_bit_for_bit(rng, loss):
+    """One pass for k learners gives each the numbers of a pass of its own, whatever the
+    others (the lockstep fit relies on it), over several row blocks; a misaligned chunk (as
+    deserialised from a Dask worker's message) gives the numbers of an aligned one."""
+    n, p, beta = 2 * _BLOCK_ROWS + 123, 7, 10.0
     Z, F = rng.normal(size=(n, p)), rng.normal(size=n)
     y = rng.normal(size=n) if loss == "squared" else rng.choice([-1.0, 1.0], n)
-    theta = rng.normal(size=p + 2) / 3
+    thetas = [rng.normal(size=p + 2) / 3 for _ in range(3)]
+    pairs = [(thetas[0], 1.0), (thetas[1], -1.0), (thetas[0], -1.0), (thetas[2], 1.0)]
+    alone = [chunk_sums(Z, y, F, t, b, beta, loss) for t, b in pairs]
+    many = chunk_sums_many(Z, y, F, [t for t, _ in pairs], [b for _, b in pairs], beta, loss)
+    assert many.shape == (4, p + 3)
+    for got, ref in zip(many, alone, strict=True):
+        np.testing.assert_array_equal(got, ref)
+    assert not np.array_equal(alone[0], alone[2])  # the sign is not lost
+    # any subset, in any order
+    sub = chunk_sums_many(Z, y, F, [thetas[2], thetas[0]], [1.0, 1.0], beta, loss)
+    np.testing.assert_array_equal(sub, np.stack([alone[3], alone[0]]))
+    assert chunk_sums_many(Z, y, F, [], [], beta, loss).shape == (0, p + 3)
     raw = np.zeros(Z.nbytes + 8, dtype=np.uint8)
     misaligned = np.ndarray(Z.shape, np.float64, raw[3 : 3 + Z.nbytes].data)
     misaligned[:] = Z
     assert not misaligned.flags.aligned
-    np.testing.assert_array_equal(
-        chunk_sums(misaligned, y, F, theta, -1.0, 10.0, loss),
-        chunk_sums(Z, y, F, theta, -1.0, 10.0, loss),
-    )
+    np.testing.assert_array_equal(chunk_sums(misaligned, y, F, *pairs[1], beta, loss), alone[1])
 
 
 def test_softplus_and_logistic_are_stable():
@@ -314,10 +329,12 @@ def test_sklearn_compatible(estimator, check):
 
 
 ############################################################################################
-# one compute per L-BFGS evaluation; nothing computed by transform
+# one compute per pass, the runs of a step in lockstep; nothing computed by transform
 
 
-def test_each_evaluation_is_one_compute(rng, monkeypatch):
+def test_each_pass_is_one_compute(rng, monkeypatch):
+    """The two signs' runs of a step go in lockstep: a step makes as many passes (computes) as
+    its longer run has evaluations; ``n_evals_`` counts the evaluations of both runs."""
     X, y = bumpy(rng, n=200)
     Xd = da.from_array(X, chunks=70)
     nfev = []
@@ -335,9 +352,113 @@ def test_each_evaluation_is_one_compute(rng, monkeypatch):
         model.fit(Xd, y > 0.8)
     assert len(nfev) == 2 * m  # two signs per step
     assert model.n_evals_ == sum(nfev) == model.step_n_evals_.sum()
-    # the standardisation pass, one persist of (Z, y, F), one compute per evaluation, and
-    # one persist of the updated scores F after every step but the last
-    assert counter.total == 1 + 1 + sum(nfev) + (m - 1)
+    passes = sum(max(nfev[2 * j : 2 * j + 2]) for j in range(m))  # a step's runs end together
+    assert passes < sum(nfev)
+    # the standardisation pass, one persist of (Z, y, F), one compute per pass, and one
+    # persist of the updated scores F after every step but the last
+    assert counter.total == 1 + 1 + passes + (m - 1)
+
+
+LEARNED = (*FITTED, "step_n_iter_", "step_n_evals_", "n_evals_")
+
+
+def _passes(caplog) -> int:
+    """Passes over the data of a fit, from the solver's log line of each step."""
+    return sum(r.args[-1] for r in caplog.records if r.msg.startswith("GBMAP step"))
+
+
+@pytest.mark.parametrize("n_restarts", [1, 2])
+def test_lockstep_fit_is_the_one_at_a_time_fit_bit_for_bit(rng, monkeypatch, caplog, n_restarts):
+    """The runs of a step (both signs, every restart) share passes over the data, and each
+    gets exactly the values and gradients of a fit on its own: the learners, losses and
+    counts equal those of the runs one after the other (NumPy and Dask input, regression
+    and classification), with fewer passes and computes. Random delays in the runs' threads
+    reorder them without changing a bit."""
+    X, y = bumpy(rng, n=300)
+    Xd = da.from_array(X, chunks=110)
+    objective = solver.objective
+    jitter = np.random.default_rng(0)
+
+    def jittered(*args):
+        time.sleep(jitter.uniform(0, 2e-3))
+        return objective(*args)
+
+    for cls, target in ((GBMAPRegressor, y), (GBMAPClassifier, y > np.median(y))):
+        for data in (X, Xd):
+            models, passes, computes = {}, {}, {}
+            for lockstep in (False, True):
+                monkeypatch.setattr(solver, "LOCKSTEP", lockstep)
+                monkeypatch.setattr(solver, "objective", jittered if lockstep else objective)
+                caplog.clear()
+                with caplog.at_level("INFO", logger="dcfa"), count_computes(10_000) as counter:
+                    model = cls(n_boosts=3, beta=5.0, n_restarts=n_restarts, random_state=0)
+                    models[lockstep] = model.fit(data, target)
+                passes[lockstep], computes[lockstep] = _passes(caplog), counter.total
+            for name in LEARNED:
+                a, b = getattr(models[True], name), getattr(models[False], name)
+                np.testing.assert_array_equal(a, b, err_msg=name)
+            # a step's passes: the evaluations of its longest run
+            evals = models[True].n_evals_
+            assert passes[False] == evals > passes[True] >= evals / (2 * n_restarts)
+            if data is Xd:  # one compute per pass
+                assert computes[False] - computes[True] == passes[False] - passes[True]
+            else:
+                assert computes == {False: 0, True: 0}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["pass", "run"])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
+    rng, monkeypatch, where, error
+):
+    """An error in a pass (a worker's error, Ctrl-C while the driver waits for the cluster)
+    or in one run's thread ends the step: the error reaches the caller, no thread is left,
+    and the next fit is the usual one."""
+    X, y = bumpy(rng)
+    ref = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(X, y)
+    calls = []
+    if where == "pass":
+        sums = solver.InMemoryData.sums
+
+        def failing(self, *args):
+            calls.append(1)
+            if len(calls) == 30:  # in step 1, both runs waiting
+                raise error("boom")
+            return sums(self, *args)
+
+        monkeypatch.setattr(solver.InMemoryData, "sums", failing)
+    else:
+        objective = solver.objective
+
+        def failing(*args):
+            if threading.current_thread().name == "dcfa-gbmap-run-1":  # sign -1
+                calls.append(1)
+                if len(calls) == 30:
+                    raise error("boom")
+            return objective(*args)
+
+        monkeypatch.setattr(solver, "objective", failing)
+    model = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0)
+    with pytest.raises(error, match="boom"):
+        model.fit(X, y)
+    assert len(calls) == 30
+    assert not [t for t in threading.enumerate() if t.name.startswith("dcfa-gbmap-run")]
+    monkeypatch.undo()
+    assert_same_model(model.fit(X, y), ref, atol=0)
+
+
+def test_progress_display_leaves_the_fit_unchanged(rng):
+    """With progress shown, each pass goes through ``dcfa._compute.compute`` (a progress bar
+    per compute, ~0.1 s each here: a short fit)."""
+    X, y = bumpy(rng)
+    Xd = da.from_array(X, chunks=80)
+    params = dict(n_boosts=2, beta=5.0, max_iter=4, random_state=0)
+    ref = GBMAPClassifier(**params).fit(Xd, y > 0.8)
+    with dask.config.set({"dcfa.progress": True}):
+        model = GBMAPClassifier(**params).fit(Xd, y > 0.8)
+    for name in LEARNED:
+        np.testing.assert_array_equal(getattr(model, name), getattr(ref, name), err_msg=name)
 
 
 def test_outputs_on_dask_input_compute_nothing(rng):

@@ -639,8 +639,8 @@ def _staged(model, Xte):
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("DCFA_TEST_PAPER_SCALE") != "1",
-    reason="about 8 minutes on 2 cores (5 700 L-BFGS evaluations on a cluster), over the "
-    "suite's budget: set DCFA_TEST_PAPER_SCALE=1 to run it",
+    reason="about 6 minutes on 2 cores (5 600 L-BFGS evaluations in 3 400 round trips to a "
+    "cluster), over the suite's budget: set DCFA_TEST_PAPER_SCALE=1 to run it",
 )
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
@@ -661,8 +661,9 @@ def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
     dcfa.gbmap._solver.initial_point scaled them to the fan-in): R^2 -0.19 at m = 64 and
     accuracy 0.505 at m = 16.
 
-    Slow: ~5000 + ~700 L-BFGS evaluations, each a round trip to the cluster (415 s + 55 s
-    on this 2-core machine while shared, load average ~4).
+    Slow: 4 943 + 676 L-BFGS evaluations. The two signs' runs of a step share round trips to
+    the cluster, 3 030 + 384 of them (270-330 s + 28-57 s on this 2-core machine while shared,
+    load average ~3-4; 240-390 s + 33-64 s with a round trip per evaluation).
     """
     import dask
     from distributed import wait

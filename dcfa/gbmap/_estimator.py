@@ -167,8 +167,10 @@ _SHARED_ATTRIBUTES = """
     n_iter_ : int
         Total L-BFGS iterations, ``step_n_iter_.sum()``.
     n_evals_ : int
-        Objective evaluations made by this call to ``fit`` (each one pass over the data and,
-        on Dask input, one ``dask.compute``); steps loaded from a checkpoint are not counted.
+        Objective evaluations made by this call to ``fit``, summed over the L-BFGS runs of
+        each step; steps loaded from a checkpoint are not counted. The runs of a step (both
+        signs, all restarts) share passes over the data: a step makes as many passes (on
+        Dask input, ``dask.compute`` calls) as its longest run has evaluations.
     persisted_ : bool
         Whether the standardised data were persisted during the fit (False when there was
         nothing to fit: NumPy input, or every step loaded from the checkpoint).

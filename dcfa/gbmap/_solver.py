@@ -1,15 +1,26 @@
 """GBMAP fitting: the data plumbing (in memory or Dask row chunks) and the boosting loop.
 
-One boosting step fits a weak learner for ``b = +1`` and ``b = -1`` by L-BFGS
-(``scipy.optimize.minimize(method="L-BFGS-B", jac=True)`` on the driver) and keeps the sign
-with the lower unpenalised training loss. Every evaluation of the objective is one
-map-reduce over the row chunks (dask-glm's ``lbfgs``):
+One boosting step fits a weak learner for ``b = +1`` and ``b = -1`` (from each of
+``n_restarts`` starting points) by L-BFGS (``scipy.optimize.minimize(method="L-BFGS-B",
+jac=True)`` on the driver) and keeps the run with the lower unpenalised training loss.
+Objective values are computed by map-reduce over the row chunks (dask-glm's ``lbfgs``), one
+*pass* evaluating the pending point of every run of the step:
 
-* **map**: :func:`dcfa.gbmap._losses.chunk_sums` on each row chunk of the standardised
-  features ``Z``, the target ``y`` and the current ensemble score ``F`` (``p + 3`` numbers out);
-* **reduce**: a tree sum of those vectors, its last level on the driver;
-* **one** compute per evaluation (one call of the scheduler, :func:`_evaluate`); the driver
-  adds the mean and the ridge term (:func:`dcfa.gbmap._losses.objective`).
+* **map**: :func:`dcfa.gbmap._losses.chunk_sums_many` on each row chunk of the standardised
+  features ``Z``, the target ``y`` and the current ensemble score ``F`` (``p + 3`` numbers
+  out per run);
+* **reduce**: a tree sum of those arrays, its last level on the driver;
+* **one** compute per pass (one call of the scheduler, :func:`_evaluate`); the driver adds
+  the mean and the ridge term of each run (:func:`dcfa.gbmap._losses.objective`).
+
+The runs of a step go in lockstep (:class:`_Lockstep`): each ``minimize`` runs in its own
+thread, and its objective function posts its point and waits; the driver's thread evaluates
+the points of all unfinished runs in one pass, so a step costs as many round trips to the
+cluster (and reads of ``Z``) as its longest run has evaluations, not the sum over its runs.
+Each run sees exactly the values and gradients of a fit on its own (the kernel does each
+run's arithmetic unchanged), so the learners do not depend on the batching or on thread
+scheduling; :data:`LOCKSTEP` ``= False`` runs them one after the other (the reference in
+the tests).
 
 ``F`` is a Dask array chunked like ``X``'s rows and persisted; after each step it is replaced by
 ``F + f_j(Z)``, persisted again. ``Z`` and ``y`` are persisted too when they fit in memory
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from functools import partial
@@ -44,7 +56,7 @@ from dcfa._compute import (
 )
 from dcfa.gbmap._losses import (
     Standardizer,
-    chunk_sums,
+    chunk_sums_many,
     learner_outputs,
     moments_chunk,
     moments_finalize,
@@ -74,7 +86,9 @@ PERSIST_FRACTION = 0.5
 # L-BFGS-B's relative-decrease test, at machine precision: the fit stops on the gradient norm
 # (``tol``) or ``max_iter``, as in the paper's code, not on a slow decrease.
 FTOL = float(np.finfo(np.float64).eps)
-# Partial sums added per task in the tree reduction of one evaluation.
+# Run the L-BFGS fits of a step in lockstep, sharing passes over the data (module docstring);
+# False runs them one at a time, with the same results and more passes.
+LOCKSTEP = True
 
 
 ############################################################################################
@@ -91,7 +105,7 @@ class Learners:
     sign: np.ndarray  # (k,)  b_j
     train_loss: np.ndarray  # (k,)  unpenalised mean training loss after step j
     n_iter: np.ndarray  # (k,)  L-BFGS iterations of step j (all signs and restarts)
-    n_evals: np.ndarray  # (k,)  objective evaluations (= passes over the data) of step j
+    n_evals: np.ndarray  # (k,)  objective evaluations of step j, summed over its runs
 
     @classmethod
     def empty(cls, p: int) -> Learners:
@@ -217,8 +231,9 @@ class InMemoryData:
         self.Z, self.y, self.F = Z, y, F
         self.n, self.p = Z.shape
 
-    def sums(self, theta, sign, beta, loss, activation) -> np.ndarray:
-        return chunk_sums(self.Z, self.y, self.F, theta, sign, beta, loss, activation)
+    def sums(self, thetas, signs, beta, loss, activation) -> np.ndarray:
+        """``(k, p + 3)`` loss and gradient sums of the learners ``(thetas[i], signs[i])``."""
+        return chunk_sums_many(self.Z, self.y, self.F, thetas, signs, beta, loss, activation)
 
     def add(self, learners: Learners, j: int, beta: float, activation: str, last: bool) -> None:
         self.F = self.F + _learner_output(self.Z, *learners.last(j), beta, activation)
@@ -232,11 +247,13 @@ class ChunkedData:
         self.persisted = persisted
         self.n, self.p = Z.shape
 
-    def sums(self, theta, sign, beta, loss, activation) -> np.ndarray:
+    def sums(self, thetas, signs, beta, loss, activation) -> np.ndarray:
+        """``(k, p + 3)`` loss and gradient sums of the learners ``(thetas[i], signs[i])``:
+        one pass over the chunks, one compute."""
         kernel = partial(
-            chunk_sums,
-            theta=np.asarray(theta, dtype=np.float64),
-            sign=float(sign),
+            chunk_sums_many,
+            thetas=tuple(np.asarray(theta, dtype=np.float64) for theta in thetas),
+            signs=tuple(float(sign) for sign in signs),
             beta=float(beta),
             loss=loss,
             activation=activation,
@@ -290,14 +307,14 @@ def _map_reduce(kernel, Z: da.Array, y: da.Array, F: da.Array) -> list[Delayed]:
 
 
 def _evaluate(parts: list[Delayed], *, direct: bool) -> np.ndarray:
-    """Compute one evaluation's partial sums (one call of the active scheduler) and add them.
+    """Compute one pass's partial sums (one call of the active scheduler) and add them.
 
     Through :func:`dcfa._compute.compute` when ``Z`` is recomputed from its source (its graph
     is then optimised and culled) or progress is shown. With persisted rows the graph holds
     only their chunks and this evaluation's tasks: the scheduler that ``dask.compute`` would
     pick is called on it directly. That skips ``dask.compute``'s collection handling and
     ``compute``'s BLAS pin per call (``boost`` pins BLAS once for the whole fit), ~4 ms per
-    evaluation, which is more than the kernel on small chunks.
+    pass, which is more than the kernel on small chunks.
     """
     if not direct or progress_enabled():
         return _add_all(list(compute(*parts)))
@@ -369,24 +386,15 @@ def make_data(
 
 @dataclass
 class _Counter:
-    evals: int = 0
+    evals: int = 0  # objective evaluations, summed over the runs
+    passes: int = 0  # passes over the data (on Dask data, computes) that made them
 
 
-def fit_learner(
-    data,
-    x0: np.ndarray,
-    sign: float,
-    *,
-    beta: float,
-    penalty: float,
-    max_iter: int,
-    tol: float,
-    loss: str,
-    activation: str,
-    counter: _Counter,
-):
-    """L-BFGS for one sign from ``x0``: one pass over the data per evaluation.
+def fit_learner(evaluate, x0: np.ndarray, *, n: int, penalty: float, max_iter: int, tol: float):
+    """L-BFGS for one learner from ``x0``; ``evaluate(theta)`` gives the data's sums there.
 
+    ``evaluate`` returns the total of :func:`dcfa.gbmap._losses.chunk_sums` over the ``n``
+    rows for this learner's sign (one pass over the data, or a share of one: :class:`_Lockstep`).
     Stops when the gradient's L2 norm at an iterate is at most ``tol`` (JAXOPT's criterion,
     used by the authors' code), after ``max_iter`` iterations, or when an iteration cannot
     decrease the objective any more (``ftol`` at machine precision, or a failed line search).
@@ -395,12 +403,10 @@ def fit_learner(
 
     Returns the scipy result and the unpenalised mean training loss at its solution.
     """
-    n = data.n
     last: dict = {}
 
     def fun(theta):
-        counter.evals += 1
-        value, grad = objective(data.sums(theta, sign, beta, loss, activation), theta, n, penalty)
+        value, grad = objective(evaluate(theta), theta, n, penalty)
         last["theta"], last["grad"] = np.array(theta, copy=True), grad
         return value, grad
 
@@ -420,6 +426,102 @@ def fit_learner(
     )
     unpenalised = float(res.fun) - penalty_value(res.x, penalty)
     return res, unpenalised
+
+
+class _Aborted(Exception):
+    """Ends a run's thread at its next evaluation once another run or the driver failed."""
+
+
+class _Lockstep:
+    """Runs ``k`` L-BFGS fits in threads, their evaluations batched into shared passes.
+
+    Run ``i`` calls ``evaluate(i, theta)`` from its thread: the point is posted and the run
+    waits. The driver's thread (:meth:`run`) waits until every unfinished run has posted,
+    computes all posted points with one call of ``evaluate_many(indices, thetas)`` (one pass
+    over the data) and hands each run its sums. A finished run is no longer waited for, so
+    the longest run ends alone. Runs never see each other's numbers: each gets the sums of its
+    own points in its own order, so the results depend neither on the batching nor on how the
+    threads are scheduled.
+
+    The driver's thread makes every compute (progress display, Ctrl-C and Dask's client all
+    live there). Any exception ends the whole batch: an error in a run (or in the driver's
+    evaluation, or a KeyboardInterrupt while it waits) stops the other runs at their next
+    evaluation, the threads are joined, and the error is raised in the driver's thread.
+    """
+
+    def __init__(self, evaluate_many, k: int):
+        self._evaluate_many = evaluate_many
+        self._cond = threading.Condition()
+        self._running = set(range(k))
+        self._posted: dict[int, np.ndarray] = {}
+        self._sums: dict[int, np.ndarray] = {}
+        self._stop = False
+
+    def evaluate(self, i: int, theta: np.ndarray) -> np.ndarray:
+        """Run ``i``'s objective sums at ``theta`` (called from its thread)."""
+        with self._cond:
+            if self._stop:
+                raise _Aborted
+            self._posted[i] = theta
+            self._cond.notify_all()
+            while i not in self._sums:
+                if self._stop:
+                    raise _Aborted
+                self._cond.wait()
+            return self._sums.pop(i)
+
+    def run(self, fits: list) -> list:
+        """``[fits[i](partial(self.evaluate, i)) for i]``, run in lockstep; their results."""
+        results: list = [None] * len(fits)
+        errors: list = [None] * len(fits)
+
+        def target(i: int) -> None:
+            try:
+                results[i] = fits[i](partial(self.evaluate, i))
+            except _Aborted:
+                pass
+            except BaseException as exc:  # re-raised in the driver's thread
+                errors[i] = exc
+                with self._cond:
+                    self._stop = True
+            finally:
+                with self._cond:
+                    self._running.discard(i)
+                    self._cond.notify_all()
+
+        threads = [
+            threading.Thread(target=target, args=(i,), name=f"dcfa-gbmap-run-{i}", daemon=True)
+            for i in range(len(fits))
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            self._serve()
+        finally:
+            with self._cond:
+                self._stop = True
+                self._cond.notify_all()
+            for thread in threads:
+                thread.join()
+        for error in errors:
+            if error is not None:
+                raise error
+        return results
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and len(self._posted) < len(self._running):
+                    self._cond.wait()
+                if self._stop or not self._running:
+                    return
+                batch = sorted(self._posted.items())
+                self._posted.clear()
+            indices = [i for i, _ in batch]
+            sums = self._evaluate_many(indices, [theta for _, theta in batch])
+            with self._cond:
+                self._sums.update(zip(indices, sums, strict=True))
+                self._cond.notify_all()
 
 
 def initial_point(seed: int, step: int, restart: int, p: int) -> np.ndarray:
@@ -463,7 +565,8 @@ def boost(
     """Stagewise boosting from the ``learners`` already fitted up to ``n_boosts`` learners.
 
     ``callback(learners)`` runs after each step (checkpointing). Returns the learners and the
-    number of objective evaluations made (each one compute on Dask data).
+    number of objective evaluations made, summed over the runs (the runs of a step share
+    passes over the data, each one compute on Dask data: :class:`_Lockstep`).
     """
     counter = _Counter()
     start = len(learners)
@@ -493,6 +596,11 @@ def boost(
     return learners, counter.evals
 
 
+def _alone(evaluate_many, i: int, theta: np.ndarray) -> np.ndarray:
+    """Run ``i``'s sums at ``theta`` in a pass of its own."""
+    return evaluate_many([i], [theta])[0]
+
+
 def _step(
     data,
     j: int,
@@ -509,37 +617,48 @@ def _step(
     loss: str,
     activation: str,
 ) -> Learners:
-    """Boosting step ``j``: both signs from each start, keep the best, update ``F``."""
-    before = counter.evals
+    """Boosting step ``j``: both signs from each start, keep the best, update ``F``.
+
+    The runs (restart ``r``, sign ``b``) go in the order ``(0, +1), (0, -1), (1, +1), ...``;
+    the first with the lowest training loss wins. With :data:`LOCKSTEP` they share passes over
+    the data (:class:`_Lockstep`), else they run one after the other; either way each run's
+    evaluations, hence the learner, are the same.
+    """
+    starts = [initial_point(seed, j, r, data.p) for r in range(n_restarts)]
+    runs = [(x0, sign) for x0 in starts for sign in (1.0, -1.0)]
+    before = counter.evals, counter.passes
+
+    def evaluate_many(indices: list[int], thetas: list[np.ndarray]) -> np.ndarray:
+        signs = [runs[i][1] for i in indices]
+        counter.evals += len(indices)
+        counter.passes += 1
+        return data.sums(thetas, signs, beta, loss, activation)
+
+    fits = [
+        partial(fit_learner, x0=x0, n=data.n, penalty=penalty, max_iter=max_iter, tol=tol)
+        for x0, _ in runs
+    ]
+    if LOCKSTEP and len(runs) > 1:
+        results = _Lockstep(evaluate_many, len(runs)).run(fits)
+    else:  # one run after the other, a pass per evaluation
+        results = [fit(partial(_alone, evaluate_many, i)) for i, fit in enumerate(fits)]
     best = None
     iters = 0
-    for r in range(n_restarts):
-        x0 = initial_point(seed, j, r, data.p)
-        for sign in (1.0, -1.0):
-            res, value = fit_learner(
-                data,
-                x0,
-                sign,
-                beta=beta,
-                penalty=penalty,
-                max_iter=max_iter,
-                tol=tol,
-                loss=loss,
-                activation=activation,
-                counter=counter,
-            )
-            iters += int(res.nit)
-            if best is None or value < best[0]:
-                best = (value, sign, np.asarray(res.x, dtype=np.float64))
+    for (_, sign), (res, value) in zip(runs, results, strict=True):
+        iters += int(res.nit)
+        if best is None or value < best[0]:
+            best = (value, sign, np.asarray(res.x, dtype=np.float64))
     value, sign, theta = best
-    learners = learners.append(theta, sign, value, iters, counter.evals - before)
+    evals, passes = counter.evals - before[0], counter.passes - before[1]
+    learners = learners.append(theta, sign, value, iters, evals)
     logger.info(
-        "GBMAP step %d/%d: sign %+d, training loss %.6g (%d evaluations)",
+        "GBMAP step %d/%d: sign %+d, training loss %.6g (%d evaluations in %d passes)",
         j + 1,
         n_boosts,
         int(sign),
         value,
-        counter.evals - before,
+        evals,
+        passes,
     )
     data.add(learners, j, beta, activation, last=j == n_boosts - 1)
     return learners
