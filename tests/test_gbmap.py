@@ -735,3 +735,73 @@ def test_fit_on_a_cluster_gives_the_in_memory_model(client, rng):
     np.testing.assert_allclose(model.predict(Xd).compute(), ref.predict(X), atol=1e-6)
     np.testing.assert_allclose(model.drift_score(X[:10]), ref.drift_score(X[:10]), atol=1e-6)
     assert dask.base.get_scheduler() == client.get
+
+
+@pytest.mark.slow
+def test_rows_held_by_actors_give_the_numbers_of_the_scheduler(client, rng):
+    """On a cluster the persisted rows are served by one actor per worker: every pass and
+    every added learner gives, bit for bit, what the same chunks give through the
+    scheduler's graph."""
+    # 5 chunks, each its own root task, so the scheduler spreads them over both workers
+    Xd = da.random.default_rng(0).normal(size=(300, 4), chunks=(70, 4)) + 10.0
+    y = rng.normal(size=300)
+    standardizer, _ = solver.column_stats(Xd)
+    learners = solver.Learners.empty(4)
+    data = solver.make_data(
+        Xd, y, standardizer, persist=True, learners=learners, beta=5.0, activation="softplus"
+    )
+    assert isinstance(data, solver.HeldData)
+    assert len(data._actors) == 2  # one per worker, together holding every chunk once
+    assert sorted(i for chunks, _ in data._actors for i in chunks) == [0, 1, 2, 3, 4]
+    thetas = [rng.normal(size=6) / 2 for _ in range(3)]
+    signs = [1.0, -1.0, -1.0]
+    for j in range(2):
+        for loss in ("squared", "logistic"):
+            got = data.sums(thetas, signs, 5.0, loss, "softplus")
+            ref = data.chunked.sums(thetas, signs, 5.0, loss, "softplus")
+            assert got.shape == (3, 7)
+            np.testing.assert_array_equal(got, ref)
+        learners = learners.append(thetas[j], signs[j], 0.0, 1, 1)
+        data.add(learners, j, 5.0, "softplus", last=False)
+        (data.chunked.F,) = solver._persist(data.chunked.F)
+    assert data._fallback is None  # nothing was lost: every pass above went to the actors
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_fit_changes_no_learner(rng, caplog):
+    """A worker holding rows is killed (SIGKILL) after the second step: the fit goes on
+    through the scheduler, which recomputes the lost chunks, and every learner is bit for
+    bit the learner of an uninterrupted fit on the same cluster."""
+    import logging
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    X, y = bumpy(rng, n=400)
+    params = dict(n_boosts=4, beta=5.0, random_state=0, persist=True)
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=40
+        ) as cl,
+        Client(cl) as c,
+    ):
+        Xd = da.from_array(X, chunks=50)
+        ref = GBMAPRegressor(**params).fit(Xd, y)
+        victim = next(iter(c.run(os.getpid).values()))
+
+        class KillAtStep(logging.Handler):
+            def emit(self, record):
+                if record.getMessage().startswith("GBMAP step 2/4"):
+                    os.kill(victim, signal.SIGKILL)
+
+        handler = KillAtStep()
+        logging.getLogger("dcfa").addHandler(handler)
+        try:
+            with caplog.at_level(logging.INFO, logger="dcfa"):
+                model = GBMAPRegressor(**params).fit(Xd, y)
+        finally:
+            logging.getLogger("dcfa").removeHandler(handler)
+        assert victim not in c.run(os.getpid).values()  # the nanny started a new process
+    assert "a worker holding rows was lost" in caplog.text
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(model, name), getattr(ref, name), err_msg=name)

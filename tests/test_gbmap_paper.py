@@ -468,6 +468,8 @@ def weka(tmp_path_factory):
 
 
 WEKA_SETS = ("diabetes", "german-credit")
+# the tests that may run apt-get (the weka fixture) never run beside another one: pyproject
+APT = pytest.mark.xdist_group("apt")
 
 # (KNN, KNN-GBMAP) of Table 4, and the spread of one run of dcfa's protocol (the standard
 # deviation over 25 folds or 5 draws in benchmarks/bench_gbmap_paper.py)
@@ -528,8 +530,8 @@ def _knn_scores(name, repeats):
         "breast-cancer",
         "autompg",
         "concrete",
-        "diabetes",
-        "german-credit",
+        pytest.param("diabetes", marks=APT),
+        pytest.param("german-credit", marks=APT),
     ],
 )
 def test_table4_knn_columns_real_data(name, request):
@@ -592,8 +594,8 @@ AUC_DIFFERENCES = {
         ("autompg", 3),
         ("concrete", 3),
         ("breast-cancer", 3),
-        ("diabetes", 3),
-        ("german-credit", 2),
+        pytest.param("diabetes", 3, marks=APT),
+        pytest.param("german-credit", 2, marks=APT),
     ],
 )
 def test_table4_drift_auc(name, seeds, request):
@@ -637,11 +639,6 @@ def _staged(model, Xte):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("DCFA_TEST_PAPER_SCALE") != "1",
-    reason="about 6 minutes on 2 cores (5 600 L-BFGS evaluations in 3 400 round trips to a "
-    "cluster), over the suite's budget: set DCFA_TEST_PAPER_SCALE=1 to run it",
-)
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
     """Table 4, GBMAP on SYNTH-COS-R and SYNTH-COS-C (n = 2e5, p = 200): test R^2 0.452
@@ -661,9 +658,11 @@ def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(client, task):
     dcfa.gbmap._solver.initial_point scaled them to the fan-in): R^2 -0.19 at m = 64 and
     accuracy 0.505 at m = 16.
 
-    Slow: 4 943 + 676 L-BFGS evaluations. The two signs' runs of a step share round trips to
-    the cluster, 3 030 + 384 of them (270-330 s + 28-57 s on this 2-core machine while shared,
-    load average ~3-4; 240-390 s + 33-64 s with a round trip per evaluation).
+    Slow, and in the default run: 4 943 + 676 L-BFGS evaluations. The two signs' runs of a
+    step share passes over the rows, 3 030 + 384 of them, and a pass is one direct call to
+    the actor holding each worker's rows (``dcfa.gbmap._solver.HeldData``): 188 s + 27 s on
+    this 2-core machine otherwise idle (295 s + 40 s with a graph through the scheduler per
+    pass, 240-390 s + 33-64 s with one per evaluation, on a loaded machine).
     """
     import dask
     from distributed import wait

@@ -25,6 +25,7 @@ import dcfa
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("apt"),  # apt-get: pyproject
     pytest.mark.skipif(
         os.environ.get("DCFA_TEST_IMAGE") != "1",
         reason="builds the container image (~3 min, installs Debian packages): DCFA_TEST_IMAGE=1",

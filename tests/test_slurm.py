@@ -36,7 +36,7 @@ import pytest
 import xarray as xr
 from test_processes import _job
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("apt")]  # apt-get: pyproject
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

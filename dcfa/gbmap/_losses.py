@@ -31,6 +31,7 @@ __all__ = [
     "LOSSES",
     "Identity",
     "LogisticLoss",
+    "RowChunks",
     "Softplus",
     "SquaredLoss",
     "Standardizer",
@@ -331,6 +332,43 @@ def moments_merge(parts: list[dict]) -> dict:
                 "bad": out["bad"] + b["bad"],
             }
     return out
+
+
+class RowChunks:
+    """Some row chunks of ``Z``, ``y`` and ``F`` held in one process, with the two things a
+    fit asks of them: the sums of several learners, and adding a fitted learner to ``F``.
+
+    :mod:`dcfa.gbmap._solver` places one per worker as a Dask actor, holding the chunks that
+    worker already stores, so a pass is one direct call per worker; the arithmetic is
+    :func:`chunk_sums_many` per chunk, unchanged. Every call names how many learners the
+    caller has added to ``F``: an actor that Dask recreated after losing its worker starts
+    from the first ``F`` again, and must refuse rather than answer for the wrong ensemble.
+    """
+
+    def __init__(self, Z: list, y: list, F: list):
+        self.Z, self.y, self.F = list(Z), list(y), list(F)
+        self.added = 0
+
+    def _check(self, added: int) -> None:
+        if added != self.added:
+            raise RuntimeError(f"rows hold {self.added} added learners, the fit {added}")
+
+    def sums(self, thetas, signs, beta: float, loss: str, activation: str, added: int) -> list:
+        """One ``(k, p + 3)`` array of :func:`chunk_sums_many` per held chunk, in order."""
+        self._check(added)
+        return [
+            chunk_sums_many(Z, y, F, thetas, signs, beta, loss, activation)
+            for Z, y, F in zip(self.Z, self.y, self.F, strict=True)
+        ]
+
+    def add(self, intercept, coef, bias, sign, beta: float, activation: str, added: int):
+        """``F += f_j(Z)`` for one fitted learner (length-1 parameter arrays)."""
+        self._check(added)
+        self.F = [
+            F + learner_outputs(Z, intercept, coef, bias, sign, beta, activation)[:, 0]
+            for Z, F in zip(self.Z, self.F, strict=True)
+        ]
+        self.added += 1
 
 
 @dataclass(frozen=True)
