@@ -8,6 +8,23 @@ import dask
 import numpy as np
 import pytest
 
+# The longest tests and groups (pytest --durations), started first: the suite runs on two
+# xdist workers (pyproject), and a worker left alone at the end with one of these is what
+# makes the run long. Whole modules keep their module-scoped fixtures set up once.
+FIRST = (
+    "tests/test_slurm.py",  # with weka's datasets: the xdist group "apt", 5-6 minutes
+    "tests/test_gbmap_paper.py::test_table4_gbmap_synth_cos_at_the_paper_size",
+    "tests/test_notebooks.py",
+    "tests/test_processes.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        return next((i for i, first in enumerate(FIRST) if item.nodeid.startswith(first)), None)
+
+    items.sort(key=lambda item: len(FIRST) if rank(item) is None else rank(item))
+
 
 @pytest.fixture
 def rng():

@@ -805,3 +805,27 @@ def test_a_worker_killed_mid_fit_changes_no_learner(rng, caplog):
     assert "a worker holding rows was lost" in caplog.text
     for name in FITTED:
         np.testing.assert_array_equal(getattr(model, name), getattr(ref, name), err_msg=name)
+
+
+@pytest.mark.slow
+def test_rows_stay_with_the_scheduler_dask_uses_beside_a_client(client, rng):
+    """With a cluster's client in the process but another scheduler chosen for the fit
+    (``dask.config``), the rows are persisted by that scheduler and served by it: no actor,
+    and the in-memory model."""
+    X, y = bumpy(rng)
+    ref = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(X, y)
+    Xd = da.from_array(X, chunks=80)
+    with dask.config.set(scheduler="threads"):
+        standardizer, _ = solver.column_stats(Xd)
+        data = solver.make_data(
+            Xd,
+            y,
+            standardizer,
+            persist=True,
+            learners=solver.Learners.empty(4),
+            beta=5.0,
+            activation="softplus",
+        )
+        assert type(data) is solver.ChunkedData
+        model = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0, persist=True).fit(Xd, y)
+    assert_same_model(model, ref)

@@ -495,7 +495,13 @@ def make_data(
     Z, yd, F = _persist(Z, yd, F)
     chunked = ChunkedData(Z, yd, F, persisted=True)
     client = _client()
-    if client is None or client.asynchronous or progress_enabled():
+    if (
+        client is None
+        or client.asynchronous
+        or progress_enabled()
+        # the rows went where dask sends these arrays, maybe not to the default client
+        or get_scheduler(collections=[Z]) != client.get
+    ):
         return chunked
     return HeldData(chunked, client)
 
