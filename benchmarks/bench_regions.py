@@ -77,6 +77,7 @@ SETTINGS = [
     ("GenLinCFA-0.65", GenLinCFA, {"neighbors": 1, "eps": 0.65}),
     ("GenLinCFA-0.7", GenLinCFA, {"neighbors": 1, "eps": 0.7}),
     ("NonLinCFA-1e-2", NonLinCFA, {"neighbors": 1, "eps": 1e-2}),
+    ("NonLinCFA-2e-2", NonLinCFA, {"neighbors": 1, "eps": 2e-2}),
     ("NonLinCFA-3e-2", NonLinCFA, {"neighbors": 1, "eps": 3e-2}),
     (
         "GenLinCFACV",
