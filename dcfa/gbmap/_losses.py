@@ -37,6 +37,7 @@ __all__ = [
     "Standardizer",
     "chunk_sums",
     "chunk_sums_many",
+    "learner_output",
     "learner_outputs",
     "objective",
     "penalty_value",
@@ -365,7 +366,7 @@ class RowChunks:
         """``F += f_j(Z)`` for one fitted learner (length-1 parameter arrays)."""
         self._check(added)
         self.F = [
-            F + learner_outputs(Z, intercept, coef, bias, sign, beta, activation)[:, 0]
+            F + learner_output(Z, intercept, coef, bias, sign, beta, activation)
             for Z, F in zip(self.Z, self.F, strict=True)
         ]
         self.added += 1
@@ -435,6 +436,11 @@ def learner_outputs(
     act = ACTIVATIONS[activation]
     U = np.asarray(Z, dtype=np.float64) @ np.asarray(coef, dtype=np.float64).T + bias
     return intercept + sign * act.value_and_derivative(U, beta)[0]
+
+
+def learner_output(Z, intercept, coef, bias, sign, beta, activation) -> np.ndarray:
+    """Output ``f_j(z)`` of one learner (length-1 parameter arrays) on a row chunk."""
+    return learner_outputs(Z, intercept, coef, bias, sign, beta, activation)[:, 0]
 
 
 def standardize(X: np.ndarray, standardizer: Standardizer) -> np.ndarray:

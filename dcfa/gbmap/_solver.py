@@ -61,6 +61,7 @@ from dcfa.gbmap._losses import (
     RowChunks,
     Standardizer,
     chunk_sums_many,
+    learner_output,
     learner_outputs,
     moments_chunk,
     moments_finalize,
@@ -157,7 +158,7 @@ class Learners:
         return learner_outputs(Z, self.intercept, self.coef, self.bias, self.sign, beta, activation)
 
     def last(self, j: int) -> tuple:
-        """Parameters of learner ``j`` as length-1 arrays (for :func:`_learner_output`)."""
+        """Parameters of learner ``j`` as length-1 arrays (for ``learner_output``)."""
         s = slice(j, j + 1)
         return self.intercept[s], self.coef[s], self.bias[s], self.sign[s]
 
@@ -241,7 +242,7 @@ class InMemoryData:
         return chunk_sums_many(self.Z, self.y, self.F, thetas, signs, beta, loss, activation)
 
     def add(self, learners: Learners, j: int, beta: float, activation: str, last: bool) -> None:
-        self.F = self.F + _learner_output(self.Z, *learners.last(j), beta, activation)
+        self.F = self.F + learner_output(self.Z, *learners.last(j), beta, activation)
 
 
 class ChunkedData:
@@ -346,24 +347,24 @@ class HeldData:
         return self._fallback.sums(thetas, signs, beta, loss, activation)
 
     def add(self, learners: Learners, j: int, beta: float, activation: str, last: bool) -> None:
+        if self._fallback is not None:
+            self._fallback.add(learners, j, beta, activation, last)
+            return
         if last:  # the final scores are not needed by the fit
             return
         self.chunked.F = self.chunked.F + _lazy_output(
             self.chunked.Z, learners, j, beta, activation
         )
-        if self._fallback is None:
-            try:
-                calls = [
-                    actor.add(*learners.last(j), float(beta), activation, self._added)
-                    for _, actor in self._actors
-                ]
-                for call in calls:
-                    call.result()
-                self._added += 1
-                return
-            except _LOST as exc:
-                self._lose(exc)
-        (self._fallback.F,) = _persist(self.chunked.F)
+        try:
+            calls = [
+                actor.add(*learners.last(j), float(beta), activation, self._added)
+                for _, actor in self._actors
+            ]
+            for call in calls:
+                call.result()
+            self._added += 1
+        except _LOST as exc:
+            self._lose(exc)  # persists F with this learner
 
     def _lose(self, exc: BaseException) -> None:
         logger.warning(
@@ -438,14 +439,9 @@ def _evaluate(parts: list[Delayed], *, direct: bool) -> np.ndarray:
     return _add_all(list(get(parts[0].__dask_graph__(), [part.key for part in parts])))
 
 
-def _learner_output(Z, intercept, coef, bias, sign, beta, activation):
-    """Output ``f_j(z)`` of one learner (length-1 parameter arrays) on a row chunk."""
-    return learner_outputs(Z, intercept, coef, bias, sign, beta, activation)[:, 0]
-
-
 def _lazy_output(Z: da.Array, learners: Learners, j: int, beta: float, activation: str):
     return Z.map_blocks(
-        _learner_output,
+        learner_output,
         *learners.last(j),
         beta,
         activation,
@@ -477,7 +473,7 @@ def make_data(
         Z = standardizer(X)
         F = np.zeros(Z.shape[0]) if F0 is None else np.asarray(F0, dtype=np.float64).copy()
         for j in range(len(learners)):
-            F = F + _learner_output(Z, *learners.last(j), beta, activation)
+            F = F + learner_output(Z, *learners.last(j), beta, activation)
         return InMemoryData(Z, np.asarray(y, dtype=np.float64), F)
     X = X.rechunk({1: -1})
     Z = X.map_blocks(standardize, standardizer, dtype=np.float64)
