@@ -95,6 +95,51 @@ def test_large_offsets_keep_every_digit(rng, offset, dtype):
         assert not np.nanmax(np.abs(naive_r - R)) < 1e-6
 
 
+def _shift_of_whole_columns(a):
+    """The shift policy in plain NumPy over whole columns (ALGORITHMS.md section 1): the mean
+    of the first 512 rows' finite values where it is over 10 of their standard deviations."""
+    a = np.asarray(a[:512], dtype=np.float64)
+    obs = np.isfinite(a)
+    count = obs.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, np.where(obs, a, 0.0).sum(0) / count, 0.0)
+        dev = np.where(obs, a - mean, 0.0)
+        std = np.where(count > 0, np.sqrt((dev * dev).sum(0) / count), 0.0)
+    return np.where(np.abs(mean) > 10 * std, mean, 0.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 600),
+    columns=st.sampled_from([1, 2, 3, 2047, 2048, 2049, 2050, 4097, 5000]),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from([np.float32, np.float64]),
+)
+def test_the_shift_taken_in_column_pieces_is_that_of_whole_columns(rows, columns, seed, dtype):
+    """column_shift takes columns 2 048 at a time: bit for bit the whole-column result, also
+    where the last piece would be one column wide; and the grid pass's shift of a block with
+    its halo is that of the extended block."""
+    from dcfa.stats.grid import _padded, _shift
+    from dcfa.stats.kernels import column_shift
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(rng.normal(0, 30, columns), rng.uniform(0.01, 5, columns), (rows, columns))
+    a = a.astype(dtype)
+    a[rng.random(a.shape) < 0.3] = np.nan
+    a[:, rng.integers(columns)] = np.nan
+    got = column_shift(a)
+    expected = _shift_of_whole_columns(a)
+    if got is None:
+        assert not expected.any()
+    else:
+        np.testing.assert_array_equal(got, expected)
+    block = a[:, : columns - columns % 4].reshape(rows, 4, -1) if columns >= 4 else None
+    if block is not None:
+        extended = _padded(block, 1, ("nan", "wrap"))
+        whole = _shift_of_whole_columns(extended.reshape(rows, -1)).reshape(extended.shape[1:])
+        np.testing.assert_array_equal(_shift(block, 1, ("nan", "wrap")), whole)
+
+
 def test_nan_and_constant_columns_are_excluded_and_reported(rng):
     X = rng.normal(size=(50, 8)) + 280
     X[:, 2] = np.nan  # land cell

@@ -623,10 +623,17 @@ def grid_pass(
 
 def _shift(block, R: int = 0, pad=()) -> np.ndarray:
     """A per-cell reference so merged means stay small: the shift policy of every pass,
-    :func:`dcfa.stats.kernels.column_shift`, on the halo-extended first block."""
-    a = _padded(block, R, pad)
-    shift = column_shift(a.reshape(a.shape[0], -1))
-    return np.zeros(a.shape[1:]) if shift is None else shift.reshape(a.shape[1:])
+    :func:`dcfa.stats.kernels.column_shift`, for the halo-extended first block.
+
+    Taken per cell from the block itself and then extended like the block (a wrapped halo
+    cell gets its twin's shift, a cell off the grid's edge, all NaN, none): the same numbers
+    as from the extended block, without a float64 copy of it.
+    """
+    block = np.asarray(block)
+    shift = column_shift(block.reshape(block.shape[0], -1))
+    shift = np.zeros(block.shape[1:]) if shift is None else shift.reshape(block.shape[1:])
+    extended = _padded(shift[None], R, pad)[0]
+    return np.where(np.isnan(extended), 0.0, extended)
 
 
 def _assemble(

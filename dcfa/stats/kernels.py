@@ -27,6 +27,8 @@ Two treatments of missing values:
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
 # digits in ``c.T @ c - s s^T / m``; beyond it a block is shifted (copied) first.
 _SHIFT_RATIO = 10.0
 _SHIFT_ROWS = 512  # rows of the first chunk used to choose the shift
+_SHIFT_COLUMNS = 2048
 
 
 def _as_float64(a: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
@@ -65,7 +68,23 @@ def column_shift(a: np.ndarray) -> np.ndarray | None:
     a few standard deviations of 0 are not shifted; ``None`` when no column needs it, which
     lets the kernels use the input block without a copy.
     """
-    a = np.asarray(a[:_SHIFT_ROWS], dtype=np.float64)
+    a = a[:_SHIFT_ROWS]
+    n = a.shape[1]
+    shift = np.zeros(n)
+    # Columns are independent: taken _SHIFT_COLUMNS at a time, the temporaries stay in cache
+    # (a whole 1 degree grid's take 0.1-0.9 s, mostly first touches of fresh memory, against
+    # 0.04 s). The last piece is never one column wide: a single column is summed as a
+    # contiguous vector (pairwise), a column of a wider block row by row, as in one piece.
+    edges = [*range(0, n, _SHIFT_COLUMNS), n]
+    if len(edges) > 2 and edges[-1] - edges[-2] == 1:
+        del edges[-2]
+    for start, stop in itertools.pairwise(edges):
+        shift[start:stop] = _column_shift(a[:, start:stop])
+    return shift if shift.any() else None
+
+
+def _column_shift(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
     obs = np.isfinite(a)
     count = obs.sum(axis=0)
     a0 = np.where(obs, a, 0.0)
@@ -74,8 +93,7 @@ def column_shift(a: np.ndarray) -> np.ndarray | None:
     std = np.sqrt(
         np.divide((dev * dev).sum(axis=0), count, out=np.zeros(a.shape[1]), where=count > 0)
     )
-    shift = np.where(np.abs(mean) > _SHIFT_RATIO * std, mean, 0.0)
-    return shift if shift.any() else None
+    return np.where(np.abs(mean) > _SHIFT_RATIO * std, mean, 0.0)
 
 
 def _prepare(a, shift):
