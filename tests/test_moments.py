@@ -96,8 +96,8 @@ def test_large_offsets_keep_every_digit(rng, offset, dtype):
 
 
 def _shift_of_whole_columns(a):
-    """The shift policy in plain NumPy over whole columns (ALGORITHMS.md section 1): the mean
-    of the first 512 rows' finite values where it is over 10 of their standard deviations."""
+    """dcfa's shift policy in plain NumPy over whole columns: the mean of the first 512 rows'
+    finite values where it is over 10 of their standard deviations, else 0."""
     a = np.asarray(a[:512], dtype=np.float64)
     obs = np.isfinite(a)
     count = obs.sum(0)
