@@ -32,22 +32,21 @@ def rng():
     return np.random.default_rng(20261122)
 
 
-@pytest.fixture(scope="session")
-def client():
-    """A LocalCluster with 2 single-threaded worker *processes* (real pickling, real transfer)."""
+@contextlib.contextmanager
+def local_client(**options):
+    """A client of a LocalCluster with 2 single-threaded worker *processes* (real pickling,
+    real transfer); ``options`` go to the LocalCluster."""
     from distributed import Client, LocalCluster
 
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit="2GiB",
-            dashboard_address=None,
-            silence_logs=40,
-        ) as cluster,
-        Client(cluster) as c,
-    ):
+    kwargs = dict(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40)
+    with LocalCluster(**{**kwargs, **options}) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client():
+    """The session's 2-process cluster, 2 GiB a worker."""
+    with local_client(memory_limit="2GiB") as c:
         yield c
 
 

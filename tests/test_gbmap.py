@@ -12,7 +12,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import count_computes
+from conftest import count_computes, local_client
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -775,16 +775,9 @@ def test_a_worker_killed_mid_fit_changes_no_learner(rng, caplog):
     import logging
     import signal
 
-    from distributed import Client, LocalCluster
-
     X, y = bumpy(rng, n=400)
     params = dict(n_boosts=4, beta=5.0, random_state=0, persist=True)
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=40
-        ) as cl,
-        Client(cl) as c,
-    ):
+    with local_client() as c:
         Xd = da.from_array(X, chunks=50)
         ref = GBMAPRegressor(**params).fit(Xd, y)
         victim = next(iter(c.run(os.getpid).values()))

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import count_computes
+from conftest import count_computes, local_client
 from scipy.optimize import approx_fprime
 from scipy.spatial.distance import cdist
 from scipy.stats import rankdata
@@ -643,14 +643,7 @@ def own_cluster():
     """A 2-process LocalCluster for the paper-size fits alone: the session's ``client`` has
     2 GiB workers that earlier tests of the same xdist worker have used, and the fits' rows
     (160 MB a worker) are held by actors, out of reach of its spilling."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40
-        ) as cluster,
-        Client(cluster) as c,
-    ):
+    with local_client() as c:
         yield c
 
 
