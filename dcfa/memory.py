@@ -10,13 +10,17 @@ the kernel, the batch system or the nanny kills the process. So before it starts
 Where the bytes are (see :mod:`dcfa.stats.graph` and :mod:`dcfa._compute`):
 
 driver
-    the assembled result (one matrix per row segment; all of them plus their blocks while
-    ``dask.compute`` concatenates), then what the fit adds (NonLinCFA: all rows merged, the
-    fitted ``moments_``, with the temporaries of that merge, counted although the merge is
-    built only when ``moments_`` is first read, as the batch job does; its folds' training sets
-    are merged row by row as the partition reads them, never as matrices; pairwise statistics:
-    the correlations; the greedy variant's copies). NumPy input: also the in-memory copies of the
-    data. Under the local (threaded) scheduler the tile tasks run here too.
+    the result: per row segment, the upper tiles of the matrix as they come (the estimators'
+    dense fits on Dask input, :class:`dcfa.stats.symmetric.SymmetricTiles`, about half of it),
+    or the assembled matrix (all of them plus their blocks while ``dask.compute``
+    concatenates); then what the fit adds (NonLinCFA: all rows merged tile by tile, the fitted
+    ``moments_``, counted although the merge is built only when ``moments_`` is first read, as
+    the batch job does; its folds' training sets are merged row by row as the partition reads
+    them, never as matrices; pairwise statistics: the correlations; the greedy variant's
+    copies). NumPy input: also the in-memory copies of the data. Under the local (threaded)
+    scheduler the tile tasks run here too, and the input's chunks are held here. These are
+    live arrays: the resident size can be higher where the C allocator keeps freed tiles in
+    its heap (README, "Dense mode memory").
 workers (a ``distributed.Client`` is active)
     the tile tasks: one task holds a tile ``w x w`` of the widest feature chunk ``w``, the tree
     merges hold ``split_every`` of them. Each worker runs ``nthreads`` such tasks at once.
@@ -265,6 +269,9 @@ class DenseEstimate:
         Widest column block (the widest tile is ``task_width x task_width``).
     local_tasks : bool
         Whether the tile tasks run in this process (local scheduler) or on workers.
+    result_bytes : int
+        The pass's finished results (tiles or blocks of the matrices), which the workers hold
+        until ``dask.compute`` gathers them.
     """
 
     who: str
@@ -276,6 +283,7 @@ class DenseEstimate:
     tasks: tuple = ()
     task_width: int = 0
     local_tasks: bool = True
+    result_bytes: int = 0
 
     @property
     def n_columns(self) -> int:
@@ -330,7 +338,7 @@ def _n_local_threads() -> int:
 
 
 def _tile_tasks(
-    data, p: int, bounds: list[int], missing: str, isz: int, split_every: int | None
+    data, p: int, bounds: list[int], missing: str, isz: int, split_every: int | None, tiles: bool
 ) -> tuple[tuple, int]:
     """Peak bytes of the tile tasks of :func:`dcfa.stats.graph.tiled_moments`, largest first.
 
@@ -342,10 +350,10 @@ def _tile_tasks(
     row chunk and a merge task per node of its segments' trees above the folds.
     """
     from dcfa.stats.graph import fold_tile, segment_rows
+    from dcfa.stats.kernels import row_blocks
 
     rows, seg_of = segment_rows(data.chunks[0], list(bounds))
-    k = p - data.shape[1]
-    widths = [*data.chunks[1], k] if k else list(data.chunks[1])
+    widths = _block_widths(data, p, tiles)
     m = max(rows)
     se = max(split_every or SPLIT_EVERY, 2)
     per_seg = np.bincount(seg_of)
@@ -357,9 +365,11 @@ def _tile_tasks(
             wj = widths[j]
             T = _F8 * wi * wj
             side = m * (wi if i == j else wi + wj) * copy  # a diagonal tile reads one block
-            folded = fold_tile(wi, wj)
-            # a fold step also holds the running tile of its chain
-            chunk = (_KERNEL_PEAK[missing] + folded * _TILE_FIELDS[missing]) * T + side
+            folded = tiles or fold_tile(wi, wj)
+            # a fold step also holds the running tile of its chain; the rank-one updates of
+            # "exclude" a row block's temporary (dcfa.stats.kernels.row_blocks)
+            temp = _F8 * wj * min(row_blocks(wi, wj)[0].stop, wi) if missing == "exclude" else 0
+            chunk = (_KERNEL_PEAK[missing] + folded * _TILE_FIELDS[missing]) * T + side + temp
             peaks[chunk] = peaks.get(chunk, 0) + len(rows)
             leaves = folds if folded else per_seg
             fan = min(se, int(leaves.max()))
@@ -368,6 +378,21 @@ def _tile_tasks(
                 merge = (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T
                 peaks[merge] = peaks.get(merge, 0) + merges
     return tuple(sorted(peaks.items(), reverse=True)), max(widths)
+
+
+def _block_widths(data, p: int, tiles: bool) -> list[int]:
+    """The column blocks of the pass: the feature chunks (cut for a tiled pass), the targets."""
+    from dcfa.stats.symmetric import tile_columns
+
+    k = p - data.shape[1]
+    widths = list(tile_columns(data.chunks[1]) if tiles else data.chunks[1])
+    return [*widths, k] if k else widths
+
+
+def _tiles_bytes(widths: list[int]) -> int:
+    """Bytes of the upper tiles ``(I, J)``, ``I <= J``, of these column blocks."""
+    w = np.asarray(widths, dtype=np.int64)
+    return int(_F8 * (w.sum() ** 2 + (w * w).sum()) // 2)
 
 
 def _tree_merges(n_chunks: int, split_every: int) -> int:
@@ -394,10 +419,11 @@ def _pass_terms(
     inputs_copy: bool,
     split_every: int | None,
     client_active: bool,
-) -> tuple[int, tuple, tuple, int]:
-    """Peak driver bytes of the moments pass itself, and its tile tasks.
+    tiles: bool = False,
+) -> tuple[int, tuple, tuple, int, int]:
+    """Peak driver bytes of the moments pass itself, its tile tasks and its results.
 
-    Returns ``(driver_bytes, terms, tasks, width)``.
+    Returns ``(driver_bytes, terms, tasks, width, result_bytes)``.
     """
     kind = _kind_of(data)
     M = _F8 * p * p
@@ -420,28 +446,40 @@ def _pass_terms(
             ),
             ("in-memory copies of the data", copies),
         )
-        return held * M + copies, terms, (), 0
-    # chunked: the driver receives every block of the results and concatenates them; it also
-    # holds per-column vectors and the graph
+        return held * M + copies, terms, (), 0, 0
+    # chunked: the driver receives every block of the results and concatenates them (tiled:
+    # keeps the upper tiles as they come); it also holds per-column vectors and the graph
     vectors = _VECTORS_PER_COLUMN * S * p * _F8
-    gathered = 2 * S * F * M + vectors
-    terms = ((f"{_matrices(S * F)} assembled from as many matrices of gathered blocks", gathered),)
+    if tiles and kind == "dask":
+        held = S * _tiles_bytes(_block_widths(data, p, tiles))
+        gathered = held + vectors
+        terms = ((f"the upper tiles of {_matrices(S)} ({held / (S * M):.2f} of each)", gathered),)
+    else:
+        held = S * F * M
+        gathered = 2 * held + vectors
+        what = f"{_matrices(S * F)} assembled from as many matrices of gathered blocks"
+        terms = ((what, gathered),)
     if kind != "dask":
-        return gathered, terms, (), 0
+        return gathered, terms, (), 0, held
     isz = _F8 if inputs_copy else int(np.dtype(data.dtype).itemsize)
-    tasks, width = _tile_tasks(data, p, bounds, missing, isz, split_every)
+    tasks, width = _tile_tasks(data, p, bounds, missing, isz, split_every, tiles)
     if client_active:
-        return gathered, terms, tasks, width
-    # the local scheduler runs the tile tasks here, while finished blocks accumulate
+        return gathered, terms, tasks, width, held
+    # the local scheduler runs the tile tasks here, while finished blocks accumulate; the
+    # input's chunks stay until every tile that reads them is done, and each thread may be
+    # making one (read, decoded or computed: float64 with two temporaries)
     inflight, running = _tasks_at_once(tasks, _n_local_threads())
-    during = S * F * M + vectors + inflight
+    chunks = n * data.shape[1] * isz
+    chunks += running * 3 * _F8 * max(data.chunks[0]) * max(data.chunks[1])
+    during = held + vectors + inflight + chunks
     if during > gathered:
         terms = (
-            (f"{_matrices(S * F)} of finished blocks", S * F * M + vectors),
+            (f"{terms[0][0]}: finished blocks", held + vectors),
             (f"{running} tile tasks running in this process", inflight),
+            ("the input's chunks", chunks),
         )
-        return during, terms, tasks, width
-    return gathered, terms, tasks, width
+        return during, terms, tasks, width, held
+    return gathered, terms, tasks, width, held
 
 
 def estimate_moments(
@@ -453,6 +491,7 @@ def estimate_moments(
     missing: str = "exclude",
     data=None,
     split_every: int | None = None,
+    tiles: bool = False,
 ) -> DenseEstimate:
     """Peak memory of :func:`dcfa.moments` with these shapes (nothing is computed).
 
@@ -466,6 +505,8 @@ def estimate_moments(
         The ``(n_samples, n_features)`` input, for its kind and chunks (not read). ``None``:
         a chunked input whose chunks are not known yet (no tile-task figures).
     split_every : int, default=None
+    tiles : bool, default=False
+        As in :func:`dcfa.moments`.
 
     Returns
     -------
@@ -473,7 +514,7 @@ def estimate_moments(
     """
     bounds = [0, n_samples] if segments is None else [int(b) for b in segments]
     client_active = _client_active()
-    driver, terms, tasks, width = _pass_terms(
+    driver, terms, tasks, width, results = _pass_terms(
         n_samples,
         n_features + n_targets,
         bounds,
@@ -482,6 +523,7 @@ def estimate_moments(
         inputs_copy=False,
         split_every=split_every,
         client_active=client_active,
+        tiles=tiles,
     )
     return DenseEstimate(
         who="dcfa.moments",
@@ -493,6 +535,7 @@ def estimate_moments(
         tasks=tasks,
         task_width=width,
         local_tasks=not client_active,
+        result_bytes=results,
     )
 
 
@@ -540,8 +583,9 @@ def estimate_dense(
     M = _F8 * p * p
     S = len(bounds) - 1
     F = _RESULT_FIELDS[missing]
+    tiled = missing == "exclude"  # the dense execution keeps the upper tiles (Full.gather)
     client_active = _client_active()
-    driver, terms, tasks, width = _pass_terms(
+    driver, terms, tasks, width, results = _pass_terms(
         n_samples,
         p,
         bounds,
@@ -550,27 +594,27 @@ def estimate_dense(
         inputs_copy=not (isinstance(inputs, str) and inputs == "identity"),
         split_every=None,
         client_active=client_active,
+        tiles=tiled,
     )
-    # then the partition, on the driver, from the S F matrices the pass returned
-    extra, why = 0, f"the moments ({_matrices(S * F)})"
+    # then the partition, on the driver, from what the pass returned: per row segment the
+    # upper tiles of a Dask input's pass, else F matrices (one whole matrix in memory)
+    R = results // S if results else F * M
+    extra, why = 0, f"the moments of {S} row segment(s), {R / M:.2f} matrix each"
     if "cv" in params:
         # the folds' training and test sets are read row by row (dcfa.cfa.basis.MergedMoments);
-        # the fit then merges all rows (moments_): the running result and 2 temporaries
-        extra = 3
-        why = (
-            f"the moments of {S} row segments, all rows merged (the fitted moments) and 2 "
-            "temporaries of that merge"
-        )
+        # the fit then merges all rows (moments_) tile by tile: the running result and the next
+        extra = 2 * R
+        why += ", all rows merged (the fitted moments) and the running merge"
     if missing == "pairwise":
-        extra += 3
+        extra += 3 * M
         why = f"the {F} pairwise matrices, the correlations and 2 temporaries"
     if params.get("strategy") == "greedy":
-        extra += S + 5 + (missing == "pairwise")
+        extra += (S + 5 + (missing == "pairwise")) * M
         why += ", the greedy variant's copy of them, its list of passing pairs, temporaries"
     # and per-candidate vectors of every part the rule reads
-    partition = (S * F + extra) * M + _VECTORS_PER_COLUMN * n_parts * p * _F8
+    partition = S * R + extra + _VECTORS_PER_COLUMN * n_parts * p * _F8
     if partition > driver:
-        driver, terms = partition, ((f"{_matrices(S * F + extra)}: {why}", partition),)
+        driver, terms = partition, ((f"{partition / M:.1f} matrices: {why}", partition),)
     return DenseEstimate(
         who=type(estimator).__name__,
         n_samples=n_samples,
@@ -581,6 +625,7 @@ def estimate_dense(
         tasks=tasks,
         task_width=width,
         local_tasks=not client_active,
+        result_bytes=results,
     )
 
 
@@ -630,6 +675,7 @@ def check_moments(
     missing: str = "exclude",
     data=None,
     split_every: int | None = None,
+    tiles: bool = False,
 ) -> DenseEstimate:
     """:func:`check_dense` for :func:`dcfa.moments` (parameters of :func:`estimate_moments`)."""
     estimate = estimate_moments(
@@ -640,6 +686,7 @@ def check_moments(
         missing=missing,
         data=data,
         split_every=split_every,
+        tiles=tiles,
     )
     _enforce(
         estimate,
@@ -688,20 +735,35 @@ def _enforce(est: DenseEstimate, hint: str) -> None:
         )
     if not est.tasks or est.local_tasks:
         return
+    # the finished tiles wait on the workers (spread over them) until they are gathered
+    share = est.result_bytes // max(len(budget.workers), 1)
     for addr, (limit, nthreads, mem_limit) in budget.workers.items():
-        need, running = est.tasks_at_once(nthreads)
-        if need > limit:
-            w = _widest_tile(est, limit / running)
+        tasks, running = est.tasks_at_once(nthreads)
+        need = tasks + share
+        if need <= limit:
+            continue
+        where = (
+            f"over the worker budget of {gib(limit)} ({_budget_word()} of the "
+            f"{gib(mem_limit)} memory_limit of worker {addr}). Nothing was computed."
+        )
+        if share >= limit:  # the results themselves: narrower tiles would not help
             raise MemoryBudgetError(
-                f"{est.who}: the tile tasks of the dense pass would hold about {gib(need)} on "
-                f"a worker ({running} at once on its {nthreads} threads, up to "
-                f"{gib(est.task_bytes)} each: tiles of up to {est.task_width:,} x "
-                f"{est.task_width:,} float64 from the widest feature chunk), over the worker "
-                f"budget of {gib(limit)} ({_budget_word()} of the {gib(mem_limit)} "
-                f"memory_limit of worker {addr}). Nothing was computed. Rechunk the feature "
-                f"axis to at most about {w:,} columns per chunk (X.rechunk({{1: {w}}})), give "
-                f"the workers more memory{_worker_raise_hint(need, mem_limit)}, or {hint}."
+                f"{est.who}: the dense pass's finished tiles, held by the workers until "
+                f"gathered, would take about {gib(share)} on each of the "
+                f"{len(budget.workers)} workers ({gib(need)} with its running tile tasks), "
+                f"{where} Give the cluster more workers or memory"
+                f"{_worker_raise_hint(need, mem_limit)}, or {hint}."
             )
+        w = _widest_tile(est, (limit - share) / running)
+        raise MemoryBudgetError(
+            f"{est.who}: the tile tasks of the dense pass would hold about {gib(tasks)} on a "
+            f"worker ({running} at once on its {nthreads} threads, up to "
+            f"{gib(est.task_bytes)} each: tiles of up to {est.task_width:,} x "
+            f"{est.task_width:,} float64 from the widest feature chunk) besides "
+            f"{gib(share)} of finished tiles, {where} Rechunk the feature axis to at most "
+            f"about {w:,} columns per chunk (X.rechunk({{1: {w}}})), give the workers more "
+            f"memory{_worker_raise_hint(need, mem_limit)}, or {hint}."
+        )
 
 
 def _worker_raise_hint(need: int, mem_limit: int) -> str:

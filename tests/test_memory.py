@@ -194,7 +194,7 @@ def test_the_budget_follows_the_workers_of_a_cluster():
             n_workers=2,
             threads_per_worker=2,
             processes=False,
-            memory_limit="200MB",
+            memory_limit="80MB",
             dashboard_address=None,
             silence_logs=40,
         ) as cluster,
@@ -206,7 +206,11 @@ def test_the_budget_follows_the_workers_of_a_cluster():
             a: int(0.5 * lim) for a, lim in limits.items()
         }
         assert budget.driver > 10 * max(limits.values())  # this machine: not the limit
-        wide = da.from_array(X, chunks=(100, 3000))  # one 3000 x 3000 tile: 2 x 72 MB a task
+        # the finished tiles wait on the workers, 20-23 MiB on each here (0.58-0.67 of the
+        # matrix); one 3000-column chunk: the dense pass cuts it into three, tiles of 1000 x
+        # 1000 (2 x 26 MiB at once on a worker's two threads: over its 38 MiB budget); 500
+        # columns: 2 x 7.3 MiB
+        wide = da.from_array(X, chunks=(100, 3000))
         with get_task_stream(client) as stream, pytest.raises(MemoryBudgetError) as info:
             LinCFA(mode="full").fit(wide, y)
         assert not stream.data  # refused before any task ran
@@ -216,7 +220,15 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         # a 3001 x 3001 result fits the driver; 500-column tiles fit the workers
         narrow = da.from_array(X, chunks=(100, 500))
         model = LinCFA(random_state=0).fit(narrow, y)
+        assert model.execution_ == "full"
         np.testing.assert_array_equal(model.labels_, LinCFA(random_state=0).fit(X, y).labels_)
+        # workers too small for the finished tiles themselves: no rechunking helps
+        with (
+            dask.config.set({"dcfa.memory_budget": 0.25}),
+            pytest.raises(MemoryBudgetError, match="finished tiles, held by the workers"),
+        ):
+            LinCFA(mode="full").fit(narrow, y)
+        assert LinCFA(random_state=0).fit(narrow, y).execution_ == "full"
         # an absolute budget is capped by a worker's memory_limit
         with dask.config.set({"dcfa.memory_budget": "1TiB"}):
             assert {b for b, _, _ in memory_budget().workers.values()} == set(limits.values())

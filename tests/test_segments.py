@@ -134,6 +134,7 @@ def test_preprocessing_pass_equals_numpy(anomalies, standardize):
         "dcfa.stats.kernels",
         "dcfa.stats.columns",
         "dcfa.stats.summary",
+        "dcfa.stats.symmetric",
     ],
 )
 def test_worker_kernels_import_numpy_only(module):

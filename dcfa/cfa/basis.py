@@ -159,7 +159,7 @@ def _cross_column(m, rows: np.ndarray, c: int) -> np.ndarray:
 
 
 def _cross_diagonal(m) -> np.ndarray:
-    return m.column_m2 if isinstance(m, MergedMoments) else np.diagonal(m.cross)
+    return m.column_m2 if isinstance(m, MergedMoments) else m.cross.diagonal()
 
 
 class MergedMoments(ColumnSummary):
@@ -187,13 +187,13 @@ class MergedMoments(ColumnSummary):
         self.parts = parts
         self.n_targets = first.n_targets
         n, mean, count = first.n, first.mean, first.count
-        diag = np.diagonal(first.cross)
+        diag = first.cross.diagonal()
         self._steps = []
         for p in parts[1:]:  # dcfa.stats.kernels._merge_exclude, then finalize (shift 0)
             n, w, f = chan_factors(n, p.n)
             d = p.mean - mean
             self._steps.append((p.cross, d, f))
-            diag = diag + np.diagonal(p.cross) + d * d * f
+            diag = diag + p.cross.diagonal() + d * d * f
             mean = mean + d * w + 0.0
             count = count + p.count
         self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag

@@ -121,9 +121,11 @@ class Full(Execution):
 
         folds = extras["folds"]
         missing = est.get_params(deep=False).get("missing", "exclude")
+        # the partition reads rows: each matrix kept as its upper tiles, never assembled
+        tiles = missing == "exclude"
         if folds is None:
-            return moments(data, Y, missing=missing)
-        return moments(data, Y, segments=folds.bounds, missing=missing)
+            return moments(data, Y, missing=missing, tiles=tiles)
+        return moments(data, Y, segments=folds.bounds, missing=missing, tiles=tiles)
 
     def partition(self, est, stats, inp, extras):
         from dcfa.cfa.basis import fold_parts

@@ -107,11 +107,12 @@ class GenLinCFA(BaseCFA):
     covariances with ``ddof=1``), only four correlations per candidate are needed; they come
     from the moments of one pass (reference/nonlincfa-genlincfa.md section 4.1).
 
-    Memory: ``mode="full"`` holds ``(D+1) x (D+1)`` float64 matrices. Before the pass,
-    ``fit`` compares them with the Dask config key ``dcfa.memory_budget`` (default 0.5 of the
-    available memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs the series
-    execution (``n x D`` float64 in memory, the same partition), an explicit ``"full"``
-    raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
+    Memory: ``mode="full"`` holds a ``(D+1) x (D+1)`` float64 matrix (on Dask input its
+    upper tiles, about half of it). Before the pass, ``fit`` compares it with the Dask config
+    key ``dcfa.memory_budget`` (default 0.5 of the available memory; see :mod:`dcfa.memory`):
+    ``mode="auto"`` then runs the series execution (``n x D`` float64 in memory, the same
+    partition), an explicit ``"full"`` raises :class:`dcfa.MemoryBudgetError` (a
+    ``ValueError``), computing nothing.
 
     Examples
     --------

@@ -237,12 +237,13 @@ class LinCFA(BaseCFA):
     result is a partition. Features are standardised with ``ddof=1``; the authors'
     ``StandardScaler`` (``ddof=0``) changes the threshold by a factor ``n/(n-1)``.
 
-    Memory: ``mode="full"`` holds ``(D+1) x (D+1)`` float64 matrices (26.8 GiB each for
-    ``D = 60 000``). Before the pass, ``fit`` estimates the bytes it will hold against the
-    Dask config key ``dcfa.memory_budget`` (default 0.5 of the available memory; see
-    :mod:`dcfa.memory`): ``mode="auto"`` then runs the next execution that fits (the series,
-    ``n x D`` float64), an explicit ``mode="full"`` raises :class:`dcfa.MemoryBudgetError`
-    (a ``ValueError``), computing nothing.
+    Memory: ``mode="full"`` holds a ``(D+1) x (D+1)`` float64 matrix (26.8 GiB for
+    ``D = 60 000``; on Dask input its upper tiles, about half of it). Before the pass,
+    ``fit`` estimates the bytes it will hold against the Dask config key
+    ``dcfa.memory_budget`` (default 0.5 of the available memory; see :mod:`dcfa.memory`):
+    ``mode="auto"`` then runs the next execution that fits (the series, ``n x D`` float64),
+    an explicit ``mode="full"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``),
+    computing nothing.
 
     References
     ----------

@@ -176,8 +176,9 @@ class NonLinCFA(BaseCFA):
     order joins and the scan starts again, as in their code.
 
     Memory: ``mode="full"`` holds one ``(D+1) x (D+1)`` float64 matrix per row segment of
-    the folds (the partition reads the folds' training sets row by row, without merging them
-    into new matrices; the merge of all rows, ``moments_``, is built when first read).
+    the folds, as its upper tiles on Dask input (about half of it: 2.7 matrices for ``cv=5``;
+    the partition reads the folds' training sets row by row, without merging them into new
+    matrices; the merge of all rows, ``moments_``, is built tile by tile when first read).
     Before the pass, ``fit`` compares them with the Dask config key ``dcfa.memory_budget``
     (default 0.5 of the available memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs
     the series execution (``n x D`` float64 in memory, the same partition), an explicit

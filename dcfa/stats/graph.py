@@ -25,6 +25,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
 from dcfa._compute import tree
 from dcfa.stats import kernels
+from dcfa.stats.symmetric import SymmetricTiles, tile_columns
 
 __all__ = ["tiled_moments", "segment_rows"]
 
@@ -50,11 +51,15 @@ def tiled_moments(
     missing: str = "exclude",
     segments: list[int] | None = None,
     split_every: int | None = None,
+    tiles: bool = False,
 ) -> list[dict[str, da.Array]]:
     """Lazy moments of ``[X, Y]``, one dict of Dask arrays per row segment.
 
     The dict keys are the :class:`dcfa.Moments` fields (``count``, ``mean``,
     ``cross`` and, pairwise, ``m2``); ``n`` and ``n_targets`` are known without computing.
+    ``tiles=True`` (``missing="exclude"``): ``cross`` is a lazy
+    :class:`~dcfa.stats.symmetric.SymmetricTiles` of the upper tiles, never assembled, and the
+    feature chunks are cut to at most :data:`~dcfa.stats.symmetric.TILE_COLUMNS` columns.
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     if split_every < 2:
@@ -62,8 +67,9 @@ def tiled_moments(
     n = X.shape[0]
     bounds = [0, n] if segments is None else list(segments)
     row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
-    if row_chunks != X.chunks[0]:
-        X = X.rechunk({0: row_chunks})
+    col_chunks = tile_columns(X.chunks[1]) if tiles else X.chunks[1]
+    if (row_chunks, col_chunks) != X.chunks:
+        X = X.rechunk((row_chunks, col_chunks))
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     if Y is not None:
         Y = Y.rechunk({0: row_chunks, 1: -1})
@@ -83,14 +89,18 @@ def tiled_moments(
         seg_of_chunk,
         n_seg,
         split_every,
-        tokenize(X, Y, missing, bounds, split_every),
+        tokenize(X, Y, missing, bounds, split_every, tiles),
+        fold=tiles,
     )
     widths = tuple(b[2] for b in blocks)
 
     out = []
     for s in range(n_seg):
         sq = partial(_square, graph, tile_name, s, n_blocks, widths)
-        fields = {"cross": sq("cross", _symmetric)}
+        if tiles:
+            fields = {"cross": _tiles(graph, tile_name, s, pairs, widths)}
+        else:
+            fields = {"cross": sq("cross", _symmetric)}
         if missing == "pairwise":
             fields["count"] = sq("count", _symmetric)
             fields["mean"] = sq("mean", _pair_mean)
@@ -102,8 +112,13 @@ def tiled_moments(
     return out
 
 
-def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_every, token):
+def _tile_graph(
+    prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_every, token, fold=False
+):
     """Chunk and tree-combine tasks for the tiles ``pairs`` of the column ``blocks``.
+
+    ``fold``: every tile's row chunks merged as they come (:func:`_fold_chunks`), not only
+    the large ones (:func:`fold_tile`): a tiled pass has many tiles at once.
 
     ``blocks`` are ``(array name, column block index, width)``; ``pairs`` lists the tiles
     ``(i, j)`` to compute (``i == j``: a diagonal tile). The root of tile ``(i, j)`` in
@@ -132,7 +147,7 @@ def _tile_graph(prefix, deps, blocks, pairs, kernel, seg_of_chunk, n_seg, split_
         for s, keys in enumerate(per_seg):
             if not keys:
                 raise ValueError(f"segments: segment {s} holds no rows")
-            if fold_tile(blocks[i][2], blocks[j][2]):  # a large tile: memory over parallelism
+            if fold or fold_tile(blocks[i][2], blocks[j][2]):  # memory over parallelism
                 keys = _fold_chunks(dsk, tile_name, ids, keys, split_every)
 
             def node(group):
@@ -303,6 +318,17 @@ def _square(graph, tile_name, s, n_blocks, widths, field_, getter) -> da.Array:
             tile = (tile_name, s, min(i, j), max(i, j))
             dsk[(name, i, j)] = (getter, tile, field_, (tile_name, "shift", i), i <= j)
     return _layer(graph, tile_name, name, dsk, (widths, widths))
+
+
+def _tiles(graph, tile_name, s, pairs, widths) -> SymmetricTiles:
+    """The cross-products of segment ``s`` as lazy upper tiles, a one-chunk Dask array each
+    (arrays, so that one ``dask.compute`` optimises them with the other fields' arrays)."""
+    tiles = {}
+    for i, j in pairs:
+        name = f"dcfa-moments-cross-{s}-{i}-{j}-{tile_name[-32:]}"
+        dsk = {(name, 0, 0): (_field, (tile_name, s, i, j), "cross")}
+        tiles[i, j] = _layer(graph, tile_name, name, dsk, ((widths[i],), (widths[j],)))
+    return SymmetricTiles(np.cumsum((0, *widths)), tiles)
 
 
 def _diagonal(graph, tile_name, s, n_blocks, widths, field_) -> da.Array:

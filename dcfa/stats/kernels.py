@@ -267,7 +267,9 @@ def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
     cross = {"x": x["cross"], "y": y["cross"], None: None}[into]
     cross = np.add(x["cross"], y["cross"], out=cross)
     for b in row_blocks(d_a.size, d_b.size):
-        cross[b] += np.multiply.outer(d_a[b], d_b) * f
+        t = np.multiply.outer(d_a[b], d_b)
+        t *= f  # in place: one row block's temporary, not two
+        cross[b] += t
     out["cross"] = cross
     out["mean_b"] = out["mean_a"] if x["mean_b"] is x["mean_a"] else x["mean_b"] + d_b * w
     if "count_a" in x:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dcfa.stats.kernels import chunk_exclude, chunk_pairwise, column_shift, combine
+from dcfa.stats.kernels import _merge_exclude, chunk_exclude, chunk_pairwise, column_shift, combine
 from dcfa.stats.store import write_zarr_atomic
 from dcfa.stats.summary import exclusions
+from dcfa.stats.symmetric import SymmetricTiles
 
 __all__ = ["Moments", "moments", "MISSING_POLICIES"]
 
@@ -68,6 +69,7 @@ def moments(
     segments=None,
     split_every: int | None = None,
     compute: bool = True,
+    tiles: bool = False,
 ):
     """One pass over ``X`` (and the target(s) ``y``) giving their :class:`Moments`.
 
@@ -94,6 +96,11 @@ def moments(
     compute : bool, default=True
         If False, return :class:`Moments` holding Dask arrays; call :meth:`Moments.compute`
         (one ``dask.compute``) to get the numbers.
+    tiles : bool, default=False
+        Keep each ``(p, p)`` cross-product matrix as its upper block tiles
+        (:class:`~dcfa.stats.symmetric.SymmetricTiles`: about half the memory, never
+        assembled; ``np.asarray(m.cross)`` gives the matrix). With a Dask ``X`` the feature
+        chunks are then cut to at most 1 024 columns. ``missing="exclude"`` only.
 
     Returns
     -------
@@ -113,6 +120,8 @@ def moments(
 
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing: expected one of {MISSING_POLICIES}, got {missing!r}")
+    if tiles and missing != "exclude":
+        raise ValueError("tiles: tiled cross-products need missing='exclude'")
     inp = check_X(X, sample_dim=sample_dim)
     n = inp.n_samples
     if n < 1:
@@ -131,12 +140,13 @@ def moments(
             missing=missing,
             data=inp.data,
             split_every=split_every,
+            tiles=tiles,
         )
 
     if inp.is_dask:
         Yd = None if Y is None else _dask_target(Y, inp.data.chunks[0])
         lazy = tiled_moments(
-            inp.data, Yd, missing=missing, segments=bounds, split_every=split_every
+            inp.data, Yd, missing=missing, segments=bounds, split_every=split_every, tiles=tiles
         )
         result = [
             Moments(n=b1 - b0, n_targets=k, m2=f.pop("m2", None), **f)
@@ -147,6 +157,8 @@ def moments(
     else:
         Z = inp.data if Y is None else np.column_stack([inp.data, Y])
         result = [from_numpy(Z[b0:b1], k, missing) for b0, b1 in _pairs_of(bounds)]
+        if tiles:  # one tile: the in-memory kernel's matrix
+            result = [_as_one_tile(m) for m in result]
     return result[0] if segments is None else result
 
 
@@ -154,12 +166,25 @@ def compute_all(parts: list[Moments]) -> list[Moments]:
     """Compute lazy :class:`Moments` (from ``compute=False``) in one ``dask.compute``."""
     from dcfa._compute import compute
 
-    fields = [(p.count, p.mean, p.cross, p.m2) for p in parts]
+    fields = [(p.count, p.mean, _lazy_cross(p.cross), p.m2) for p in parts]
     done = compute(fields)[0]
     return [
-        Moments(n=p.n, n_targets=p.n_targets, count=c, mean=mu, cross=cr, m2=m2)
+        Moments(n=p.n, n_targets=p.n_targets, count=c, mean=mu, cross=_cross_of(p.cross, cr), m2=m2)
         for p, (c, mu, cr, m2) in zip(parts, done, strict=True)
     ]
+
+
+def _as_one_tile(m: Moments) -> Moments:
+    cross = SymmetricTiles([0, m.n_columns], {(0, 0): m.cross})
+    return Moments(n=m.n, n_targets=m.n_targets, count=m.count, mean=m.mean, cross=cross)
+
+
+def _lazy_cross(cross):
+    return cross.tiles if isinstance(cross, SymmetricTiles) else cross
+
+
+def _cross_of(lazy, computed):
+    return lazy.with_tiles(computed) if isinstance(lazy, SymmetricTiles) else computed
 
 
 def _dask_target(Y: np.ndarray, row_chunks):
@@ -211,8 +236,10 @@ class Moments:
     mean : ndarray of shape (p,) or (p, p)
         Column means; pairwise: ``mean[i, j]`` is the mean of column ``i`` over the rows where
         ``i`` and ``j`` are both observed.
-    cross : ndarray of shape (p, p)
-        Centred cross-products ``sum_r (z_ri - mean_i)(z_rj - mean_j)``.
+    cross : ndarray or SymmetricTiles of shape (p, p)
+        Centred cross-products ``sum_r (z_ri - mean_i)(z_rj - mean_j)``; with
+        ``moments(..., tiles=True)`` (the estimators' dense fits) their upper block tiles
+        (:class:`~dcfa.stats.symmetric.SymmetricTiles`; ``np.asarray(cross)`` is the matrix).
     m2 : ndarray of shape (p, p) or None
         Pairwise only: ``m2[i, j]`` is the sum of squared deviations of column ``i`` over the
         rows shared with ``j``. ``None`` for ``missing="exclude"`` statistics.
@@ -235,6 +262,8 @@ class Moments:
     @property
     def is_lazy(self) -> bool:
         """Whether the fields are Dask arrays (from ``moments(..., compute=False)``)."""
+        if isinstance(self.cross, SymmetricTiles):
+            return self.cross.is_lazy
         return not isinstance(self.cross, np.ndarray)
 
     def compute(self) -> Moments:
@@ -274,7 +303,7 @@ class Moments:
 
     def column_var(self, ddof: int = 1) -> np.ndarray:
         """Variance of each column over its observed values, shape (p,)."""
-        ss = np.diagonal(self.m2 if self.pairwise else self.cross)
+        ss = np.diagonal(self.m2) if self.pairwise else self.cross.diagonal()
         denom = self.column_count - ddof
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(denom > 0, ss / denom, np.nan)
@@ -308,7 +337,7 @@ class Moments:
         """Covariance matrix of all ``p`` columns (pairwise: over each pair's shared rows)."""
         denom = (self.count if self.pairwise else self.n) - ddof
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(denom > 0, self.cross / denom, np.nan)
+            return np.where(denom > 0, np.asarray(self.cross) / denom, np.nan)
 
     def corr(self) -> np.ndarray:
         """Correlation matrix of all ``p`` columns, clipped to [-1, 1]; NaN where undefined."""
@@ -335,7 +364,7 @@ class Moments:
         if self.pairwise:
             ss_r, ss_c = self.m2[rows, cols], self.m2.T[rows, cols]
         else:
-            diag = np.diagonal(self.cross)
+            diag = self.cross.diagonal()
             ss_r, ss_c = diag[rows][:, None], diag[cols][None, :]
         with np.errstate(invalid="ignore", divide="ignore"):
             r = self.cross[rows, cols] / np.sqrt(ss_r * ss_c)
@@ -358,6 +387,8 @@ class Moments:
                 f"got {other.n_columns} columns/{other.n_targets} targets/{other.missing} "
                 f"and {self.n_columns}/{self.n_targets}/{self.missing}"
             )
+        if _same_tiles(self.cross, other.cross):
+            return _merge_tiles(self, other)
         merged = combine([self._as_tile(), other._as_tile()])
         return finalize(merged, self.n_targets, self.missing)
 
@@ -387,7 +418,7 @@ class Moments:
             "count_a": self.count,
             "mean_a": self.mean,
             "mean_b": self.mean,
-            "cross": self.cross,
+            "cross": np.asarray(self.cross),
         }
 
     # -- storage ----------------------------------------------------------------------------
@@ -444,3 +475,39 @@ class Moments:
             f"Moments(n={self.n}, n_features={self.n_features}, n_targets={self.n_targets}, "
             f"missing={self.missing!r}, excluded={len(self.excluded)})"
         )
+
+
+def _same_tiles(a, b) -> bool:
+    return (
+        isinstance(a, SymmetricTiles)
+        and isinstance(b, SymmetricTiles)
+        and np.array_equal(a.edges, b.edges)
+    )
+
+
+def _merge_tiles(x: Moments, y: Moments) -> Moments:
+    """:meth:`Moments.merge` tile by tile: each tile is the same Chan merge of the same
+    numbers as the matrix's (bit for bit), and no ``p x p`` matrix is assembled."""
+    blocks = [x.cross._slice(i) for i in range(x.cross.n_blocks)]
+
+    def side(m: Moments, i: int, j: int) -> dict:
+        mean_a = m.mean[blocks[i]]
+        tile = {"n": m.n, "mean_a": mean_a, "cross": m.cross.tiles[i, j]}
+        tile["mean_b"] = mean_a if i == j else m.mean[blocks[j]]
+        if i == j:
+            tile["count_a"] = m.count[blocks[i]]
+        return tile
+
+    tiles, merged = {}, {}
+    for i, j in x.cross.tiles:
+        merged[i, j] = _merge_exclude(side(x, i, j), side(y, i, j))
+        tiles[i, j] = merged[i, j]["cross"]
+    diagonal = [merged[i, i] for i in range(len(blocks))]
+    return Moments(
+        n=x.n + y.n,
+        n_targets=x.n_targets,
+        count=np.concatenate([t["count_a"] for t in diagonal]),
+        # as finalize: the mean plus a zero shift
+        mean=np.concatenate([t["mean_a"] for t in diagonal]) + np.zeros(x.n_columns),
+        cross=x.cross.with_tiles(tiles),
+    )

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dcfa.stats.symmetric import SymmetricTiles
+
 
 def save_fields(
     value, path, kind: str, arrays: list[str], attrs: list[str], *, overwrite: bool = False
@@ -70,6 +72,9 @@ def write_zarr_atomic(
     with atomic_store(path, overwrite=overwrite) as tmp:
         group = zarr.open_group(str(tmp), mode="a", zarr_format=3)
         for name, value in arrays.items():
+            if isinstance(value, SymmetricTiles):  # tile by tile: never the whole matrix
+                value.write_into(group.create_array(name, shape=value.shape, dtype=value.dtype))
+                continue
             value = np.asarray(value)
             group.create_array(name, shape=value.shape, dtype=value.dtype)[...] = value
         group.attrs.update(attrs)
