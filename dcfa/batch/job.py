@@ -32,6 +32,7 @@ import xarray as xr
 from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa.batch.config import ConfigError, JobConfig
+from dcfa.batch.features import Reduction, region_series
 from dcfa.batch.workdir import WorkDir, job_identity
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.preprocess import preprocessing_pass
@@ -367,8 +368,9 @@ def _run_passes(
             f"{time.perf_counter() - t:.1f} s"
         )
 
-        # the features pass: computed once, for GBMAP and the result store
-        features = estimator.transform(cells)
+        # the features pass: computed once, for GBMAP and the result store, as dcfa apply
+        # computes them (from the raw field: the anomalies are folded into the sums)
+        features = region_series(field, prep, Reduction.of(estimator, keep), sample_dim=dim)
         embedding = None
         if gbmap is not None:
             t = time.perf_counter()

@@ -186,51 +186,36 @@ class FittedResult:
         return self.gbmap
 
     def _series(self, field: xr.DataArray) -> xr.DataArray:
-        from dcfa.batch.job import _cells_with_data
-        from dcfa.cfa.aggregate import aggregate
-        from dcfa.cfa.inputs import apply_inputs
-        from dcfa.stacking import stack_features
+        from dcfa.batch.features import Reduction, region_series
 
         dim = self.sample_dim
         if isinstance(field.data, da.Array):
             field = io.plan_chunks(field, sample_dim=dim)
-        prepared = io.apply_preprocessing(field, self.preprocessing, sample_dim=dim)
         estimator = self.estimator
         if "execution" in self.attrs:  # the execution the job ran
             grid_run = self.attrs["execution"] == "neighbors"
         else:  # results written before dcfa recorded it
             grid_run = estimator.grid_pass_request(field) is not None
-        if grid_run:
+        if grid_run and not np.array_equal(self.keep, np.arange(self.region.size)):
             # the job's grid execution: the reduction read every cell of the grid, in order
-            if not np.array_equal(self.keep, np.arange(self.region.size)):
-                raise ValueError(
-                    f"result {self.path!r}: cell_index does not cover the grid in order, as "
-                    f"mode={estimator.get_params().get('mode')!r} has it"
-                )
-            cells = prepared
-        else:  # the cells the reduction used, in its order
-            used = self.region.copy(data=np.zeros(self.region.shape, dtype=bool))
-            used.values.flat[self.keep] = True
-            cells, _ = _cells_with_data(prepared, used, list(self.grid), self.keep)
-        data, _ = stack_features(cells, dim)
+            raise ValueError(
+                f"result {self.path!r}: cell_index does not cover the grid in order, as "
+                f"mode={estimator.get_params().get('mode')!r} has it"
+            )
         params = estimator.get_params()
-        Xt = aggregate(
-            apply_inputs(data, params.get("inputs", "identity")),
-            self.labels,
-            self.scale,
-            self.centre,
-            how=self.aggregation,
+        reduction = Reduction(
+            keep=self.keep,
+            labels=self.labels,
+            scale=self.scale,
+            centre=self.centre,
+            weight=self.weight,
+            aggregation=self.aggregation,
+            inputs=params.get("inputs", "identity"),
             nan_aware=params.get("missing", "exclude") == "pairwise",
-            weights=self.weight,
         )
-        coords = {k: c.variable for k, c in field.coords.items() if set(c.dims) == {dim}}
-        return xr.DataArray(
-            Xt,
-            dims=(dim, "group"),
-            coords={**coords, "group": np.arange(self.n_groups)},
-            name="features",
-            attrs={"long_name": f"{self.method} group aggregates"},
-        )
+        out = region_series(field, self.preprocessing, reduction, sample_dim=dim)
+        out.attrs = {"long_name": f"{self.method} group aggregates"}
+        return out
 
     # -- checks ------------------------------------------------------------------------------
 

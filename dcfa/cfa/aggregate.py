@@ -2,9 +2,16 @@
 
 Group ``g``'s value is the mean (or sum) over its members ``k`` of ``s_k (x_k - mu_k)``, with
 ``s_k = 1/std_k`` for standardised members. That is ``X @ W + offset`` with a sparse ``(D, d)``
-``W``; on a Dask array the product is done per feature block and the blocks summed, so it
-stays lazy and no task holds more than one input chunk. Excluded features have empty rows in
-``W``: their NaNs are never touched.
+``W`` of one entry per member; each row of samples is summed into its groups with one
+``np.bincount`` (the members in column order, the same float operations as the sparse
+product). On a Dask array this is done per feature block and the blocks summed, so it stays
+lazy and no task holds more than one input chunk. Excluded features add into a bin that is
+dropped: their NaNs never reach a group.
+
+``anomalies=(climatology, spread, groups)`` folds a preprocessing into the same sweep: each
+row is first ``(x - climatology[groups[t]]) / spread`` (as
+:func:`dcfa.stats.kernels.anomaly_block` computes it, bit for bit), in cache, so the
+anomalies of a whole block are never written out.
 
 With ``nan_aware=True`` (fits on gappy data) a group's value in a sample is the mean over
 the members observed in that sample.
@@ -12,13 +19,16 @@ the members observed in that sample.
 
 from __future__ import annotations
 
+import itertools
 from functools import partial
 
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["group_matrix", "aggregate", "broadcast_back"]
+from dcfa.stats.kernels import subtract_by_group
+
+__all__ = ["group_matrix", "group_rows", "aggregate", "broadcast_back"]
 
 
 def group_matrix(labels: np.ndarray, values, *, how: str = "mean", weights=None) -> sp.csr_array:
@@ -37,12 +47,29 @@ def group_matrix(labels: np.ndarray, values, *, how: str = "mean", weights=None)
     return sp.csr_array((v, (used, labels[used])), shape=(labels.size, d))
 
 
-def aggregate(X, labels, scale, mean, *, how: str = "mean", nan_aware: bool = False, weights=None):
+def aggregate(
+    X,
+    labels,
+    scale,
+    mean,
+    *,
+    how: str = "mean",
+    nan_aware: bool = False,
+    weights=None,
+    anomalies: tuple | None = None,
+):
     """Group aggregates of the rows of ``X`` (NumPy in, NumPy out; Dask in, lazy Dask out);
-    ``weights`` (one per feature) make them weighted means (or sums)."""
+    ``weights`` (one per feature) make them weighted means (or sums).
+
+    ``anomalies = (climatology, spread, groups)``: ``X`` is raw and each of its rows ``t`` is
+    taken as ``(X[t] - climatology[groups[t]]) / spread`` (``climatology`` ``(G, D)``,
+    ``spread`` ``(D,)``, either None; ``groups`` one int per row). Not with ``nan_aware``.
+    """
     labels = np.asarray(labels)
     mean = np.where(labels >= 0, mean, 0.0)
     if nan_aware:
+        if anomalies is not None:
+            raise ValueError("anomalies: not with nan_aware=True (apply them first)")
         mats = (
             group_matrix(labels, scale, how="sum", weights=weights),
             group_matrix(labels, np.asarray(scale) * mean, how="sum", weights=weights),
@@ -53,21 +80,144 @@ def aggregate(X, labels, scale, mean, *, how: str = "mean", nan_aware: bool = Fa
             labels[used], weights=None if weights is None else np.asarray(weights)[used]
         ).astype(np.float64)
         factor = sizes if how == "sum" else np.ones_like(sizes)
-        return _map(X, _nan_block, mats, 2, partial(_nan_finish, factor=factor))
+        finish = partial(_nan_finish, factor=factor)
+        if not isinstance(X, da.Array):
+            return finish(_nan_block(X, **dict(zip(("W0", "C", "M"), mats, strict=True))))
+        return _map(
+            X,
+            _nan_block,
+            mats[0].shape[1],
+            finish,
+            width=2,
+            used=np.diff(mats[0].indptr) > 0,
+            kwargs=lambda sl: dict(zip(("W0", "C", "M"), (m[sl] for m in mats), strict=True)),
+        )
     W = group_matrix(labels, scale, how=how, weights=weights)
     offset = -np.asarray(mean @ W)
-    return _map(X, _dot_block, (W,), 1, partial(_add_offset, offset=offset))
+    # W's one entry per member, and every feature's bin (0: no group, dropped)
+    value = np.zeros(labels.size)
+    used = np.diff(W.indptr) > 0
+    value[used] = W.data
+    bins = np.where(labels >= 0, labels + 1, 0)
+    d = W.shape[1]
+    clim, spread, rows = anomalies if anomalies is not None else (None, None, None)
+    if not isinstance(X, da.Array):
+        return group_rows(X, bins, value, d, clim, spread, rows, offset)
+    edges = np.cumsum((0, *X.chunks[1]))
+    one = sum(bool(bins[a:b].any()) for a, b in itertools.pairwise(edges)) == 1
+    return _map(
+        X,
+        _group_rows_block,
+        d,
+        None if one else partial(_add_offset, offset=offset),
+        used=bins > 0,
+        consts=((clim, "gj"), (spread, "j"), (rows, "i")),
+        kwargs=lambda sl: {
+            "bins": bins[sl],
+            "value": value[sl],
+            "d": d,
+            "offset": offset if one else None,
+        },
+    )
 
 
 def _add_offset(t, offset):
     return t + offset
 
 
-def _dot_block(x, W):
-    return np.asarray((W.T @ np.asarray(x, dtype=np.float64).T).T)
+_BATCH_VALUES = 1 << 16  # values of a batch of rows: the work buffer stays in cache
 
 
-def _nan_block(x, W0, C, M):
+def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None) -> np.ndarray:
+    """``out[t, g]``: the sum over the features ``k`` of group ``g`` (``bins[k] == g + 1``) of
+    ``value[k] * a[t, k]`` (plus ``offset[g]``), ``a`` being ``x``, or its anomalies when
+    ``clim`` / ``spread`` are given (see :func:`aggregate`). ``(n, d)`` float64.
+
+    Rows go in batches of about ``_BATCH_VALUES`` values through one work buffer, summed into
+    ``out`` in place (``np.add.at``: the members in column order, as the sparse product and
+    ``np.bincount`` sum them). No other temporary: on Dask workers, whose allocator hands
+    large blocks back to the system, every fresh array costs its first touches again.
+    """
+    x = np.asarray(x)
+    n, D = x.shape
+    r = max(1, min(n, _BATCH_VALUES // max(D, 1)))
+    index = (bins[None, :] + (d + 1) * np.arange(r)[:, None]).ravel()
+    out = np.zeros((n, d + 1))
+    work = np.empty((r, D))
+    for start in range(0, n, r):
+        k = min(r, n - start)
+        block = work[:k]
+        np.copyto(block, x[start : start + k], casting="unsafe")  # float64
+        if clim is not None:
+            if clim.shape[0] == 1:
+                block -= clim[0]
+            else:
+                subtract_by_group(block, clim, rows[start : start + k])
+        if spread is not None:
+            block /= spread
+        with np.errstate(invalid="ignore"):  # inf * 0 in the dropped bin
+            block *= value
+        np.add.at(out[start : start + k].reshape(-1), index[: k * D], block.reshape(-1))
+    out = out[:, 1:]
+    if offset is not None:
+        out += offset
+    return out
+
+
+def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
+    """``fn(x_block, *const_blocks, **kwargs(features))`` per feature block of a Dask ``X``
+    that holds a ``used`` feature (``width * d`` columns each), the blocks summed, ``finish``
+    (``d`` columns; None: the single block's own).
+
+    ``consts``: ``(array, index)`` pairs of constants sent once rather than embedded in every
+    task: index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"`` one
+    value per sample; a None constant is passed as None.
+    """
+    edges = np.cumsum((0, *X.chunks[1]))
+    consts = [
+        (da.from_array(np.asarray(c), chunks=(X.chunks[0],)), i)
+        if i == "i" and c is not None
+        else (c, i)
+        for c, i in consts
+    ]
+    parts = []
+    for b in range(len(X.chunks[1])):
+        sl = slice(edges[b], edges[b + 1])
+        if not used[sl].any():
+            continue
+        args = [X.blocks[:, b], "ij"]
+        for const, index in consts:
+            if const is None:
+                args += [None, None]
+                continue
+            if "j" in index:
+                const = da.from_array(const[..., sl], chunks=-1)
+            args += [const, index]
+        parts.append(
+            da.blockwise(
+                fn,
+                "ij",
+                *args,
+                **kwargs(sl),
+                adjust_chunks={"j": width * d},
+                dtype=np.float64,
+                concatenate=True,
+                meta=np.empty((0, 0)),
+            )
+        )
+    if not parts:
+        raise ValueError("X: no feature of X is used by any group")
+    total = parts[0] if len(parts) == 1 else da.stack(parts).sum(axis=0)
+    if finish is None:
+        return total
+    return total.map_blocks(finish, chunks=(X.chunks[0], (d,)), dtype=np.float64)
+
+
+def _group_rows_block(x, clim, spread, rows, *, bins, value, d, offset):
+    return group_rows(x, bins, value, d, clim, spread, rows, offset)
+
+
+def _nan_block(x, *, W0, C, M):
     x = np.asarray(x, dtype=np.float64)
     obs = ~np.isnan(x)
     x0 = np.where(obs, x, 0.0)
@@ -82,28 +232,6 @@ def _nan_finish(t, factor):
     num, den = t[:, :d], t[:, d:]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den * factor, np.nan)
-
-
-def _map(X, block_fn, mats, width, finish):
-    """Apply ``block_fn(x_block, *row_slices_of_mats)`` per feature block, sum, ``finish``."""
-    d = mats[0].shape[1]
-    if not isinstance(X, da.Array):
-        return finish(block_fn(X, *mats))
-    edges = np.cumsum((0, *X.chunks[1]))
-    parts = []
-    for b in range(len(X.chunks[1])):
-        sl = [m[edges[b] : edges[b + 1]] for m in mats]
-        if sl[0].nnz == 0:
-            continue
-        parts.append(
-            X.blocks[:, b].map_blocks(
-                block_fn, *sl, chunks=(X.chunks[0], (width * d,)), dtype=np.float64
-            )
-        )
-    if not parts:
-        raise ValueError("X: no feature of X is used by any group")
-    total = parts[0] if len(parts) == 1 else da.stack(parts).sum(axis=0)
-    return total.map_blocks(finish, chunks=(X.chunks[0], (d,)), dtype=np.float64)
 
 
 def broadcast_back(Xt, labels, scale, mean, *, how: str = "mean") -> np.ndarray:

@@ -50,7 +50,8 @@ def result_dataset(
         attrs=dict(attrs or {}),
     )
     if target is not None:
-        ds["group_target_corr"] = _corr_with(features, target, sample_dim)
+        gappy = getattr(model, "missing", "exclude") == "pairwise"  # NaN in the features
+        ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
     ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
     for name, values in group_centres(region, model.n_features_out_).items():
         ds[name] = ("group", values)
@@ -86,14 +87,34 @@ def result_dataset(
     return ds
 
 
-def _corr_with(features: xr.DataArray, target, sample_dim: str) -> xr.DataArray:
-    """Correlation of every column of ``features`` with ``target`` (lazy if they are)."""
+def _corr_with(features: xr.DataArray, target, sample_dim: str, *, gappy: bool) -> xr.DataArray:
+    """Correlation of every column of ``features`` with ``target`` (lazy if they are).
+
+    Complete features take their moments from the statistics engine's column pass
+    (:func:`dcfa.stats.graph.column_moments`: one kernel per block of samples, merged with
+    Chan's update), computed with the blocks the result store writes; ``gappy`` ones (a
+    NaN-aware aggregation) over their observed samples.
+    """
+    import dask.array as da
+
+    from dcfa.stats.graph import column_moments
+
     t = np.asarray(target, dtype=np.float64).reshape(-1)
-    tc = xr.DataArray(t - t.mean(), dims=sample_dim)
-    fc = features - features.mean(sample_dim)
-    corr = (fc * tc).sum(sample_dim) / np.sqrt((fc**2).sum(sample_dim) * float(tc @ tc))
-    corr.attrs = {"long_name": "correlation of the group's aggregate with the target"}
-    return corr.drop_vars([c for c in corr.coords if c != "group"])
+    attrs = {"long_name": "correlation of the group's aggregate with the target"}
+    if gappy:
+        tc = xr.DataArray(t - t.mean(), dims=sample_dim)
+        fc = features - features.mean(sample_dim)
+        corr = (fc * tc).sum(sample_dim) / np.sqrt((fc**2).sum(sample_dim) * float(tc @ tc))
+        corr.attrs = attrs
+        return corr.drop_vars([c for c in corr.coords if c != "group"])
+    data = features.transpose(sample_dim, "group").data
+    lazy = isinstance(data, da.Array)
+    X = data if lazy else da.from_array(data, chunks=-1)
+    c = column_moments(X, da.from_array(t[:, None], chunks=(X.chunks[0], 1)))
+    corr = c["target_cross"][:, 0] / da.sqrt(c["m2"] * c["target_m2"][0])
+    if not lazy:  # in memory: here, not shipped to a cluster
+        corr = corr.compute(scheduler="sync")
+    return xr.DataArray(corr, dims="group", coords={"group": features["group"].values}, attrs=attrs)
 
 
 def group_centres(region: xr.DataArray, n_groups: int) -> dict:
