@@ -370,7 +370,8 @@ def _run_passes(
 
         # the features pass: computed once, for GBMAP and the result store, as dcfa apply
         # computes them (from the raw field: the anomalies are folded into the sums)
-        features = region_series(field, prep, Reduction.of(estimator, keep), sample_dim=dim)
+        reduction = Reduction.of(estimator, keep)
+        features = region_series(field, prep, reduction, sample_dim=dim)
         embedding = None
         if gbmap is not None:
             t = time.perf_counter()
@@ -405,7 +406,7 @@ def _run_passes(
                 n_common=n_common,
             ),
         )
-        dataset = dataset.assign(_application(estimator, keep, prep, inp))
+        dataset = dataset.assign(_application(reduction, prep))
         record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
         dataset.attrs.update(record)
         if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
@@ -469,11 +470,13 @@ def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str
     return field.stack(cell=grid).isel(cell=keep), keep
 
 
-def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:
+def _application(reduction: Reduction, prep) -> dict:
     """What applying the result to new months needs, on the grid: the preprocessing (the
     climatology and spread the features were computed with) and every cell's place in the
     reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
-    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`)."""
+    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`):
+    the :class:`~dcfa.batch.features.Reduction` the features were computed with, stored."""
+    keep = reduction.keep
 
     def on_grid(values, fill, name, attrs):
         grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
@@ -490,20 +493,18 @@ def _application(estimator, keep: np.ndarray, prep, inp: dict) -> dict:
             "cell_index",
             {
                 "long_name": "position of the cell in the reduction's input (-1: not used)",
-                "aggregation": estimator.get_params().get("aggregation", "mean"),
+                "aggregation": reduction.aggregation,
             },
         ),
-        "cell_scale": on_grid(
-            np.nan_to_num(estimator.scale_), 0.0, "cell_scale", {"long_name": "cell weight"}
-        ),
+        "cell_scale": on_grid(reduction.scale, 0.0, "cell_scale", {"long_name": "cell weight"}),
         "cell_centre": on_grid(
-            estimator._centre, 0.0, "cell_centre", {"long_name": "value removed first"}
+            reduction.centre, 0.0, "cell_centre", {"long_name": "value removed first"}
         ),
         "has_data": prep.has_data.rename("has_data").drop_encoding(),
     }
-    if getattr(estimator, "feature_weights_", None) is not None:  # weights = "area" or given
+    if reduction.weight is not None:  # weights = "area" or given
         out["cell_weight"] = on_grid(
-            estimator.feature_weights_,
+            reduction.weight,
             0.0,
             "cell_weight",
             {"long_name": "weight of the cell in its group's mean (method.params.weights)"},

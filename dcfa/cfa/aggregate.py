@@ -2,8 +2,8 @@
 
 Group ``g``'s value is the mean (or sum) over its members ``k`` of ``s_k (x_k - mu_k)``, with
 ``s_k = 1/std_k`` for standardised members. That is ``X @ W + offset`` with a sparse ``(D, d)``
-``W`` of one entry per member; each row of samples is summed into its groups with one
-``np.bincount`` (the members in column order, the same float operations as the sparse
+``W`` of one entry per member; each batch of rows is summed into its groups in place with
+``np.add.at`` (the members in column order, the same float operations as the sparse
 product). On a Dask array this is done per feature block and the blocks summed, so it stays
 lazy and no task holds more than one input chunk. Excluded features add into a bin that is
 dropped: their NaNs never reach a group.
@@ -70,11 +70,11 @@ def aggregate(
     if nan_aware:
         if anomalies is not None:
             raise ValueError("anomalies: not with nan_aware=True (apply them first)")
-        mats = (
-            group_matrix(labels, scale, how="sum", weights=weights),
-            group_matrix(labels, np.asarray(scale) * mean, how="sum", weights=weights),
-            group_matrix(labels, 1.0, how="sum", weights=weights),
-        )
+        mats = {
+            "W0": group_matrix(labels, scale, how="sum", weights=weights),
+            "C": group_matrix(labels, np.asarray(scale) * mean, how="sum", weights=weights),
+            "M": group_matrix(labels, 1.0, how="sum", weights=weights),
+        }
         used = labels >= 0
         sizes = np.bincount(
             labels[used], weights=None if weights is None else np.asarray(weights)[used]
@@ -82,15 +82,15 @@ def aggregate(
         factor = sizes if how == "sum" else np.ones_like(sizes)
         finish = partial(_nan_finish, factor=factor)
         if not isinstance(X, da.Array):
-            return finish(_nan_block(X, **dict(zip(("W0", "C", "M"), mats, strict=True))))
+            return finish(_nan_block(X, **mats))
         return _map(
             X,
             _nan_block,
-            mats[0].shape[1],
+            mats["W0"].shape[1],
             finish,
             width=2,
-            used=np.diff(mats[0].indptr) > 0,
-            kwargs=lambda sl: dict(zip(("W0", "C", "M"), (m[sl] for m in mats), strict=True)),
+            used=np.diff(mats["W0"].indptr) > 0,
+            kwargs=lambda sl: {k: m[sl] for k, m in mats.items()},
         )
     W = group_matrix(labels, scale, how=how, weights=weights)
     offset = -np.asarray(mean @ W)
@@ -134,8 +134,8 @@ def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None
     ``clim`` / ``spread`` are given (see :func:`aggregate`). ``(n, d)`` float64.
 
     Rows go in batches of about ``_BATCH_VALUES`` values through one work buffer, summed into
-    ``out`` in place (``np.add.at``: the members in column order, as the sparse product and
-    ``np.bincount`` sum them). No other temporary: on Dask workers, whose allocator hands
+    ``out`` in place (``np.add.at``: the members in column order, as the sparse product sums
+    them). No other temporary: on Dask workers, whose allocator hands
     large blocks back to the system, every fresh array costs its first touches again.
     """
     x = np.asarray(x)
