@@ -17,6 +17,7 @@ from strategies import chunks
 
 import dcfa
 from dcfa import Moments
+from dcfa.stats.graph import column_summary
 
 CHUNKINGS = [None, -1, 1, 3, (3, 5, 4)]
 
@@ -211,6 +212,55 @@ def test_same_result_for_any_chunking_and_numpy(row_chunks, col_chunks):
     m = dcfa.moments(da.from_array(X, chunks=(row_chunks, col_chunks)), y)
     np.testing.assert_allclose(m.cross, ref.cross, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(m.mean, ref.mean, rtol=1e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    row_chunks=chunks(33),
+    col_chunks=chunks(7),
+    offset=st.sampled_from([0.0, 273.15, 1e8]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+)
+def test_column_summary_matches_numpy_for_any_chunking(row_chunks, col_chunks, offset, dtype):
+    """The standardisation pass (GBMAP's): NumPy's means and centred sums of squares, the
+    exact constant-column test and the non-finite count, for any chunking, in memory or not."""
+    rng = np.random.default_rng(len(row_chunks) * 10 + len(col_chunks))
+    spread = np.geomspace(1e-4, 10, 7) * max(offset, 1)  # above float32's resolution
+    X = (rng.normal(size=(33, 7)) * spread + offset).astype(dtype)
+    X[:, 2] = X[0, 2]  # constant, though its mean may not round to that value
+    x = X.astype(np.float64)
+    mean = x.mean(axis=0)
+    m2 = ((x - mean) ** 2).sum(axis=0)
+    for data in (X, da.from_array(X, chunks=(row_chunks, col_chunks))):
+        s = column_summary(data)
+        if isinstance(data, da.Array):
+            (s,) = dask.compute(s, scheduler="sync")
+        assert s["n"] == 33 and s["nonfinite"] == 0
+        np.testing.assert_array_equal(s["count"], 33)
+        np.testing.assert_allclose(s["shift"] + s["centre"], mean, rtol=1e-14)
+        np.testing.assert_allclose(s["m2"], m2, rtol=1e-9, atol=1e-12 * 33)
+        assert s["constant"].tolist() == [j == 2 for j in range(7)]
+
+
+def test_column_summary_counts_non_finite_entries(rng):
+    X = rng.normal(size=(40, 5))
+    X[3, 1], X[30, 1], X[7, 4] = np.nan, np.inf, -np.inf
+    for data in (X, da.from_array(X, chunks=(9, 2))):
+        s = column_summary(data)
+        if isinstance(data, da.Array):
+            (s,) = dask.compute(s, scheduler="sync")
+        assert s["nonfinite"] == 3
+        np.testing.assert_array_equal(s["count"], [40, 38, 40, 40, 39])
+        clean = [0, 2, 3]  # a non-finite value never leaks into another column
+        np.testing.assert_allclose(s["centre"][clean] + s["shift"][clean], X[:, clean].mean(0))
+
+
+def test_column_summary_holds_no_column_by_column_tile(rng):
+    """Per-column statistics only: no task of the pass returns a ``p x p`` product."""
+    X = da.from_array(rng.normal(size=(64, 300)), chunks=(16, 300))
+    with CacheProfiler(metric=sizeof) as prof:
+        dask.compute(column_summary(X), scheduler="sync")
+    assert max(r.metric for r in prof.results) < 300 * 300 * 8 / 10
 
 
 def test_segments_are_the_moments_of_each_row_range(rng):

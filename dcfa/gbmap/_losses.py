@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa.stats.kernels import chan_factors
-
 __all__ = [
     "ACTIVATIONS",
     "LOSSES",
@@ -278,63 +276,6 @@ def objective(
     return float(value), grad
 
 
-############################################################################################
-# standardisation moments (chunk / merge / finalize, as the Moments of dcfa.stats.moments)
-
-
-def moments_chunk(X: np.ndarray, shift: np.ndarray | None) -> dict:
-    """Count, centred moments, range and non-finite count of the columns of one row chunk.
-
-    The block is shifted by ``shift`` (a per-column reference from the first chunk,
-    :func:`dcfa.stats.kernels.column_shift`) first, so a column at 1e8 with a spread of 1e-5 keeps
-    its digits; the moments are centred on the chunk mean, and :func:`moments_merge` combines
-    them with the update of Chan, Golub & LeVeque (never ``sum(x**2)/n - mean**2``).
-    """
-    with np.errstate(invalid="ignore", over="ignore"):
-        A = np.asarray(X, dtype=np.float64)
-        bad = int(A.size - np.isfinite(A).sum())
-        if shift is not None:
-            A = A - shift
-        n = A.shape[0]
-        if n == 0:
-            zeros = np.zeros(A.shape[1])
-            return {"n": 0, "mean": zeros, "m2": zeros, "min": zeros + np.inf,
-                    "max": zeros - np.inf, "bad": 0}  # fmt: skip
-        mean = A.mean(axis=0)
-        dev = A - mean
-        return {
-            "n": n,
-            "mean": mean,
-            "m2": np.einsum("ij,ij->j", dev, dev),
-            "min": A.min(axis=0),
-            "max": A.max(axis=0),
-            "bad": bad,
-        }
-
-
-def moments_merge(parts: list[dict]) -> dict:
-    """Merge chunk moments pairwise (Chan et al. 1979)."""
-    out = parts[0]
-    for b in parts[1:]:
-        if b["n"] == 0:
-            continue
-        if out["n"] == 0:
-            out = b
-            continue
-        n, w, f = chan_factors(out["n"], b["n"])
-        with np.errstate(invalid="ignore", over="ignore"):
-            delta = b["mean"] - out["mean"]
-            out = {
-                "n": n,
-                "mean": out["mean"] + delta * w,
-                "m2": out["m2"] + b["m2"] + delta * delta * f,
-                "min": np.minimum(out["min"], b["min"]),
-                "max": np.maximum(out["max"], b["max"]),
-                "bad": out["bad"] + b["bad"],
-            }
-    return out
-
-
 class RowChunks:
     """Some row chunks of ``Z``, ``y`` and ``F`` held in one process, with the two things a
     fit asks of them: the sums of several learners, and adding a fitted learner to ``F``.
@@ -390,20 +331,18 @@ class Standardizer:
     def mean(self) -> np.ndarray:
         return self.shift + self.centre
 
+    @classmethod
+    def from_summary(cls, summary: dict) -> tuple[Standardizer, int]:
+        """From :func:`dcfa.stats.graph.column_summary`: population std, scale 1 for a constant
+        column; with the number of non-finite entries (scale 1 everywhere if any)."""
+        shift, centre, bad = summary["shift"], summary["centre"], summary["nonfinite"]
+        if bad:
+            return cls(shift, centre, np.ones_like(centre)), bad
+        std = np.sqrt(summary["m2"] / summary["n"])
+        return cls(shift, centre, np.where(summary["constant"], 1.0, std)), 0
+
     def __call__(self, X: np.ndarray) -> np.ndarray:
         return ((np.asarray(X, dtype=np.float64) - self.shift) - self.centre) / self.scale
-
-
-def moments_finalize(total: dict, shift: np.ndarray | None) -> tuple[Standardizer, int]:
-    """The :class:`Standardizer` (population std, scale 1 for a constant column) and the
-    number of non-finite entries."""
-    centre = total["mean"]
-    shift = np.zeros_like(centre) if shift is None else np.asarray(shift, dtype=np.float64)
-    if total["bad"]:
-        return Standardizer(shift, centre, np.ones_like(centre)), int(total["bad"])
-    std = np.sqrt(total["m2"] / total["n"])
-    constant = total["min"] == total["max"]  # exact: every value equal
-    return Standardizer(shift, centre, np.where(constant, 1.0, std)), 0
 
 
 ############################################################################################

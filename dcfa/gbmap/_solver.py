@@ -55,7 +55,6 @@ from dcfa._compute import (
     compute,
     progress_enabled,
     scheduler_workers,
-    tree_reduce,
 )
 from dcfa.gbmap._losses import (
     RowChunks,
@@ -63,14 +62,11 @@ from dcfa.gbmap._losses import (
     chunk_sums_many,
     learner_output,
     learner_outputs,
-    moments_chunk,
-    moments_finalize,
-    moments_merge,
     objective,
     penalty_value,
     standardize,
 )
-from dcfa.stats.kernels import column_shift
+from dcfa.stats.graph import column_summary
 
 __all__ = [
     "ChunkedData",
@@ -170,25 +166,17 @@ class Learners:
 def column_stats(X) -> tuple[Standardizer, int]:
     """The column standardisation (means, population std) and the count of non-finite entries.
 
-    ``finalize(merge(chunk(block, shift) for each row block))`` with the kernels of
-    :mod:`dcfa.gbmap._losses`: one pass, one compute for a Dask ``X``; the same code on one
-    block in memory. Columns are shifted by a reference value from the first rows and moments
-    merged with Chan's update, so large offsets keep their digits. A constant column
-    (``min == max``) gets scale 1: it standardises to 0, as in scikit-learn's StandardScaler.
+    One pass of the statistics engine (:func:`dcfa.stats.graph.column_summary`): one compute
+    for a Dask ``X``, the same kernel on the whole array in memory. Columns are shifted by a
+    reference value from the first rows and moments merged with Chan's update, so large
+    offsets keep their digits. A constant column (``min == max``) gets scale 1: it
+    standardises to 0, as in scikit-learn's StandardScaler.
     """
-    if not isinstance(X, da.Array):
-        shift = _shift(X)
-        return moments_finalize(moments_chunk(X, shift), shift)
-    blocks = X.rechunk({1: -1}).to_delayed().ravel().tolist()
-    shift = dask.delayed(_shift, pure=True)(blocks[0])
-    parts = [dask.delayed(moments_chunk, pure=True)(b, shift) for b in blocks]
-    total, shift = compute(tree_reduce(parts, moments_merge), shift)
-    return moments_finalize(total, shift)
-
-
-def _shift(block) -> np.ndarray | None:
-    with np.errstate(invalid="ignore", over="ignore"):
-        return column_shift(np.asarray(block, dtype=np.float64))
+    if isinstance(X, da.Array):  # one column block: each column summed as in memory
+        summary = compute(column_summary(X.rechunk({1: -1})))[0]
+    else:
+        summary = column_summary(X)
+    return Standardizer.from_summary(summary)
 
 
 ############################################################################################

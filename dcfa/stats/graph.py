@@ -20,6 +20,7 @@ from itertools import count
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
@@ -27,7 +28,14 @@ from dcfa._compute import tree
 from dcfa.stats import kernels
 from dcfa.stats.symmetric import SymmetricTiles, tile_columns
 
-__all__ = ["tiled_moments", "segment_rows"]
+__all__ = [
+    "column_moments",
+    "column_summary",
+    "combine_tree",
+    "row_moments",
+    "segment_rows",
+    "tiled_moments",
+]
 
 
 def segment_rows(chunks: tuple[int, ...], bounds: list[int]) -> tuple[tuple[int, ...], list[int]]:
@@ -149,15 +157,28 @@ def _tile_graph(
                 raise ValueError(f"segments: segment {s} holds no rows")
             if fold or fold_tile(blocks[i][2], blocks[j][2]):  # memory over parallelism
                 keys = _fold_chunks(dsk, tile_name, ids, keys, split_every)
-
-            def node(group):
-                key = (tile_name, "combine", next(ids))
-                dsk[key] = (kernels.combine, list(group))
-                return key
-
             # alias of the root of the tree
-            dsk[(tile_name, s, i, j)] = tree(keys, node, split_every)
+            dsk[(tile_name, s, i, j)] = combine_tree(
+                dsk, tile_name, keys, kernels.combine, split_every=split_every, ids=ids
+            )
     return HighLevelGraph.from_collections(tile_name, dsk, dependencies=deps), tile_name
+
+
+def combine_tree(dsk: dict, name: str, keys: list, combine, *args, split_every=None, ids=None):
+    """Add to the graph ``dsk`` the tree of ``combine(group, *args)`` tasks that merges the
+    tasks ``keys`` (the row chunks of one statistic, in order); return the key of its root.
+
+    The reduction of every hand-built pass (moments tiles, grid blocks): the shape of
+    :func:`dcfa._compute.tree`, new keys ``(name, "combine", i)``.
+    """
+    ids = count() if ids is None else ids
+
+    def node(group):
+        key = (name, "combine", next(ids))
+        dsk[key] = (combine, list(group), *args)
+        return key
+
+    return tree(keys, node, split_every or _DEFAULT_SPLIT_EVERY)
 
 
 FOLD_TILE_BYTES = 64 * 2**20
@@ -192,61 +213,101 @@ def _fold_chunks(dsk: dict, tile_name: str, ids, keys: list, split_every: int) -
     return level
 
 
-def column_moments(X: da.Array, Y: da.Array | None, *, split_every: int | None = None):
+def column_moments(X: da.Array, Y: da.Array, *, split_every: int | None = None):
     """Lazy per-column count, mean and centred sum of squares of ``X``, and the centred
     cross-products of every column with ``Y``: the tiles ``(I, y)`` only, never ``D x D``.
 
-    Returns a dict of Dask arrays: ``count``, ``mean``, ``m2`` (``D``), and with ``Y``:
-    ``target_cross`` (``D x k``), ``target_mean``, ``target_m2`` (``k``).
+    Returns a dict of Dask arrays: ``count``, ``mean``, ``m2`` (``D``), ``target_cross``
+    (``D x k``), ``target_mean``, ``target_m2`` (``k``).
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     nx = len(blocks)
-    deps = [X]
-    if Y is not None:
-        Y = Y.rechunk({0: X.chunks[0], 1: -1})
-        blocks.append((Y.name, 0, Y.shape[1]))
-        deps.append(Y)
-        pairs = [(i, nx) for i in range(nx)] + [(nx, nx)]
-    else:
-        pairs = [(i, i) for i in range(nx)]
-    kernel = partial(kernels.chunk_exclude, column_stats=True)
+    Y = Y.rechunk({0: X.chunks[0], 1: -1})
+    blocks.append((Y.name, 0, Y.shape[1]))
+    pairs = [(i, nx) for i in range(nx)] + [(nx, nx)]
     graph, tile = _tile_graph(
         "dcfa-columns",
-        deps,
+        [X, Y],
         blocks,
         pairs,
-        kernel,
+        partial(kernels.chunk_exclude, column_stats=True),
         [0] * len(X.chunks[0]),
         1,
         split_every,
         tokenize(X, Y, split_every),
     )
     widths = tuple(w for _, _, w in blocks[:nx])
-    last = nx if Y is not None else None
-    out = {
-        f: _blocks1d(
-            graph, tile, [(i, last if last is not None else i) for i in range(nx)], f, widths
-        )
-        for f in ("count", "mean", "m2")
-    }
-    if Y is not None:
-        k = Y.shape[1]
-        out["target_cross"] = _layer(
-            graph,
-            tile,
-            f"dcfa-columns-ycross-{tile[-32:]}",
-            {
-                (f"dcfa-columns-ycross-{tile[-32:]}", i, 0): (_field, (tile, 0, i, nx), "cross")
-                for i in range(nx)
-            },
-            (widths, (k,)),
-        )
-        for f in ("mean", "m2"):
-            name = f"dcfa-columns-y{f}-{tile[-32:]}"
-            task = (_a_side, (tile, 0, nx, nx), f, (tile, "shift", nx))
-            out[f"target_{f}"] = _layer(graph, tile, name, {(name, 0): task}, ((k,),))
+    out = {f: _blocks1d(graph, tile, pairs[:nx], f, widths) for f in ("count", "mean", "m2")}
+    k = Y.shape[1]
+    name = f"dcfa-columns-ycross-{tile[-32:]}"
+    dsk = {(name, i, 0): (_field, (tile, 0, i, nx), "cross") for i in range(nx)}
+    out["target_cross"] = _layer(graph, tile, name, dsk, (widths, (k,)))
+    for f in ("mean", "m2"):
+        name = f"dcfa-columns-y{f}-{tile[-32:]}"
+        task = (_a_side, (tile, 0, nx, nx), f, (tile, "shift", nx))
+        out[f"target_{f}"] = _layer(graph, tile, name, {(name, 0): task}, ((k,),))
     return out
+
+
+def column_summary(X, *, split_every: int | None = None):
+    """Per-column statistics of ``X`` for a standardisation, in one pass.
+
+    A dict: ``n`` (rows), ``count`` (finite values), ``shift`` (the reference the moments were
+    taken around, :func:`dcfa.stats.kernels.column_shift`; zeros if none was needed), ``centre``
+    (the mean of ``x - shift``), ``m2`` (the centred sum of squares), ``constant`` (every value
+    equal: an exact test, not a zero variance) and ``nonfinite`` (NaN and inf entries in ``X``).
+    The kernel is :func:`dcfa.stats.kernels.chunk_columns`, merged by the engine's
+    :func:`~dcfa.stats.kernels.combine`. A NumPy ``X`` gives NumPy values, ``finalize(chunk(X))``;
+    a Dask ``X`` a :class:`~dask.delayed.Delayed` of them (one tile per column block, its row
+    chunks merged as a tree).
+    """
+    if not isinstance(X, da.Array):
+        X = np.asarray(X)
+        shift = kernels.column_shift(X)
+        return _summary(kernels.chunk_columns(X, None, shift), shift)
+    split_every = split_every or _DEFAULT_SPLIT_EVERY
+    blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
+    pairs = [(i, i) for i in range(len(blocks))]
+    graph, tile = _tile_graph(
+        "dcfa-column-summary-tiles",
+        [X],
+        blocks,
+        pairs,
+        kernels.chunk_columns,
+        [0] * len(X.chunks[0]),
+        1,
+        split_every,
+        tokenize(X, split_every),
+    )
+    name = f"dcfa-column-summary-fields-{tile[-32:]}"
+    parts = [[(tile, 0, i, i), (tile, "shift", i)] for i in range(len(blocks))]
+    hlg = HighLevelGraph(
+        layers={**graph.layers, name: {name: (_summaries, parts)}},
+        dependencies={**graph.dependencies, name: {tile}},
+    )
+    return Delayed(name, hlg, layer=name)
+
+
+def _summary(tile: dict, shift) -> dict:
+    centre = tile["mean_a"]
+    return {
+        "n": int(tile["n"]),
+        "count": tile["count_a"],
+        "shift": np.zeros_like(centre) if shift is None else np.asarray(shift, dtype=np.float64),
+        "centre": centre,
+        "m2": tile["m2_a"],
+        "constant": tile["min_a"] == tile["max_a"],
+        "nonfinite": int(tile["bad"]),
+    }
+
+
+def _summaries(parts: list) -> dict:
+    """:func:`_summary` of each column block, joined along the columns."""
+    out = [_summary(tile, shift) for tile, shift in parts]
+    joined = {f: np.concatenate([o[f] for o in out]) for f in ("count", "shift", "centre", "m2",
+              "constant")}  # fmt: skip
+    return {**joined, "n": out[0]["n"], "nonfinite": sum(o["nonfinite"] for o in out)}
 
 
 def row_moments(X: da.Array, columns: np.ndarray, *, split_every: int | None = None):

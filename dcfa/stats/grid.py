@@ -516,10 +516,13 @@ def grid_pass(
     :func:`grid_moments`. Grid dims stored as one chunk get their halo inside the kernel (no
     copy through Dask's overlap); others through ``dask.array.overlap``.
     """
-    import dask
     import dask.array as da
+    from dask.base import tokenize
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
 
-    from dcfa._compute import SPLIT_EVERY, compute, tree_reduce
+    from dcfa._compute import compute
+    from dcfa.stats.graph import combine_tree
 
     R = int(radius)
     if hasattr(field, "dims"):
@@ -580,32 +583,31 @@ def grid_pass(
     haloed = (
         da.overlap.overlap(data, depth=depth, boundary=boundary) if any(depth.values()) else data
     )
-    pieces = haloed.to_delayed().reshape(-1, *[len(c) for c in data.chunks[1:]])
+    # one task per block of samples and grid block, a tree over the samples per grid block
     t_edges = np.cumsum((0, *data.chunks[0]))
     spatial = list(itertools.product(*[range(len(c)) for c in data.chunks[1:]]))
-    kernel = dask.delayed(stencil_chunk, pure=True)
-    shift_of = dask.delayed(_shift, pure=True)
+    name = "dcfa-grid-" + tokenize(haloed, y, segments, R, offsets, n_segments, pad, split_every)
+    dsk: dict = {}
+    ids = itertools.count()
 
     def rows(v, t):
         return None if v is None else v[t_edges[t] : t_edges[t + 1]]
 
-    results = []
+    tops = []
     for s in spatial:
-        shift = shift_of(pieces[(0, *s)], R, pad)
-        parts = [
-            kernel(
-                pieces[(t, *s)], rows(y, t), rows(segments, t), shift, R, offsets, n_segments, pad
-            )
-            for t in range(len(data.chunks[0]))
-        ]
-        results.append(
-            (
-                tree_reduce(
-                    parts, stencil_combine, R, offsets, split_every=split_every or SPLIT_EVERY
-                ),
-                shift,
-            )
+        shift = (name, "shift", *s)
+        dsk[shift] = (_shift, (haloed.name, 0, *s), R, pad)
+        keys = [(name, "chunk", t, *s) for t in range(len(data.chunks[0]))]
+        for t, key in enumerate(keys):
+            block = (haloed.name, t, *s)
+            args = (rows(y, t), rows(segments, t), shift, R, offsets, n_segments, pad)
+            dsk[key] = (stencil_chunk, block, *args)
+        root = combine_tree(
+            dsk, name, keys, stencil_combine, R, offsets, split_every=split_every, ids=ids
         )
+        tops.append((root, shift))
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[haloed])
+    results = [(Delayed(r, graph, layer=name), Delayed(s, graph, layer=name)) for r, s in tops]
     done = compute(results)[0]
     return _assemble(
         done,

@@ -33,6 +33,7 @@ import numpy as np
 
 __all__ = [
     "anomaly_block",
+    "chunk_columns",
     "chunk_exclude",
     "chunk_pairwise",
     "column_shift",
@@ -83,6 +84,7 @@ def column_shift(a: np.ndarray) -> np.ndarray | None:
     return shift if shift.any() else None
 
 
+@np.errstate(invalid="ignore", over="ignore")  # inf and huge values: no shift, no warning
 def _column_shift(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     obs = np.isfinite(a)
@@ -143,6 +145,46 @@ def chunk_exclude(a, b=None, shift_a=None, shift_b=None, *, column_stats=False) 
         out["count_a"] = count_a
         out["m2_a"] = np.einsum("ij,ij->j", ca, ca) - sa * mean_a
     return out
+
+
+def chunk_columns(a, b=None, shift_a=None, shift_b=None) -> dict:
+    """Per-column moments and range of one row block of the column block ``a`` (m x I), and
+    its count of non-finite entries: what a standardisation needs, without the ``I x I`` tile.
+
+    The per-column fields of :func:`chunk_exclude` with ``column_stats`` (``count_a``, ``mean_a``
+    relative to ``shift_a``, the centred sum of squares ``m2_a``), merged by the same
+    :func:`combine`, plus ``min_a`` / ``max_a`` of the shifted values (an exact constant-column
+    test: ``min_a == max_a``) and ``bad``. The sum of squares is taken around the block's own
+    mean (two passes over the block). Non-finite values count as missing, as in
+    :func:`chunk_exclude`: their column's moments are meaningless, no other column's change.
+    ``b`` and ``shift_b`` are unused: the signature of a diagonal tile's kernel.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = np.asarray(a, dtype=np.float64)
+        finite = np.isfinite(c)
+        count = finite.sum(axis=0)
+        bad = int(c.size - count.sum())
+        if shift_a is not None:
+            c = c - shift_a
+        if bad:  # as missing: the column's moments are meaningless, the others' untouched
+            c = np.where(finite, c, 0.0)
+        m = c.shape[0]
+        if m == 0:
+            zeros = np.zeros(c.shape[1])
+            return {"n": 0, "count_a": count, "mean_a": zeros, "mean_b": zeros, "m2_a": zeros,
+                    "min_a": zeros + np.inf, "max_a": zeros - np.inf, "bad": 0}  # fmt: skip
+        mean = c.mean(axis=0)
+        dev = c - mean
+        return {
+            "n": m,
+            "count_a": count,
+            "mean_a": mean,
+            "mean_b": mean,
+            "m2_a": np.einsum("ij,ij->j", dev, dev),
+            "min_a": c.min(axis=0),
+            "max_a": c.max(axis=0),
+            "bad": bad,
+        }
 
 
 # rank-one updates of a tile are applied by row blocks of this many bytes: never a second
@@ -263,19 +305,23 @@ def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
         "n": n,
         "mean_a": x["mean_a"] + d_a * w,
     }
-    # x + y + outer(d_a, d_b) * f, element by element in that order (+ is commutative)
-    cross = {"x": x["cross"], "y": y["cross"], None: None}[into]
-    cross = np.add(x["cross"], y["cross"], out=cross)
-    for b in row_blocks(d_a.size, d_b.size):
-        t = np.multiply.outer(d_a[b], d_b)
-        t *= f  # in place: one row block's temporary, not two
-        cross[b] += t
-    out["cross"] = cross
+    if "cross" in x:  # x + y + outer(d_a, d_b) * f, element by element in that order
+        cross = {"x": x["cross"], "y": y["cross"], None: None}[into]
+        cross = np.add(x["cross"], y["cross"], out=cross)
+        for b in row_blocks(d_a.size, d_b.size):
+            t = np.multiply.outer(d_a[b], d_b)
+            t *= f  # in place: one row block's temporary, not two
+            cross[b] += t
+        out["cross"] = cross
     out["mean_b"] = out["mean_a"] if x["mean_b"] is x["mean_a"] else x["mean_b"] + d_b * w
     if "count_a" in x:
         out["count_a"] = x["count_a"] + y["count_a"]
     if "m2_a" in x:
         out["m2_a"] = x["m2_a"] + y["m2_a"] + d_a * d_a * f
+    if "min_a" in x:  # chunk_columns' range and non-finite count
+        out["min_a"] = np.minimum(x["min_a"], y["min_a"])
+        out["max_a"] = np.maximum(x["max_a"], y["max_a"])
+        out["bad"] = x["bad"] + y["bad"]
     return out
 
 
