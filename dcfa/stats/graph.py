@@ -305,8 +305,8 @@ def _summary(tile: dict, shift) -> dict:
 def _summaries(parts: list) -> dict:
     """:func:`_summary` of each column block, joined along the columns."""
     out = [_summary(tile, shift) for tile, shift in parts]
-    joined = {f: np.concatenate([o[f] for o in out]) for f in ("count", "shift", "centre", "m2",
-              "constant")}  # fmt: skip
+    fields = ("count", "shift", "centre", "m2", "constant")
+    joined = {f: np.concatenate([o[f] for o in out]) for f in fields}
     return {**joined, "n": out[0]["n"], "nonfinite": sum(o["nonfinite"] for o in out)}
 
 
