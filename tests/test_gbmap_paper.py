@@ -451,13 +451,12 @@ def weka(tmp_path_factory):
     if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
         pytest.skip("DIABETES / GERMAN-CREDIT ship in Debian's 'weka' package: no apt here")
     into = tmp_path_factory.mktemp("weka")
+    get = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]  # a boot-time apt run may hold the lock
     for attempt in range(2):  # a fresh machine has no package lists yet: update, then retry
-        got = subprocess.run(
-            ["apt-get", "download", "weka"], cwd=into, capture_output=True, text=True
-        )
+        got = subprocess.run([*get, "download", "weka"], cwd=into, capture_output=True, text=True)
         if got.returncode == 0 or attempt:
             break
-        subprocess.run(["apt-get", "update"], capture_output=True)
+        subprocess.run([*get, "update"], capture_output=True)
     debs = list(into.glob("weka_*.deb"))
     if not debs:
         pytest.skip(f"DIABETES / GERMAN-CREDIT: 'apt-get download weka' failed: {got.stderr}")

@@ -56,7 +56,8 @@ def _tools_or_skip() -> None:
     if shutil.which("apt-get") is None:
         pytest.skip(f"{', '.join(missing)} not installed and no apt-get to install them")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+    get = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]  # a boot-time apt run may hold the lock
+    for cmd in ([*get, "update", "-qq"], [*get, "install", "-y", "-qq", *PACKAGES]):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             pytest.skip(f"{' '.join(cmd)} failed ({proc.returncode}): {_tail(proc.stderr, 5)}")

@@ -64,10 +64,12 @@ install_packages() {
         made=1
         trap 'rm -f /usr/sbin/policy-rc.d' EXIT # also if the install fails
     fi
-    local apt=(apt-get install -y -q --no-install-recommends "${PACKAGES[@]}")
+    # a fresh machine's own apt run (at boot) may hold dpkg's lock: wait for it, not fail
+    local get=(apt-get -o DPkg::Lock::Timeout=600)
+    local apt=("${get[@]}" install -y -q --no-install-recommends "${PACKAGES[@]}")
     if ! "${apt[@]}"; then
         # stale or missing package lists (a fresh container): refresh and try again
-        apt-get update -q || say "apt-get update reported errors; trying the install anyway"
+        "${get[@]}" update -q || say "apt-get update reported errors; trying the install anyway"
         "${apt[@]}"
     fi
     if [ -n "$made" ]; then
