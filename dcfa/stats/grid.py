@@ -120,7 +120,9 @@ def stencil_chunk(
         onehot[seg, np.arange(m)] = 1.0
         seen = np.broadcast_to(n[:, None], (n_segments, flat.shape[1])).copy()
         holes = missing.reshape(m, -1)
-        gaps = np.flatnonzero(holes.any(axis=0))
+        empty = holes.all(axis=0)  # no value in this block (land): none seen in any segment
+        seen[:, empty] = 0
+        gaps = np.flatnonzero(holes.any(axis=0) & ~empty)
         if gaps.size:  # missing values per segment, row by row (no float copy of the mask)
             lost = np.zeros((n_segments, gaps.size), dtype=np.int64)
             for t, s in enumerate(seg.tolist()):
