@@ -22,7 +22,7 @@ import time
 
 import dask
 
-__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree", "tree_reduce"]
+__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree", "tree_levels", "tree_reduce"]
 
 SPLIT_EVERY = 8  # the fan-in of every tree reduction (moments tiles, grid pass, GBMAP, kNN)
 
@@ -34,10 +34,17 @@ def tree(parts: list, node, split_every: int = SPLIT_EVERY):
     The shape of every tree reduction dcfa builds, whether its parts are delayed objects
     (:func:`tree_reduce`) or keys of a hand-built graph (:mod:`dcfa.stats.graph`).
     """
-    while len(parts) > 1:
+    return tree_levels(parts, node, split_every)[0]
+
+
+def tree_levels(parts: list, node, split_every: int = SPLIT_EVERY, *, top: int = 1) -> list:
+    """The levels of :func:`tree` down to at most ``top`` parts, returned as a list: a tree
+    that stops below its root, whose last sum is taken elsewhere (GBMAP's loss passes add
+    their partial sums on the driver)."""
+    while len(parts) > top:
         groups = [parts[s : s + split_every] for s in range(0, len(parts), split_every)]
         parts = [node(group) if len(group) > 1 else group[0] for group in groups]
-    return parts[0]
+    return parts
 
 
 def tree_reduce(parts: list, combine, *args, split_every: int = SPLIT_EVERY):

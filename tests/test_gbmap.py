@@ -822,3 +822,29 @@ def test_rows_stay_with_the_scheduler_dask_uses_beside_a_client(client, rng):
         assert type(data) is solver.ChunkedData
         model = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0, persist=True).fit(Xd, y)
     assert_same_model(model, ref)
+
+
+def _chunk_total(Z, y, F):
+    """A stand-in loss kernel: the chunk's rows added in order (order-sensitive floats)."""
+    return Z.sum(axis=0) + y.sum() + F.sum()
+
+
+@pytest.mark.parametrize("n_chunks", [1, 5, 8, 9, 64, 65, 70, 600])
+def test_loss_pass_partial_sums_add_in_the_order_of_one_tree(n_chunks):
+    """The graph's partial sums (added on the driver) and the actors' in-process sum add the
+    chunks in the same order, that of a brute-force fan-in-8 tree stopped at <= 8 parts;
+    with values of mixed magnitudes any other order would differ."""
+    rng = np.random.default_rng(n_chunks)
+    rows = 3 * n_chunks
+    Z = da.from_array(rng.normal(size=(rows, 2)) * 10.0 ** rng.integers(-8, 9, (rows, 1)), (3, 2))
+    y = da.from_array(rng.normal(size=rows), 3)
+    F = da.from_array(rng.normal(size=rows) * 1e6, 3)
+    with dask.config.set(scheduler="sync"):
+        graph = solver._add_all(list(dask.compute(*solver._map_reduce(_chunk_total, Z, y, F))))
+        parts = [_chunk_total(*(a.blocks[i].compute() for a in (Z, y, F))) for i in range(n_chunks)]
+    brute = list(parts)
+    while len(brute) > 8:  # the fan-in of every tree, written out
+        brute = [sum(brute[s + 1 : s + 8], brute[s]) for s in range(0, len(brute), 8)]
+    expected = sum(brute[1:], brute[0])
+    np.testing.assert_array_equal(graph, expected)
+    np.testing.assert_array_equal(solver._tree_sum(parts), expected)

@@ -34,6 +34,7 @@ on the whole array.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 import uuid
@@ -55,6 +56,7 @@ from dcfa._compute import (
     compute,
     progress_enabled,
     scheduler_workers,
+    tree_levels,
 )
 from dcfa.gbmap._losses import (
     RowChunks,
@@ -371,16 +373,14 @@ def _add_all(parts: list) -> np.ndarray:
 
 def _tree_sum(parts: list) -> np.ndarray:
     """``sum(parts)`` added in the order of :func:`_map_reduce`'s tree and :func:`_evaluate`."""
-    while len(parts) > SPLIT_EVERY:
-        parts = [_add_all(parts[s : s + SPLIT_EVERY]) for s in range(0, len(parts), SPLIT_EVERY)]
-    return _add_all(parts)
+    return _add_all(tree_levels(parts, _add_all, SPLIT_EVERY, top=SPLIT_EVERY))
 
 
 def _map_reduce(kernel, Z: da.Array, y: da.Array, F: da.Array) -> list[Delayed]:
     """``sum_c kernel(Z_c, y_c, F_c)`` over the row chunks ``c``, as at most ``SPLIT_EVERY``
     lazy partial sums; :func:`_evaluate` adds them on the driver.
 
-    A hand-built graph (one task per chunk, then a tree of sums, ``SPLIT_EVERY`` per node)
+    A hand-built graph (one task per chunk, then the levels of :func:`dcfa._compute.tree`)
     over the keys of the (persisted) chunks: building and optimising the equivalent
     ``blockwise`` + ``sum`` expression costs about 10 ms more, paid at every L-BFGS
     evaluation. The tree stops below its root: on a cluster a root task would first move the
@@ -394,19 +394,14 @@ def _map_reduce(kernel, Z: da.Array, y: da.Array, F: da.Array) -> list[Delayed]:
         key = (name, "chunk", i)
         dsk[key] = (kernel, (Z.name, i, 0), (y.name, i), (F.name, i))
         keys.append(key)
-    level = 0
-    while len(keys) > SPLIT_EVERY:
-        nxt = []
-        for s in range(0, len(keys), SPLIT_EVERY):
-            group = keys[s : s + SPLIT_EVERY]
-            if len(group) == 1:
-                nxt.append(group[0])
-                continue
-            key = (name, "sum", level, s)
-            dsk[key] = (_add_all, list(group))
-            nxt.append(key)
-        keys = nxt
-        level += 1
+    ids = itertools.count()
+
+    def node(group):
+        key = (name, "sum", next(ids))
+        dsk[key] = (_add_all, list(group))
+        return key
+
+    keys = tree_levels(keys, node, SPLIT_EVERY, top=SPLIT_EVERY)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[Z, y, F])
     return [Delayed(key, graph, layer=name) for key in keys]
 
