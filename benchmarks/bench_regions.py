@@ -84,6 +84,11 @@ SETTINGS = [
         GenLinCFACV,
         {"neighbors": 1, "epsilons": (0.5, 0.6, 0.7, 0.8), "n_splits": 2, "max_groups": 100},
     ),
+    (  # at 0.25 degree: the tolerance that keeps every driving region pure, and the default
+        "GenLinCFACV-0.25",
+        GenLinCFACV,
+        {"neighbors": 1, "epsilons": (0.65, 0.75), "n_splits": 2},
+    ),
     (
         "NonLinCFACV",
         NonLinCFACV,
