@@ -23,6 +23,9 @@ one row after the other; a row that fails prints its error and the others still 
   the groups of two cells or more (``multi``: a single cell is trivially one patch);
 * ``pure``: driving regions kept pure: >= 95 % of their cells in groups that hold no other
   region's cells (cells the model excluded count as not kept);
+* ``foreign``: for each driving region, the cells of other regions in the group that holds
+  most of its cells: a group of thousands of a region's cells with one cell of a neighbour is
+  not pure, and this says by how much;
 * ``R2/oracle``: blocked-CV R^2 (5 contiguous blocks, ``dcfa.skill.blocked_cv``) of OLS on the
   group series of ``model.transform`` over that of OLS on the true regions' mean series (the
   partition is fitted once on all months; only the regression is cross-validated);
@@ -211,6 +214,21 @@ def purity(labels: np.ndarray, region: np.ndarray, regions) -> np.ndarray:
     return np.array([in_pure[region == r].mean() for r in regions])
 
 
+def foreign_cells(labels: np.ndarray, region: np.ndarray, regions) -> list[int]:
+    """For every region in ``regions``, the cells of other regions in the group holding most
+    of its cells (0 when none of its cells is in a group)."""
+    labels, region = labels.ravel(), region.ravel()
+    out = []
+    for r in regions:
+        mine = labels[(region == r) & (labels >= 0)]
+        if mine.size == 0:
+            out.append(0)
+            continue
+        main = np.bincount(mine).argmax()
+        out.append(int(np.sum((labels == main) & (region != r))))
+    return out
+
+
 def region_means(ds: xr.Dataset) -> np.ndarray:
     """The true regions' mean series (n_time, n_regions), in one pass over the store."""
     from dcfa.cfa.aggregate import aggregate
@@ -311,6 +329,7 @@ class Row:
     one_patch: float | None = None
     one_patch_multi: float | None = None
     pure: str = ""
+    foreign: str = ""
     ratio: float | None = None
     r2: float | None = None
     fit_seconds: float | None = None
@@ -355,6 +374,7 @@ def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill)
     driving = np.flatnonzero(ds.beta.values != 0)
     kept = purity(label_map.values, ds.region.values, driving)
     row.pure = f"{int((kept >= PURE).sum())}/{driving.size}"
+    row.foreign = ",".join(map(str, foreign_cells(label_map.values, ds.region.values, driving)))
     if skill:
         t = time.perf_counter()
         try:
@@ -379,7 +399,7 @@ def _fmt(value, spec: str) -> str:
 
 
 HEADER = (
-    f"{'setting':<16s} {'groups':>8s} {'1-patch':>8s} {'multi':>6s} {'pure':>5s} "
+    f"{'setting':<16s} {'groups':>8s} {'1-patch':>8s} {'multi':>6s} {'pure':>5s} {'foreign':>12s} "
     f"{'R2/oracle':>9s} {'fit s':>8s} {'worker MiB':>13s} {'driver MiB':>10s} {'restarts':>8s} "
     f"{'eval s':>7s}"
 )
@@ -389,7 +409,7 @@ def print_row(row: Row) -> None:
     workers = "/".join(f"{v:.0f}" for v in row.worker_mib) or "-"
     print(
         f"{row.name:<16s} {_fmt(row.groups, ',d'):>8s} {_fmt(row.one_patch, '.2f'):>8s} "
-        f"{_fmt(row.one_patch_multi, '.2f'):>6s} {row.pure or '-':>5s} "
+        f"{_fmt(row.one_patch_multi, '.2f'):>6s} {row.pure or '-':>5s} {row.foreign or '-':>12s} "
         f"{_fmt(row.ratio, '.3f'):>9s} {_fmt(row.fit_seconds, '.1f'):>8s} {workers:>13s} "
         f"{_fmt(row.driver_mib, '.0f'):>10s} {_fmt(row.restarts, 'd'):>8s} "
         f"{_fmt(row.eval_seconds, '.1f'):>7s}" + (f"   {row.error}" if row.error else ""),

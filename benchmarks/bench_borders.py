@@ -1,0 +1,131 @@
+"""What a driving region's group takes in at its border: NonLinCFA's margins and the cells
+of other regions in the fitted groups, on ``make_regions_field`` (the field of
+``bench_regions.py``) in memory.
+
+    python benchmarks/bench_borders.py                        # 1 and 0.5 degree, 500 months
+    python benchmarks/bench_borders.py --degrees 0.5 --months 1200
+    python benchmarks/bench_borders.py --rule genlincfa --eps 0.75
+
+For every driving region and every resolution it prints:
+
+* (NonLinCFA) the margin of its test, ``CV R^2(y ~ [group mean, cell]) - CV R^2(y ~ mean of the
+  group with the cell)`` (``KFold(5)``, contiguous folds, on standardised cells), of up to 40
+  cells of neighbouring regions tested against the driving region's whole group: below
+  ``eps`` the rule lets the cell in; and the same for cells of the driving region tested
+  against each neighbouring region's whole group;
+* after a fit of the rule (``neighbors=1``), the group that holds most of the region's cells
+  and the cells of other regions in it: one such cell makes the region count as not pure in
+  ``bench_regions.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+from sklearn.linear_model import LinearRegression
+from sklearn.model_selection import KFold, cross_val_score
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_regions import FIELD, foreign_cells  # noqa: E402
+
+from dcfa import GenLinCFA, NonLinCFA  # noqa: E402
+from dcfa.datasets import make_regions_field  # noqa: E402
+
+RULES = {"nonlincfa": (NonLinCFA, 3e-2), "genlincfa": (GenLinCFA, 0.75)}
+
+
+def cv_r2(Z: np.ndarray, y: np.ndarray) -> float:
+    return float(cross_val_score(LinearRegression(), Z, y, cv=KFold(5), scoring="r2").mean())
+
+
+def margin(group: np.ndarray, cell: np.ndarray, size: int, y: np.ndarray) -> float:
+    """NonLinCFA's margin for ``cell`` joining a group of ``size`` cells whose mean is
+    ``group``: bivariate minus univariate CV R^2."""
+    joined = (group * size + cell) / (size + 1)
+    return cv_r2(np.column_stack([group, cell]), y) - cv_r2(joined[:, None], y)
+
+
+def border(mask: np.ndarray) -> np.ndarray:
+    """The cells within one step (8-neighbourhood, periodic in longitude) of ``mask``."""
+    near = np.zeros_like(mask)
+    for di in (-1, 0, 1):
+        for dj in (-1, 0, 1):
+            shifted = np.roll(mask, dj, axis=1)
+            if di:  # not periodic in latitude: the wrapped row is cleared
+                shifted = np.roll(shifted, di, axis=0)
+                shifted[0 if di > 0 else -1] = False
+            near |= shifted
+    return near & ~mask
+
+
+def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> None:
+    shape = (int(180 / degrees), int(360 / degrees))
+    ds = make_regions_field(n_time=months, shape=shape, **FIELD)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        ds = ds.compute()
+    y = ds.target.values
+    region = ds.region.values
+    flat = region.ravel()
+    X = ds.field.values.reshape(months, -1).astype(np.float64)
+    ocean = flat >= 0
+    Xs = np.zeros_like(X)
+    Xs[:, ocean] = (X[:, ocean] - X[:, ocean].mean(0)) / X[:, ocean].std(0)
+    rng = np.random.default_rng(0)
+    driving = np.flatnonzero(ds.beta.values != 0)
+    print(f"{degrees} degree ({shape[0]} x {shape[1]} cells), {months} months", flush=True)
+    for r in driving if rule == "nonlincfa" else ():
+        mine = np.flatnonzero(flat == r)
+        mean = Xs[:, mine].mean(1)
+        near = np.flatnonzero((border(region == r) & (region >= 0)).ravel())
+        into = [
+            margin(mean, Xs[:, j], mine.size, y)
+            for j in rng.choice(near, min(n_cells, near.size), replace=False)
+        ]
+        out = []
+        for q in np.unique(flat[near]):
+            theirs = np.flatnonzero(flat == q)
+            edge = np.flatnonzero((border(region == q) & (region == r)).ravel())
+            for j in rng.choice(edge, min(10, edge.size), replace=False):
+                out.append(margin(Xs[:, theirs].mean(1), Xs[:, j], theirs.size, y))
+        into, out = np.array(into), np.array(out)
+        print(
+            f"  region {r} ({mine.size} cells): a neighbour's cell into its group: margin "
+            f"median {np.median(into):+.4f}, max {into.max():+.4f}, "
+            f"{np.mean(into <= eps):.0%} <= eps ({into.size} cells); "
+            f"its cell into a neighbour's group: median {np.median(out):+.4f}, "
+            f"min {out.min():+.4f}, {np.mean(out <= eps):.0%} <= eps ({out.size} cells)",
+            flush=True,
+        )
+    cls, _ = RULES[rule]
+    t = time.perf_counter()
+    model = cls(neighbors=1, eps=eps).fit(ds.field, y)
+    labels = model.label_map_.transpose("lat", "lon").values
+    foreign = foreign_cells(labels, region, driving)
+    print(
+        f"  {cls.__name__}(neighbors=1, eps={eps:g}): {model.n_features_out_} groups in "
+        f"{time.perf_counter() - t:.0f} s; other regions' cells in the group holding most of "
+        f"each driving region: {dict(zip(driving.tolist(), foreign, strict=True))}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--degrees", type=float, nargs="+", default=[1.0, 0.5])
+    parser.add_argument("--months", type=int, default=500)
+    parser.add_argument("--rule", choices=sorted(RULES), default="nonlincfa")
+    parser.add_argument("--eps", type=float, help="default: 3e-2 (NonLinCFA), 0.75 (GenLinCFA)")
+    parser.add_argument("--cells", type=int, default=40, help="neighbouring cells per region")
+    args = parser.parse_args()
+    eps = args.eps if args.eps is not None else RULES[args.rule][1]
+    for degrees in args.degrees:
+        run(degrees, args.months, args.rule, eps, args.cells)
+
+
+if __name__ == "__main__":
+    main()
