@@ -24,8 +24,10 @@ from dcfa.gbmap import (
     embedding_distance,
     knn_mean,
 )
+from dcfa.gbmap import _rows as rows
 from dcfa.gbmap import _solver as solver
 from dcfa.gbmap._checkpoint import CHECKPOINT_FILE
+from dcfa.gbmap._learners import Learners
 from dcfa.gbmap._losses import (
     _BLOCK_ROWS,
     ACTIVATIONS,
@@ -294,8 +296,8 @@ def test_persist_auto_persists_small_data(rng):
     X, y = bumpy(rng, n=60)
     model = GBMAPRegressor(n_boosts=1, random_state=0).fit(da.from_array(X, chunks=30), y)
     assert model.persisted_ is True
-    assert not solver.should_persist("auto", 10**12, 10**3)  # 8 PB never fits
-    assert solver.should_persist(True, 10**12, 10**3) is True
+    assert not rows.should_persist("auto", 10**12, 10**3)  # 8 PB never fits
+    assert rows.should_persist(True, 10**12, 10**3) is True
 
 
 def test_xarray_input_keeps_the_sample_coordinate(rng):
@@ -419,7 +421,7 @@ def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
     ref = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(X, y)
     calls = []
     if where == "pass":
-        sums = solver.InMemoryData.sums
+        sums = rows.InMemoryData.sums
 
         def failing(self, *args):
             calls.append(1)
@@ -427,7 +429,7 @@ def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
                 raise error("boom")
             return sums(self, *args)
 
-        monkeypatch.setattr(solver.InMemoryData, "sums", failing)
+        monkeypatch.setattr(rows.InMemoryData, "sums", failing)
     else:
         objective = solver.objective
 
@@ -745,12 +747,12 @@ def test_rows_held_by_actors_give_the_numbers_of_the_scheduler(client, rng):
     # 5 chunks, each its own root task, so the scheduler spreads them over both workers
     Xd = da.random.default_rng(0).normal(size=(300, 4), chunks=(70, 4)) + 10.0
     y = rng.normal(size=300)
-    standardizer, _ = solver.column_stats(Xd)
-    learners = solver.Learners.empty(4)
-    data = solver.make_data(
+    standardizer, _ = rows.column_stats(Xd)
+    learners = Learners.empty(4)
+    data = rows.make_data(
         Xd, y, standardizer, persist=True, learners=learners, beta=5.0, activation="softplus"
     )
-    assert isinstance(data, solver.HeldData)
+    assert isinstance(data, rows.HeldData)
     assert len(data._actors) == 2  # one per worker, together holding every chunk once
     assert sorted(i for chunks, _ in data._actors for i in chunks) == [0, 1, 2, 3, 4]
     thetas = [rng.normal(size=6) / 2 for _ in range(3)]
@@ -763,7 +765,7 @@ def test_rows_held_by_actors_give_the_numbers_of_the_scheduler(client, rng):
             np.testing.assert_array_equal(got, ref)
         learners = learners.append(thetas[j], signs[j], 0.0, 1, 1)
         data.add(learners, j, 5.0, "softplus", last=False)
-        (data.chunked.F,) = solver._persist(data.chunked.F)
+        (data.chunked.F,) = rows._persist(data.chunked.F)
     assert data._fallback is None  # nothing was lost: every pass above went to the actors
 
 
@@ -809,17 +811,17 @@ def test_rows_stay_with_the_scheduler_dask_uses_beside_a_client(client, rng):
     ref = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0).fit(X, y)
     Xd = da.from_array(X, chunks=80)
     with dask.config.set(scheduler="threads"):
-        standardizer, _ = solver.column_stats(Xd)
-        data = solver.make_data(
+        standardizer, _ = rows.column_stats(Xd)
+        data = rows.make_data(
             Xd,
             y,
             standardizer,
             persist=True,
-            learners=solver.Learners.empty(4),
+            learners=Learners.empty(4),
             beta=5.0,
             activation="softplus",
         )
-        assert type(data) is solver.ChunkedData
+        assert type(data) is rows.ChunkedData
         model = GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0, persist=True).fit(Xd, y)
     assert_same_model(model, ref)
 
@@ -835,16 +837,16 @@ def test_loss_pass_partial_sums_add_in_the_order_of_one_tree(n_chunks):
     chunks in the same order, that of a brute-force fan-in-8 tree stopped at <= 8 parts;
     with values of mixed magnitudes any other order would differ."""
     rng = np.random.default_rng(n_chunks)
-    rows = 3 * n_chunks
-    Z = da.from_array(rng.normal(size=(rows, 2)) * 10.0 ** rng.integers(-8, 9, (rows, 1)), (3, 2))
-    y = da.from_array(rng.normal(size=rows), 3)
-    F = da.from_array(rng.normal(size=rows) * 1e6, 3)
+    n = 3 * n_chunks
+    Z = da.from_array(rng.normal(size=(n, 2)) * 10.0 ** rng.integers(-8, 9, (n, 1)), (3, 2))
+    y = da.from_array(rng.normal(size=n), 3)
+    F = da.from_array(rng.normal(size=n) * 1e6, 3)
     with dask.config.set(scheduler="sync"):
-        graph = solver._add_all(list(dask.compute(*solver._map_reduce(_chunk_total, Z, y, F))))
+        graph = rows._add_all(list(dask.compute(*rows._map_reduce(_chunk_total, Z, y, F))))
         parts = [_chunk_total(*(a.blocks[i].compute() for a in (Z, y, F))) for i in range(n_chunks)]
     brute = list(parts)
     while len(brute) > 8:  # the fan-in of every tree, written out
         brute = [sum(brute[s + 1 : s + 8], brute[s]) for s in range(0, len(brute), 8)]
     expected = sum(brute[1:], brute[0])
     np.testing.assert_array_equal(graph, expected)
-    np.testing.assert_array_equal(solver._tree_sum(parts), expected)
+    np.testing.assert_array_equal(rows._tree_sum(parts), expected)

@@ -669,7 +669,7 @@ def test_table4_gbmap_synth_cos_at_the_paper_size_on_a_cluster(own_cluster, task
 
     Slow: 4 943 + 676 L-BFGS evaluations. The two signs' runs of a step share passes over
     the rows, 3 030 + 384 of them, and a pass is one direct call to the actor holding each
-    worker's rows (``dcfa.gbmap._solver.HeldData``): 188 s + 27 s on this 2-core machine
+    worker's rows (``dcfa.gbmap._rows.HeldData``): 188 s + 27 s on this 2-core machine
     otherwise idle (295 s + 40 s with a graph through the scheduler per pass, 240-390 s +
     33-64 s with one per evaluation, on a loaded machine); 222 s + 40 s beside another
     pytest process running the job, process, safety, S3 and paper tests (passes of 0.02-0.3 s,

@@ -135,6 +135,8 @@ def test_preprocessing_pass_equals_numpy(anomalies, standardize):
         "dcfa.stats.columns",
         "dcfa.stats.summary",
         "dcfa.stats.symmetric",
+        "dcfa.gbmap._losses",  # GBMAP's chunk kernels and the actors' arithmetic
+        "dcfa.gbmap._learners",  # unpickled by the actors at every step
     ],
 )
 def test_worker_kernels_import_numpy_only(module):

@@ -2,7 +2,8 @@
 
 :class:`GBMAPRegressor` and :class:`GBMAPClassifier` fit an additive model of one-neuron
 softplus learners stagewise; their outputs are the embedding. Every L-BFGS evaluation is one
-map-reduce over the row chunks of the data (``_solver``); the losses and activations are
+map-reduce over the row chunks of the data (``_rows``), driven by the boosting loop
+(``_solver``); the losses and activations are
 array-agnostic kernels (``_losses``); :mod:`dcfa.gbmap.drift` has the embedding distance, the
 kNN drift score and the EUCLID baseline; :class:`GBMAPKNeighborsRegressor` and
 :class:`GBMAPKNeighborsClassifier` are k-NN in the embedding distance (the paper's

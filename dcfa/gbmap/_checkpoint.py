@@ -1,7 +1,7 @@
 """Checkpoints of a GBMAP fit: the learners after each boosting step, written atomically.
 
 A checkpoint is one ``.npz`` file, ``<directory>/gbmap_checkpoint.npz``, holding the fitted
-learners so far (:class:`dcfa.gbmap._solver.Learners`), the seed that drew their starting
+learners so far (:class:`dcfa.gbmap._learners.Learners`), the seed that drew their starting
 points, and a *fingerprint* of the fit: the estimator, every parameter that changes the
 learners (all but ``n_boosts``, ``persist`` and ``checkpoint``), the data's shape and its
 standardisation moments. It is written to a temporary file in the same directory and moved
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dcfa.gbmap._solver import Learners
+from dcfa.gbmap._learners import Learners
 from dcfa.io.store import atomic_file
 
 __all__ = ["CHECKPOINT_FILE", "load_checkpoint", "save_checkpoint"]

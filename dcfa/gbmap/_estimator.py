@@ -1,4 +1,4 @@
-"""GBMAP estimators: thin scikit-learn shells over :mod:`dcfa.gbmap._solver`.
+"""GBMAP estimators: thin scikit-learn shells over :mod:`dcfa.gbmap._solver` and ``_rows``.
 
 ``fit`` validates at the boundary, runs the first pass (standardisation moments and the
 finiteness check of ``X``), builds the row data (persisted when it fits), resumes from a
@@ -42,6 +42,7 @@ from dcfa._validation import (
 )
 from dcfa.gbmap import drift as _drift
 from dcfa.gbmap._checkpoint import load_checkpoint, save_checkpoint
+from dcfa.gbmap._learners import Learners
 from dcfa.gbmap._losses import (
     ACTIVATIONS,
     embed_block,
@@ -49,7 +50,8 @@ from dcfa.gbmap._losses import (
     path_distance_block,
     sigmoid,
 )
-from dcfa.gbmap._solver import Learners, boost, column_stats, make_data, should_persist
+from dcfa.gbmap._rows import column_stats, make_data, should_persist
+from dcfa.gbmap._solver import boost
 
 __all__ = ["GBMAPClassifier", "GBMAPRegressor"]
 
@@ -68,7 +70,7 @@ _SHARED_NOTES = """
     from the same random start, and keeps the sign with the lower *unpenalised* training loss
     (as the authors' code does). Each evaluation of the objective and its gradient is one
     map-reduce over the row chunks and one ``dask.compute``; the ensemble score ``F`` is a
-    persisted Dask array chunked like ``X``'s rows (:mod:`dcfa.gbmap._solver`).
+    persisted Dask array chunked like ``X``'s rows (:mod:`dcfa.gbmap._rows`).
 
     Where this implementation differs from, or fills in, the paper:
 

@@ -1,7 +1,7 @@
 """GBMAP arithmetic on in-memory blocks: activations, losses, and the per-chunk loss/gradient.
 
 Nothing here imports Dask: every function takes NumPy arrays (one row chunk, or the whole data
-in memory) and :mod:`dcfa.gbmap._solver` maps them over the row chunks of a Dask array. The
+in memory) and :mod:`dcfa.gbmap._rows` maps them over the row chunks of a Dask array. The
 layout follows dask-glm's ``families``: each loss and activation is a class of static,
 array-agnostic methods (plain NumPy ufuncs, so they also work elementwise on Dask arrays), and
 the registries :data:`LOSSES` and :data:`ACTIVATIONS` feed the parameter validation.
@@ -280,7 +280,7 @@ class RowChunks:
     """Some row chunks of ``Z``, ``y`` and ``F`` held in one process, with the two things a
     fit asks of them: the sums of several learners, and adding a fitted learner to ``F``.
 
-    :mod:`dcfa.gbmap._solver` places one per worker as a Dask actor, holding the chunks that
+    :mod:`dcfa.gbmap._rows` places one per worker as a Dask actor, holding the chunks that
     worker already stores, so a pass is one direct call per worker; the arithmetic is
     :func:`chunk_sums_many` per chunk, unchanged. Every call names how many learners the
     caller has added to ``F``: an actor that Dask recreated after losing its worker starts
