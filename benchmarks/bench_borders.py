@@ -35,6 +35,7 @@ from bench_regions import FIELD, foreign_cells  # noqa: E402
 
 from dcfa import GenLinCFA, NonLinCFA  # noqa: E402
 from dcfa.datasets import make_regions_field  # noqa: E402
+from dcfa.neighbors import grid_adjacency  # noqa: E402
 
 RULES = {"nonlincfa": (NonLinCFA, 3e-2), "genlincfa": (GenLinCFA, 0.75)}
 
@@ -50,17 +51,11 @@ def margin(group: np.ndarray, cell: np.ndarray, size: int, y: np.ndarray) -> flo
     return cv_r2(np.column_stack([group, cell]), y) - cv_r2(joined[:, None], y)
 
 
-def border(mask: np.ndarray) -> np.ndarray:
-    """The cells within one step (8-neighbourhood, periodic in longitude) of ``mask``."""
-    near = np.zeros_like(mask)
-    for di in (-1, 0, 1):
-        for dj in (-1, 0, 1):
-            shifted = np.roll(mask, dj, axis=1)
-            if di:  # not periodic in latitude: the wrapped row is cleared
-                shifted = np.roll(shifted, di, axis=0)
-                shifted[0 if di > 0 else -1] = False
-            near |= shifted
-    return near & ~mask
+def border(adjacency, mask: np.ndarray) -> np.ndarray:
+    """The cells next to ``mask`` and outside it, flat: the neighbours the fits grow through
+    (``neighbors=1`` on a global grid: 8-neighbourhood, periodic in longitude)."""
+    mask = mask.ravel()
+    return ((adjacency @ mask.astype(np.int8)) > 0) & ~mask
 
 
 def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> None:
@@ -75,13 +70,14 @@ def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> Non
     ocean = flat >= 0
     Xs = np.zeros_like(X)
     Xs[:, ocean] = (X[:, ocean] - X[:, ocean].mean(0)) / X[:, ocean].std(0)
+    adjacency = grid_adjacency(shape, 1, periodic=(1,))
     rng = np.random.default_rng(0)
     driving = np.flatnonzero(ds.beta.values != 0)
     print(f"{degrees} degree ({shape[0]} x {shape[1]} cells), {months} months", flush=True)
     for r in driving if rule == "nonlincfa" else ():
         mine = np.flatnonzero(flat == r)
         mean = Xs[:, mine].mean(1)
-        near = np.flatnonzero((border(region == r) & (region >= 0)).ravel())
+        near = np.flatnonzero(border(adjacency, region == r) & (flat >= 0))
         into = [
             margin(mean, Xs[:, j], mine.size, y)
             for j in rng.choice(near, min(n_cells, near.size), replace=False)
@@ -89,7 +85,7 @@ def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> Non
         out = []
         for q in np.unique(flat[near]):
             theirs = np.flatnonzero(flat == q)
-            edge = np.flatnonzero((border(region == q) & (region == r)).ravel())
+            edge = np.flatnonzero(border(adjacency, region == q) & (flat == r))
             for j in rng.choice(edge, min(10, edge.size), replace=False):
                 out.append(margin(Xs[:, theirs].mean(1), Xs[:, j], theirs.size, y))
         into, out = np.array(into), np.array(out)
