@@ -87,7 +87,9 @@ def test_no_private_name_across_subpackages():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("subpackage", ["stats", "cfa", "io", "batch", "gbmap"])
+@pytest.mark.parametrize(
+    "subpackage", ["stats", "cfa", "io", "batch", "gbmap", "forecast", "memory"]
+)
 def test_subpackages_are_documented(subpackage):
     readme = (ROOT.parent / "README.md").read_text()
     layout = readme[readme.index("## Layout") :]

@@ -28,8 +28,9 @@ from dcfa.cfa.grid_partition import grid_partition
 from dcfa.cfa.rules import lincfa_rule
 from dcfa.datasets import make_regions_field
 from dcfa.neighbors import grid_adjacency
-from dcfa.stats.grid import grid_moments, half_offsets
+from dcfa.stats.grid import grid_moments
 from dcfa.stats.kinds import load_moments
+from dcfa.stats.stencil import half_offsets
 
 
 def test_half_offsets_cover_every_pair_once():

@@ -120,8 +120,8 @@ def test_the_shift_taken_in_column_pieces_is_that_of_whole_columns(rows, columns
     """column_shift takes columns 2 048 at a time: bit for bit the whole-column result, also
     where the last piece would be one column wide; and the grid pass's shift of a block with
     its halo is that of the extended block."""
-    from dcfa.stats.grid import _padded, _shift
     from dcfa.stats.kernels import column_shift
+    from dcfa.stats.stencil import padded, stencil_shift
 
     rng = np.random.default_rng(seed)
     a = rng.normal(rng.normal(0, 30, columns), rng.uniform(0.01, 5, columns), (rows, columns))
@@ -136,9 +136,9 @@ def test_the_shift_taken_in_column_pieces_is_that_of_whole_columns(rows, columns
         np.testing.assert_array_equal(got, expected)
     block = a[:, : columns - columns % 4].reshape(rows, 4, -1) if columns >= 4 else None
     if block is not None:
-        extended = _padded(block, 1, ("nan", "wrap"))
+        extended = padded(block, 1, ("nan", "wrap"))
         whole = _shift_of_whole_columns(extended.reshape(rows, -1)).reshape(extended.shape[1:])
-        np.testing.assert_array_equal(_shift(block, 1, ("nan", "wrap")), whole)
+        np.testing.assert_array_equal(stencil_shift(block, 1, ("nan", "wrap")), whole)
 
 
 def test_nan_and_constant_columns_are_excluded_and_reported(rng):

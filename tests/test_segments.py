@@ -130,6 +130,7 @@ def test_preprocessing_pass_equals_numpy(anomalies, standardize):
     "module",
     [
         "dcfa.stats.grid",
+        "dcfa.stats.stencil",
         "dcfa.stats.moments",
         "dcfa.stats.kernels",
         "dcfa.stats.columns",

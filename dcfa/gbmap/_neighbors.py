@@ -19,13 +19,9 @@ import numpy as np
 from dcfa._compute import compute
 from dcfa._validation import InputData, Interval
 from dcfa.gbmap import drift as _drift
-from dcfa.gbmap._estimator import (
-    _BaseGBMAP,
-    _doc,
-    _GBMAPClassifierBase,
-    _GBMAPRegressorBase,
-    _labels,
-)
+from dcfa.gbmap._base import _BaseGBMAP
+from dcfa.gbmap._docs import _doc
+from dcfa.gbmap._estimator import _GBMAPClassifierBase, _GBMAPRegressorBase, _labels
 
 __all__ = ["GBMAPKNeighborsClassifier", "GBMAPKNeighborsRegressor"]
 

@@ -8,7 +8,8 @@ over a ``(sample, *grid)`` field: every block is read with a halo of ``R`` cells
 elementwise product of the centred block with its shifted self, summed over samples. Blocks of
 samples are merged with the update of Chan et al., as for :class:`dcfa.Moments`. Cost
 O(n D k), memory O(D k): a 0.25 degree grid (10^6 cells) fits where its 8 TB correlation
-matrix does not.
+matrix does not. The kernels on one block are in :mod:`dcfa.stats.stencil`; here are the
+value (:class:`GridMoments`) and the pass that builds it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from functools import cached_property
 
 import numpy as np
 
-from dcfa.stats.kernels import chan_factors, column_shift, subtract_by_group
+from dcfa.stats.stencil import (
+    half_offsets,
+    interior,
+    offset_steps,
+    stencil_chunk,
+    stencil_combine,
+    stencil_shift,
+)
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
@@ -28,177 +36,8 @@ __all__ = [
     "SegmentedPass",
     "grid_moments",
     "grid_pass",
-    "half_offsets",
     "segment_grid_moments",
 ]
-
-
-def half_offsets(ndim: int, radius: int, blocks=()) -> np.ndarray:
-    """Offsets ``o`` with ``max |o_i| <= radius`` whose first non-zero entry is positive.
-
-    Every unordered pair of cells within ``radius`` is ``(i, i + o)`` for exactly one of them.
-    Along the ``blocks`` dims (by position: variables, time scales, lags) no cell is another's
-    neighbour: their offsets are 0.
-    """
-    out = [
-        o
-        for o in itertools.product(*(_steps(ax, radius, blocks) for ax in range(ndim)))
-        if any(o) and next(v for v in o if v) > 0
-    ]
-    return np.array(out, dtype=np.int64).reshape(-1, ndim)
-
-
-def _steps(ax: int, radius: int, blocks) -> range:
-    return range(0, 1) if ax in blocks else range(-radius, radius + 1)
-
-
-############################################################################################
-# kernels on one block (samples x haloed grid block)
-
-
-def _interior(R: int, shape: tuple[int, ...], offset=None) -> tuple[slice, ...]:
-    offset = (0,) * len(shape) if offset is None else offset
-    return tuple(slice(R + o, R + o + s) for o, s in zip(offset, shape, strict=True))
-
-
-def _padded(block, R: int, pad: tuple[str | None, ...]) -> np.ndarray:
-    """``block`` as float64 with the halo of the grid dims that are one chunk (``pad[ax]``:
-    ``"wrap"`` round a periodic dim, ``"nan"`` off the grid's edge, None where Dask's overlap
-    already added it), in one new array."""
-    block = np.asarray(block)
-    if R == 0 or not any(pad):
-        return block.astype(np.float64)
-    width = [R if how else 0 for how in pad]
-    a = np.empty(
-        (block.shape[0], *(s + 2 * w for s, w in zip(block.shape[1:], width, strict=True)))
-    )
-    inner = (slice(None), *(slice(w, w + s) for s, w in zip(block.shape[1:], width, strict=True)))
-    a[inner] = block
-    for ax, how in enumerate(pad, start=1):
-        if not how:
-            continue
-        lo = [slice(None)] * a.ndim
-        hi = [slice(None)] * a.ndim
-        lo[ax], hi[ax] = slice(0, R), slice(-R, None)
-        if how == "wrap":  # the halo is the other edge (filled after the earlier dims')
-            a[tuple(lo)] = a[tuple([*lo[:ax], slice(-2 * R, -R), *lo[ax + 1 :]])]
-            a[tuple(hi)] = a[tuple([*hi[:ax], slice(R, 2 * R), *hi[ax + 1 :]])]
-        else:
-            a[tuple(lo)] = np.nan
-            a[tuple(hi)] = np.nan
-    return a
-
-
-def stencil_chunk(
-    block, y, segments, shift, R: int, offsets: np.ndarray, n_segments: int = 1, pad=()
-) -> dict:
-    """Moments of one block of samples of a haloed grid block, pooled within segments.
-
-    ``block`` is ``(m, *halo_shape)`` with ``R`` cells of halo on every grid side (NaN outside
-    the grid; or added here, see :func:`_pad`), ``y`` the target over those samples (or None),
-    ``segments`` the segment (``0 .. n_segments - 1``) of every sample (None: one segment),
-    ``shift`` a per-cell reference subtracted first. Every sample is centred on the mean of its
-    segment in this block, so ``diag``, ``cross`` and ``ty`` are pooled within-segment
-    co-moments: with calendar months as segments, the moments of the anomalies.
-    """
-    a = _padded(block, R, pad)
-    a -= shift
-    m = a.shape[0]
-    seg = np.zeros(m, dtype=np.int64) if segments is None else np.asarray(segments, np.int64)
-    missing = np.isfinite(a)
-    np.logical_not(missing, out=missing)  # in place: one bool array, not two
-    a[missing] = 0.0
-    n = np.bincount(seg, minlength=n_segments)
-    # every cell's observed values per segment, and their mean
-    flat = a.reshape(m, -1)
-    if n_segments == 1:
-        seen = (m - missing.sum(axis=0))[None]
-        mean = a.sum(axis=0)[None] / np.maximum(seen, 1)
-        a -= mean[0]
-    else:  # one-hot products (BLAS) rather than one boolean copy per segment
-        onehot = np.zeros((n_segments, m))
-        onehot[seg, np.arange(m)] = 1.0
-        seen = np.broadcast_to(n[:, None], (n_segments, flat.shape[1])).copy()
-        holes = missing.reshape(m, -1)
-        empty = holes.all(axis=0)  # no value in this block (land): none seen in any segment
-        seen[:, empty] = 0
-        gaps = np.flatnonzero(holes.any(axis=0) & ~empty)
-        if gaps.size:  # missing values per segment, row by row (no float copy of the mask)
-            lost = np.zeros((n_segments, gaps.size), dtype=np.int64)
-            for t, s in enumerate(seg.tolist()):
-                lost[s] += holes[t, gaps]
-            seen[:, gaps] -= lost
-        mean = (onehot @ flat) / np.maximum(seen, 1)
-        subtract_by_group(flat, mean, seg)
-        seen = seen.reshape(n_segments, *a.shape[1:])
-        mean = mean.reshape(n_segments, *a.shape[1:])
-    a[missing] = 0.0
-    inner = tuple(s - 2 * R for s in a.shape[1:])
-    core = (slice(None), *_interior(R, inner))
-    ci = a[core]
-    cross = np.empty((len(offsets), *inner))
-    for k, o in enumerate(offsets):
-        cross[k] = np.einsum("t...,t...->...", ci, a[(slice(None), *_interior(R, inner, o))])
-    out = {
-        "n": n,
-        "seen": seen,
-        "mean": mean,
-        "count": m - missing[core].sum(axis=0),
-        "diag": np.einsum("t...,t...->...", ci, ci),
-        "cross": cross,
-    }
-    if y is not None:
-        y = np.asarray(y, dtype=np.float64)
-        ymean = np.bincount(seg, weights=y, minlength=n_segments) / np.maximum(n, 1)
-        yc = y - ymean[seg]
-        yy = np.bincount(seg, weights=yc * yc, minlength=n_segments)
-        out.update(ymean=ymean, yy=yy, ty=np.einsum("t,t...->...", yc, ci))
-    return out
-
-
-def stencil_combine(parts: list[dict], R: int, offsets: np.ndarray) -> dict:
-    """Merge the moments of consecutive blocks of samples of the same grid block (Chan)."""
-    out = parts[0]
-    for b in parts[1:]:
-        out = _merge(out, b, R, offsets)
-    return out
-
-
-def _merge(x: dict, y: dict, R: int, offsets: np.ndarray) -> dict:
-    """Chan's update, all segments at once: within-segment co-moments add, plus
-    ``n_x n_y / n`` times the product of the differences of the segment's means (``n``:
-    every cell's observed values in the segment)."""
-    n = x["n"] + y["n"]
-    nx, ny = x["seen"], y["seen"]
-    seen, w, f = chan_factors(nx, ny)
-    inner = x["diag"].shape
-    core = (slice(None), *_interior(R, inner))
-    d = y["mean"] - x["mean"]
-    mean = x["mean"] + d * w
-    d = np.where((nx > 0) & (ny > 0), d, 0.0)  # a cell seen in one part only: no term
-    fd = f[core] * d[core]
-    cross = x["cross"] + y["cross"]
-    for k, o in enumerate(offsets):
-        cross[k] += (fd * d[(slice(None), *_interior(R, inner, o))]).sum(axis=0)
-    out = {
-        "n": n,
-        "seen": seen,
-        "mean": mean,
-        "count": x["count"] + y["count"],
-        "diag": x["diag"] + y["diag"] + (fd * d[core]).sum(axis=0),
-        "cross": cross,
-    }
-    if "ty" in x:
-        both = (x["n"] > 0) & (y["n"] > 0)
-        with np.errstate(invalid="ignore"):
-            dy = np.where(both, y["ymean"] - x["ymean"], 0.0)
-        _, wy, fy = chan_factors(x["n"], y["n"])
-        out.update(
-            ymean=np.where(x["n"] > 0, x["ymean"] + dy * wy, y["ymean"]),
-            yy=x["yy"] + y["yy"] + fy * dy * dy,
-            ty=x["ty"] + y["ty"] + (fd * dy.reshape(-1, *[1] * len(inner))).sum(axis=0),
-        )
-    return out
 
 
 ############################################################################################
@@ -252,7 +91,7 @@ class GridMoments(ColumnSummary):
         offsets, in a fixed order.
         """
         radius = self.radius if radius is None else radius
-        steps = [_steps(ax, radius, self.blocks) for ax in range(len(self.shape))]
+        steps = [offset_steps(ax, radius, self.blocks) for ax in range(len(self.shape))]
         full = np.array([o for o in itertools.product(*steps) if any(o)]).reshape(
             -1, len(self.shape)
         )
@@ -329,7 +168,7 @@ class GridMoments(ColumnSummary):
             )
         cross = self.cross.copy()
         for k, o in enumerate(self.offsets):
-            cross[:, k] /= (s * padded[_interior(R, self.shape, o)]).ravel()
+            cross[:, k] /= (s * padded[interior(R, self.shape, o)]).ravel()
         flat = s.ravel()
         return replace(
             self,
@@ -514,7 +353,7 @@ def grid_pass(
     ``radius = 0`` gathers every cell's count, mean and sum of squares only (a preprocessing
     pass); ``radius >= 1`` adds every cell's co-moments with its neighbours. ``segments``
     (int per sample, ``0 .. n_segments - 1``) pools the moments within segments (see
-    :func:`stencil_chunk`); without them there is one segment and the pass is
+    :func:`dcfa.stats.stencil.stencil_chunk`); without them there is one segment and the pass is
     :func:`grid_moments`. Grid dims stored as one chunk get their halo inside the kernel (no
     copy through Dask's overlap); others through ``dask.array.overlap``.
     """
@@ -549,7 +388,7 @@ def grid_pass(
             raise ValueError(f"segments: expected {n} labels in 0..{n_segments - 1}")
     if not isinstance(data, da.Array):  # in memory: the kernel on the whole array
         pad = tuple(("wrap" if ax in periodic else "nan") if R else None for ax in range(g))
-        shift = _shift(data, R, pad)
+        shift = stencil_shift(data, R, pad)
         part = stencil_chunk(data, y, segments, shift, R, offsets, n_segments, pad)
         return _assemble(
             [(part, shift)],
@@ -598,7 +437,7 @@ def grid_pass(
     tops = []
     for s in spatial:
         shift = (name, "shift", *s)
-        dsk[shift] = (_shift, (haloed.name, 0, *s), R, pad)
+        dsk[shift] = (stencil_shift, (haloed.name, 0, *s), R, pad)
         keys = [(name, "chunk", t, *s) for t in range(len(data.chunks[0]))]
         for t, key in enumerate(keys):
             block = (haloed.name, t, *s)
@@ -625,21 +464,6 @@ def grid_pass(
     )
 
 
-def _shift(block, R: int = 0, pad=()) -> np.ndarray:
-    """A per-cell reference so merged means stay small: the shift policy of every pass,
-    :func:`dcfa.stats.kernels.column_shift`, for the halo-extended first block.
-
-    Taken per cell from the block itself and then extended like the block (a wrapped halo
-    cell gets its twin's shift, a cell off the grid's edge, all NaN, none): the same numbers
-    as from the extended block, without a float64 copy of it.
-    """
-    block = np.asarray(block)
-    shift = column_shift(block.reshape(block.shape[0], -1))
-    shift = np.zeros(block.shape[1:]) if shift is None else shift.reshape(block.shape[1:])
-    extended = _padded(shift[None], R, pad)[0]
-    return np.where(np.isnan(extended), 0.0, extended)
-
-
 def _assemble(
     done, spatial, chunks, n, shape, R, periodic, offsets, has_y, blocks=()
 ) -> SegmentedPass:
@@ -654,7 +478,7 @@ def _assemble(
     for (part, shift), s in zip(done, spatial, strict=True):
         box = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, s, strict=True))
         inner = tuple(b.stop - b.start for b in box)
-        core = (slice(None), *_interior(R, inner))
+        core = (slice(None), *interior(R, inner))
         seg_seen[(slice(None), *box)] = part["seen"][core]
         seg_mean[(slice(None), *box)] = np.where(
             seg_seen[(slice(None), *box)] > 0, (shift + part["mean"])[core], 0.0

@@ -1,0 +1,433 @@
+"""The shared base of the GBMAP estimators: parameters, ``fit``, the initial model, ``transform``.
+
+``fit`` validates at the boundary, runs the first pass (standardisation moments and the
+finiteness check of ``X``), builds the row data (persisted when it fits), resumes from a
+checkpoint if asked, runs the boosting loop (:mod:`dcfa.gbmap._solver`) and stores the
+learners. ``transform`` and the scores are blockwise maps: lazy on Dask input. What the
+target is (regression or classification) is left to the subclasses in
+:mod:`dcfa.gbmap._estimator`; the uses of the fitted embedding are in
+:mod:`dcfa.gbmap._embedding`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from numbers import Integral, Real
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    clone,
+    is_classifier,
+)
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from dcfa._validation import (
+    InputData,
+    Interval,
+    StrOptions,
+    check_n_samples,
+    check_X,
+    validate_params,
+)
+from dcfa.gbmap._checkpoint import load_checkpoint, save_checkpoint
+from dcfa.gbmap._embedding import _EmbeddingMixin
+from dcfa.gbmap._learners import Learners
+from dcfa.gbmap._losses import ACTIVATIONS, embed_block
+from dcfa.gbmap._rows import column_stats, make_data, should_persist
+from dcfa.gbmap._solver import boost
+
+logger = logging.getLogger("dcfa")
+
+# Probabilities of a classifier ``f0`` are clipped to [eps, 1 - eps] before the logit.
+_PROBA_EPS = 1e-15
+
+
+def _f0_block(X, f0, method: str, feature_names) -> np.ndarray:
+    """The output of an estimator ``f0`` on raw rows, as a float64 vector (score units)."""
+    if feature_names is not None:
+        import pandas as pd
+
+        X = pd.DataFrame(np.asarray(X), columns=feature_names)
+    if method == "proba":
+        p1 = np.asarray(f0.predict_proba(X), dtype=np.float64)[:, 1]
+        p1 = np.clip(p1, _PROBA_EPS, 1.0 - _PROBA_EPS)
+        return np.log(p1) - np.log1p(-p1)
+    out = np.asarray(getattr(f0, method)(X), dtype=np.float64)
+    if out.ndim != 1 and not (out.ndim == 2 and out.shape[1] == 1):
+        raise ValueError(f"f0: expected one output per sample, got shape {out.shape}")
+    return out.reshape(-1)
+
+
+def _is_fitted(estimator) -> bool:
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Shared fit / transform of the GBMAP estimators (not for direct use)."""
+
+    _parameter_constraints: dict = {
+        "n_boosts": [Interval(Integral, 1, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "penalty": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_restarts": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "persist": [StrOptions({"auto"}), "boolean"],
+        "checkpoint": [None, str, os.PathLike],
+        "sample_dim": [str],
+        "f0": "no_validation",  # checked in fit (None, a number or an estimator)
+    }
+
+    _loss: str = ""  # "squared" or "logistic", set by the subclasses
+    # The nonlinearity g. Not a parameter: "identity" (GBMAP without nonlinearity, Lemma 1 of
+    # the paper) exists for tests; set it on an instance before ``fit``.
+    _activation: str = "softplus"
+
+    def __init__(
+        self,
+        n_boosts: int = 10,
+        *,
+        beta: float = 1.0,
+        penalty: float = 1e-3,
+        max_iter: int = 100,
+        tol: float = 1e-3,
+        n_restarts: int = 1,
+        random_state=None,
+        persist="auto",
+        checkpoint=None,
+        sample_dim: str = "time",
+        f0=None,
+    ):
+        self.n_boosts = n_boosts
+        self.beta = beta
+        self.penalty = penalty
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_restarts = n_restarts
+        self.random_state = random_state
+        self.persist = persist
+        self.checkpoint = checkpoint
+        self.sample_dim = sample_dim
+        self.f0 = f0
+
+    # -- fit -------------------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit ``n_boosts`` weak learners stagewise.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            Samples in rows; a DataArray is stacked along every dim but ``sample_dim``. Must
+            be finite: on a Dask array this is checked in the first pass (the
+            standardisation moments, one compute), before any optimisation.
+        y : array-like of shape (n_samples,)
+            Target values (regressor) or two class labels (classifier).
+
+        Returns
+        -------
+        self
+        """
+        validate_params(self)
+        if self._activation not in ACTIVATIONS:
+            raise ValueError(f"_activation: expected one of {sorted(ACTIVATIONS)}")
+        if not np.isfinite(self.beta):
+            raise ValueError(f"beta: expected a finite softplus sharpness > 0, got {self.beta}")
+        inp = check_X(X, sample_dim=self.sample_dim)
+        check_n_samples(inp.n_samples, 2, why="the features are standardised")
+        target = self._encode_target(y, inp)  # cheap checks of y first: no pass over X yet
+        n, p = inp.n_samples, inp.n_features
+        self._fit_feature_names = inp.feature_names
+        self._resolve_f0(inp)
+
+        standardizer, bad = column_stats(inp.data)  # the first pass
+        if bad:
+            raise ValueError(
+                f"X: contains {bad} NaN or infinite values; GBMAP needs finite features "
+                "(impute or drop those samples)"
+            )
+
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        learners = Learners.empty(p)
+        fingerprint, arrays = self._fingerprint(n, p, standardizer.mean, standardizer.scale)
+        if self.checkpoint is not None:
+            found = load_checkpoint(self.checkpoint, fingerprint, arrays)
+            if found is not None:
+                learners, seed = found
+                learners = learners.head(self.n_boosts)
+                logger.info("%s: resuming after step %d", type(self).__name__, len(learners))
+
+        persisted = False
+        n_evals = 0
+        if len(learners) < self.n_boosts:
+            persisted = inp.is_dask and should_persist(self.persist, n, p)
+            data = make_data(
+                inp.data,
+                target,
+                standardizer,
+                persist=persisted,
+                learners=learners,
+                beta=float(self.beta),
+                activation=self._activation,
+                F0=self._initial_score(inp.data),
+            )
+
+            def save(fitted: Learners) -> None:
+                save_checkpoint(self.checkpoint, fingerprint, arrays, seed, fitted)
+
+            learners, n_evals = boost(
+                data,
+                n_boosts=self.n_boosts,
+                beta=float(self.beta),
+                penalty=float(self.penalty),
+                max_iter=self.max_iter,
+                tol=float(self.tol),
+                n_restarts=self.n_restarts,
+                seed=seed,
+                loss=self._loss,
+                activation=self._activation,
+                learners=learners,
+                callback=None if self.checkpoint is None else save,
+            )
+            del data
+
+        self.n_features_in_ = p
+        if inp.feature_names is not None:
+            self.feature_names_in_ = inp.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.mean_ = standardizer.mean
+        self.scale_ = standardizer.scale
+        self._standardizer = standardizer
+        self.coef_ = learners.coef.copy()
+        self.bias_ = learners.bias.copy()
+        self.intercept_ = learners.intercept.copy()
+        self.signs_ = learners.sign.copy()
+        self.train_loss_ = learners.train_loss.copy()
+        self.step_n_iter_ = learners.n_iter.copy()
+        self.step_n_evals_ = learners.n_evals.copy()
+        self.n_iter_ = int(learners.n_iter.sum())
+        self.n_evals_ = int(n_evals)
+        self.persisted_ = bool(persisted)
+        self.train_embedding_ = self._embed(inp.data)
+        self._train_scores = self._scores(self.train_embedding_, inp.data)
+        del self._fit_target
+        return self
+
+    def _fingerprint(self, n: int, p: int, mean, scale) -> tuple[dict, dict]:
+        rs = self.random_state
+        fingerprint = {
+            "estimator": type(self).__name__,
+            "beta": float(self.beta),
+            "penalty": float(self.penalty),
+            "max_iter": int(self.max_iter),
+            "tol": float(self.tol),
+            "n_restarts": int(self.n_restarts),
+            "random_state": int(rs) if isinstance(rs, Integral) else None,
+            "activation": self._activation,
+            "n_samples": int(n),
+            "n_features": int(p),
+        }
+        if self.f0 is not None:  # absent otherwise: checkpoints from before f0 still resume
+            fingerprint["f0"] = self._f0_descriptor()
+        fingerprint.update(self._target_fingerprint())
+        arrays = {"mean": mean, "scale": scale, "target": self._target_stats()}
+        return fingerprint, arrays
+
+    @property
+    def _n_features_out(self) -> int:
+        return int(self.coef_.shape[0])
+
+    # -- the initial model f0 --------------------------------------------------------------
+
+    def _resolve_f0(self, inp: InputData) -> None:
+        """Check ``f0``; fit a clone of an unfitted estimator on the training data."""
+        f0 = self.f0
+        self._f0_method = None
+        if f0 is None or isinstance(f0, Real):
+            if f0 is not None and not np.isfinite(f0):
+                raise ValueError(f"f0: expected a finite constant, got {f0}")
+            self.f0_ = None if f0 is None else float(f0)
+            return
+        if not hasattr(f0, "predict"):
+            raise TypeError(
+                f"f0: expected None, a number or a scikit-learn estimator, got {type(f0).__name__}"
+            )
+        if not _is_fitted(f0):
+            if inp.is_dask:
+                raise ValueError(
+                    "f0: an unfitted estimator is fitted on the training data first, which "
+                    "needs in-memory X; fit it beforehand for Dask input"
+                )
+            f0 = clone(f0).fit(self._f0_input(inp.data), self._fit_target)
+        self._f0_method = self._f0_output_method(f0)
+        self.f0_ = f0
+
+    def _f0_output_method(self, f0) -> str:
+        if is_classifier(f0):
+            raise ValueError("f0: a classifier cannot be the initial model of a regressor")
+        return "predict"
+
+    def _f0_descriptor(self):
+        f0 = self.f0
+        if f0 is None or isinstance(f0, Real):
+            return None if f0 is None else float(f0)
+        return f"estimator:{type(f0).__module__}.{type(f0).__qualname__}"
+
+    def _f0_input(self, X):
+        if getattr(self, "_f0_names", None) is None:
+            return X
+        import pandas as pd
+
+        return pd.DataFrame(np.asarray(X), columns=self._f0_names)
+
+    @property
+    def _f0_names(self):
+        return getattr(self, "_fit_feature_names", None)
+
+    def _f0_default(self) -> float:
+        """The output of ``f0=None``, in target / score units."""
+        return 0.0
+
+    def _f0_raw(self, data):
+        """``f_0`` on validated rows, in target (regressor) or logit units: a float, or a
+        vector (NumPy) / lazy vector (Dask) for an estimator ``f0``."""
+        if self._f0_method is None:
+            return self._f0_default() if self.f0_ is None else self.f0_
+        if isinstance(data, da.Array):
+            data = data.rechunk({1: -1})
+            return data.map_blocks(
+                _f0_block, self.f0_, self._f0_method, self._f0_names, drop_axis=1,
+                dtype=np.float64, meta=np.empty((0,), dtype=np.float64),
+            )  # fmt: skip
+        return _f0_block(data, self.f0_, self._f0_method, self._f0_names)
+
+    def _initial_score(self, data):
+        """``F_0`` on the training rows in the units the learners fit, or None for zero."""
+        if self.f0_ is None and self._f0_method is None:
+            return None
+        F0 = (self._f0_raw(data) - self._target_shift) / self._target_scale
+        if np.ndim(F0) == 0:
+            n = data.shape[0]
+            if isinstance(data, da.Array):
+                return da.full(n, float(F0), chunks=(data.chunks[0],), dtype=np.float64)
+            return np.full(n, float(F0))
+        return F0
+
+    @property
+    def _target_shift(self) -> float:
+        return 0.0
+
+    @property
+    def _target_scale(self) -> float:
+        return 1.0
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    @property
+    def _out_scale(self) -> float:
+        return 1.0
+
+    @property
+    def _learners(self) -> tuple:
+        """The fitted learners as the block kernels take them (standardizer ... out_scale)."""
+        return (
+            self._standardizer,
+            self.intercept_,
+            self.coef_,
+            self.bias_,
+            self.signs_,
+            float(self.beta),
+            self._activation,
+            self._out_scale,
+        )
+
+    def _embed(self, data):
+        """Embedding of validated rows: NumPy in memory, a lazy blockwise map on Dask."""
+        args = self._learners
+        m = self.coef_.shape[0]
+        if isinstance(data, da.Array):
+            data = data.rechunk({1: -1})
+            return data.map_blocks(
+                embed_block,
+                *args,
+                chunks=(data.chunks[0], (m,)),
+                dtype=np.float64,
+                meta=np.empty((0, 0), dtype=np.float64),
+            )
+        return embed_block(data, *args)
+
+    def _check_input(self, X) -> InputData:
+        check_is_fitted(self, "coef_")
+        inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.n_features != self.n_features_in_:
+            raise ValueError(
+                f"X has {inp.n_features} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        if not inp.is_dask and not np.isfinite(inp.data).all():
+            raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
+        return inp
+
+    def transform(self, X):
+        """The embedding ``(f_1(x), ..., f_m(x))`` (Eq. 5): one column per weak learner.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Xt : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_boosts)
+            Lazy for Dask input (nothing is computed). A DataArray gives a DataArray
+            ``(sample_dim, "boost")``. The columns sum to the model's score: the decision
+            function (classifier), or ``predict(X) - y_mean_`` (regressor, whose columns are
+            in target units).
+        """
+        inp = self._check_input(X)
+        E = self._embed(inp.data)
+        if inp.layout is None:
+            return E
+        return inp.layout.samples(
+            E,
+            dim="boost",
+            coords={"boost": np.arange(E.shape[1])},
+            name=f"{type(self).__name__.lower()}_embedding",
+        )
+
+    def _scores(self, E, data):
+        """``f(x) = f_0(x) + sum_j phi_j(x)`` from the embedding of the rows ``data``."""
+        f0 = self._f0_raw(data)
+        total = E.sum(axis=1)
+        if isinstance(f0, da.Array) and isinstance(total, da.Array):
+            f0 = f0.rechunk(total.chunks)
+        return f0 + total
+
+    @staticmethod
+    def _wrap_samples(values, inp: InputData, name: str):
+        if inp.layout is None:
+            return values
+        return xr.DataArray(
+            values,
+            dims=(inp.layout.sample_dim,),
+            coords=dict(inp.layout.sample_coords),
+            name=name,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
