@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dcfa.stats.store import StoredFields
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = ["ColumnMoments", "RowBasis", "column_pass"]
 
 
 @dataclass(frozen=True, eq=False)
-class ColumnMoments(ColumnSummary):
+class ColumnMoments(StoredFields, ColumnSummary):
     """Per-column count, mean and centred sum of squares, and cross-products with one target.
 
     Answers what the partition needs from :class:`~dcfa.Moments` (``n``, ``n_features``,
@@ -47,22 +48,8 @@ class ColumnMoments(ColumnSummary):
     def column_m2(self) -> np.ndarray:
         return self.m2
 
-    _ARRAYS = ["count", "mean", "m2", "target_cross"]
-    _ATTRS = ["n", "target_mean", "target_m2"]
-
-    def save(self, path, *, overwrite: bool = False):
-        """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        from dcfa.stats.store import save_fields
-
-        return save_fields(
-            self, path, "ColumnMoments", self._ARRAYS, self._ATTRS, overwrite=overwrite
-        )
-
-    @classmethod
-    def load(cls, path) -> ColumnMoments:
-        from dcfa.stats.store import load_fields
-
-        return load_fields(cls, path, "ColumnMoments", cls._ARRAYS, cls._ATTRS)
+    _ARRAYS = ("count", "mean", "m2", "target_cross")
+    _ATTRS = ("n", "target_mean", "target_m2")
 
     def __repr__(self) -> str:
         return f"ColumnMoments(n={self.n}, n_features={self.n_features})"

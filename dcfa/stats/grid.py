@@ -28,6 +28,7 @@ from dcfa.stats.stencil import (
     stencil_combine,
     stencil_shift,
 )
+from dcfa.stats.store import StoredFields
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, eq=False)
-class GridMoments(ColumnSummary):
+class GridMoments(StoredFields, ColumnSummary):
     """Moments of the cells of a grid with their neighbours within ``radius`` (and a target).
 
     Cell ``i`` is the flat (C-order) index on ``shape``; ``cross[i, k]`` is the centred
@@ -231,22 +232,8 @@ class GridMoments(ColumnSummary):
             merged["target_cross"] = sum(p.target_cross for p in parts) + (n_s * ydev) @ dev
         return replace(first, **merged)
 
-    _ARRAYS = ["offsets", "count", "mean", "diag", "cross", "target_cross"]
-    _ATTRS = ["n", "shape", "radius", "periodic", "target_mean", "target_ss", "blocks"]
-
-    def save(self, path, *, overwrite: bool = False):
-        """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        from dcfa.stats.store import save_fields
-
-        return save_fields(
-            self, path, "GridMoments", self._ARRAYS, self._ATTRS, overwrite=overwrite
-        )
-
-    @classmethod
-    def load(cls, path) -> GridMoments:
-        from dcfa.stats.store import load_fields
-
-        return load_fields(cls, path, "GridMoments", cls._ARRAYS, cls._ATTRS)
+    _ARRAYS = ("offsets", "count", "mean", "diag", "cross", "target_cross")
+    _ATTRS = ("n", "shape", "radius", "periodic", "target_mean", "target_ss", "blocks")
 
     def __repr__(self) -> str:
         return (

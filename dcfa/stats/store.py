@@ -10,9 +10,26 @@ import numpy as np
 from dcfa.stats.symmetric import SymmetricTiles
 
 
-def save_fields(
-    value, path, kind: str, arrays: list[str], attrs: list[str], *, overwrite: bool = False
-) -> Path:
+class StoredFields:
+    """Saving and loading for a moments value made of named fields: the ``_ARRAYS`` fields
+    as Zarr arrays (absent when None), the ``_ATTRS`` fields as attributes, and its kind
+    (the class's name, which :func:`dcfa.stats.kinds.load_moments` dispatches on)."""
+
+    _ARRAYS: tuple[str, ...] = ()
+    _ATTRS: tuple[str, ...] = ()
+
+    def save(self, path, *, overwrite: bool = False) -> Path:
+        """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
+        kind = type(self).__name__
+        return save_fields(self, path, kind, self._ARRAYS, self._ATTRS, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path):
+        """Read a value written by :meth:`save`."""
+        return load_fields(cls, path, cls.__name__, cls._ARRAYS, cls._ATTRS)
+
+
+def save_fields(value, path, kind: str, arrays, attrs, *, overwrite: bool = False) -> Path:
     """Save the named array and scalar fields of a moments value (atomically)."""
     from dcfa import __version__
 
@@ -28,7 +45,7 @@ def save_fields(
     )
 
 
-def load_fields(cls, path, kind: str, arrays: list[str], attrs: list[str]):
+def load_fields(cls, path, kind: str, arrays, attrs):
     """Inverse of :func:`save_fields`."""
     import zarr
 
