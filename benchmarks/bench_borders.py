@@ -15,7 +15,9 @@ For every driving region and every resolution it prints:
   against each neighbouring region's whole group;
 * after a fit of the rule (``neighbors=1``), the group that holds most of the region's cells
   and the cells of other regions in it: one such cell makes the region count as not pure in
-  ``bench_regions.py``.
+  ``bench_regions.py``; and for each such cell, whether the driving region's group was
+  created before or after the group holding most of the cell's own region, whether the cell
+  touches that group, and its margin against it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold, cross_val_score
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_regions import FIELD, foreign_cells  # noqa: E402
+from bench_regions import FIELD, foreign_cells, main_group, strays  # noqa: E402
 
 from dcfa import GenLinCFA, NonLinCFA  # noqa: E402
 from dcfa.datasets import make_regions_field  # noqa: E402
@@ -70,7 +72,7 @@ def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> Non
     ocean = flat >= 0
     Xs = np.zeros_like(X)
     Xs[:, ocean] = (X[:, ocean] - X[:, ocean].mean(0)) / X[:, ocean].std(0)
-    adjacency = grid_adjacency(shape, 1, periodic=(1,))
+    adjacency = grid_adjacency(shape, 1, periodic=(1,)).tocsr()
     rng = np.random.default_rng(0)
     driving = np.flatnonzero(ds.beta.values != 0)
     print(f"{degrees} degree ({shape[0]} x {shape[1]} cells), {months} months", flush=True)
@@ -108,6 +110,34 @@ def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> Non
         f"each driving region: {dict(zip(driving.tolist(), foreign, strict=True))}",
         flush=True,
     )
+    for r in driving:
+        for line in where_strays_come_from(labels.ravel(), flat, r, adjacency, Xs, y):
+            print(line, flush=True)
+
+
+def where_strays_come_from(labels, flat, r, adjacency, Xs, y) -> list[str]:
+    """Where each cell of another region in driving region ``r``'s main group comes from.
+
+    Groups are numbered in order of creation, so comparing the driving group's number with
+    that of the group holding most of the stray cell's own region says which grew first: a
+    driving group grown later took a cell its own region's group had left out; one grown
+    earlier took it before its own region's group started."""
+    main = main_group(labels, flat, r)
+    size = int(np.sum(flat == r))
+    out = []
+    for j in strays(labels, flat, r):
+        q = int(flat[j])
+        home = main_group(labels, flat, q)
+        members = np.flatnonzero(labels == home)
+        touches = bool(np.isin(adjacency[[j]].indices, members).any())
+        m = margin(Xs[:, members].mean(1), Xs[:, j], members.size, y)
+        order = "after" if main > home else "before"
+        out.append(
+            f"    cell {j} of region {q} in group {main} (region {r}, {size} cells), "
+            f"grown {order} its own region's group {home} ({members.size} cells); "
+            f"next to that group: {touches}; its margin against it now: {m:+.4f}"
+        )
+    return out
 
 
 def main() -> None:

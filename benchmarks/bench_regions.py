@@ -26,6 +26,9 @@ one row after the other; a row that fails prints its error and the others still 
 * ``foreign``: for each driving region, the cells of other regions in the group that holds
   most of its cells: a group of thousands of a region's cells with one cell of a neighbour is
   not pure, and this says by how much;
+* ``enclosed``: of those, the cells in a piece of their own region cut off from the rest of
+  it, whose ocean neighbours are all in the driving region's group (:func:`enclosed_cells`):
+  no partition into contiguous groups keeps such a piece with its region;
 * ``R2/oracle``: blocked-CV R^2 (5 contiguous blocks, ``dcfa.skill.blocked_cv``) of OLS on the
   group series of ``model.transform`` over that of OLS on the true regions' mean series (the
   partition is fitted once on all months; only the regression is cross-validated);
@@ -65,7 +68,7 @@ from sklearn.linear_model import LinearRegression
 
 from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
 from dcfa.geo import group_patches
-from dcfa.neighbors import periodic_dims
+from dcfa.neighbors import grid_adjacency, periodic_dims
 
 # (name, estimator class, parameters): the rows of the table; change freely
 SETTINGS = [
@@ -214,18 +217,52 @@ def purity(labels: np.ndarray, region: np.ndarray, regions) -> np.ndarray:
     return np.array([in_pure[region == r].mean() for r in regions])
 
 
+def main_group(labels: np.ndarray, region: np.ndarray, r: int) -> int | None:
+    """The group holding most of region ``r``'s cells (flat arrays; None: none in a group)."""
+    mine = labels[(region == r) & (labels >= 0)]
+    return int(np.bincount(mine).argmax()) if mine.size else None
+
+
+def strays(labels: np.ndarray, region: np.ndarray, r: int) -> np.ndarray:
+    """The cells of other regions in region ``r``'s main group (flat indices)."""
+    labels, region = labels.ravel(), region.ravel()
+    main = main_group(labels, region, r)
+    if main is None:
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero((labels == main) & (region != r))
+
+
 def foreign_cells(labels: np.ndarray, region: np.ndarray, regions) -> list[int]:
     """For every region in ``regions``, the cells of other regions in the group holding most
     of its cells (0 when none of its cells is in a group)."""
+    return [int(strays(labels, region, r).size) for r in regions]
+
+
+def enclosed_cells(labels: np.ndarray, region: np.ndarray, regions) -> list[int]:
+    """For every region in ``regions``, how many of the cells :func:`foreign_cells` counts lie
+    in a piece of their own region (8-neighbourhood, periodic in longitude) whose ocean
+    neighbours are all in that group: cut off from the rest of their region by land and the
+    driving region, so a partition into contiguous groups can keep the driving region pure only
+    by making the piece a group of its own."""
+    from scipy.sparse.csgraph import connected_components
+
+    adjacency = grid_adjacency(labels.shape, 1, periodic=(1,)).tocsr()
     labels, region = labels.ravel(), region.ravel()
     out = []
     for r in regions:
-        mine = labels[(region == r) & (labels >= 0)]
-        if mine.size == 0:
-            out.append(0)
-            continue
-        main = np.bincount(mine).argmax()
-        out.append(int(np.sum((labels == main) & (region != r))))
+        stray = strays(labels, region, r)
+        main = labels[stray[0]] if stray.size else None
+        n = 0
+        for q in np.unique(region[stray]):
+            cells = np.flatnonzero(region == q)
+            _, piece_of = connected_components(adjacency[cells][:, cells], directed=False)
+            for p in np.unique(piece_of[np.isin(cells, stray)]):
+                piece = cells[piece_of == p]
+                near = np.setdiff1d(adjacency[piece].indices, piece)
+                near = near[region[near] >= 0]
+                if np.all(labels[near] == main):
+                    n += int(np.isin(piece, stray).sum())
+        out.append(n)
     return out
 
 
@@ -330,6 +367,7 @@ class Row:
     one_patch_multi: float | None = None
     pure: str = ""
     foreign: str = ""
+    enclosed: str = ""
     ratio: float | None = None
     r2: float | None = None
     fit_seconds: float | None = None
@@ -375,6 +413,8 @@ def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill)
     kept = purity(label_map.values, ds.region.values, driving)
     row.pure = f"{int((kept >= PURE).sum())}/{driving.size}"
     row.foreign = ",".join(map(str, foreign_cells(label_map.values, ds.region.values, driving)))
+    enclosed = enclosed_cells(label_map.values, ds.region.values, driving)
+    row.enclosed = ",".join(map(str, enclosed))
     if skill:
         t = time.perf_counter()
         try:
@@ -400,7 +440,8 @@ def _fmt(value, spec: str) -> str:
 
 HEADER = (
     f"{'setting':<16s} {'groups':>8s} {'1-patch':>8s} {'multi':>6s} {'pure':>5s} {'foreign':>12s} "
-    f"{'R2/oracle':>9s} {'fit s':>8s} {'worker MiB':>13s} {'driver MiB':>10s} {'restarts':>8s} "
+    f"{'enclosed':>12s} {'R2/oracle':>9s} {'fit s':>8s} {'worker MiB':>13s} {'driver MiB':>10s} "
+    f"{'restarts':>8s} "
     f"{'eval s':>7s}"
 )
 
@@ -410,7 +451,8 @@ def print_row(row: Row) -> None:
     print(
         f"{row.name:<16s} {_fmt(row.groups, ',d'):>8s} {_fmt(row.one_patch, '.2f'):>8s} "
         f"{_fmt(row.one_patch_multi, '.2f'):>6s} {row.pure or '-':>5s} {row.foreign or '-':>12s} "
-        f"{_fmt(row.ratio, '.3f'):>9s} {_fmt(row.fit_seconds, '.1f'):>8s} {workers:>13s} "
+        f"{row.enclosed or '-':>12s} {_fmt(row.ratio, '.3f'):>9s} "
+        f"{_fmt(row.fit_seconds, '.1f'):>8s} {workers:>13s} "
         f"{_fmt(row.driver_mib, '.0f'):>10s} {_fmt(row.restarts, 'd'):>8s} "
         f"{_fmt(row.eval_seconds, '.1f'):>7s}" + (f"   {row.error}" if row.error else ""),
         flush=True,
