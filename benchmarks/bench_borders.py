@@ -6,7 +6,8 @@ of other regions in the fitted groups, on ``make_regions_field`` (the field of
     python benchmarks/bench_borders.py --degrees 0.5 --months 1200
     python benchmarks/bench_borders.py --rule genlincfa --eps 0.75
 
-For every driving region and every resolution it prints:
+For every driving region and every resolution it prints its mean series' correlation with the
+target, and:
 
 * (NonLinCFA) the margin of its test, ``CV R^2(y ~ [group mean, cell]) - CV R^2(y ~ mean of the
   group with the cell)`` (``KFold(5)``, contiguous folds, on standardised cells), of up to 40
@@ -76,6 +77,12 @@ def run(degrees: float, months: int, rule: str, eps: float, n_cells: int) -> Non
     rng = np.random.default_rng(0)
     driving = np.flatnonzero(ds.beta.values != 0)
     print(f"{degrees} degree ({shape[0]} x {shape[1]} cells), {months} months", flush=True)
+    corr = [np.corrcoef(X[:, flat == r].mean(1), y)[0, 1] for r in driving]
+    print(
+        "  driving regions' mean series, correlation with the target: "
+        + ", ".join(f"{r}: {c:+.3f}" for r, c in zip(driving.tolist(), corr, strict=True)),
+        flush=True,
+    )
     for r in driving if rule == "nonlincfa" else ():
         mine = np.flatnonzero(flat == r)
         mean = Xs[:, mine].mean(1)
