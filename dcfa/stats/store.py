@@ -20,45 +20,39 @@ class StoredFields:
 
     def save(self, path, *, overwrite: bool = False) -> Path:
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        kind = type(self).__name__
-        return save_fields(self, path, kind, self._ARRAYS, self._ATTRS, overwrite=overwrite)
+        from dcfa import __version__
+
+        return write_zarr_atomic(
+            path,
+            arrays={a: getattr(self, a) for a in self._ARRAYS if getattr(self, a) is not None},
+            attrs={
+                "dcfa_kind": type(self).__name__,
+                "dcfa_version": __version__,
+                **{a: _plain(getattr(self, a)) for a in self._ATTRS},
+            },
+            overwrite=overwrite,
+        )
 
     @classmethod
     def load(cls, path):
         """Read a value written by :meth:`save`."""
-        return load_fields(cls, path, cls.__name__, cls._ARRAYS, cls._ATTRS)
+        import zarr
 
-
-def save_fields(value, path, kind: str, arrays, attrs, *, overwrite: bool = False) -> Path:
-    """Save the named array and scalar fields of a moments value (atomically)."""
-    from dcfa import __version__
-
-    return write_zarr_atomic(
-        path,
-        arrays={a: getattr(value, a) for a in arrays if getattr(value, a) is not None},
-        attrs={
-            "dcfa_kind": kind,
-            "dcfa_version": __version__,
-            **{a: _plain(getattr(value, a)) for a in attrs},
-        },
-        overwrite=overwrite,
-    )
-
-
-def load_fields(cls, path, kind: str, arrays, attrs):
-    """Inverse of :func:`save_fields`."""
-    import zarr
-
-    group = zarr.open_group(str(path), mode="r")
-    meta = dict(group.attrs)
-    if meta.get("dcfa_kind") != kind:
-        raise ValueError(f"path: {str(path)!r} holds {meta.get('dcfa_kind')!r}, not {kind}")
-    fields = {a: (group[a][...] if a in group else None) for a in arrays}
-    # attributes added in later versions are absent from older stores: their defaults apply
-    fields.update(
-        {a: (tuple(meta[a]) if isinstance(meta[a], list) else meta[a]) for a in attrs if a in meta}
-    )
-    return cls(**fields)
+        kind = cls.__name__
+        group = zarr.open_group(str(path), mode="r")
+        meta = dict(group.attrs)
+        if meta.get("dcfa_kind") != kind:
+            raise ValueError(f"path: {str(path)!r} holds {meta.get('dcfa_kind')!r}, not {kind}")
+        fields = {a: (group[a][...] if a in group else None) for a in cls._ARRAYS}
+        # attributes added in later versions are absent from older stores: their defaults apply
+        fields.update(
+            {
+                a: (tuple(meta[a]) if isinstance(meta[a], list) else meta[a])
+                for a in cls._ATTRS
+                if a in meta
+            }
+        )
+        return cls(**fields)
 
 
 def _plain(v):
