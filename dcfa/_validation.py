@@ -117,6 +117,15 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     return InputData(data=data, layout=layout, feature_names=feature_names)
 
 
+def check_n_features(estimator, n_features: int) -> None:
+    """``X`` has the number of features ``estimator`` was fitted on (scikit-learn's message)."""
+    if n_features != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {n_features} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input"
+        )
+
+
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:
     if n < minimum:
         raise ValueError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")

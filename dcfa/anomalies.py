@@ -25,7 +25,13 @@ import xarray as xr
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._validation import StrOptions, _check_numeric, check_X, validate_params
+from dcfa._validation import (
+    StrOptions,
+    _check_numeric,
+    check_n_features,
+    check_X,
+    validate_params,
+)
 from dcfa.io.calendars import months_of
 from dcfa.stats.kernels import anomaly_block
 
@@ -243,11 +249,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X: 0 sample(s) (shape={data.shape}) while a minimum of 1 is required."
             )
-        if not reset and data.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {data.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        if not reset:
+            check_n_features(self, data.shape[1])
         if reset:
             self._grid_shape = (int(data.shape[1]),)
             if inp.feature_names is not None:

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dcfa._validation import (
     InputData,
+    check_n_features,
     check_n_samples,
     check_X,
     check_y,
@@ -304,11 +305,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "labels_")
         inp = check_X(X, sample_dim=self.sample_dim)
-        if inp.n_features != self.n_features_in_:
-            raise ValueError(
-                f"X has {inp.n_features} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        check_n_features(self, inp.n_features)
         Xt = aggregate(
             apply_inputs(inp.data, self._inputs),
             self.labels_,

@@ -33,6 +33,7 @@ from dcfa._validation import (
     InputData,
     Interval,
     StrOptions,
+    check_n_features,
     check_n_samples,
     check_X,
     validate_params,
@@ -373,11 +374,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _check_input(self, X) -> InputData:
         check_is_fitted(self, "coef_")
         inp = check_X(X, sample_dim=self.sample_dim)
-        if inp.n_features != self.n_features_in_:
-            raise ValueError(
-                f"X has {inp.n_features} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        check_n_features(self, inp.n_features)
         if not inp.is_dask and not np.isfinite(inp.data).all():
             raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
         return inp
