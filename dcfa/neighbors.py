@@ -22,6 +22,8 @@ __all__ = [
     "BLOCK_DIMS",
     "PERIODIC_AUTO",
     "block_axes",
+    "block_labels",
+    "feature_blocks_of",
     "grid_adjacency",
     "grid_adjacency_for",
     "periodic_dims",
@@ -40,6 +42,47 @@ mixes two variables, two time scales or two lags."""
 def block_axes(dims) -> tuple[int, ...]:
     """Positions of the :data:`BLOCK_DIMS` among the grid dims ``dims``."""
     return tuple(a for a, d in enumerate(dims) if d in BLOCK_DIMS)
+
+
+def block_labels(dims, shape, coords, block_dims=None) -> np.ndarray:
+    """One block label per feature (C order over ``dims`` of sizes ``shape``), ``0 ..
+    n_blocks - 1`` in order of first appearance: features that differ along a block dim (a
+    dim, or a coordinate over ``dims`` such as a stacked level, named in ``block_dims``;
+    default :data:`BLOCK_DIMS`) are in different blocks. Every feature is in block 0 when
+    there is none.
+    """
+    import pandas as pd
+    import xarray as xr
+
+    sizes = dict(zip(dims, shape, strict=True))
+    n = int(np.prod(shape, dtype=np.int64))
+    if block_dims is None:
+        block_dims = [d for d in BLOCK_DIMS if d in dims or d in coords]
+    columns = []
+    for name in block_dims:
+        if name in coords:
+            var = coords[name]
+            var = var.variable if hasattr(var, "variable") else var
+        elif name in dims:
+            var = xr.Variable(name, np.arange(sizes[name]))
+        else:
+            raise ValueError(f"block_dims: {name!r} is no dim or coordinate of the features")
+        if not set(var.dims) <= set(dims):
+            raise ValueError(f"block_dims: {name!r} runs along a dim that is not a feature dim")
+        columns.append(var.set_dims(sizes).transpose(*dims).values.ravel())
+    if not columns:
+        return np.zeros(n, dtype=np.int64)
+    codes, _ = pd.MultiIndex.from_arrays(columns).factorize()
+    return codes.astype(np.int64)
+
+
+def feature_blocks_of(layout) -> np.ndarray | None:
+    """The block of every feature of an xarray input's ``layout`` (:func:`block_labels`), or
+    None when it has one block (or no layout: NumPy input)."""
+    if layout is None:
+        return None
+    labels = block_labels(layout.feature_dims, layout.feature_shape, layout.feature_coords)
+    return labels if labels.size and labels.max() > 0 else None
 
 
 def grid_adjacency(
@@ -266,6 +309,8 @@ class GridNeighbors(NamedTuple):
     """Grid dims (positions among the feature dims) that wrap around."""
     order: np.ndarray | None
     """The order the partition visits features in (:meth:`FeatureLayout.visit_order`)."""
+    blocks: np.ndarray | None = None
+    """Every feature's block (:func:`feature_blocks_of`): a group never spans two."""
 
 
 def resolve_grid(
@@ -284,4 +329,4 @@ def resolve_grid(
         axes = periodic_dims(layout, periodic)
         order = layout.visit_order(axes)
     A = resolve_neighbors(neighbors, n_features, layout, periodic=axes) if adjacency else None
-    return GridNeighbors(A, axes, order)
+    return GridNeighbors(A, axes, order, feature_blocks_of(layout))

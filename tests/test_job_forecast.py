@@ -115,6 +115,20 @@ def test_lead_windows_and_lags_against_numpy(tmp_path):
     np.testing.assert_allclose(ds.group_target_corr.values, corr, atol=1e-5)
 
 
+def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path):
+    """The blocks hold without the neighbour restriction too (the executions that stack the
+    cells with data: their window and lag levels are the blocks)."""
+    job, _, _ = write_forecast_job(tmp_path)
+    job.write_text(job.read_text().replace("neighbors = 1\n", ""))
+    run_job(load_config(job), echo=lambda *a: None)
+    ds = xr.open_zarr(tmp_path / "out.zarr")
+    region = ds.region.transpose("window", "lag", "lat", "lon").values
+    assert ds.sizes["group"] >= 2
+    for g in range(ds.sizes["group"]):
+        cells = np.argwhere(region == g)
+        assert len({(c[0], c[1]) for c in cells}) == 1, f"group {g} mixes blocks"
+
+
 @pytest.mark.parametrize(
     "key, value, message",
     [

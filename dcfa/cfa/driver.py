@@ -69,6 +69,7 @@ def drive(
     neighborhood: str = "group",
     progress=None,
     order=None,
+    blocks=None,
 ) -> np.ndarray:
     """The one partition driver: exclusions, scaling, visiting order, then the loop.
 
@@ -88,6 +89,10 @@ def drive(
         The order features are visited in before any shuffle (a permutation of all features,
         e.g. :meth:`dcfa.stacking.FeatureLayout.visit_order`); ``None``: ``0 .. D-1``.
         ``shuffle`` permutes this order.
+    blocks : ndarray of int of shape (n_features,), default=None
+        Every feature's block (a variable, a time scale, a lag:
+        :func:`dcfa.neighbors.feature_blocks_of`); a group never holds features of two
+        blocks, with or without ``neighbors``. None: one block.
     """
     from sklearn.utils import check_random_state
 
@@ -98,13 +103,14 @@ def drive(
     scale = 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
     basis = make_basis(valid, scale)
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
+    blocks = None if blocks is None else np.asarray(blocks, dtype=np.int64)[valid]
     if strategy == "greedy":
         if adj is not None and neighborhood != "group":
             raise ValueError(
                 "neighborhood: strategy='greedy' merges adjacent groups (neighborhood='group'); "
                 f"got {neighborhood!r}"
             )
-        sub = greedy_partition(basis, accept, neighbors=adj, progress=progress)
+        sub = greedy_partition(basis, accept, neighbors=adj, blocks=blocks, progress=progress)
     else:
         base = _base_order(order, valid, whole.n_features)
         visit = base
@@ -119,6 +125,7 @@ def drive(
             scan=scan,
             neighbors=adj,
             neighborhood=neighborhood,
+            blocks=blocks,
             progress=progress,
         )
     labels[valid] = sub

@@ -84,6 +84,7 @@ def _loop(est, extras: dict) -> dict:
         "strategy": p.get("strategy", "sequential"),
         "neighborhood": p.get("neighborhood", "group"),
         "order": extras.get("order"),
+        "blocks": extras.get("feature_blocks"),
     }
 
 
@@ -114,7 +115,12 @@ class Full(Execution):
 
     def prepare(self, est, inp, folds):
         grid = _grid(est, inp)
-        return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
+        return {
+            "folds": folds,
+            "neighbors": grid.adjacency,
+            "order": grid.order,
+            "feature_blocks": grid.blocks,
+        }
 
     def gather(self, est, data, Y, extras):
         from dcfa.stats.moments import moments
@@ -176,7 +182,12 @@ class Series(Execution):
 
     def prepare(self, est, inp, folds):
         grid = _grid(est, inp)
-        return {"folds": folds, "neighbors": grid.adjacency, "order": grid.order}
+        return {
+            "folds": folds,
+            "neighbors": grid.adjacency,
+            "order": grid.order,
+            "feature_blocks": grid.blocks,
+        }
 
     def gather(self, est, data, Y, extras, columns=None):
         import time
@@ -344,6 +355,9 @@ class SeedRows(Execution):
                 "no neighbors"
             )
         return _one_row_set(self.name, p, folds)
+
+    def prepare(self, est, inp, folds):
+        return {"feature_blocks": _grid(est, inp, adjacency=False).blocks}
 
     def gather(self, est, data, Y, extras):
         from dcfa.stats.columns import column_pass

@@ -18,14 +18,17 @@ from dcfa.cfa.basis import Basis
 from dcfa.cfa.rules import SegmentMoments
 
 
-def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> np.ndarray:
+def greedy_partition(
+    basis: Basis, accept, *, neighbors=None, blocks=None, progress=None
+) -> np.ndarray:
     """Order-free greedy aggregation (LinCFA journal, Remark 13).
 
     Repeatedly take the most correlated pair of current groups that passes the test and
     replace it by its aggregate, until no pair passes. Pairs of original features are tested
     all at once and kept in a sorted array; a merged group is tested against every other
     group (with ``neighbors``, a sparse ``D x D`` adjacency: every adjacent group) when it is
-    formed. Needs the full ``D x D`` moments; O(D^2 log D) time.
+    formed. Only groups of the same block (``blocks``: every feature's, None for one block)
+    are ever paired. Needs the full ``D x D`` moments; O(D^2 log D) time.
     """
     D = basis.n_features
     y = D
@@ -73,6 +76,8 @@ def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> 
             if adjacent is None
             else np.array(sorted(b for b in adjacent[a] if b > a), dtype=np.int64)
         )
+        if blocks is not None:
+            later = later[blocks[later] == blocks[a]]
         if later.size == 0:
             continue
         b, r = passing(a, later)
@@ -120,6 +125,8 @@ def greedy_partition(basis: Basis, accept, *, neighbors=None, progress=None) -> 
             adjacent[a] = (adjacent[a] | adjacent[b]) - {a, b}
             adjacent[b] = set()
             others = np.array(sorted(adjacent[a]), dtype=np.int64)
+        if blocks is not None:
+            others = others[blocks[others] == blocks[a]]
         if others.size:
             ok, r = passing(a, others)
             for rv, o in zip(r.tolist(), ok.tolist(), strict=True):

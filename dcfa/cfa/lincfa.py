@@ -153,7 +153,10 @@ class LinCFA(BaseCFA):
         the dense moments (``mode="full"``).
     neighbors : int, sparse matrix of shape (n_features, n_features) or None, default=None
         Restrict candidates to features adjacent to the group: an int radius in grid steps
-        (needs an xarray input; the grid is its feature dims) or an adjacency.
+        (needs an xarray input; the grid is its feature dims) or an adjacency. With or
+        without it, a group never holds features of two blocks of an xarray input: entries of
+        its ``variable``, ``window`` or ``lag`` dims (or stacked levels;
+        :data:`dcfa.neighbors.BLOCK_DIMS`).
     neighborhood : {"group", "seed"}, default="group"
         With ``neighbors``: candidates adjacent to any member (groups grow across the grid, as
         in the authors' climate runs) or to the seed only (a group stays within a radius of its

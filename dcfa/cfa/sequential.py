@@ -99,6 +99,7 @@ def sequential_partition(
     scan: str = "single",
     neighbors: sp.spmatrix | None = None,
     neighborhood: str = "group",
+    blocks: np.ndarray | None = None,
     progress=None,
 ) -> np.ndarray:
     """Partition the basis features with the greedy loop of the CFA algorithms.
@@ -119,6 +120,8 @@ def sequential_partition(
         With ``neighbors``: adjacent to any member (groups grow across the grid, the authors'
         climate runs) or to the seed only (a group stays within the seed's neighbourhood; what
         the banded moments of ``mode="neighbors"`` need).
+    blocks : ndarray of int of shape (D,), default=None
+        Every feature's block: candidates must be in the seed's block (None: one block).
     progress : callable, default=None
         Called as ``progress(n_assigned, D)`` after each group.
 
@@ -156,6 +159,7 @@ def sequential_partition(
             scan=scan,
             neighborhood=neighborhood,
             skips=skips,
+            blocks=blocks,
         )
         numbering.add(members)
     return labels
@@ -180,7 +184,19 @@ class GroupNumbering:
 
 
 def grow_group(
-    basis, seed, accept, *, order, pos, unassigned, adj, compare, scan, neighborhood, skips=None
+    basis,
+    seed,
+    accept,
+    *,
+    order,
+    pos,
+    unassigned,
+    adj,
+    compare,
+    scan,
+    neighborhood,
+    skips=None,
+    blocks=None,
 ) -> list[int]:
     """The group opened by ``seed``: its members, marked assigned in ``unassigned``.
 
@@ -206,6 +222,8 @@ def grow_group(
         else:
             cand = front.candidates()
             cand = cand[np.argsort(pos[cand], kind="stable")]
+        if blocks is not None:  # never two variables, time scales or lags in one group
+            cand = cand[blocks[cand] == blocks[seed]]
         if scan == "single":
             cand = cand[pos[cand] > pointer]
         if cand.size == 0:

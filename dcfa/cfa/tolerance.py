@@ -132,7 +132,7 @@ class _TolerancePath:
         data = SeriesData.gather(
             apply_inputs(inp.data, self._inputs), Y[:, 0], bounds=bounds, columns=moments
         )
-        loop = _loop(self, {"order": grid.order})
+        loop = _loop(self, {"order": grid.order, "feature_blocks": grid.blocks})
 
         def partition(eps: float, sets) -> np.ndarray:
             parts = [[s for lo, hi in rs for s in data.segments(lo, hi)] for rs in sets]
