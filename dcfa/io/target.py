@@ -85,12 +85,19 @@ def open_target(
         values = [c for c in frame.columns if c != time_column]
         column = _pick(variable, values, p)
         times = parse_dates(frame[time_column], calendar, f"{time_column!r} of {str(p)!r}")
-        return xr.DataArray(
-            frame[column].to_numpy(dtype=float),
-            dims=sample_dim,
-            coords={sample_dim: times},
-            name=column,
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"target.variable: column {column!r} of {str(p)!r} holds a value that is not a "
+                f"number: {frame[column].iloc[row]!r} (row {row + 2} of the file); leave a "
+                "missing value empty"
+            )
+        series = xr.DataArray(
+            values.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: times}, name=column
         )
+        return _in_time_order(series, sample_dim)
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
@@ -114,7 +121,16 @@ def open_target(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
-    return series.load()
+    return _in_time_order(series.load(), sample_dim)
+
+
+def _in_time_order(series: xr.DataArray, sample_dim: str) -> xr.DataArray:
+    """The series sorted by date (stable: repeated dates keep the file's order), so a lead
+    or a join counts months, never rows of the file."""
+    index = series.indexes.get(sample_dim)
+    if index is None or index.is_monotonic_increasing:
+        return series
+    return series.isel({sample_dim: np.argsort(index.values, kind="stable")})
 
 
 def _is_dir(p, storage_options) -> bool:

@@ -1,0 +1,67 @@
+"""A target file's rows in any order: the job pairs months by date, never by row.
+
+A reviewer's case: a CSV target whose rows were shuffled, with ``target.lead = 3``, printed
+nonsense dates and wrote other correlations, exit 0. The reference is the same job with the
+rows in date order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from test_job import write_job
+
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
+from dcfa.io.target import open_target
+
+
+def test_open_target_sorts_the_rows_by_date(tmp_path):
+    time = pd.date_range("2000-01-01", periods=24, freq="MS")
+    values = np.arange(24.0)
+    order = np.random.default_rng(0).permutation(24)
+    pd.DataFrame({"time": time[order], "y": values[order]}).to_csv(tmp_path / "y.csv", index=False)
+    y = open_target(tmp_path / "y.csv", "y")
+    np.testing.assert_array_equal(y.time.values, time.values)
+    np.testing.assert_array_equal(y.values, values)
+
+
+def test_open_target_keeps_the_order_of_a_sorted_file_and_of_repeated_dates(tmp_path):
+    time = pd.to_datetime(["2000-01-01", "2000-02-01", "2000-02-01", "2000-03-01"])
+    pd.DataFrame({"time": time[[3, 1, 2, 0]], "y": [3.0, 1.0, 2.0, 0.0]}).to_csv(
+        tmp_path / "y.csv", index=False
+    )
+    y = open_target(tmp_path / "y.csv", "y")
+    np.testing.assert_array_equal(y.values, [0.0, 1.0, 2.0, 3.0])
+
+
+def test_a_value_that_is_no_number_names_the_key_and_the_row(tmp_path):
+    time = pd.date_range("2000-01-01", periods=5, freq="MS")
+    pd.DataFrame({"time": time, "y": ["1", "2", "oops", "", "5"]}).to_csv(
+        tmp_path / "y.csv", index=False
+    )
+    with pytest.raises(ValueError, match=r"target.variable: column 'y' .* 'oops' \(row 4"):
+        open_target(tmp_path / "y.csv", "y")
+
+
+@pytest.mark.slow
+def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
+    for name in ("sorted", "shuffled"):
+        (tmp_path / name).mkdir()
+    write_job(tmp_path / "sorted", target__lead=3)
+    job = write_job(tmp_path / "shuffled", target__lead=3)
+    csv = tmp_path / "shuffled" / "soi.csv"
+    frame = pd.read_csv(csv)
+    frame.iloc[np.random.default_rng(1).permutation(len(frame))].to_csv(csv, index=False)
+    lines: dict[str, list] = {"sorted": [], "shuffled": []}
+    for name in lines:
+        run_job(load_config(tmp_path / name / "job.toml"), echo=lines[name].append)
+    a = xr.open_zarr(tmp_path / "sorted" / "result.zarr")
+    b = xr.open_zarr(tmp_path / "shuffled" / "result.zarr")
+    assert job.exists()
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_array_equal(a.group_target_corr.values, b.group_target_corr.values)
+    alignment = [s for s in lines["shuffled"] if "lead 3" in s]
+    assert alignment == [s for s in lines["sorted"] if "lead 3" in s] and alignment
