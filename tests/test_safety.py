@@ -521,3 +521,20 @@ def test_dense_job_over_the_memory_budget_exits_2_before_any_pass(tmp_path, sche
     )
     assert "[2/5]" not in proc.stdout, last  # refused before the first pass
     assert tree(tmp_path) == before
+
+
+def test_a_dcfa_store_of_another_kind_is_named_as_such(tmp_path):
+    """A dcfa apply output (or a dataset dcfa wrote) given as a fit's output with overwrite:
+    refused, and called what it is, not "a directory that dcfa did not write"."""
+    from dcfa.io.store import OutputError, check_replaceable
+
+    store = tmp_path / "series.zarr"
+    xr.Dataset({"v": ("x", np.arange(3.0))}, attrs={"dcfa_kind": "region series"}).to_zarr(
+        store, consolidated=False
+    )
+    before = tree(tmp_path)
+    with pytest.raises(OutputError) as err:
+        check_replaceable(store, overwrite=True, key="output.store", kinds=("result",))
+    assert "is a dcfa region series store, not a result store" in str(err.value)
+    assert "overwrite only replaces dcfa's own results" in str(err.value)
+    assert tree(tmp_path) == before

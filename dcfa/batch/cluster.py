@@ -62,7 +62,15 @@ def make_cluster(cluster: dict, *, on_job=None):
     cls = _jobqueue_class(kind)
     options = {} if on_job is None else {"job_cls": _reporting(cls.job_cls, on_job)}
     # cores, memory, queue, walltime, ... from the jobqueue.yaml in the dask config
-    job = cls(**options)
+    try:
+        job = cls(**options)
+    except ValueError as exc:  # no or incomplete jobqueue settings: say where they go
+        reason = " ".join(str(exc).split())
+        raise ValueError(
+            f"cluster.kind: {kind!r} takes the workers' cores, memory, queue and walltime "
+            f"from the Dask config's jobqueue.{kind} section (copy deploy/{kind}/jobqueue.yaml "
+            f"to ~/.config/dask/ and edit it); dask-jobqueue says: {reason}"
+        ) from None
     job.scale(jobs=cluster["n_workers"])
     return job
 

@@ -141,10 +141,13 @@ def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str)
         raise OutputError(f"{key}: {str(p)!r} exists; {how} to replace it, or choose another")
     if kind is None or (kinds and kind not in (*kinds, "incomplete")):
         wanted = " or ".join(kinds) if kinds else "dcfa"
+        if kind is None:
+            what = f"{what} that dcfa did not write (not a {wanted} store)"
+        else:  # ours, of another kind: a fit's result is not replaced by apply's, ...
+            what = f"a dcfa {kind} store, not a {wanted} store"
         raise OutputError(
-            f"{key}: {str(p)!r} is {what} that dcfa did not write (not a {wanted} store); "
-            "overwrite only replaces dcfa's own results. Choose another path, or remove it "
-            "yourself if it is yours to delete"
+            f"{key}: {str(p)!r} is {what}; overwrite only replaces dcfa's own results of that "
+            "kind. Choose another path, or remove it yourself if it is yours to delete"
         )
 
 
