@@ -1,6 +1,6 @@
 """The README's runnable Python example runs as printed, in a fresh interpreter, and gives the
 numbers the README quotes next to it (the demo's chosen tolerance and regions, and the lead-3
-skill row of the comparison table)."""
+skill row of the comparison table); its job file runs as printed with ``dcfa fit``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).parents[1] / "README.md"
 
@@ -45,3 +47,30 @@ def test_the_enso_example_runs_as_printed_and_gives_the_quoted_numbers(tmp_path)
     assert (f"{float(mean):+.2f}", f"{float(sd):.2f}", features) == quoted, row
     # it wrote its store where it ran, and nothing else
     assert sorted(p.name for p in tmp_path.iterdir()) == ["enso.zarr", "example.py"]
+
+
+@pytest.mark.slow
+def test_the_enso_job_file_runs_as_printed(tmp_path):
+    """The README's job file, saved as printed, is a complete job for ``dcfa fit``: it gives
+    the demo's regions and writes its result store next to it, nothing else."""
+    text = README.read_text()
+    toml = next(b for b in re.findall(r"```toml\n(.*?)```", text, flags=re.S) if "enso" in b)
+    n_regions, eps = re.search(r"demo: (\d+) regions \(GenLinCFACV: eps = ([\d.]+)", text).groups()
+    (tmp_path / "job.toml").write_text(toml)
+    subprocess.run(
+        [sys.executable, "-c", "from dcfa.datasets import write_enso_store as w; w('enso.zarr')"],
+        cwd=tmp_path,
+        check=True,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "dcfa", "fit", "job.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"eps = {float(eps):g} chosen" in run.stdout, run.stdout
+    assert re.search(rf"\[5/5\] \S+: {n_regions} groups", run.stdout), run.stdout
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["enso-regions.zarr", "enso.zarr", "job.toml"], names
