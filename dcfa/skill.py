@@ -194,23 +194,93 @@ def _forward_splitter(
     ):
         if value is not None and not _is_int(value, low):
             raise ValueError(f"{arg}: expected None or an int >= {low}, got {value!r}")
-    need = max(MIN_TRAIN, min_train or 0)
-    if test_size is not None:
-        size, culprit = test_size, "test_size"
-    elif min_train is not None:
-        size, culprit = (n - gap - min_train) // n_splits, "min_train"
-    else:
-        size, culprit = n // (n_splits + 1), "n_splits"
-    first = n - gap - n_splits * size
-    if size >= MIN_TEST and first < need and gap > 0 and culprit == "n_splits":
-        culprit = "gap"  # the default blocks fit; the purge leaves too little to train on
-    if size < MIN_TEST or first < need:
-        raise ValueError(
-            f"{culprit}: {n} samples, n_splits={n_splits}, gap={gap}, min_train={min_train}, "
-            f"test_size={test_size} give test blocks of {size} sample(s) and a first training "
-            f"window of {first}; need at least {MIN_TEST} and {need}"
-        )
+    size, first = _layout(n, n_splits, gap, min_train, test_size)
+    if size < MIN_TEST or first < max(MIN_TRAIN, min_train or 0):
+        raise ValueError(_infeasible(n, n_splits, gap, min_train, test_size))
     return TimeSeriesSplit(n_splits, gap=gap, test_size=size, max_train_size=max_train_size)
+
+
+def _layout(
+    n: int, n_splits: int, gap: int, min_train: int | None, test_size: int | None
+) -> tuple[int, int]:
+    """The test block length of :func:`forward_cv`'s folds and its first training window."""
+    if test_size is not None:
+        size = test_size
+    elif min_train is not None:
+        size = (n - gap - max(MIN_TRAIN, min_train)) // n_splits
+    else:
+        size = n // (n_splits + 1)  # scikit-learn's default
+    return size, n - gap - n_splits * size
+
+
+def _fits(n: int, n_splits: int, gap: int, min_train: int | None, test_size: int | None) -> bool:
+    size, first = _layout(n, n_splits, gap, min_train, test_size)
+    return size >= MIN_TEST and first >= max(MIN_TRAIN, min_train or 0)
+
+
+def _infeasible(
+    n: int, n_splits: int, gap: int, min_train: int | None, test_size: int | None
+) -> str:
+    """Why :func:`forward_cv`'s folds do not fit in ``n`` samples, naming the argument at
+    fault and the value it needs: ``gap`` when the same folds fit without the purge, else the
+    argument that sizes the test blocks (``test_size``, ``min_train``, or ``n_splits`` by
+    default), else ``n_splits``."""
+    need = max(MIN_TRAIN, min_train or 0)
+    size, first = _layout(n, n_splits, gap, min_train, test_size)
+    given = f"{n} samples, n_splits={n_splits}, gap={gap}"
+    given += "".join(
+        f", {k}={v}"
+        for k, v in (("min_train", min_train), ("test_size", test_size))
+        if v is not None
+    )
+    if size < MIN_TEST:
+        if min_train is not None:
+            left = f"min_train={min_train} and gap={gap} leave {max(n - gap - need, 0)} samples"
+        else:
+            left = f"{n} // (n_splits + 1) = {max(size, 0)}"
+        why = (
+            f"{n_splits} test blocks would hold {max(size, 0)} sample(s) each ({left}); a "
+            f"test R² needs {MIN_TEST}"
+        )
+    else:
+        why = (
+            f"{n_splits} test blocks of {size} samples ({n_splits * size} in all)"
+            + (f" and the gap of {gap}" if gap else "")
+            + f" leave {max(first, 0)} of the {n} to train the first fold on, fewer than "
+            f"{need}" + (" (min_train)" if min_train is not None and min_train > MIN_TRAIN else "")
+        )
+    if gap > 0 and _fits(n, n_splits, 0, min_train, test_size):
+        if test_size is not None:
+            best = n - n_splits * test_size - need
+        elif min_train is not None:
+            best = n - need - n_splits * MIN_TEST
+        else:
+            best = n - n_splits * (n // (n_splits + 1)) - need
+        return f"gap: {given}: {why}; need gap <= {best}"
+    if test_size is not None and (n - gap - need) // n_splits >= MIN_TEST:
+        return f"test_size: {given}: {why}; need test_size <= {(n - gap - need) // n_splits}"
+    room = n - gap - n_splits * (test_size or MIN_TEST)  # the longest first window possible
+    if min_train is not None and room >= MIN_TRAIN:
+        return f"min_train: {given}: {why}; need min_train <= {room}"
+    fitting = (
+        k
+        for k in range(min(n_splits - 1, n // MIN_TEST), 1, -1)
+        if _fits(n, k, gap, min_train, test_size)
+    )
+    best = next(fitting, None)
+    if best is not None:
+        return f"n_splits: {given}: {why}; need n_splits <= {best}"
+    culprit = "test_size" if test_size else "min_train" if min_train else "n_splits"
+    if test_size is not None and n - gap - need >= 2 * MIN_TEST:
+        return f"test_size: {given}: {why}; need n_splits * test_size <= {n - gap - need}"
+    if min_train is None and n - gap - need >= 2 * MIN_TEST:  # the default blocks are long
+        best = (n - gap - need) // MIN_TEST
+        return f"n_splits: {given}: {why}; need n_splits <= {best} with test_size={MIN_TEST}"
+    if test_size is not None or min_train is not None:  # two blocks of 2 after the first
+        fewest, with_ = 2 * MIN_TEST + gap + need, " and test_size=2" if test_size else ""
+    else:  # n = 3m + r: two blocks of m, a first window of m + r - gap
+        fewest, with_ = min(3 * max(gap + need - r, MIN_TEST) + r for r in range(3)), ""
+    return f"{culprit}: {given}: {why}; too few samples: even n_splits=2{with_} needs {fewest}"
 
 
 def forward_cv(
@@ -251,7 +321,7 @@ def forward_cv(
         purge: with a lead of L samples, or autocorrelated targets, use ``gap >= L``).
     min_train : int, optional
         Smallest first training window: the test blocks are then
-        ``(n_samples - gap - min_train) // n_splits`` samples long. With
+        ``(n_samples - gap - max(min_train, 4)) // n_splits`` samples long. With
         :class:`dcfa.Anomalies` ``by="month"`` on monthly data, use at least 12 so that every
         calendar month is in the first climatology.
     test_size : int, optional
@@ -271,14 +341,18 @@ def forward_cv(
     Raises
     ------
     ValueError
-        Naming the argument, when the folds would have fewer than 2 test samples or a first
-        training window shorter than 4 samples (or ``min_train``).
+        Before a DataArray ``X`` is read, naming the argument at fault (``gap`` when the folds fit
+        without the purge, else ``test_size``, ``min_train`` or ``n_splits``) and the value
+        it needs, when the folds would have fewer than 2 test samples or a first training
+        window shorter than 4 samples (or ``min_train``).
 
     See Also
     --------
     blocked_cv : K contiguous blocks, each predicted from all the others.
     """
-    X, y = _check_inputs(X, y)
+    lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
+    if not lazy:
+        X, y = _check_inputs(X, y)
     cv = _forward_splitter(
         X.shape[0],
         n_splits=n_splits,
@@ -287,4 +361,6 @@ def forward_cv(
         test_size=test_size,
         max_train_size=max_train_size,
     )
+    if lazy:
+        X, y = _check_inputs(X, y)
     return _cross_validated_skill(model, X, y, cv, name)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, check_cv
 
 __all__ = ["Folds", "make_folds"]
 
@@ -51,21 +51,60 @@ def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), stops.tolist(), strict=True))
 
 
+def _describe(cv) -> str:
+    """A short description of a ``cv`` value for messages (never whole index arrays)."""
+    if hasattr(cv, "split") or cv is None or isinstance(cv, Integral | float | str | bytes):
+        text = repr(cv)
+        return text if len(text) <= 80 else f"a value of type {type(cv).__name__}"
+    if hasattr(cv, "__len__"):
+        return f"a {type(cv).__name__} of {len(cv)} item(s)"
+    return f"a value of type {type(cv).__name__}"
+
+
+def _fold_indices(fold, k: int, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fold ``k``'s training and test indices as 1-D int arrays within ``[0, n_samples)``."""
+    if not (hasattr(fold, "__len__") and len(fold) == 2):
+        raise ValueError(
+            f"cv: fold {k} is not a (train, test) pair of index arrays (got {_describe(fold)})"
+        )
+    out = []
+    for part, idx in zip(("train", "test"), fold, strict=True):
+        idx = np.asarray(idx)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(
+                f"cv: fold {k}'s {part} set is not a 1-D array of row indices (dtype "
+                f"{idx.dtype}, shape {idx.shape})"
+            )
+        if idx.size and (idx.min() < 0 or idx.max() >= n_samples):
+            bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+            raise ValueError(
+                f"cv: fold {k}'s {part} set holds row {bad}, not among the {n_samples} "
+                "samples: its (train, test) pairs were made for other data (a fixed list of "
+                "folds suits one number of samples; pass an int or a splitter where several "
+                "are partitioned, as in NonLinCFACV)"
+            )
+        out.append(idx.astype(np.int64, copy=False))
+    return out[0], out[1]
+
+
 def make_folds(cv, n_samples: int, *, min_train: int = 4, min_test: int = 2) -> Folds:
     """The :class:`Folds` of ``cv`` on ``n_samples`` rows.
 
     Parameters
     ----------
-    cv : int or cross-validation splitter
+    cv : int, cross-validation splitter, iterable or None
         An int ``K`` means ``KFold(K)`` (contiguous folds, no shuffle), as
-        ``cross_val_score(..., cv=K)`` does for a regressor. A splitter (``KFold``,
-        ``TimeSeriesSplit``, ...) must yield training and test sets made of contiguous row
-        ranges.
+        ``cross_val_score(..., cv=K)`` does for a regressor; None means 5. A splitter
+        (``KFold``, ``TimeSeriesSplit``, ...) or an iterable of ``(train, test)`` index arrays
+        (such as ``list(KFold(4).split(X))``, for ``n_samples`` rows: scikit-learn's
+        ``check_cv``) must yield training and test sets made of contiguous row ranges.
     n_samples : int
     min_train, min_test : int
         Fewest rows a fold may train / test on (an OLS with two regressors and an intercept
         needs more than three rows to fit and two to score).
     """
+    if cv is None:  # scikit-learn's default (check_cv)
+        cv = 5
     if isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv: expected at least 2 folds, got {cv}")
@@ -74,18 +113,31 @@ def make_folds(cv, n_samples: int, *, min_train: int = 4, min_test: int = 2) -> 
                 f"cv: {cv} folds need at least {cv * min_test} samples, got {n_samples}"
             )
         cv = KFold(int(cv))
-    if not hasattr(cv, "split"):
-        raise TypeError(f"cv: expected an int or a cross-validation splitter, got {cv!r}")
+    given = cv
+    try:
+        cv = check_cv(cv)  # a splitter as it is; an iterable of (train, test) pairs wrapped
+    except (TypeError, ValueError):
+        cv = None
+    if cv is None or isinstance(given, str | bytes | bool | np.bool_):
+        raise TypeError(
+            "cv: expected an int, a cross-validation splitter or an iterable of (train, "
+            f"test) index arrays, got {_describe(given)}"
+        )
     try:
         raw = list(cv.split(np.zeros((n_samples, 1))))
     except ValueError as exc:
+        if not hasattr(given, "split"):  # an iterable whose items are no (train, test) pairs
+            raise ValueError(
+                f"cv: expected an iterable of (train, test) index array pairs ({exc})"
+            ) from None
         raise ValueError(f"cv: {exc}") from None
     if not raw:
-        raise ValueError(f"cv: {cv!r} yields no folds for {n_samples} samples")
+        raise ValueError(f"cv: {_describe(given)} yields no folds for {n_samples} samples")
     cuts = {0, n_samples}
     runs = []
-    for k, (train, test) in enumerate(raw):
-        tr, te = _runs(np.asarray(train)), _runs(np.asarray(test))
+    for k, fold in enumerate(raw):
+        train, test = _fold_indices(fold, k, n_samples)
+        tr, te = _runs(train), _runs(test)
         if len(tr) > _MAX_RUNS or len(te) > _MAX_RUNS:
             raise ValueError(
                 f"cv: fold {k} is not made of contiguous row ranges (shuffled folds?); use "

@@ -117,10 +117,11 @@ class NonLinCFA(BaseCFA):
         Largest CV-R^2 gain of a separate feature that still aggregates (>= 0). The papers
         use 1e-2 (everything aggregates) to 1e-6; about ``(1 - R^2) / (n - 1)`` is the
         value the theory suggests.
-    cv : int or cross-validation splitter, default=5
-        ``K`` contiguous folds without shuffle (``KFold(K)``, the synthetic experiments), or a
+    cv : int, cross-validation splitter or iterable of (train, test), default=5
+        ``K`` contiguous folds without shuffle (``KFold(K)``, the synthetic experiments), a
         splitter with contiguous folds, e.g. ``TimeSeriesSplit(5)`` for time series (the
-        real-data experiments).
+        real-data experiments), or a list of ``(train, test)`` index arrays of contiguous row
+        ranges (scikit-learn's ``check_cv``).
     inputs : {"identity", "square"} or callable, default="identity"
         The inputs ``phi_k``: the features, their squares, or an elementwise function
         (applied blockwise, lazily, on Dask arrays).

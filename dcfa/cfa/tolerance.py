@@ -237,19 +237,28 @@ class _TolerancePath:
 
     def _splits(self, n: int) -> list[tuple[int, tuple[int, int]]]:
         """Forward-chaining folds: (training prefix length, (test start, test stop))."""
-        try:
-            raw = list(TimeSeriesSplit(self.n_splits, gap=self.gap).split(np.zeros((n, 1))))
-        except ValueError as exc:
-            raise ValueError(f"n_splits: {exc}") from None
-        out = []
-        for train, test in raw:
-            if train.size < self._min_samples:
+        # TimeSeriesSplit's test blocks: n // (n_splits + 1) samples each, the first training
+        # prefix what is left before them less the gap
+        test = n // (self.n_splits + 1)
+        if test < 2:  # a skill needs two test samples
+            raise ValueError(
+                f"n_splits: {self.n_splits} forward folds of {n} samples leave test blocks of "
+                f"{test}; need at least 2 samples each: use fewer folds"
+            )
+        first = n - self.n_splits * test - self.gap
+        if first < self._min_samples:
+            ahead = f"{self.n_splits} forward folds of {n} samples (test blocks of {test})"
+            if self.gap and first + self.gap >= self._min_samples:
                 raise ValueError(
-                    f"n_splits: fold trains on {train.size} samples; too few for "
-                    f"{self.n_splits} forward folds of {n} samples"
+                    f"gap: {self.gap} leaves {max(first, 0)} samples to train the first of "
+                    f"{ahead}; need gap <= {first + self.gap - self._min_samples}"
                 )
-            out.append((int(train[-1]) + 1, (int(test[0]), int(test[-1]) + 1)))
-        return out
+            raise ValueError(
+                f"n_splits: the first of {ahead} trains on {max(first, 0)} samples; "
+                f"too few (at least {self._min_samples}): use fewer folds"
+            )
+        raw = TimeSeriesSplit(self.n_splits, gap=self.gap).split(np.zeros((n, 1)))
+        return [(int(tr[-1]) + 1, (int(te[0]), int(te[-1]) + 1)) for tr, te in raw]
 
     def _row_sets(self, n: int) -> list[list[tuple[int, int]]]:
         """The row sets (unions of ranges) the rule reads when partitioning rows ``[0, n)``:

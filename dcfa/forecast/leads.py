@@ -1,5 +1,6 @@
 """The target at ``t + lead``: :func:`lead_target` pairs the predictors at ``t`` with the target
-``lead`` samples later and reports the alignment (:class:`LeadAlignment`)."""
+``lead`` time steps later (months for monthly dates, by label, across gaps) and reports the
+alignment (:class:`LeadAlignment`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa.forecast._checks import _check_sample_dim
+from dcfa.forecast._checks import _check_sample_dim, _indexer, _label, _label_steps, _Steps
 
 __all__ = ["LeadAlignment", "lead_target"]
 
@@ -23,7 +24,7 @@ class LeadAlignment:
     Attributes
     ----------
     lead : int
-        Samples between a predictor and its target.
+        Time steps between a predictor and its target (:attr:`step`).
     n_samples : int
         Pairs kept.
     n_input : int
@@ -33,6 +34,14 @@ class LeadAlignment:
         predictors kept.
     first_target, last_target : object
         Valid times of their targets.
+    n_gaps : int, default=0
+        Predictors dropped because the target has no sample ``lead`` steps after them inside
+        its record (a gap of the labels, e.g. a month missing from both series).
+    first_gap : object, default=None
+        The first of those predictors' labels.
+    step : str, default="sample"
+        One time step of the labels: ``"month"``, ``"year"``, ``"day"``, ... (``"sample"``
+        without labels).
     """
 
     lead: int
@@ -42,23 +51,31 @@ class LeadAlignment:
     last_predictor: Any
     first_target: Any
     last_target: Any
+    n_gaps: int = 0
+    first_gap: Any = None
+    step: str = "sample"
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"lead {self.lead}: predictors {_label(self.first_predictor)} .. "
             f"{_label(self.last_predictor)} -> targets {_label(self.first_target)} .. "
             f"{_label(self.last_target)}, {self.n_samples} of {self.n_input} samples kept"
         )
+        if self.n_gaps:
+            step = self.step if self.lead == 1 else _plural(self.step)
+            what = (
+                "predictor dropped at a gap" if self.n_gaps == 1 else "predictors dropped at gaps"
+            )
+            text += (
+                f"; {self.n_gaps} {what}: no target {self.lead} {step} later (first "
+                f"{_label(self.first_gap)})"
+            )
+        return text
 
 
-def _label(value) -> str:
-    """A date as ``1991-01-01`` (with the time of day when it is not midnight)."""
-    if isinstance(value, np.datetime64):
-        value = pd.Timestamp(value)
-    if hasattr(value, "isoformat") and hasattr(value, "hour"):
-        text = value.isoformat()
-        return text[: -len("T00:00:00")] if text.endswith("T00:00:00") else text
-    return str(value)
+def _plural(step: str) -> str:
+    """``"months"``, ``"6-hour steps"``, ``"steps of 0.5"``."""
+    return step.replace("step of", "steps of") if step.startswith("step of") else f"{step}s"
 
 
 def _as_target(target, sample_dim: str) -> tuple[xr.DataArray, pd.Index | None]:
@@ -114,17 +131,12 @@ def _positions(
         if inside.any():
             raise ValueError(
                 f"target: has no sample labelled {_label(lost[inside][0])}, inside its record "
-                f"({_label(target_labels[0])} .. {_label(target_labels[-1])}); "
-                f"{int(inside.sum())} predictor sample(s) have no target value"
+                f"({_label(target_labels[0])} .. {_label(target_labels[-1])}), though the "
+                f"field has one ({int(inside.sum())} such sample(s)); give the target every "
+                "sample of the field inside its record, or leave those samples out of both "
+                "(xr.align(field, target, join='inner'))"
             )
     return pos
-
-
-def _indexer(idx: np.ndarray):
-    """A slice when the indices are one contiguous increasing run (cheaper on Dask)."""
-    if idx.size and (idx.size == 1 or (np.diff(idx) == 1).all()):
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
 
 
 def lead_target(
@@ -146,11 +158,17 @@ def lead_target(
         The target series. With sample labels on both sides (a DataArray with a coordinate on
         ``sample_dim``, a Series with a non-default index), it is matched by label: every
         sample of the field must be in the target's record, except before its start or after
-        its end (those samples are dropped), and ``lead`` counts samples of the target, so its
-        labels must be unique and increasing, without gaps. Otherwise it holds one value per
-        sample of the field, in order. A Dask-backed DataArray stays lazy.
+        its end (those samples are dropped), and its labels must be unique and increasing.
+        Otherwise it holds one value per sample of the field, in order (and then has the
+        field's labels). A Dask-backed DataArray stays lazy.
     lead : int
-        Non-negative lead in samples (3 with monthly samples: predict April from January).
+        Non-negative lead in time steps of the labels: calendar months for monthly dates (3:
+        predict April from January), years for yearly dates, days, hours... (any calendar,
+        cftime included), or the numeric step of numeric labels. The predictor at ``t`` is
+        paired with the target labelled ``t + lead`` steps, across gaps of the labels: a
+        predictor whose target falls in a gap of the target's labels (a month missing from
+        both series) is dropped, and the alignment counts it. Without labels, or with labels
+        on no regular step, ``lead`` counts samples of the target.
     sample_dim : str, default="time"
     min_samples : int, default=2
         Fewest pairs to keep.
@@ -158,15 +176,15 @@ def lead_target(
     Returns
     -------
     field : DataArray or Dataset
-        The predictors whose target ``lead`` samples later exists.
+        The predictors whose target ``lead`` steps later exists.
     target : DataArray
         The target values at ``t + lead``, labelled with the predictors' ``sample_dim``
         coordinate; their own valid time is the coordinate ``target_time`` (along
         ``sample_dim``; the positions when neither side has labels). The target's name and
         attributes are kept; its other coordinates along ``sample_dim`` are dropped.
     alignment : LeadAlignment
-        First and last predictor and target dates and the samples kept; ``str()`` of it is
-        one line for a log.
+        First and last predictor and target dates, the samples kept and those dropped at a
+        gap of the labels; ``str()`` of it is one line for a log.
 
     Raises
     ------
@@ -195,15 +213,23 @@ def lead_target(
     n, n_target = field.sizes[sample_dim], y.sizes[sample_dim]
     field_labels = field.indexes.get(sample_dim)
     pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
-    keep = (pos >= 0) & (pos + lead < n_target)
+    steps = None
+    if field_labels is not None:  # an unlabelled target has the field's labels
+        steps = _label_steps(field_labels, field_labels if target_labels is None else target_labels)
+    if steps is None:  # no labels, or on no regular step: lead counts samples of the target
+        at_all = np.where(pos >= 0, pos + lead, n_target)
+    else:
+        at_all = _later(steps, lead, n_target)
+    keep = (pos >= 0) & (at_all >= 0) & (at_all < n_target)
     kept = np.flatnonzero(keep)
+    gaps = np.flatnonzero((pos >= 0) & (at_all == -1))
     if kept.size < min_samples:
         raise ValueError(
             f"lead: lead={lead} leaves {kept.size} pair(s) of predictor and target "
             f"({n} predictor samples, {n_target} target samples along {sample_dim!r}); need "
             f"at least {min_samples}"
         )
-    at = pos[kept] + lead
+    at = at_all[kept]
     X = field.isel({sample_dim: _indexer(kept)})
     y = y.isel({sample_dim: _indexer(at)})
     if target_labels is not None:
@@ -226,8 +252,20 @@ def lead_target(
         last_predictor=_scalar(predictors[-1]),
         first_target=_scalar(valid[0]),
         last_target=_scalar(valid[-1]),
+        n_gaps=int(gaps.size),
+        first_gap=_scalar(np.asarray(field_labels[gaps[:1]])[0]) if gaps.size else None,
+        step="sample" if steps is None else steps.unit,
     )
     return X, y, alignment
+
+
+def _later(steps: _Steps, lead: int, n_target: int) -> np.ndarray:
+    """For every predictor, the target's position ``lead`` steps after its label: ``-1`` in a
+    gap of the target's labels, ``n_target`` past the target's end."""
+    field_keys, target_keys = steps.keys
+    wanted = field_keys + lead
+    at = pd.Index(target_keys).get_indexer(wanted)
+    return np.where(wanted > target_keys.max(), n_target, at)
 
 
 _TARGET_TIME_ATTRS = {"long_name": "valid time of the target"}

@@ -11,12 +11,18 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa.forecast._checks import _check_length, _check_new_dim, _check_sample_dim, _int_list
+from dcfa.forecast._checks import (
+    _check_length,
+    _check_new_dim,
+    _check_sample_dim,
+    _indexer,
+    _int_list,
+    _label,
+    _label_steps,
+)
+from dcfa.neighbors import BLOCK_DIMS, block_labels
 
 __all__ = ["BLOCK_DIMS", "feature_blocks", "lagged", "trailing_windows"]
-
-BLOCK_DIMS = ("variable", "window", "lag")
-"""Dims (or stacked coordinates) whose values separate feature blocks, by default."""
 
 _AGGREGATES = ("mean", "sum")
 
@@ -25,18 +31,50 @@ _AGGREGATES = ("mean", "sum")
 # lagged copies and trailing windows (one kernel: shifted slices on the output's chunks)
 
 
-def _shifted(field: xr.DataArray, shift: int, start: int, sample_dim: str):
-    """The data of ``field`` at ``t - shift`` for the samples ``t >= start``.
+def _rows(
+    field: xr.DataArray, shifts: list[int], sample_dim: str, name: str, values: list[int]
+) -> tuple[slice | np.ndarray, dict[int, slice | np.ndarray]]:
+    """The samples ``t`` kept and, for every shift ``s``, the samples at ``t - s`` steps.
 
-    Returns the raw array (NumPy or Dask) of ``field.isel(sample_dim=slice(start - shift,
-    n - shift))``, rechunked along ``sample_dim`` onto the chunks of the samples ``start:``, so
-    every shift has the same chunks (stacking them does not fragment the chunks).
+    Without gaps in the labels (or without labels on a regular step: positions) the samples
+    ``t >= max(shifts)`` are kept, ``t - s`` is ``s`` positions earlier, and both are slices.
+    When the labels have gaps (a month missing), ``t - s`` is found by label
+    (:func:`dcfa.forecast._checks._label_steps`), and a sample is kept when every shift of
+    it is in the field.
     """
     n = field.sizes[sample_dim]
-    data = field.isel({sample_dim: slice(start - shift, n - shift)}).data
+    start = max(shifts)
+    labels = field.indexes.get(sample_dim)
+    steps = None
+    if labels is not None and labels.is_monotonic_increasing:
+        steps = _label_steps(labels)
+    if steps is None or np.array_equal(steps.keys[0], np.arange(n)):
+        return slice(start, None), {s: slice(start - s, n - s) for s in shifts}
+    keys = steps.keys[0]
+    index = pd.Index(keys)
+    source = {s: index.get_indexer(keys - s) for s in shifts}
+    kept = np.flatnonzero(np.logical_and.reduce([src >= 0 for src in source.values()]))
+    if kept.size == 0:
+        jump = int(np.flatnonzero(np.diff(keys) > 1)[0])
+        raise ValueError(
+            f"{name}: {values} leave no sample with all its {name} in the field: its "
+            f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
+            f"{steps.span(start)} before every sample"
+        )
+    return _indexer(kept), {s: _indexer(src[kept]) for s, src in source.items()}
+
+
+def _shifted(field: xr.DataArray, source, kept, shift: int, sample_dim: str):
+    """The data of ``field`` at the samples ``source`` (``t - shift`` of the samples kept).
+
+    Returns the raw array (NumPy or Dask) of ``field.isel(sample_dim=source)``, rechunked along
+    ``sample_dim`` onto the chunks of the samples ``kept``, so every shift has the same chunks
+    (stacking them does not fragment the chunks).
+    """
+    data = field.isel({sample_dim: source}).data
     if shift and _is_dask(data):
         axis = field.get_axis_num(sample_dim)
-        target = field.isel({sample_dim: slice(start, None)}).data.chunks[axis]
+        target = field.isel({sample_dim: kept}).data.chunks[axis]
         data = data.rechunk({axis: target})
     return data
 
@@ -46,10 +84,10 @@ def _is_dask(data) -> bool:
 
 
 def _stack_new_dim(
-    blocks: list, field: xr.DataArray, start: int, sample_dim: str, dim: str, coord: dict
+    blocks: list, field: xr.DataArray, kept, sample_dim: str, dim: str, coord: dict
 ) -> xr.DataArray:
     """Stack same-shaped ``blocks`` along a new ``dim`` right after ``sample_dim``."""
-    base = field.isel({sample_dim: slice(start, None)})
+    base = field.isel({sample_dim: kept})
     axis = base.get_axis_num(sample_dim) + 1
     if any(_is_dask(b) for b in blocks):
         import dask.array
@@ -64,24 +102,24 @@ def _stack_new_dim(
 
 def _lagged_array(field: xr.DataArray, lags: list[int], sample_dim: str) -> xr.DataArray:
     _check_new_dim(field, "lag")
-    start = max(lags)
-    blocks = [_shifted(field, lag, start, sample_dim) for lag in lags]
+    kept, rows = _rows(field, lags, sample_dim, "lags", lags)
+    blocks = [_shifted(field, rows[lag], kept, lag, sample_dim) for lag in lags]
     coord = {"values": np.asarray(lags, dtype=np.int64), "attrs": _LAG_ATTRS}
-    return _stack_new_dim(blocks, field, start, sample_dim, "lag", coord)
+    return _stack_new_dim(blocks, field, kept, sample_dim, "lag", coord)
 
 
 def _windows_array(
     field: xr.DataArray, windows: list[int], how: str, sample_dim: str
 ) -> xr.DataArray:
     _check_new_dim(field, "window")
-    start = max(windows) - 1
+    kept, rows = _rows(field, list(range(max(windows))), sample_dim, "windows", windows)
     dtype = field.dtype if field.dtype in (np.float32, np.float64) else np.dtype(np.float64)
     # the sum over the last w samples, for w = 1, 2, ..., max(windows): strictly left to
     # right from t, so any chunking rounds alike; any missing sample makes the window missing
     sums = {}
     total = None
     for k in range(max(windows)):
-        piece = _shifted(field, k, start, sample_dim).astype(np.float64, copy=False)
+        piece = _shifted(field, rows[k], kept, k, sample_dim).astype(np.float64, copy=False)
         total = piece if total is None else total + piece
         if k + 1 in windows:
             sums[k + 1] = total
@@ -89,7 +127,7 @@ def _windows_array(
         (sums[w] / w if how == "mean" else sums[w]).astype(dtype, copy=False) for w in windows
     ]
     coord = {"values": np.asarray(windows, dtype=np.int64), "attrs": _WINDOW_ATTRS}
-    out = _stack_new_dim(blocks, field, start, sample_dim, "window", coord)
+    out = _stack_new_dim(blocks, field, kept, sample_dim, "window", coord)
     out.attrs["window_aggregate"] = how
     return out
 
@@ -120,8 +158,10 @@ def lagged(field: xr.DataArray | xr.Dataset, lags, *, sample_dim: str = "time"):
         A field with a ``sample_dim`` (NumPy or Dask; a Dask field stays lazy). For a Dataset,
         every data variable along ``sample_dim`` is lagged; the others are kept as they are.
     lags : list of int
-        Unique non-negative lags, in samples (``[0, 1, 2]``: this month, the month before and
-        the one before that).
+        Unique non-negative lags, in time steps of the sample labels, as
+        :func:`lead_target`'s ``lead`` (``[0, 1, 2]`` on monthly dates: this month, the month
+        before and the one before that, by date, across gaps of the labels); in samples when
+        the field has no labels on a regular step.
     sample_dim : str, default="time"
         The dim the lags run along.
 
@@ -130,9 +170,10 @@ def lagged(field: xr.DataArray | xr.Dataset, lags, *, sample_dim: str = "time"):
     DataArray or Dataset
         The field with a new dim ``lag`` (coordinate ``lags``, in the given order) right after
         ``sample_dim``: ``out.sel(lag=L)`` at sample ``t`` is ``field`` at ``t - L``. The first
-        ``max(lags)`` samples (where a lag reaches before the start) are dropped; the others
-        keep their coordinates, the name and the attributes. On Dask, every lag has the
-        chunks of the lag-0 block.
+        ``max(lags)`` samples (where a lag reaches before the start) are dropped, and, when
+        the labels have gaps (a month missing), every sample a lag of which falls in a gap;
+        the others keep their coordinates, the name and the attributes. On Dask, every lag
+        has the chunks of the lag-0 block.
 
     Raises
     ------
@@ -200,7 +241,8 @@ def trailing_windows(
         chunking along ``sample_dim`` gives exactly the in-memory values). For a Dataset, every
         data variable along ``sample_dim`` is windowed; the others are kept as they are.
     windows : list of int
-        Unique positive window lengths, in samples (``[1, 3, 6, 12]`` months; 1 is the field).
+        Unique positive window lengths, in time steps of the sample labels as ``lags``
+        (``[1, 3, 6, 12]`` months on monthly dates; 1 is the field).
     aggregate : {"mean", "sum"} or dict, default="mean"
         ``"sum"`` for accumulated quantities (precipitation). A Dataset takes a mapping from
         variable name to ``"mean"`` or ``"sum"``; variables not in it are averaged.
@@ -214,9 +256,10 @@ def trailing_windows(
         after ``sample_dim``. At sample ``t``, window ``w`` holds the mean (sum) of the field at
         ``t - w + 1, ..., t``; a window with any missing value is missing (NaN). The first
         ``max(windows) - 1`` samples (where the longest window is incomplete) are dropped for
-        every window, so all blocks share one time axis. Coordinates, name and attributes are
-        kept, with ``attrs["window_aggregate"]`` set to the aggregate. Float32 fields stay
-        float32 (summed in float64); other dtypes give float64.
+        every window, and, when the labels have gaps (a month missing), every sample whose
+        longest window reaches into a gap, so all blocks share one time axis. Coordinates,
+        name and attributes are kept, with ``attrs["window_aggregate"]`` set to the
+        aggregate. Float32 fields stay float32 (summed in float64); other dtypes give float64.
 
     Raises
     ------
@@ -307,24 +350,12 @@ def feature_blocks(
         )
     _check_sample_dim(da, sample_dim)
     feature_dims = tuple(d for d in da.dims if d != sample_dim)
-    sizes = {d: da.sizes[d] for d in feature_dims}
-    n_features = int(np.prod(list(sizes.values()), dtype=np.int64))
-    if block_dims is None:
-        block_dims = [d for d in BLOCK_DIMS if d in da.dims or d in da.coords]
-    elif isinstance(block_dims, str):
+    if isinstance(block_dims, str):
         block_dims = [block_dims]
-    columns = []
-    for name in block_dims:
-        if name in da.coords:
-            var = da.coords[name].variable
-        elif name in da.dims:
-            var = xr.Variable(name, np.arange(da.sizes[name]))
-        else:
+    for name in block_dims or ():
+        if name not in da.coords and name not in da.dims:
             raise ValueError(f"block_dims: {name!r} is no dim or coordinate of the predictors")
-        if sample_dim in var.dims:
+        if name in da.coords and sample_dim in da.coords[name].dims:
             raise ValueError(f"block_dims: {name!r} runs along the sample dim {sample_dim!r}")
-        columns.append(var.set_dims(sizes).transpose(*feature_dims).values.ravel())
-    if not columns:
-        return np.zeros(n_features, dtype=np.int64)
-    codes, _ = pd.MultiIndex.from_arrays(columns).factorize()
-    return codes.astype(np.int64)
+    coords = {k: c.variable for k, c in da.coords.items() if sample_dim not in c.dims}
+    return block_labels(feature_dims, tuple(da.sizes[d] for d in feature_dims), coords, block_dims)
