@@ -11,18 +11,25 @@ from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 import xarray as xr
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-export)
+from sklearn.utils._set_output import _get_output_config
+from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
+from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, stack_features
 
 __all__ = [
     "Interval",
     "StrOptions",
     "InputData",
+    "align_features",
     "check_X",
+    "check_fitted_X",
     "check_y",
+    "feature_order",
     "check_n_samples",
     "validate_params",
 ]
@@ -92,7 +99,9 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     elif isinstance(X, da.Array):
         data = X
     elif hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas DataFrame
-        feature_names = np.asarray([str(c) for c in X.columns], dtype=object)
+        # scikit-learn's rule: names when every column name is a string (else None), so
+        # what fit stores is what _check_feature_names compares later
+        feature_names = _get_feature_names(X)
         data = X.to_numpy()
     else:
         data = np.asarray(X)
@@ -126,6 +135,237 @@ def check_n_features(estimator, n_features: int) -> None:
         )
 
 
+def check_fitted_X(
+    estimator,
+    X,
+    *,
+    layout: FeatureLayout | None = None,
+    sample_dim: str = "time",
+    name: str = "X",
+) -> InputData:
+    """:func:`check_X` for a fitted ``estimator`` (``transform``, ``predict``, ...).
+
+    Column names of a DataFrame are checked against ``feature_names_in_`` by scikit-learn's
+    own rule (reordered or other names raise); a DataArray, when the estimator was fitted on
+    one (``layout``), is aligned to the fitted grid by its labels (:func:`align_features`);
+    then the number of features is checked.
+    """
+    _check_feature_names(estimator, X, reset=False)
+    if layout is not None and isinstance(X, xr.DataArray):
+        X = align_features(X, layout, name=name)
+    inp = check_X(X, sample_dim=sample_dim, name=name)
+    check_n_features(estimator, inp.n_features)
+    return inp
+
+
+def pandas_output(estimator, out):
+    """``out`` (a 2-D DataArray ``(sample, column)``) as a DataFrame indexed by the samples
+    when ``estimator.set_output(transform="pandas")`` asked for pandas, else ``out``."""
+    if isinstance(out, xr.DataArray) and out.ndim == 2:
+        if _get_output_config("transform", estimator)["dense"] == "pandas":
+            return out.to_pandas()
+    return out
+
+
+############################################################################################
+# a DataArray against the grid an estimator was fitted on
+
+# coordinates equal up to float32 storage of the same values (dcfa.batch.results' rule)
+_RTOL = 1e-6
+
+
+def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") -> dict:
+    """How ``X``'s grid maps onto the fitted one (``layout``), by labels.
+
+    ``X`` must have the sample dim and the fitted feature dims (in any order), each of the
+    fitted size. Along a dim with an index coordinate both at fit and in ``X``, the labels
+    must be the fitted ones, in any order: the same values (up to float32 rounding), the
+    same longitudes in another convention (modulo 360, when the coordinate is a longitude,
+    :func:`dcfa.geo.is_longitude`), or, for a stacked (MultiIndex) dim, the same cells with
+    the levels stacked in any order. Other grid coordinates present in both must then agree.
+    Reads coordinates only: O(grid), never the data.
+
+    Returns ``{dim: positions}``: for each feature dim whose labels are in another order, the
+    position in ``X`` of each fitted label (``X.isel({dim: positions})`` is in the fitted
+    order). Raises a ValueError naming ``name`` and the dim or coordinate otherwise.
+    """
+    dim = layout.sample_dim
+    grid = tuple(layout.feature_dims)
+    if dim not in X.dims:
+        raise ValueError(
+            f"{name}: the sample dim {dim!r} is not among the dims {X.dims}; the estimator was "
+            f"fitted on dims {(dim, *grid)}"
+        )
+    if len(X.dims) != len(grid) + 1 or set(X.dims) != {dim, *grid}:
+        raise ValueError(f"{name}: expected dims {(dim, *grid)} (in any order), got {X.dims}")
+    for d, size in zip(grid, layout.feature_shape, strict=True):
+        if X.sizes[d] != size:
+            raise ValueError(
+                f"{name}: dim {d!r} has {X.sizes[d]} entries, the training data had {size}"
+            )
+    coords = layout.feature_coords
+    order: dict = {}
+    levels: set = set()
+    for d in grid:
+        ours = coords.get(d)
+        if ours is None or tuple(ours.dims) != (d,) or d not in X.coords:
+            continue  # no labels at fit or here: the positions are all there is
+        a, b = _index_of(ours), X.indexes.get(d)
+        if b is None:
+            b = X[d].to_index()
+        if isinstance(a, pd.MultiIndex):
+            levels.update(str(n) for n in a.names)
+        names = [str(n) for n in a.names] if isinstance(a, pd.MultiIndex) else [d]
+        circular = {n for n in names if is_longitude(n, coords.get(n, ours).attrs)}
+        positions = _label_positions(a, b, circular)
+        if positions is None:
+            raise ValueError(
+                f"{name}: the {d!r} coordinate differs from the training data's "
+                f"({_label_difference(a, b)}); the estimator was fitted on another grid"
+            )
+        if not np.array_equal(positions, np.arange(positions.size)):
+            order[d] = positions
+    for k, ours in coords.items():
+        if k in grid or k in levels or not ours.dims or k not in X.coords:
+            continue
+        theirs = X[k]
+        if set(theirs.dims) != set(ours.dims):
+            raise ValueError(
+                f"{name}: coordinate {k!r} has dims {theirs.dims}, the training data's {ours.dims}"
+            )
+        if _is_lazy(ours) or _is_lazy(theirs.variable):
+            continue  # a Dask-backed coordinate is not read here
+        theirs = theirs.isel({d: p for d, p in order.items() if d in theirs.dims})
+        same = _same_values(
+            np.asarray(ours.values),
+            np.asarray(theirs.transpose(*ours.dims).values),
+            circular=is_longitude(str(k), ours.attrs),
+        )
+        if not same:
+            raise ValueError(
+                f"{name}: coordinate {k!r} differs from the training data's; the estimator "
+                "was fitted on another grid"
+            )
+    return order
+
+
+def align_features(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") -> xr.DataArray:
+    """``X`` on the fitted grid: dims ``(sample_dim, *feature_dims)`` and every feature dim's
+    labels in the fitted order (:func:`feature_order`; lazy for Dask, nothing computed)."""
+    order = feature_order(X, layout, name=name)
+    X = X.transpose(layout.sample_dim, *layout.feature_dims)
+    if order:
+        X = X.isel({d: _as_slice(p) for d, p in order.items()})
+    return X
+
+
+def _index_of(var) -> pd.Index:
+    return var.to_index() if hasattr(var, "to_index") else pd.Index(np.asarray(var.values))
+
+
+def _is_lazy(var) -> bool:
+    return getattr(var, "chunks", None) is not None
+
+
+def _keys(index: pd.Index, circular: set) -> pd.Index:
+    """The labels to match: longitudes modulo 360 (rounded to 1e-6 degree)."""
+
+    def level(values: pd.Index, is_lon: bool):
+        if is_lon and np.issubdtype(values.dtype, np.number):
+            return pd.Index(np.round(np.mod(values.to_numpy(np.float64), 360.0), 6) % 360.0)
+        return values
+
+    if isinstance(index, pd.MultiIndex):
+        return pd.MultiIndex.from_arrays(
+            [level(index.get_level_values(n), str(n) in circular) for n in index.names],
+            names=index.names,
+        )
+    return level(index, bool(circular))
+
+
+def _label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarray | None:
+    """Position in ``theirs`` of each label of ``ours``, or None when the labels differ."""
+    if isinstance(ours, pd.MultiIndex) != isinstance(theirs, pd.MultiIndex):
+        return None
+    if isinstance(ours, pd.MultiIndex):
+        if sorted(map(str, ours.names)) != sorted(map(str, theirs.names)):
+            return None
+        theirs = theirs.reorder_levels(list(ours.names))
+    a, b = _keys(ours, circular), _keys(theirs, circular)
+    if len(a) != len(b):
+        return None
+    if a.equals(b):
+        return np.arange(len(a))
+    if a.is_unique and b.is_unique:
+        positions = b.get_indexer(a)
+        if (positions >= 0).all():
+            return positions
+    if isinstance(a, pd.MultiIndex) or not (
+        np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating)
+    ):
+        return None
+    try:  # floats: equal up to rounding, in any order
+        x, y = a.to_numpy(np.float64), b.to_numpy(np.float64)
+    except (TypeError, ValueError):
+        return None
+    if _same_values(x, y):
+        return np.arange(x.size)
+    sx, sy = np.argsort(x, kind="stable"), np.argsort(y, kind="stable")
+    tol = _tolerance(x)
+    if not _same_values(x[sx], y[sy]) or np.any(np.diff(x[sx]) <= 2 * tol):
+        return None
+    positions = np.empty(x.size, dtype=np.int64)
+    positions[sx] = sy
+    return positions
+
+
+def _tolerance(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values)])
+    return _RTOL * max(float(finite.max()) if finite.size else 0.0, 1.0)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray, *, circular: bool = False) -> bool:
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
+        return bool(np.array_equal(a, b))
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if circular:  # longitudes: the same point in any convention
+        diff = np.abs(np.mod(a - b + 180.0, 360.0) - 180.0)
+        return bool(np.all((diff <= _tolerance(a)) | (np.isnan(a) & np.isnan(b))))
+    return bool(np.allclose(a, b, rtol=0.0, atol=_tolerance(a), equal_nan=True))
+
+
+def _label_difference(ours: pd.Index, theirs: pd.Index) -> str:
+    """A few labels of one side that the other lacks, for an error message."""
+    ours_names, their_names = list(ours.names), list(theirs.names)
+    if len(ours_names) > 1 or len(their_names) > 1:
+        if sorted(map(str, ours_names)) != sorted(map(str, their_names)):
+            return f"fitted levels {ours_names}, here {their_names}"
+
+    def shown(labels) -> str:
+        labels = list(labels)
+        text = ", ".join(str(v) for v in labels[:3])
+        return f"[{text}{', ...' if len(labels) > 3 else ''}]"
+
+    missing = ours.difference(theirs, sort=False)
+    extra = theirs.difference(ours, sort=False)
+    if len(missing) or len(extra):
+        return f"fitted labels not here: {shown(missing)}; labels here not fitted: {shown(extra)}"
+    return "repeated labels"
+
+
+def _as_slice(positions: np.ndarray):
+    """An isel indexer: a slice for a reversed (or shifted) run, else the positions."""
+    steps = np.diff(positions)
+    if positions.size > 1 and (steps == -1).all():
+        stop = int(positions[-1]) - 1
+        return slice(int(positions[0]), None if stop < 0 else stop, -1)
+    if positions.size > 1 and (steps == 1).all():
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
+
+
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:
     if n < minimum:
         raise ValueError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")
@@ -150,6 +390,7 @@ def check_y(
             f"{name}: a target is required: this estimator requires y to be passed, but the "
             "target y is None"
         )
+    y = _dated_target(y, layout)
     if isinstance(y, xr.DataArray):
         _check_sample_alignment(y, layout, name)
         if layout is not None:
@@ -178,6 +419,22 @@ def check_y(
         if np.any(span == 0):
             raise ValueError(f"{name}: the target is constant; there is nothing to predict")
     return values
+
+
+def _dated_target(y, layout: FeatureLayout | None):
+    """A pandas Series (or DataFrame) indexed by dates, for an ``X`` with a sample coordinate,
+    as the DataArray on those dates: it is then checked against ``X``'s dates as a DataArray
+    target is, never used by position."""
+    if layout is None or layout.sample_dim not in layout.sample_coords:
+        return y
+    if not isinstance(y, pd.Series | pd.DataFrame):
+        return y
+    if not isinstance(y.index, pd.DatetimeIndex | xr.CFTimeIndex):
+        return y
+    dim = layout.sample_dim
+    values = y.to_numpy()
+    dims = (dim,) if values.ndim == 1 else (dim, "target")
+    return xr.DataArray(values, dims=dims, coords={dim: y.index})
 
 
 def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name: str) -> None:

@@ -28,11 +28,13 @@ from sklearn.utils.validation import check_is_fitted
 from dcfa._validation import (
     StrOptions,
     _check_numeric,
-    check_n_features,
+    check_fitted_X,
     check_X,
+    feature_order,
     validate_params,
 )
 from dcfa.io.calendars import months_of
+from dcfa.stacking import FeatureLayout
 from dcfa.stats.kernels import anomaly_block
 
 __all__ = ["Anomalies"]
@@ -209,7 +211,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self
         """
         validate_params(self)
-        data, groups, labelled = self._check_input(X, reset=True)
+        data, groups, labelled, _ = self._check_input(X, reset=True)
         self._clim, self._scale = _fit_stats(data, groups, _N_GROUPS[self.by], self.standardize)
         clim, scale = self._clim if self.by == "month" else self._clim[0], self._scale
         self.n_samples_seen_ = int(data.shape[0])
@@ -226,9 +228,12 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _check_input(self, X, *, reset: bool):
-        """``(data, groups, labelled)``: the data with samples first, 0-based groups."""
+        """``(data, groups, labelled, order)``: the data with samples first, 0-based groups,
+        and where a DataArray's grid labels are in another order than the training data's
+        (:func:`dcfa._validation.feature_order`; empty when fitting)."""
         if isinstance(X, xr.DataArray):
-            return (*self._check_dataarray(X, reset=reset), True)
+            data, groups, order = self._check_dataarray(X, reset=reset)
+            return data, groups, True, order
         if reset:
             self._grid_dims = None
         elif self._grid_dims is not None:
@@ -243,21 +248,19 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "not carry; pass an xarray.DataArray with a date coordinate "
                 f"{self.sample_dim!r}, or use by=None (the overall mean)"
             )
-        inp = check_X(X)
+        inp = check_X(X) if reset else check_fitted_X(self, X)  # column names, count
         data = inp.data
         if data.shape[0] == 0:
             raise ValueError(
                 f"X: 0 sample(s) (shape={data.shape}) while a minimum of 1 is required."
             )
-        if not reset:
-            check_n_features(self, data.shape[1])
         if reset:
             self._grid_shape = (int(data.shape[1]),)
             if inp.feature_names is not None:
                 self.feature_names_in_ = inp.feature_names
             elif hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-        return data, np.zeros(data.shape[0], dtype=np.int64), False
+        return data, np.zeros(data.shape[0], dtype=np.int64), False, {}
 
     def _check_dataarray(self, X: xr.DataArray, *, reset: bool):
         _check_numeric(X.dtype, "X")
@@ -270,23 +273,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "too, got an xarray.DataArray"
             )
         grid_dims = tuple(d for d in X.dims if d != dim) if reset else self._grid_dims
-        if not reset:
-            if set(X.dims) != {dim, *grid_dims}:
-                raise ValueError(
-                    f"X: expected dims {(dim, *grid_dims)} (in any order), got {X.dims}"
-                )
-            for d in grid_dims:
-                if X.sizes[d] != self._grid_sizes[d]:
-                    raise ValueError(
-                        f"X: dim {d!r} has {X.sizes[d]} entries, the training data had "
-                        f"{self._grid_sizes[d]}"
-                    )
-                if d in self._grid_index and d in X.indexes:
-                    if not X.indexes[d].equals(self._grid_index[d]):
-                        raise ValueError(
-                            f"X: the {d!r} coordinate differs from the training data's; "
-                            "the climatology is for another grid"
-                        )
+        # the training grid's dims, sizes and labels (in any order, any longitude convention)
+        order = {} if reset else feature_order(X, self._fitted_layout, name="X")
         if X.sizes[dim] == 0:
             raise ValueError(f"X: 0 samples along {dim!r}; at least 1 is required")
         X = X.transpose(dim, *grid_dims)
@@ -302,14 +290,25 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 del self.feature_names_in_
             self._grid_dims = grid_dims
             self._grid_shape = tuple(int(X.sizes[d]) for d in grid_dims)
-            self._grid_sizes = {d: int(X.sizes[d]) for d in grid_dims}
-            self._grid_index = {d: X.indexes[d] for d in grid_dims if d in X.indexes}
             self._grid_coords = {
                 k: v.variable for k, v in X.coords.items() if dim not in v.dims and k != dim
             }
             self._attrs = dict(X.attrs)
             self._name = X.name
-        return X.data, groups
+        return X.data, groups, order
+
+    @property
+    def _fitted_layout(self) -> FeatureLayout:
+        """The training grid, as the checks of :mod:`dcfa._validation` take it."""
+        return FeatureLayout(
+            sample_dim=self.sample_dim,
+            feature_dims=self._grid_dims,
+            feature_shape=self._grid_shape,
+            feature_coords=self._grid_coords,
+            sample_coords={},
+            name=self._name,
+            attrs=self._attrs,
+        )
 
     def _labelled(self, values: np.ndarray, *, month: bool) -> xr.DataArray:
         dims = ("month", *self._grid_dims) if month else self._grid_dims
@@ -326,14 +325,17 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : xarray.DataArray, array-like or dask.array.Array
-            Like the training data (same grid dims, sizes and coordinates, or the same
-            number of columns); any rows, whose months must occur in the training rows.
+            Like the training data (the same grid dims and sizes, in any order, and the
+            same coordinate labels, in any order or longitude convention: the statistics
+            follow the labels; or the same columns); any rows, whose months must occur in
+            the training rows.
 
         Returns
         -------
         Xt : same type as X
-            A DataArray keeps its dims (in their order), coordinates, name and attributes;
-            Dask input gives a lazy result with the same chunks. Float64 (float32 input stays
+            A DataArray keeps its dims (in their order), coordinates, name and attributes
+            (with ``units = "1"`` when ``standardize``: anomalies over their spread); Dask
+            input gives a lazy result with the same chunks. Float64 (float32 input stays
             float32; the arithmetic is float64).
 
         Raises
@@ -343,7 +345,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             climatology), naming the months.
         """
         check_is_fitted(self, "n_features_in_")
-        data, groups, labelled = self._check_input(X, reset=False)
+        data, groups, labelled, order = self._check_input(X, reset=False)
         if self.by == "month":
             missing = np.setdiff1d(np.unique(groups) + 1, self.months_)
             if missing.size:
@@ -352,14 +354,23 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     f"they have no climatology (fitted on months {self.months_.tolist()}); "
                     "fit on rows covering every month to transform"
                 )
+        clim, scale = self._clim, self._scale
+        for d, positions in order.items():  # the statistics in X's order of the labels
+            axis = self._grid_dims.index(d)
+            inverse = np.empty_like(positions)
+            inverse[positions] = np.arange(positions.size)
+            clim = np.take(clim, inverse, axis=1 + axis)
+            scale = None if scale is None else np.take(scale, inverse, axis=axis)
         dtype = np.result_type(data.dtype, np.float32)
         if isinstance(data, da.Array):
-            out = lazy_anomalies(data, self._clim, self._scale, groups, dtype)
+            out = lazy_anomalies(data, clim, scale, groups, dtype)
         else:
-            out = anomaly_block(data, self._clim, self._scale, groups, out_dtype=dtype)
+            out = anomaly_block(data, clim, scale, groups, out_dtype=dtype)
         if not labelled:
             return out
         Xt = X.transpose(self.sample_dim, *self._grid_dims).copy(data=out)
+        if self.standardize:  # anomalies over their spread: dimensionless
+            Xt.attrs = {**Xt.attrs, "units": "1"}
         return Xt.transpose(*X.dims)
 
     def __sklearn_tags__(self):

@@ -166,7 +166,8 @@ def test_xarray_in_xarray_out(rng):
     assert model.label_map_.sel(lat=20.0, lon=5.0).item() == -1
     np.testing.assert_array_equal(model.label_map_.values.ravel(), model.labels_)
     out = model.transform(field)
-    assert out.dims == ("time", "group") and out.attrs["units"] == "K"
+    # LinCFA's features are means of standardised cells: dimensionless, not kelvin
+    assert out.dims == ("time", "group") and out.attrs["units"] == "1"
     np.testing.assert_array_equal(out.time.values, time)
     assert isinstance(out.data, da.Array)
     np.testing.assert_allclose(out.values, np_model.transform(X), atol=1e-9)

@@ -16,16 +16,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from dcfa._validation import (
     InputData,
-    check_n_features,
+    check_fitted_X,
     check_n_samples,
     check_X,
     check_y,
+    pandas_output,
     validate_params,
 )
 from dcfa.cfa.aggregate import aggregate, broadcast_back
 from dcfa.cfa.basis import MergedMoments
 from dcfa.cfa.executions import EXECUTIONS, choose, execution_for_moments
-from dcfa.cfa.inputs import apply_inputs, feature_weights
+from dcfa.cfa.inputs import apply_inputs, feature_weights, output_attrs
 from dcfa.stats.moments import Moments
 
 __all__ = ["BaseCFA"]
@@ -60,7 +61,11 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             The moments of ``[inputs(X), y]`` from an earlier pass (``self.moments_`` of a
             previous fit, :meth:`Moments.load`, a resumed batch job); the pass over ``X`` is
             then skipped. They must come from the same data, in the form this estimator
-            computes (one value; for NonLinCFA one per row segment of its folds).
+            computes (one value; for NonLinCFA one per row segment of its folds). Checked
+            against ``y`` (a ValueError names ``moments``): the target's count, mean and
+            variance (per row segment), and, for in-memory ``X``, the cross-product with
+            ``y`` of one feature, which a reordered ``y`` changes (a Dask ``X`` is not read
+            for it).
 
         Returns
         -------
@@ -115,6 +120,13 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _check_moments(self, moments, inp: InputData, Y, folds, name: str):
+        """Stored ``moments`` checked against this fit: their form (kind, samples, features,
+        targets, treatment of missing values) and that they describe this ``y``."""
+        stats = self._moments_form(moments, inp, Y, folds, name)
+        _check_target_moments(stats, inp, Y, folds, self._inputs)
+        return stats
+
+    def _moments_form(self, moments, inp: InputData, Y, folds, name: str):
         if name in ("neighbors", "seed-rows"):
             from dcfa.stats.columns import ColumnMoments
             from dcfa.stats.grid import GridMoments
@@ -142,7 +154,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 )
             return moments
         if name == "series":
-            return self._check_moments(moments, inp, Y, folds, "seed-rows")
+            return self._moments_form(moments, inp, Y, folds, "seed-rows")
         parts = [moments] if isinstance(moments, Moments) else list(moments)
         if not parts or not all(isinstance(p, Moments) for p in parts):
             raise TypeError("moments: expected a Moments value (or a list of them)")
@@ -296,16 +308,22 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """The group aggregates of ``X``: one column per group.
 
         Lazy for Dask and Dask-backed xarray input (one sparse product over the feature
-        blocks). A DataArray gives a DataArray ``(sample_dim, "group")`` keeping the sample
-        coordinates and attributes.
+        blocks). A DataArray, for an estimator fitted on one, is matched to the fitted grid by
+        its labels: its dims in any order, the labels of each grid dim in any order (and
+        longitudes in any convention); other dims, sizes or labels raise a ValueError. It
+        gives a DataArray ``(sample_dim, "group")`` keeping the sample coordinates and the
+        attributes, with the units of the aggregates: ``"1"`` for standardised features,
+        squared (``"K2"``) for ``inputs="square"``, else those of ``X``. A DataFrame's
+        columns must be the fitted ones (``feature_names_in_``), in order.
 
         Returns
         -------
         Xt : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_groups)
         """
         check_is_fitted(self, "labels_")
-        inp = check_X(X, sample_dim=self.sample_dim)
-        check_n_features(self, inp.n_features)
+        inp = check_fitted_X(
+            self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim
+        )
         Xt = aggregate(
             apply_inputs(inp.data, self._inputs),
             self.labels_,
@@ -317,27 +335,52 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         )
         if inp.layout is None:
             return Xt
-        return inp.layout.samples(
+        out = inp.layout.samples(
             Xt,
             dim="group",
             coords={"group": np.arange(self.n_features_out_)},
             name=f"{type(self).__name__.lower()}_features",
+            attrs=output_attrs(
+                inp.layout.attrs, inputs=self._inputs, standardized=self._standardize
+            ),
         )
+        return pandas_output(self, out)
 
     def inverse_transform(self, Xt):
-        """Every feature gets its group's value, back in its own units (NaN if excluded)."""
+        """Every feature gets its group's value, back in its own units (NaN if excluded).
+
+        A DataArray ``(sample_dim, "group")`` (what ``transform`` gives) of an estimator
+        fitted on a DataArray comes back on the fitted grid: dims ``(sample_dim, *grid)``
+        with ``Xt``'s sample coordinates, the grid's coordinates, and the fitted name and
+        attributes. Other input gives an ``(n_samples, n_features)`` array.
+        """
         check_is_fitted(self, "labels_")
+        layout = getattr(self, "_layout", None)
+        labelled = isinstance(Xt, xr.DataArray) and layout is not None
+        if labelled and Xt.ndim == 2 and layout.sample_dim in Xt.dims:
+            Xt = Xt.transpose(layout.sample_dim, ...)
         values = Xt.values if isinstance(Xt, xr.DataArray) else np.asarray(Xt)
         if values.ndim != 2 or values.shape[1] != self.n_features_out_:
             raise ValueError(
                 f"Xt: expected shape (n_samples, {self.n_features_out_}), got {values.shape}"
             )
-        return broadcast_back(
+        X = broadcast_back(
             values,
             self.labels_,
             np.nan_to_num(self.scale_, nan=1.0),
             self._centre,
             how=self._aggregation,
+        )
+        if not labelled:
+            return X
+        dim = layout.sample_dim if layout.sample_dim in Xt.dims else Xt.dims[0]
+        samples = {k: c.variable for k, c in Xt.coords.items() if set(c.dims) == {dim}}
+        return xr.DataArray(
+            X.reshape((X.shape[0], *layout.feature_shape)),
+            dims=(dim, *layout.feature_dims),
+            coords={**dict(layout.feature_coords), **samples},
+            name=layout.name,
+            attrs=dict(layout.attrs),
         )
 
     @property
@@ -353,3 +396,102 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         tags.input_tags.allow_nan = True
         return tags
+
+
+############################################################################################
+# stored moments against the target of this fit
+
+# rounding of float64 sums (and of a float32 copy of the same values) stays far below this
+_MOMENTS_RTOL = 1e-6
+
+
+def _target_stats(m):
+    """``(mean, ss, cross, count, m2)`` of the target(s) in stored moments: their means and
+    centred sums of squares ``(k,)``, the features' centred cross-products with them
+    ``(D, k)``, the features' counts and centred sums of squares ``(D,)``; None when they
+    hold no target or are not computed (lazy: nothing is computed here)."""
+    if isinstance(m, Moments):
+        if m.is_lazy or m.n_targets == 0:
+            return None
+        D, k = m.n_features, m.n_targets
+        count = m.column_count
+        ss = m.column_var(ddof=0) * count
+        cross = np.stack([np.asarray(m.cross[:D, D + t]) for t in range(k)], axis=1)
+        return m.column_mean[D:], ss[D:], cross, count[:D], ss[:D]
+    target = getattr(m, "target_cross", None)
+    if target is None:
+        return None
+    ss = m.target_m2 if hasattr(m, "target_m2") else m.target_ss
+    return (
+        np.array([m.target_mean], dtype=np.float64),
+        np.array([ss], dtype=np.float64),
+        np.asarray(target, dtype=np.float64).reshape(-1, 1),
+        np.asarray(m.count),
+        np.asarray(m.column_m2, dtype=np.float64),
+    )
+
+
+def _check_target_moments(stats, inp: InputData, Y: np.ndarray, folds, inputs) -> None:
+    """That stored moments describe the target ``Y`` of this fit, in this order of samples.
+
+    Per part (the row segments of the folds for a list): the target's count, mean and sum of
+    squares against ``Y``'s rows (O(n)); for in-memory ``X``, also the cross-product of one
+    feature (the one most correlated with the target, without missing values) with ``Y``,
+    which a reordered ``Y`` changes (O(n), one column of ``X``). Dask ``X`` is never read.
+    """
+    parts = list(stats) if isinstance(stats, list | tuple) else [stats]
+    if len(parts) == 1:
+        bounds = [0, inp.n_samples]
+    elif folds is not None and len(parts) == folds.n_segments:
+        bounds = list(folds.bounds)
+    else:
+        return  # the number of parts is refused by the checks that follow
+    in_memory = isinstance(inp.data, np.ndarray) and not isinstance(inp.data, np.memmap)
+    for s, part in enumerate(parts):
+        lo, hi = bounds[s], bounds[s + 1]
+        where = "" if len(parts) == 1 else f" (segment {s}, rows {lo}:{hi})"
+        if part.n != hi - lo:
+            raise ValueError(
+                f"moments: they describe {part.n} samples{where}, y has {hi - lo} there"
+            )
+        found = _target_stats(part)
+        if found is None:
+            continue
+        mean, ss, cross, count, m2 = found
+        y = Y[lo:hi]
+        y_mean = y.mean(axis=0)
+        yc = y - y_mean
+        y_ss = np.einsum("ij,ij->j", yc, yc)
+        level = np.sqrt(np.mean(y * y, axis=0))
+        bad_mean = np.abs(mean - y_mean) > _MOMENTS_RTOL * np.maximum(level, 1e-300)
+        bad_ss = np.abs(ss - y_ss) > _MOMENTS_RTOL * np.maximum(y_ss, 1e-300)
+        if np.any(bad_mean | bad_ss):
+            t = int(np.flatnonzero(bad_mean | bad_ss)[0])
+            n = max(hi - lo, 1)
+            raise ValueError(
+                f"moments: they were computed with another target{where}: their mean and "
+                f"variance of y are {mean[t]:.6g} and {ss[t] / n:.6g}, this y's "
+                f"{y_mean[t]:.6g} and {y_ss[t] / n:.6g}; pass the y they were computed with "
+                "(moments=None computes them from this one)"
+            )
+        if not in_memory:
+            continue
+        complete = (count == part.n) & np.isfinite(m2) & (m2 > 0)
+        complete &= np.isfinite(cross).all(axis=1)
+        if not complete.any():
+            continue
+        strength = np.where(complete, np.abs(cross[:, 0]) / np.sqrt(np.where(complete, m2, 1)), -1)
+        j = int(np.argmax(strength))
+        x = np.asarray(apply_inputs(inp.data[lo:hi, j : j + 1], inputs), dtype=np.float64)
+        x = x[:, 0] - x[:, 0].mean()
+        ours = x @ yc
+        tol = _MOMENTS_RTOL * np.sqrt(m2[j] * np.maximum(ss, y_ss))
+        bad = np.abs(ours - cross[j]) > tol
+        if np.any(bad):
+            t = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"moments: they do not match this y in the order of the samples{where}: "
+                f"the centred cross-product of feature {j} with y is {ours[t]:.6g} here, "
+                f"{cross[j, t]:.6g} in the moments (y reordered, or moments of other data); "
+                "pass the moments of this X and y, or moments=None"
+            )

@@ -3,6 +3,8 @@ weights (``"area"``: cos(latitude) from an xarray grid's coordinates)."""
 
 from __future__ import annotations
 
+import re
+
 import dask.array as da
 import numpy as np
 import xarray as xr
@@ -12,6 +14,8 @@ from dcfa._validation import InputData, StrOptions
 INPUTS = ("identity", "square")
 WEIGHTS_OPTIONS = [None, StrOptions({"area"}), "array-like"]
 _LATITUDES = ("lat", "latitude")
+# one UDUNITS term: a symbol with an optional integer exponent ("K", "m2", "s-1")
+_TERM = re.compile(r"^([A-Za-z_%]+)(-?[0-9]+)?$")
 
 
 def feature_weights(weights, inp: InputData) -> np.ndarray | None:
@@ -69,4 +73,32 @@ def apply_inputs(data, inputs):
             f"inputs: the function must be elementwise (keep the shape {np.shape(data)}), "
             f"returned shape {out.shape}"
         )
+    return out
+
+
+def squared_units(units: str) -> str:
+    """The CF (UDUNITS) units of the square of a quantity in ``units``.
+
+    ``"K"`` -> ``"K2"``, ``"m2"`` -> ``"m4"``, ``"s-1"`` -> ``"s-2"``, ``"1"`` -> ``"1"``; a
+    compound unit is grouped: ``"m s-1"`` -> ``"(m s-1)2"``.
+    """
+    text = str(units).strip()
+    if text in ("", "1"):
+        return text
+    term = _TERM.match(text)
+    if term is not None:
+        power = 2 * int(term.group(2) or 1)
+        return term.group(1) + ("" if power == 1 else str(power))
+    return f"({text})2"
+
+
+def output_attrs(attrs: dict, *, inputs, standardized: bool) -> dict:
+    """The attributes of an aggregate of features with ``attrs``: all of them, with the units
+    of what is aggregated (dimensionless ``"1"`` when the inputs are standardised, squared for
+    ``inputs="square"``, unchanged otherwise)."""
+    out = dict(attrs)
+    if standardized:
+        out["units"] = "1"
+    elif isinstance(inputs, str) and inputs == "square" and "units" in out:
+        out["units"] = squared_units(out["units"])
     return out

@@ -33,9 +33,10 @@ from dcfa._validation import (
     InputData,
     Interval,
     StrOptions,
-    check_n_features,
+    check_fitted_X,
     check_n_samples,
     check_X,
+    pandas_output,
     validate_params,
 )
 from dcfa.gbmap._checkpoint import load_checkpoint, save_checkpoint
@@ -206,6 +207,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             del data
 
         self.n_features_in_ = p
+        self._layout = inp.layout  # the grid a DataArray given to transform is aligned to
         if inp.feature_names is not None:
             self.feature_names_in_ = inp.feature_names
         elif hasattr(self, "feature_names_in_"):
@@ -373,8 +375,9 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
 
     def _check_input(self, X) -> InputData:
         check_is_fitted(self, "coef_")
-        inp = check_X(X, sample_dim=self.sample_dim)
-        check_n_features(self, inp.n_features)
+        inp = check_fitted_X(
+            self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim
+        )
         if not inp.is_dask and not np.isfinite(inp.data).all():
             raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
         return inp
@@ -385,6 +388,9 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         Parameters
         ----------
         X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            A DataArray, for a model fitted on one, is matched to the fitted features by its
+            labels (dims and coordinate labels in any order; others raise); a DataFrame's
+            columns must be the fitted ones, in order.
 
         Returns
         -------
@@ -398,12 +404,13 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         E = self._embed(inp.data)
         if inp.layout is None:
             return E
-        return inp.layout.samples(
+        out = inp.layout.samples(
             E,
             dim="boost",
             coords={"boost": np.arange(E.shape[1])},
             name=f"{type(self).__name__.lower()}_embedding",
         )
+        return pandas_output(self, out)
 
     def _scores(self, E, data):
         """``f(x) = f_0(x) + sum_j phi_j(x)`` from the embedding of the rows ``data``."""
