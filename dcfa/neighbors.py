@@ -18,6 +18,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from dcfa.stacking import BLOCK_DIMS
+
 __all__ = [
     "BLOCK_DIMS",
     "PERIODIC_AUTO",
@@ -32,11 +34,6 @@ __all__ = [
 ]
 
 PERIODIC_AUTO = "auto"
-
-BLOCK_DIMS = ("variable", "window", "lag")
-"""Feature dims that are not space: a variable, a time scale or a lag of the predictors
-(:mod:`dcfa.forecast`). Cells that differ along them are never neighbours, so a group never
-mixes two variables, two time scales or two lags."""
 
 
 def block_axes(dims) -> tuple[int, ...]:
