@@ -7,24 +7,40 @@
                            prediction) for the months of another archive
 
 Exit status: 0 on success, 2 for a bad configuration or input (the message names the key or
-path, and nothing is written), 1 for any other failure.
+path, and nothing is written), 1 for any other failure, 141 (128 + SIGPIPE, as a shell tool killed
+by SIGPIPE) when stdout was closed early, e.g. ``dcfa inspect STORE | head``: quietly, as Python's
+documented recipe does (https://docs.python.org/3/library/signal.html#note-on-sigpipe); a fit
+stopped so keeps its finished passes for ``--resume``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE: `dcfa inspect x | head`
+
+_EXIT_STATUS = """\
+exit status:
+  0    success
+  1    a fault (a lost worker, Ctrl-C, a full disk): one line; a fit keeps its finished
+       passes for --resume
+  2    a bad configuration or input: one line naming the key or path; nothing is written
+  141  stdout was closed early (e.g. piped into head); quietly, as SIGPIPE would
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dcfa",
         description="Supervised, interpretable dimensionality reduction on Dask.",
+        epilog=_EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="store_true", help="print the version and exit")
     common = argparse.ArgumentParser(add_help=False)
@@ -137,7 +153,13 @@ def _run(args) -> int:
             from dcfa.batch.job import run_job
 
             config = load_config(args.config, args.overrides)
-            run_job(config, scheduler=args.scheduler, output=args.output, resume=args.resume)
+            run_job(
+                config,
+                scheduler=args.scheduler,
+                output=args.output,
+                resume=args.resume,
+                echo=_line,
+            )
         elif args.command == "demo":
             from dcfa.batch.demo import run_demo
 
@@ -153,6 +175,24 @@ def _run(args) -> int:
             from dcfa.batch.inspect import describe
 
             print(describe(args.store, _storage_options(args)))
+        sys.stdout.flush()  # a closed stdout is found here, not in the interpreter's exit
+    except BrokenPipeError as exc:
+        if not _stdout_closed():  # a pipe of something else: a fault, not bad input
+            if args.traceback:
+                raise
+            _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
+            return EXIT_FAILED
+        # Python's recipe: stdout to devnull, so the exit's flush raises nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        if args.command == "fit":
+            print(
+                "dcfa: stdout was closed; stopped (finished passes are kept: rerun with "
+                "--resume to continue)",
+                file=sys.stderr,
+            )
+        return EXIT_STDOUT_CLOSED
     except (
         ValueError,
         TypeError,
@@ -166,8 +206,9 @@ def _run(args) -> int:
     except ImportError as exc:  # an optional dependency (the demo's data, matplotlib)
         _error(exc)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("dcfa: interrupted; rerun with --resume to continue", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        why = str(exc) or "rerun with --resume to continue"
+        print(f"dcfa: interrupted; {why}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # a fault (a worker lost, a disk full): one line, not a traceback
         if args.traceback:
@@ -175,6 +216,25 @@ def _run(args) -> int:
         _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _line(text: str) -> None:
+    """A line of a fit's log, written at once (a log file shows the job's progress as it
+    goes, and a closed stdout stops the job at its next line)."""
+    print(text, flush=True)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader is gone (poll reports POLLERR on its write end)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or no stdout descriptor at all
+        return True
 
 
 def _storage_options(args) -> dict | None:

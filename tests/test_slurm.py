@@ -441,7 +441,10 @@ def test_no_worker_job_outlives_the_driver(no_jobs_left, big_job, tmp_path, kill
     if kill == "SIGTERM":
         assert code == 1 and "dcfa: interrupted" in err, driver.log()  # not killed by it
         assert states == {"CANCELLED"} and told is None, (states, err)
-        assert (tmp_path / "result.zarr.work").is_dir()  # kept for --resume
+        # stopped in the first pass: no pass had finished, so nothing is kept (a failed run
+        # leaves nothing behind but finished passes)
+        assert not (tmp_path / "result.zarr.work").exists()
+        assert "no pass had finished: nothing was kept" in err, err
     elif kill == "SIGKILL":
         assert code == -signal.SIGKILL
         assert told and set(told.group(1).split()) == running, err

@@ -30,15 +30,19 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     name = "lincfa"               # lincfa | nonlincfa | genlincfa | genlincfacv | nonlincfacv
     [method.params]               # the estimator's parameters
     neighbors = 1
+    random_state = 0              # default 0 (printed, and recorded in the result's
+                                  # parameters): a job gives the same result run again or
+                                  # resumed; another value draws another shuffle
 
     [gbmap]                       # optional: GBMAP on the reduced features
-    n_boosts = 4
+    n_boosts = 4                  # (random_state: default 0 too)
 
     [output]
     store = "result.zarr"         # or "s3://bucket/result.zarr" (any fsspec URL)
     overwrite = false             # replaces only an earlier dcfa result
     work_dir = ""                 # resume state; default <store>.work, or for a URL
-                                  # ./<name>-<hash>.work in the working directory
+                                  # ./<name>-<hash>.work in the working directory; never
+                                  # the store, inside it or around it (checked first)
 
     [input.storage_options]       # for URLs (also [target.storage_options] and
     endpoint_url = "https://..."  # [output.storage_options]): passed to fsspec (s3fs)

@@ -14,15 +14,23 @@ Then, on the cluster:
 Finished passes are kept in ``<output>.work/`` with the identity of the configuration, the
 input store's content and the target's values (:mod:`dcfa.batch.workdir`), so a killed job rerun
 with ``--resume`` skips them, and only when nothing they depend on changed; the directory is
-removed once the result is written, or when the job stops on bad input.
+removed once the result is written, when the job stops on bad input data, or when a run fails
+before any pass finished. The run holds the directory (a lock) from the moment it writes to it,
+which is after the cluster is connected.
+
+A job is reproducible: a method (or ``[gbmap]``) with a ``random_state`` the configuration does
+not set gets :data:`DEFAULT_RANDOM_STATE`, printed, part of the job's identity (so ``--resume``
+redraws nothing) and recorded in the result's ``parameters`` (and ``gbmap``) attributes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -39,9 +47,17 @@ from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.io.store import check_apart, check_replaceable, check_writable
 
-__all__ = ["run_job", "build_estimator", "build_gbmap"]
+__all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
 
 _IN_MEMORY_BYTES = 256 * 2**20
+# the seed of a shuffling method (and of GBMAP) when the job does not choose one: the same job
+# gives the same result, run again or resumed
+DEFAULT_RANDOM_STATE = 0
+
+
+class InputDataError(ValueError):
+    """Bad input data found by a pass (no data at all, an undecodable chunk): the run's work
+    directory, finished passes included, is removed (nothing of it is worth resuming)."""
 
 
 def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
@@ -64,18 +80,38 @@ def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
     return estimator
 
 
-def build_estimator(method: dict):
-    """The estimator named in ``[method]``, its parameters checked now."""
+def _method_class(name: str):
     from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
 
-    cls = {
+    return {
         "lincfa": LinCFA,
         "nonlincfa": NonLinCFA,
         "genlincfa": GenLinCFA,
         "genlincfacv": GenLinCFACV,
         "nonlincfacv": NonLinCFACV,
-    }[method["name"]]
-    return _checked(cls, dict(method["params"]), "method.params")
+    }[name]
+
+
+def build_estimator(method: dict):
+    """The estimator named in ``[method]``, its parameters checked now."""
+    return _checked(_method_class(method["name"]), dict(method["params"]), "method.params")
+
+
+def _seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
+    """``config`` with :data:`DEFAULT_RANDOM_STATE` for every ``random_state`` it leaves unset
+    (the method's, if it takes one, and GBMAP's), and the keys so set."""
+    keys = []
+    method = config.method
+    params = method["params"]
+    takes = "random_state" in _method_class(method["name"])().get_params()
+    if takes and "random_state" not in params:
+        method = {**method, "params": {**params, "random_state": DEFAULT_RANDOM_STATE}}
+        keys.append("method.params.random_state")
+    gbmap = config.gbmap
+    if gbmap is not None and "random_state" not in gbmap:
+        gbmap = {**gbmap, "random_state": DEFAULT_RANDOM_STATE}
+        keys.append("gbmap.random_state")
+    return dataclasses.replace(config, method=method, gbmap=gbmap), keys
 
 
 def build_gbmap(config: JobConfig):
@@ -109,11 +145,13 @@ def run_job(
 ) -> Path:
     """Run the job; return the path of the result store.
 
-    Bad input found during a pass (no data at all, an unreadable chunk) raises a ValueError
-    naming the key or path, and the work directory is removed; any other failure keeps the
-    finished passes for ``--resume``.
+    Bad input found during a pass (no data at all, an unreadable chunk) raises an
+    :class:`InputDataError` (a ValueError) naming the key or path, and the work directory is
+    removed; any other failure keeps the finished passes for ``--resume`` (a work directory
+    with none is removed).
     """
     t0 = time.perf_counter()
+    config, seeded = _seeded(config)
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     out = location(output or config.output["store"])
@@ -158,16 +196,43 @@ def run_job(
     )
     valid = valid_time[position.values.astype(int)]
     echo(f"      {_alignment(field, valid, tgt['lead'], n_input, inp, dim)}")
-    workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo)
+    if seeded:
+        echo(
+            f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(seeded)} not set: "
+            "fixed, so the job gives the same result run again or resumed; set it to change)"
+        )
+    # every check of the work directory (another run holding it, --resume's identity) before
+    # a cluster is started; nothing is written before the cluster is connected
+    workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
+    from dcfa.batch.cluster import open_client
+
     try:
-        with _reading(inp["store"], inp["variables"]):
-            _run_passes(
-                config, field, target, n_common, estimator, gbmap, workdir, out, scheduler, echo
-            )
-    except ValueError:
-        workdir.remove()  # bad input: nothing of this run is worth resuming
-        raise
-    workdir.remove()
+        with open_client(config.cluster, scheduler) as client:
+            echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
+            try:
+                with _reading(inp["store"], inp["variables"]):
+                    _run_passes(
+                        config,
+                        field,
+                        target,
+                        n_common,
+                        estimator,
+                        gbmap,
+                        workdir,
+                        out,
+                        client,
+                        echo,
+                    )
+            except BaseException as exc:
+                # bad input data: nothing of this run is worth resuming; any other failure
+                # (Ctrl-C, a lost worker, a closed stdout) keeps the finished passes
+                kept = workdir.abandon(bad_input=isinstance(exc, InputDataError))
+                if isinstance(exc, KeyboardInterrupt) and not kept:
+                    raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
+                raise
+            workdir.remove()
+    finally:
+        workdir.close()
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
@@ -250,16 +315,37 @@ def _work_dir(out: Path | str, given: str | None) -> Path:
 
 
 def _check_output(out: Path | str, work: Path, config: JobConfig) -> None:
-    """Before anything is read: the output and its work directory are apart from every input,
-    replaceable (only an earlier dcfa result, with overwrite) and writable."""
+    """Before anything is read: the output and its work directory are apart from every input
+    and from each other, replaceable (only an earlier dcfa result, with overwrite) and
+    writable."""
     inputs = {
         "input.store": config.input["store"],
         "target.path": config.target["path"],
     }
     if config.source != "<config>":
         inputs["the job file"] = config.source
-    for path in (out, work):
-        check_apart(path, inputs, "output.store")
+    given = bool(config.output["work_dir"])
+    check_apart(out, inputs, "output.store")
+    check_apart(work, inputs, "output.work_dir" if given else "output.store")
+    if isinstance(out, Path):
+        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
+        rel = (
+            "is"
+            if o == w
+            else "lies inside"
+            if o in w.parents
+            else "contains"
+            if w in o.parents
+            else None
+        )
+        if rel:
+            raise ConfigError(
+                f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "
+                "directory and the result store must lie apart (choose another output.work_dir, "
+                "or leave it unset for <output.store>.work)"
+            )
+    if given:
+        check_writable(work, "output.work_dir")
     so = config.output["storage_options"]
     check_replaceable(
         out,
@@ -280,7 +366,7 @@ def _reading(store: str, variables: list[str]):
     except Exception as exc:
         if isinstance(exc, ValueError) or not _from_codec(exc):
             raise
-        raise ValueError(
+        raise InputDataError(
             f"input.store: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
             f"or corrupt file?): {type(exc).__name__}: {exc}"
         ) from exc
@@ -297,140 +383,167 @@ def _from_codec(exc: BaseException) -> bool:
 
 
 def _run_passes(
-    config, field, target, n_common, estimator, gbmap, workdir, out, scheduler, echo
+    config, field, target, n_common, estimator, gbmap, workdir, out, client, echo
 ) -> None:
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     grid = [d for d in field.dims if d != dim]
     work = workdir.path
 
-    from dcfa.batch.cluster import open_client
+    # the execution the fit will run, chosen as fit chooses it; a fit that cannot run
+    # within the memory budget is refused before the first pass (metadata only)
+    estimator.set_params(sample_dim=dim)
+    echo(f"      execution: {estimator.execution_for(field)}")
+    workdir.open()  # the first write of the run: the cluster runs, the checks are done
+    field = io.plan_chunks(field, sample_dim=dim)
+    field = _held_if_small(field, client, echo)
 
-    with open_client(config.cluster, scheduler) as client:
-        echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
-        # the execution the fit will run, chosen as fit chooses it; a fit that cannot run
-        # within the memory budget is refused before the first pass (metadata only)
-        estimator.set_params(sample_dim=dim)
-        echo(f"      execution: {estimator.execution_for(field)}")
-        field = io.plan_chunks(field, sample_dim=dim)
-        field = _held_if_small(field, client, echo)
-
-        estimator.set_params(sample_dim=dim)
-        # an estimator that gathers grid moments gets them from the preprocessing pass
-        request = estimator.grid_pass_request(field)
-        prep_path = workdir.reuse("preprocessing.zarr")
-        moments = _load_moments(workdir)
-        action = "reused" if moments is not None else "from the pass" if request else "pass"
-        if prep_path is not None and (request is None or moments is not None):
-            prep = io.Preprocessing.from_dataset(xr.open_zarr(prep_path))
-            echo("[2/5] preprocessing: reused from the interrupted run")
-        else:
-            t = time.perf_counter()
-            prep, moments = preprocessing_pass(
-                field,
-                target.values if request else None,
-                sample_dim=dim,
-                anomalies=inp["anomalies"],
-                standardize=inp["standardize"],
-                **(request or {}),
-            )
-            _check_has_data(prep, inp)
-            if prep_path is None:
-                io.write_dataset(prep.to_dataset(), work / "preprocessing.zarr")
-                workdir.record("preprocessing.zarr")
-            if moments is not None:
-                moments.save(work / "moments")
-                workdir.record("moments")
-            echo(
-                f"[2/5] one pass: {int(prep.has_data.sum())} of {int(prep.has_data.size)} "
-                "cells hold data"
-                + ("; climatology" if inp["anomalies"] else "")
-                + ("; spread" if inp["standardize"] else "")
-                + ("; grid moments" if request else "")
-                + f" in {time.perf_counter() - t:.1f} s"
-            )
-        prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
-        if request is not None:  # the grid execution reads the grid; cells without data excluded
-            cells, keep = prepared, np.arange(prep.has_data.size)
-        else:  # the other executions skip the cells without data; the stacked cells keep
-            # their place on the grid, so a neighbors radius and the visiting order are the
-            # grid's (dcfa.stacking.CellGrid)
-            cells, keep = _cells_with_data(prepared, prep.has_data, grid)
-
+    estimator.set_params(sample_dim=dim)
+    # an estimator that gathers grid moments gets them from the preprocessing pass
+    request = estimator.grid_pass_request(field)
+    prep_path = workdir.reuse("preprocessing.zarr")
+    moments = _load_moments(workdir)
+    action = "reused" if moments is not None else "from the pass" if request else "pass"
+    if prep_path is not None and (request is None or moments is not None):
+        prep = io.Preprocessing.from_dataset(xr.open_zarr(prep_path))
+        echo("[2/5] preprocessing: reused from the interrupted run")
+    else:
         t = time.perf_counter()
-        estimator.fit(cells, target, moments=moments)
-        if moments is None:
-            _save_moments(work, estimator)
+        prep, moments = preprocessing_pass(
+            field,
+            target.values if request else None,
+            sample_dim=dim,
+            anomalies=inp["anomalies"],
+            standardize=inp["standardize"],
+            **(request or {}),
+        )
+        _check_has_data(prep, inp)
+        if prep_path is None:
+            io.write_dataset(prep.to_dataset(), work / "preprocessing.zarr")
+            workdir.record("preprocessing.zarr")
+        if moments is not None:
+            moments.save(work / "moments")
             workdir.record("moments")
         echo(
-            f"[3/5] moments {action} and partition: {keep.size} cells -> "
-            f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
-            f"{time.perf_counter() - t:.1f} s"
+            f"[2/5] one pass: {int(prep.has_data.sum())} of {int(prep.has_data.size)} "
+            "cells hold data"
+            + ("; climatology" if inp["anomalies"] else "")
+            + ("; spread" if inp["standardize"] else "")
+            + ("; grid moments" if request else "")
+            + f" in {time.perf_counter() - t:.1f} s"
         )
+    prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
+    if request is not None:  # the grid execution reads the grid; cells without data excluded
+        cells, keep = prepared, np.arange(prep.has_data.size)
+    else:  # the other executions skip the cells without data; the stacked cells keep
+        # their place on the grid, so a neighbors radius and the visiting order are the
+        # grid's (dcfa.stacking.CellGrid)
+        cells, keep = _cells_with_data(prepared, prep.has_data, grid)
 
-        # the features pass: computed once, for GBMAP and the result store, as dcfa apply
-        # computes them (from the raw field: the anomalies are folded into the sums)
-        reduction = Reduction.of(estimator, keep)
-        features = region_series(field, prep, reduction, sample_dim=dim)
-        embedding = None
-        if gbmap is not None:
-            t = time.perf_counter()
-            # samples x groups is small: fit GBMAP in memory, not one round trip to the
-            # cluster per L-BFGS evaluation; else keep it on the workers
-            features = (
-                features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
-            )
-            gbmap.set_params(checkpoint=str(work / "gbmap"))
-            gbmap.fit(features, target)
-            embedding = gbmap.transform(features).rename(None)
-            echo(
-                f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
-                f"features in {time.perf_counter() - t:.1f} s"
-            )
-        region = _region_on_grid(estimator.labels_, keep, prep.has_data)
-        dataset = io.result_dataset(
-            estimator,
-            cells,
-            region=region,
-            target=target.values,
-            sample_dim=dim,
-            features=features,
-            embedding=embedding,
-            gbmap=gbmap,
-            attrs=provenance(
-                config.raw,
-                method=type(estimator).__name__,
-                params=config.method["params"],
-                input_store=inp["store"],
-                target=tgt["path"],
-                n_common=n_common,
-            ),
-        )
-        dataset = dataset.assign(_application(reduction, prep))
-        record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
-        dataset.attrs.update(record)
-        if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
-            path = json.loads(record["eps_path"])
-            echo(
-                f"      eps = {record['eps']:g} chosen by forward CV among "
-                + ", ".join(
-                    f"{e:g} ({g} groups, R2 {float('nan') if r is None else r:.2f})"
-                    for e, g, r in zip(
-                        path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True
-                    )
-                )
-            )
+    t = time.perf_counter()
+    estimator.fit(cells, target, moments=moments)
+    if moments is None:
+        _save_moments(work, estimator)
+        workdir.record("moments")
+    echo(
+        f"[3/5] moments {action} and partition: {keep.size} cells -> "
+        f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
+        f"{time.perf_counter() - t:.1f} s"
+    )
+
+    # the features pass: computed once, for GBMAP and the result store, as dcfa apply
+    # computes them (from the raw field: the anomalies are folded into the sums)
+    reduction = Reduction.of(estimator, keep)
+    features = region_series(field, prep, reduction, sample_dim=dim)
+    embedding = None
+    if gbmap is not None:
+        t = time.perf_counter()
+        # samples x groups is small: fit GBMAP in memory, not one round trip to the
+        # cluster per L-BFGS evaluation; else keep it on the workers
+        features = features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
+        _fit_gbmap(gbmap, features, target, workdir, reduction)
+        embedding = gbmap.transform(features).rename(None)
         echo(
-            "[4/5] writing the result"
-            + ("" if gbmap is not None else " (a pass computes the reduced features)")
+            f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
+            f"features in {time.perf_counter() - t:.1f} s"
         )
-        io.write_result(
-            out,
-            dataset,
-            moments=estimator.moments_,
-            overwrite=config.output["overwrite"],
-            storage_options=config.output["storage_options"],
+    region = _region_on_grid(estimator.labels_, keep, prep.has_data)
+    dataset = io.result_dataset(
+        estimator,
+        cells,
+        region=region,
+        target=target.values,
+        sample_dim=dim,
+        features=features,
+        embedding=embedding,
+        gbmap=gbmap,
+        attrs=provenance(
+            config.raw,
+            method=type(estimator).__name__,
+            params=config.method["params"],  # random_state included (_seeded)
+            input_store=inp["store"],
+            target=tgt["path"],
+            n_common=n_common,
+        ),
+    )
+    dataset = dataset.assign(_application(reduction, prep))
+    record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
+    dataset.attrs.update(record)
+    if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
+        path = json.loads(record["eps_path"])
+        echo(
+            f"      eps = {record['eps']:g} chosen by forward CV among "
+            + ", ".join(
+                f"{e:g} ({g} groups, R2 {float('nan') if r is None else r:.2f})"
+                for e, g, r in zip(path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True)
+            )
         )
+    echo(
+        "[4/5] writing the result"
+        + ("" if gbmap is not None else " (a pass computes the reduced features)")
+    )
+    io.write_result(
+        out,
+        dataset,
+        moments=estimator.moments_,
+        overwrite=config.output["overwrite"],
+        storage_options=config.output["storage_options"],
+    )
+
+
+def _fit_gbmap(gbmap, features, target, workdir: WorkDir, reduction: Reduction) -> None:
+    """Fit GBMAP with its checkpoints in the work directory: resumed when the checkpoint was
+    written for the same ``[gbmap]`` settings (but ``n_boosts``: boosting is stagewise) and the
+    same partition, else discarded, said so, and GBMAP starts afresh."""
+    settings = {"estimator": type(gbmap).__name__}
+    settings.update(
+        (k, v)
+        for k, v in gbmap.get_params().items()
+        if k not in ("n_boosts", "persist", "checkpoint")
+    )
+    where = workdir.gbmap_checkpoint(settings, _partition_digest(reduction))
+    gbmap.set_params(checkpoint=str(where))
+    try:
+        gbmap.fit(features, target)
+    except ValueError as exc:  # a checkpoint that still does not fit these data
+        if not (str(exc).startswith("checkpoint:") and where.is_dir() and any(where.iterdir())):
+            raise
+        found = re.search(r"written by a different fit \((.*)\); use another", str(exc))
+        workdir.discard_gbmap(f"it does not match this fit ({found.group(1) if found else exc})")
+        gbmap.fit(features, target)
+
+
+def _partition_digest(reduction: Reduction) -> str:
+    """A hash of what the features are made of: every cell's place, group, scale, centre."""
+    h = hashlib.sha256()
+    for a in (reduction.keep, reduction.labels, reduction.scale, reduction.centre):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    if reduction.weight is not None:
+        h.update(np.ascontiguousarray(reduction.weight, dtype=np.float64).tobytes())
+    h.update(repr((reduction.aggregation, str(reduction.inputs), reduction.nan_aware)).encode())
+    return h.hexdigest()
 
 
 _HOLD_FRACTION = 0.2  # of the workers' total memory limit
@@ -454,7 +567,7 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
 
 def _check_has_data(prep, inp: dict) -> None:
     if not bool(prep.has_data.any()):
-        raise ValueError(
+        raise InputDataError(
             f"input.variables: {inp['variables']} in {inp['store']!r} hold no data (every value "
             "is missing" + (" in input.time" if inp["time"] else "") + ")"
         )

@@ -1,0 +1,423 @@
+"""The batch job's runs: reproducible runs and resumes, GBMAP work under
+``--resume``, a work directory held by its run, a work directory apart from the result,
+nothing left by a failure before any finished pass, and a closed stdout.
+
+Every CLI case runs the real command line (``python -m dcfa``, a separate process) on real
+Zarr stores, against a real LocalCluster, and asserts the exit code, the message and the files
+on disk before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from test_job import cli, write_job
+from test_safety import fails, tree
+
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
+
+pytestmark = pytest.mark.slow
+
+UNSEEDED = {"neighbors": 1}  # LinCFA shuffles (shuffle=True) and no random_state is given
+
+
+@pytest.fixture
+def scheduler(client):
+    """The session's 2-process LocalCluster, so the runs do not each start one."""
+    return client.scheduler.address
+
+
+def _start(*args, cwd: Path, stdout=None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dcfa", *args],
+        cwd=cwd,
+        stdout=stdout if stdout is not None else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    t0 = time.monotonic()
+    while not predicate():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _interrupt(config, at: str, scheduler: str, output=None) -> None:
+    def echo(line):
+        if line.startswith(at):
+            raise KeyboardInterrupt  # the job is killed here
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(config, output=output, scheduler=scheduler, echo=echo)
+
+
+def _region(path: Path) -> np.ndarray:
+    return np.nan_to_num(xr.open_zarr(path).region.values, nan=-2)
+
+
+def _passes(work: Path) -> dict:
+    return json.loads((work / "identity.json").read_text())["passes"]
+
+
+############################################################################################
+# A: reproducible by default
+
+
+def test_a_job_is_reproducible_by_default_and_resumes_to_the_same_partition(tmp_path, scheduler):
+    job = write_job(tmp_path, method__params=UNSEEDED)
+    runs = []
+    for name in ("first.zarr", "second.zarr"):
+        proc = cli("fit", str(job), "--output", name, "--scheduler", scheduler, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "random_state = 0 (method.params.random_state not set" in proc.stdout
+        runs.append(tmp_path / name)
+    np.testing.assert_array_equal(_region(runs[0]), _region(runs[1]))
+    attrs = xr.open_zarr(runs[0]).attrs
+    assert json.loads(attrs["parameters"]) == {"neighbors": 1, "random_state": 0}
+
+    # resumed from the same saved moments: the same partition again
+    config = load_config(job)
+    _interrupt(config, "[3/5]", scheduler, output=str(tmp_path / "resumed.zarr"))
+    assert "moments" in _passes(tmp_path / "resumed.zarr.work")
+    proc = cli("fit", str(job), "--output", "resumed.zarr", "--resume", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "moments reused" in proc.stdout
+    np.testing.assert_array_equal(_region(tmp_path / "resumed.zarr"), _region(runs[0]))
+    assert not (tmp_path / "resumed.zarr.work").exists()
+
+    # a random_state given is kept as given, and nothing is printed about it
+    proc = cli(
+        "fit",
+        str(job),
+        "--output",
+        "seven.zarr",
+        "--set",
+        "method.params.random_state=7",
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "random_state = 0" not in proc.stdout
+    assert (
+        json.loads(xr.open_zarr(tmp_path / "seven.zarr").attrs["parameters"])["random_state"] == 7
+    )
+
+
+############################################################################################
+# B: GBMAP's checkpoint under --resume
+
+
+def _killed_during_gbmap(job: Path, tmp_path: Path, scheduler: str) -> Path:
+    """A real run, SIGINT once GBMAP has checkpointed a few learners; the work directory."""
+    work = tmp_path / "result.zarr.work"
+    proc = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    checkpoint = work / "gbmap" / "gbmap_checkpoint.npz"
+    _wait_for(lambda: checkpoint.exists() or proc.poll() is not None, 300, "a checkpoint")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (out, err)
+    assert "interrupted; rerun with --resume" in err
+    assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
+    assert checkpoint.exists()
+    return work
+
+
+def test_resume_after_an_interrupt_in_gbmap_reuses_the_passes_and_the_checkpoint(
+    tmp_path, scheduler
+):
+    job = write_job(tmp_path, method__params=UNSEEDED, gbmap__n_boosts=300)
+    before = tree(tmp_path)
+    work = _killed_during_gbmap(job, tmp_path, scheduler)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
+    assert "GBMAPRegressor: resuming after step" in proc.stderr
+    assert "discarded" not in proc.stdout
+    assert not work.exists()
+    after = tree(tmp_path)
+    assert {k.split("/")[0] for k in set(after) - set(before)} == {"result.zarr"}
+    result = xr.open_zarr(tmp_path / "result.zarr")
+    assert json.loads(result.attrs["gbmap"])["random_state"] == 0
+    # the same as an uninterrupted run
+    straight = run_job(
+        load_config(job),
+        output=str(tmp_path / "straight.zarr"),
+        scheduler=scheduler,
+        echo=lambda *a: None,
+    )
+    np.testing.assert_array_equal(_region(tmp_path / "result.zarr"), _region(straight))
+    np.testing.assert_allclose(
+        result.embedding.values, xr.open_zarr(straight).embedding.values, rtol=1e-6, atol=1e-8
+    )
+
+
+def test_a_changed_gbmap_setting_under_resume_restarts_gbmap_and_keeps_the_passes(
+    tmp_path, scheduler
+):
+    job = write_job(tmp_path, gbmap__n_boosts=300)
+    work = _killed_during_gbmap(job, tmp_path, scheduler)
+    proc = cli(
+        "fit",
+        str(job),
+        "--resume",
+        "--set",
+        "gbmap.penalty=0.01",
+        "--set",
+        "gbmap.n_boosts=3",
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
+    line = next(s for s in proc.stdout.splitlines() if "GBMAP checkpoint" in s)
+    assert "discarded" in line and "gbmap.penalty: 0.001 -> 0.01" in line, line
+    assert "resuming after step" not in proc.stderr
+    result = xr.open_zarr(tmp_path / "result.zarr")
+    assert result.sizes["boost"] == 3
+    assert json.loads(result.attrs["gbmap"])["penalty"] == 0.01
+    assert not work.exists()
+
+
+def test_a_checkpoint_that_does_not_match_is_discarded_not_the_passes(tmp_path, scheduler):
+    """A checkpoint the recorded settings do not explain (here: its fingerprint rewritten)
+    fails GBMAP's own check: it is discarded, said so, and the passes are still reused."""
+    job = write_job(tmp_path, gbmap__n_boosts=300)
+    work = _killed_during_gbmap(job, tmp_path, scheduler)
+    checkpoint = work / "gbmap" / "gbmap_checkpoint.npz"
+    with np.load(checkpoint) as f:
+        stored = {k: f[k] for k in f.files}
+    meta = json.loads(str(stored["meta"]))
+    meta["fingerprint"]["tol"] = 0.5  # as if another fit had written it
+    stored["meta"] = np.asarray(json.dumps(meta))
+    with checkpoint.open("wb") as fh:
+        np.savez(fh, **stored)
+    proc = cli(
+        "fit",
+        str(job),
+        "--resume",
+        "--set",
+        "gbmap.n_boosts=3",
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
+    line = next(s for s in proc.stdout.splitlines() if "GBMAP checkpoint" in s)
+    assert "discarded: it does not match this fit (tol: 0.5 -> 0.001)" in line, line
+    assert xr.open_zarr(tmp_path / "result.zarr").sizes["boost"] == 3
+    assert not work.exists()
+
+
+############################################################################################
+# C: a run holds its work directory
+
+
+def test_a_second_run_never_takes_the_work_directory_of_a_running_one(tmp_path, scheduler):
+    job = write_job(tmp_path, gbmap__n_boosts=100_000)  # runs until it is stopped
+    work = tmp_path / "result.zarr.work"
+    log = (tmp_path / "first.log").open("w")
+    first = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path, stdout=log)
+    try:
+        checkpoint = work / "gbmap" / "gbmap_checkpoint.npz"
+        _wait_for(lambda: checkpoint.exists() or first.poll() is not None, 300, "GBMAP")
+        for extra in ([], ["--resume"]):
+            proc = subprocess.run(
+                [sys.executable, "-m", "dcfa", "fit", str(job), *extra, "--scheduler", scheduler],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,  # a run that took the directory would be fitting for hours
+            )
+            fails(
+                proc,
+                2,
+                "output.store:",
+                str(work),
+                "in use by another run of this job",
+                f"pid {first.pid} on host",
+                "Nothing was touched",
+            )
+            assert "cluster:" not in proc.stdout and "starting over" not in proc.stdout
+            assert first.poll() is None  # the first run goes on, its work in place
+            assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
+            assert checkpoint.exists()
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        log.close()
+    assert first.returncode == 1 and "interrupted; rerun with --resume" in err, err
+    assert "No such file" not in err
+    # all of the first run's work is there: resumed, GBMAP included (stagewise: truncated)
+    proc = cli(
+        "fit",
+        str(job),
+        "--resume",
+        "--set",
+        "gbmap.n_boosts=2",
+        "--scheduler",
+        scheduler,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "moments reused" in proc.stdout and "discarded" not in proc.stdout
+    assert "GBMAPRegressor: resuming after step" in proc.stderr
+    assert (tmp_path / "result.zarr" / "zarr.json").exists() and not work.exists()
+
+
+def test_a_killed_run_releases_its_work_directory(tmp_path, scheduler):
+    """SIGKILL: no handler runs, the kernel drops the lock; --resume takes the work."""
+    job = write_job(tmp_path, gbmap__n_boosts=300)
+    work = tmp_path / "result.zarr.work"
+    proc = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    _wait_for(lambda: (work / "gbmap").exists() or proc.poll() is not None, 300, "GBMAP")
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert (work / "run.lock").exists()
+    again = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "moments reused" in again.stdout and not work.exists()
+
+
+############################################################################################
+# D: the work directory apart from the result
+
+
+@pytest.mark.parametrize(
+    "work_dir, relation",
+    [("out/o.zarr", "is"), ("out/o.zarr/w", "lies inside"), ("out", "contains")],
+)
+def test_work_dir_and_output_store_must_lie_apart(tmp_path, work_dir, relation):
+    job = write_job(tmp_path)
+    (tmp_path / "out").mkdir()
+    before = tree(tmp_path)
+    proc = cli(
+        "fit",
+        str(job),
+        "--output",
+        "out/o.zarr",
+        "--set",
+        f"output.work_dir={work_dir}",
+        "--set",
+        "output.overwrite=true",
+        cwd=tmp_path,
+    )
+    fails(
+        proc,
+        2,
+        f"output.work_dir: {str(tmp_path / work_dir)!r} {relation} output.store",
+        str(tmp_path / "out" / "o.zarr"),
+    )
+    assert "cluster:" not in proc.stdout  # refused before any cluster or pass
+    assert tree(tmp_path) == before
+
+
+############################################################################################
+# E: a failure before any finished pass leaves nothing
+
+
+def test_unreachable_scheduler_leaves_nothing(tmp_path):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", "tcp://127.0.0.1:1", cwd=tmp_path)
+    fails(proc, 2, "--scheduler: cannot reach 'tcp://127.0.0.1:1'")
+    assert tree(tmp_path) == before
+
+
+def test_an_interrupt_before_any_finished_pass_leaves_nothing(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    # after the work directory is taken, during the first pass
+    _interrupt(load_config(job), "      the archive", scheduler)
+    assert tree(tmp_path) == before
+    # after the first pass: kept for --resume
+    _interrupt(load_config(job), "[2/5]", scheduler)
+    work = tmp_path / "result.zarr.work"
+    assert set(_passes(work)) == {"preprocessing.zarr"}
+
+
+############################################################################################
+# F: a closed stdout
+
+
+def _closed_pipe() -> int:
+    """The write end of a pipe whose reader is gone."""
+    r, w = os.pipe()
+    os.close(r)
+    return w
+
+
+def test_inspect_into_a_closed_pipe_exits_141_quietly(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    w = _closed_pipe()
+    try:
+        proc = _start("inspect", "result.zarr", cwd=tmp_path, stdout=w)
+    finally:
+        os.close(w)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert err == "", err  # no "Broken pipe", no "Exception ignored"
+
+
+def test_fit_into_a_closed_pipe_stops_and_keeps_only_finished_passes(tmp_path, scheduler):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    # closed from the start: stopped at the first line, before any pass; nothing left
+    w = _closed_pipe()
+    try:
+        proc = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path, stdout=w)
+    finally:
+        os.close(w)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 141, err
+    assert err.strip().splitlines()[-1] == (
+        "dcfa: stdout was closed; stopped (finished passes are kept: rerun with --resume to "
+        "continue)"
+    )
+    assert "Broken pipe" not in err and "dcfa: error" not in err
+    assert tree(tmp_path) == before
+
+    # closed once the first pass is done (`| head`): its work is kept and resumed
+    proc = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    for line in proc.stdout:
+        if line.startswith("[2/5]"):
+            break
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    assert proc.returncode == 141, err
+    assert "stdout was closed" in err and "Broken pipe" not in err
+    work = tmp_path / "result.zarr.work"
+    assert "preprocessing.zarr" in _passes(work)
+    assert not (tmp_path / "result.zarr").exists()
+    again = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "preprocessing: reused" in again.stdout and not work.exists()
+
+
+def test_help_documents_the_exit_status():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dcfa", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0
+    assert "exit status:" in proc.stdout and "141" in proc.stdout
