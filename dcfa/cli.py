@@ -152,7 +152,7 @@ def _run(args) -> int:
             from dcfa.batch.config import load_config
             from dcfa.batch.job import run_job
 
-            config = load_config(args.config, args.overrides)
+            config = load_config(args.config, args.overrides, output=args.output)
             run_job(
                 config,
                 scheduler=args.scheduler,

@@ -120,13 +120,20 @@ def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path):
     cells with data: their window and lag levels are the blocks)."""
     job, _, _ = write_forecast_job(tmp_path)
     job.write_text(job.read_text().replace("neighbors = 1\n", ""))
-    run_job(load_config(job), echo=lambda *a: None)
+    lines = []
+    run_job(load_config(job), echo=lines.append)
     ds = xr.open_zarr(tmp_path / "out.zarr")
     region = ds.region.transpose("window", "lag", "lat", "lon").values
     assert ds.sizes["group"] >= 2
     for g in range(ds.sizes["group"]):
         cells = np.argwhere(region == g)
         assert len({(c[0], c[1]) for c in cells}) == 1, f"group {g} mixes blocks"
+        # the summary names each group's window and lag (its lines were indistinguishable)
+        line = next((s for s in lines if s.strip().startswith(f"group {g:4d}:")), None)
+        if line is not None:
+            w, lag = ds.window.values[cells[0][0]], ds.lag.values[cells[0][1]]
+            assert f"group {g:4d}: window {w}, lag {lag} " in line, line
+    assert sum("group" in s and "window" in s for s in lines) >= 2, lines
 
 
 @pytest.mark.parametrize(

@@ -65,3 +65,26 @@ def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
     np.testing.assert_array_equal(a.group_target_corr.values, b.group_target_corr.values)
     alignment = [s for s in lines["shuffled"] if "lead 3" in s]
     assert alignment == [s for s in lines["sorted"] if "lead 3" in s] and alignment
+
+
+@pytest.mark.slow
+def test_a_month_missing_from_the_target_is_skipped_by_date(tmp_path):
+    """A CSV target without one month's row, target.lead = 3: every predictor month is paired
+    with the value dated 3 months later (it was the value 3 rows later: 4 months across the
+    gap), and the predictor whose partner is the missing month is left out."""
+    job = write_job(tmp_path, target__lead=3)
+    csv = tmp_path / "soi.csv"
+    frame = pd.read_csv(csv)
+    dropped = frame.time[60]
+    frame.drop(index=60).to_csv(csv, index=False)
+    run_job(load_config(job), echo=lambda *a: None)
+    ds = xr.open_zarr(tmp_path / "result.zarr")
+    y = frame.set_index(pd.to_datetime(frame.time).dt.to_period("M")).soi
+    predictors = pd.to_datetime(ds.time.values).to_period("M")
+    partner = predictors + 3
+    assert pd.Period(pd.Timestamp(dropped), "M") not in set(partner)
+    # the stored correlations are those with the values dated 3 months later
+    expected = y.loc[partner].to_numpy()
+    f = ds.features.values.astype(np.float64)
+    corr = [np.corrcoef(f[:, g], expected)[0, 1] for g in range(f.shape[1])]
+    np.testing.assert_allclose(ds.group_target_corr.values, corr, atol=1e-5)

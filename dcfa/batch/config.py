@@ -143,12 +143,20 @@ class JobConfig:
 
 
 def load_config(
-    path: str | Path | None = None, overrides: list[str] | None = None, *, base: dict | None = None
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    *,
+    base: dict | None = None,
+    output: str | None = None,
 ) -> JobConfig:
-    """Read a TOML file (or ``base``), apply ``key=value`` overrides, check every key."""
+    """Read a TOML file (or ``base``), apply ``key=value`` overrides and ``output`` (the
+    command line's ``--output``: ``output.store``, so a job file may leave it out), check every
+    key."""
     source = str(path) if path is not None else "<config>"
     if path is not None:
         p = Path(path)
+        if p.is_dir():
+            raise ConfigError(f"config: {source!r} is a directory; expected a job file (TOML)")
         if not p.is_file():
             raise ConfigError(f"config: no such file {source!r}")
         try:
@@ -160,7 +168,12 @@ def load_config(
         raw = dict(base or {})
     for item in overrides or []:
         _apply_override(raw, item)
-    _resolve_paths(raw, Path.cwd())  # what --set gave (the file's are absolute by now)
+    if output is not None:
+        section = raw.setdefault("output", {})
+        if not isinstance(section, dict):
+            raise ConfigError("config: [output] must be a section")
+        section["store"] = output
+    _resolve_paths(raw, Path.cwd())  # what --set or --output gave (the file's are absolute)
     return _check(raw, source)
 
 

@@ -114,6 +114,29 @@ def _seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
     return dataclasses.replace(config, method=method, gbmap=gbmap), keys
 
 
+def _check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
+    """A binary task (a GBMAP classifier, a ``bernoulli`` family) needs a target of two
+    classes: checked on the target, before any pass, naming the key that asks for it."""
+    values = np.unique(target.values[np.isfinite(target.values)])
+    if values.size == 2:
+        return
+    found = f"{values.size} distinct values" + (
+        f" ({', '.join(f'{v:g}' for v in values[:4])}{', ...' if values.size > 4 else ''})"
+    )
+    if config.method["params"].get("family") == "bernoulli":
+        raise ValueError(
+            f"method.params.family: 'bernoulli' needs a target of two classes; "
+            f"{config.target['variable']!r} holds {found}"
+        )
+    from dcfa import GBMAPClassifier
+
+    if isinstance(gbmap, GBMAPClassifier):
+        raise ValueError(
+            f"gbmap.task: 'classification' needs a target of two classes; "
+            f'{config.target["variable"]!r} holds {found} (use task = "regression")'
+        )
+
+
 def build_gbmap(config: JobConfig):
     """The GBMAP estimator of ``[gbmap]`` (None without one), its parameters checked now.
 
@@ -189,6 +212,7 @@ def run_job(
         )
     estimator = build_estimator(config.method)
     gbmap = build_gbmap(config)
+    _check_classes(gbmap, config, target)
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
         f"{tgt['path']}: {n_common} samples in common"
@@ -244,6 +268,16 @@ def _time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
     """``input.windows`` (trailing running means or sums) and ``input.lags`` (earlier
     samples), lazily; each window and lag is its own feature block (``window`` / ``lag``
     dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
+    try:
+        return _windows_and_lags(field, inp)
+    except ValueError as exc:  # the forecast functions name their arguments: name the keys
+        text = str(exc)
+        if text.startswith(("lags:", "windows:")):
+            raise ValueError(f"input.{text}") from None
+        raise
+
+
+def _windows_and_lags(field: xr.DataArray, inp: dict) -> xr.DataArray:
     from dcfa.forecast import lagged, trailing_windows
 
     dim, windows, lags, agg = inp["sample_dim"], inp["windows"], inp["lags"], inp["aggregate"]
@@ -266,17 +300,27 @@ def _time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
 
 
 def _lead(target: xr.DataArray, lead: int, dim: str):
-    """The target ``lead`` samples (along its own time axis) after each of its dates, and the
-    dates the values belong to."""
+    """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
+    from the file is skipped by date, never by row), labelled with the dates it is predicted
+    from, and the dates the values belong to (:func:`dcfa.lead_target` of the series on
+    itself)."""
+    from dcfa.forecast import lead_target
+
     valid = target[dim].values
     if not lead:
         return target, valid
     if lead >= valid.size - 3:
         raise ValueError(
-            f"target.lead = {lead} samples leaves {max(valid.size - lead, 0)} of the target's "
-            f"{valid.size} values to predict; need >= 4"
+            f"target.lead = {lead} samples leaves {max(valid.size - lead, 0)} of the "
+            f"target's {valid.size} values to predict; need >= 4"
         )
-    return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:]
+    if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
+        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:]
+    try:
+        _, later, _ = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
+    except ValueError as exc:
+        raise ValueError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
+    return later.drop_vars("target_time"), later["target_time"].values
 
 
 def _alignment(field, valid: np.ndarray, lead: int, n_input: int, inp: dict, dim: str) -> str:
@@ -393,7 +437,17 @@ def _run_passes(
     # the execution the fit will run, chosen as fit chooses it; a fit that cannot run
     # within the memory budget is refused before the first pass (metadata only)
     estimator.set_params(sample_dim=dim)
-    echo(f"      execution: {estimator.execution_for(field)}")
+    from dcfa.memory import MemoryBudgetError
+
+    n_grid = int(np.prod([field.sizes[d] for d in grid]))
+    try:
+        planned = estimator.execution_for(field)
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(
+            f"{exc} (counted for all {n_grid:,} cells of the grid: which of them hold data is "
+            "known only after the first pass)"
+        ) from None
+    echo(f"      execution: {planned}")
     workdir.open()  # the first write of the run: the cluster runs, the checks are done
     field = io.plan_chunks(field, sample_dim=dim)
     field = _held_if_small(field, client, echo)
@@ -440,6 +494,10 @@ def _run_passes(
         # grid's (dcfa.stacking.CellGrid)
         cells, keep = _cells_with_data(prepared, prep.has_data, grid)
 
+    if request is None:  # the cells that hold data, known now: the execution fit will run
+        chosen = estimator.execution_for(cells)
+        if chosen != planned:
+            echo(f"      execution: {chosen} for the {keep.size:,} cells that hold data")
     t = time.perf_counter()
     estimator.fit(cells, target, moments=moments)
     if moments is None:
@@ -450,6 +508,15 @@ def _run_passes(
         f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
         f"{time.perf_counter() - t:.1f} s"
     )
+    gaps = sum(
+        "values missing (use missing='pairwise'" in why for why in estimator.excluded_.values()
+    )
+    if gaps:  # a cell with one missing month is left out whole: say why, and the remedy
+        echo(
+            f"      {gaps} of the excluded cells miss some months (each cell must be complete "
+            "with missing = 'exclude'); method.params.missing = \"pairwise\" keeps them "
+            "(pairwise-complete statistics, the dense execution)"
+        )
 
     # the features pass: computed once, for GBMAP and the result store, as dcfa apply
     # computes them (from the raw field: the anomalies are folded into the sums)
@@ -659,17 +726,29 @@ def _load_moments(workdir: WorkDir):
 
 
 def _print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
-    names = ["group_target_corr", "group_size", "group_lat", "group_lon"]
+    from dcfa.stacking import BLOCK_DIMS
+
+    names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
     dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
     sizes = dataset["group_size"].values
     order = np.argsort(-np.nan_to_num(np.abs(r)))[:top]
+    # which variable, window and lag each group is of (a group lies in one: the blocks)
+    blocks = [d for d in BLOCK_DIMS if "region" in dataset and d in dataset["region"].dims]
+    region = dataset["region"].transpose(*blocks, ...).values if blocks else None
     echo("      groups most correlated with the target:")
     for g in order:
+        block = ""
+        if region is not None and (region == g).any():
+            at = np.argwhere(region == g)[0]
+            block = " " + ", ".join(
+                str(dataset[d].values[i]) if d == "variable" else f"{d} {dataset[d].values[i]}"
+                for d, i in zip(blocks, at, strict=False)
+            )
         where = ""
         if "group_lat" in dataset and "group_lon" in dataset:
             where = (
                 f" around lat {float(dataset.group_lat[g]):6.1f}, lon "
                 f"{float(dataset.group_lon[g]):6.1f}"
             )
-        echo(f"        group {g:4d}: {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}")
+        echo(f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}")
