@@ -62,7 +62,8 @@ def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
     b = xr.open_zarr(tmp_path / "shuffled" / "result.zarr")
     assert job.exists()
     np.testing.assert_array_equal(a.region.values, b.region.values)
-    np.testing.assert_array_equal(a.group_target_corr.values, b.group_target_corr.values)
+    # the same series and target; the cluster's merge order may change the last bits
+    np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values, rtol=1e-12)
     alignment = [s for s in lines["shuffled"] if "lead 3" in s]
     assert alignment == [s for s in lines["sorted"] if "lead 3" in s] and alignment
 
