@@ -30,6 +30,7 @@ __all__ = [
     "check_fitted_X",
     "check_y",
     "feature_order",
+    "same_coordinates",
     "check_n_samples",
     "validate_params",
 ]
@@ -236,7 +237,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
         if _is_lazy(ours) or _is_lazy(theirs.variable):
             continue  # a Dask-backed coordinate is not read here
         theirs = theirs.isel({d: p for d, p in order.items() if d in theirs.dims})
-        same = _same_values(
+        same = same_coordinates(
             np.asarray(ours.values),
             np.asarray(theirs.transpose(*ours.dims).values),
             circular=is_longitude(str(k), ours.attrs),
@@ -308,11 +309,11 @@ def _label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndar
         x, y = a.to_numpy(np.float64), b.to_numpy(np.float64)
     except (TypeError, ValueError):
         return None
-    if _same_values(x, y):
+    if same_coordinates(x, y):
         return np.arange(x.size)
     sx, sy = np.argsort(x, kind="stable"), np.argsort(y, kind="stable")
     tol = _tolerance(x)
-    if not _same_values(x[sx], y[sy]) or np.any(np.diff(x[sx]) <= 2 * tol):
+    if not same_coordinates(x[sx], y[sy]) or np.any(np.diff(x[sx]) <= 2 * tol):
         return None
     positions = np.empty(x.size, dtype=np.int64)
     positions[sx] = sy
@@ -324,16 +325,24 @@ def _tolerance(values: np.ndarray) -> float:
     return _RTOL * max(float(finite.max()) if finite.size else 0.0, 1.0)
 
 
-def _same_values(a: np.ndarray, b: np.ndarray, *, circular: bool = False) -> bool:
+def same_coordinates(a: np.ndarray, b: np.ndarray, *, circular: bool = False) -> bool:
+    """Whether two coordinate arrays hold the same values: exactly, unless one is float; then
+    up to float32 storage of the same values (``circular``: longitudes, modulo 360). The one
+    rule of every check of a later input's grid (``transform``, :mod:`dcfa.batch.results`)."""
+    a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return False
-    if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
+    if a.dtype.kind != "f" and b.dtype.kind != "f":
         return bool(np.array_equal(a, b))
-    a, b = a.astype(np.float64), b.astype(np.float64)
+    try:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    atol = _tolerance(a)
     if circular:  # longitudes: the same point in any convention
         diff = np.abs(np.mod(a - b + 180.0, 360.0) - 180.0)
-        return bool(np.all((diff <= _tolerance(a)) | (np.isnan(a) & np.isnan(b))))
-    return bool(np.allclose(a, b, rtol=0.0, atol=_tolerance(a), equal_nan=True))
+        return bool(np.all((diff <= atol) | (np.isnan(a) & np.isnan(b))))
+    return bool(np.allclose(a, b, rtol=0.0, atol=atol, equal_nan=True))
 
 
 def _label_difference(ours: pd.Index, theirs: pd.Index) -> str:

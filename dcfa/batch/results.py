@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
+from dcfa._validation import same_coordinates
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr, select_time
 from dcfa.io.calendars import calendar_of
@@ -282,7 +283,7 @@ class FittedResult:
             if name not in field.coords:
                 raise ValueError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
             theirs = field[name]
-            if set(theirs.dims) != set(coord.dims) or not _same_values(
+            if set(theirs.dims) != set(coord.dims) or not same_coordinates(
                 coord.values, theirs.transpose(*coord.dims).values
             ):
                 raise ValueError(
@@ -357,20 +358,6 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
-
-
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "f" or b.dtype.kind in "f":
-        try:
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        except (TypeError, ValueError):
-            return False
-        span = float(np.nanmax(np.abs(a64))) if a64.size else 0.0
-        # equal up to float32 storage of the same coordinates
-        return bool(np.allclose(a64, b64, rtol=1e-6, atol=1e-6 * max(span, 1.0), equal_nan=True))
-    return bool(np.array_equal(a, b))
 
 
 def _first_difference(ours: xr.DataArray, theirs: xr.DataArray) -> str:
