@@ -166,26 +166,25 @@ def test_resume_after_an_interrupt_in_gbmap_reuses_the_passes_and_the_checkpoint
     )
 
 
+def _resumed_past_the_passes(job, tmp_path, scheduler, *settings):
+    """``dcfa fit JOB --resume --set ...``: it succeeds reusing both finished passes; the
+    process and its line about the GBMAP checkpoint."""
+    sets = [a for s in settings for a in ("--set", s)]
+    proc = cli("fit", str(job), "--resume", *sets, "--scheduler", scheduler, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
+    line = next(s for s in proc.stdout.splitlines() if "GBMAP checkpoint" in s)
+    return proc, line
+
+
 def test_a_changed_gbmap_setting_under_resume_restarts_gbmap_and_keeps_the_passes(
     tmp_path, scheduler
 ):
     job = write_job(tmp_path, gbmap__n_boosts=300)
     work = _killed_during_gbmap(job, tmp_path, scheduler)
-    proc = cli(
-        "fit",
-        str(job),
-        "--resume",
-        "--set",
-        "gbmap.penalty=0.01",
-        "--set",
-        "gbmap.n_boosts=3",
-        "--scheduler",
-        scheduler,
-        cwd=tmp_path,
+    proc, line = _resumed_past_the_passes(
+        job, tmp_path, scheduler, "gbmap.penalty=0.01", "gbmap.n_boosts=3"
     )
-    assert proc.returncode == 0, proc.stderr
-    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
-    line = next(s for s in proc.stdout.splitlines() if "GBMAP checkpoint" in s)
     assert "discarded" in line and "gbmap.penalty: 0.001 -> 0.01" in line, line
     assert "resuming after step" not in proc.stderr
     result = xr.open_zarr(tmp_path / "result.zarr")
@@ -207,19 +206,7 @@ def test_a_checkpoint_that_does_not_match_is_discarded_not_the_passes(tmp_path, 
     stored["meta"] = np.asarray(json.dumps(meta))
     with checkpoint.open("wb") as fh:
         np.savez(fh, **stored)
-    proc = cli(
-        "fit",
-        str(job),
-        "--resume",
-        "--set",
-        "gbmap.n_boosts=3",
-        "--scheduler",
-        scheduler,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
-    line = next(s for s in proc.stdout.splitlines() if "GBMAP checkpoint" in s)
+    _, line = _resumed_past_the_passes(job, tmp_path, scheduler, "gbmap.n_boosts=3")
     assert "discarded: it does not match this fit (tol: 0.5 -> 0.001)" in line, line
     assert xr.open_zarr(tmp_path / "result.zarr").sizes["boost"] == 3
     assert not work.exists()
