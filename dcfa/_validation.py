@@ -19,7 +19,7 @@ from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
 from dcfa.geo import is_longitude
-from dcfa.stacking import FeatureLayout, stack_features
+from dcfa.stacking import FeatureLayout, isel_positions, stack_features
 
 __all__ = [
     "Interval",
@@ -256,7 +256,7 @@ def align_features(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") -
     order = feature_order(X, layout, name=name)
     X = X.transpose(layout.sample_dim, *layout.feature_dims)
     if order:
-        X = X.isel({d: _as_slice(p) for d, p in order.items()})
+        X = X.isel({d: isel_positions(p) for d, p in order.items()})
     return X
 
 
@@ -362,17 +362,6 @@ def _label_difference(ours: pd.Index, theirs: pd.Index) -> str:
     if len(missing) or len(extra):
         return f"fitted labels not here: {shown(missing)}; labels here not fitted: {shown(extra)}"
     return "repeated labels"
-
-
-def _as_slice(positions: np.ndarray):
-    """An isel indexer: a slice for a reversed (or shifted) run, else the positions."""
-    steps = np.diff(positions)
-    if positions.size > 1 and (steps == -1).all():
-        stop = int(positions[-1]) - 1
-        return slice(int(positions[0]), None if stop < 0 else stop, -1)
-    if positions.size > 1 and (steps == 1).all():
-        return slice(int(positions[0]), int(positions[-1]) + 1)
-    return positions
 
 
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["BLOCK_DIMS", "CellGrid", "FeatureLayout", "stack_features"]
+__all__ = ["BLOCK_DIMS", "CellGrid", "FeatureLayout", "isel_positions", "stack_features"]
 
 BLOCK_DIMS = ("variable", "window", "lag")
 """Feature dims that are not space: a variable, a time scale or a lag of the predictors
@@ -473,3 +473,19 @@ def stack_features(X: xr.DataArray, sample_dim: str, *, name: str = "X"):
         grid_error=grid_error,
     )
     return data, layout
+
+
+def isel_positions(positions: np.ndarray) -> slice | np.ndarray:
+    """An ``isel`` indexer for integer ``positions``: a slice when they are one run of
+    consecutive positions, increasing or decreasing (a slice keeps a Dask array's chunks and
+    its graph small; a list of positions gathers), else the positions themselves."""
+    positions = np.asarray(positions)
+    if positions.size == 1:
+        return slice(int(positions[0]), int(positions[0]) + 1)
+    steps = np.diff(positions)
+    if positions.size > 1 and (steps == 1).all():
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    if positions.size > 1 and (steps == -1).all():
+        stop = int(positions[-1]) - 1
+        return slice(int(positions[0]), None if stop < 0 else stop, -1)
+    return positions

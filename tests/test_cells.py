@@ -114,3 +114,27 @@ def test_the_grid_execution_refuses_stacked_cells_before_any_compute():
         model.fit(cells, y)
     # auto picks an execution that runs them
     assert dcfa.LinCFA(neighbors=1, neighborhood="seed").fit(cells, y).execution_ != "neighbors"
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    positions=st.one_of(
+        st.lists(st.integers(0, 11), max_size=12),
+        st.tuples(st.integers(0, 11), st.integers(0, 12), st.booleans()).map(
+            lambda t: list(range(t[0], max(t[0], t[1])))[:: -1 if t[2] else 1]
+        ),
+    ),
+    lazy=st.booleans(),
+)
+def test_isel_positions_selects_the_positions(positions, lazy):
+    """The indexer that label matching and leads/lags use selects exactly ``positions``, in
+    their order (a run becomes a slice, increasing or decreasing, and a Dask array keeps its
+    chunks through it)."""
+    from dcfa.stacking import isel_positions
+
+    x = xr.DataArray(np.arange(12.0) * 10, dims="t", coords={"t": np.arange(12)})
+    if lazy:
+        x = x.chunk({"t": 5})
+    got = x.isel(t=isel_positions(np.asarray(positions, dtype=np.intp)))
+    np.testing.assert_array_equal(got.values, np.asarray(positions, dtype=float) * 10)
+    np.testing.assert_array_equal(got.t.values, positions)

@@ -88,6 +88,17 @@ def _loop(est, extras: dict) -> dict:
     }
 
 
+def _dense_extras(est, inp: InputData, folds) -> dict:
+    """What the executions over a dense matrix (full, series) pass to their loops."""
+    grid = _grid(est, inp)
+    return {
+        "folds": folds,
+        "neighbors": grid.adjacency,
+        "order": grid.order,
+        "feature_blocks": grid.blocks,
+    }
+
+
 def _grid(est, inp: InputData, *, adjacency: bool = True):
     from dcfa.neighbors import resolve_grid
 
@@ -114,13 +125,7 @@ class Full(Execution):
         return None
 
     def prepare(self, est, inp, folds):
-        grid = _grid(est, inp)
-        return {
-            "folds": folds,
-            "neighbors": grid.adjacency,
-            "order": grid.order,
-            "feature_blocks": grid.blocks,
-        }
+        return _dense_extras(est, inp, folds)
 
     def gather(self, est, data, Y, extras):
         from dcfa.stats.moments import moments
@@ -181,13 +186,7 @@ class Series(Execution):
         return None
 
     def prepare(self, est, inp, folds):
-        grid = _grid(est, inp)
-        return {
-            "folds": folds,
-            "neighbors": grid.adjacency,
-            "order": grid.order,
-            "feature_blocks": grid.blocks,
-        }
+        return _dense_extras(est, inp, folds)
 
     def gather(self, est, data, Y, extras, columns=None):
         import time

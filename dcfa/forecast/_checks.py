@@ -22,13 +22,6 @@ def _check_sample_dim(field, sample_dim: str) -> None:
         )
 
 
-def _indexer(idx: np.ndarray) -> slice | np.ndarray:
-    """A slice when the indices are one contiguous increasing run (cheaper on Dask)."""
-    if idx.size and (idx.size == 1 or (np.diff(idx) == 1).all()):
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
-
-
 def _label(value) -> str:
     """A date as ``1991-01-01`` (with the time of day when it is not midnight)."""
     if isinstance(value, np.datetime64):

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa.forecast._checks import _check_sample_dim, _indexer, _label, _label_steps, _Steps
+from dcfa.forecast._checks import _check_sample_dim, _label, _label_steps, _Steps
+from dcfa.stacking import isel_positions
 
 __all__ = ["LeadAlignment", "lead_target"]
 
@@ -230,8 +231,8 @@ def lead_target(
             f"at least {min_samples}"
         )
     at = at_all[kept]
-    X = field.isel({sample_dim: _indexer(kept)})
-    y = y.isel({sample_dim: _indexer(at)})
+    X = field.isel({sample_dim: isel_positions(kept)})
+    y = y.isel({sample_dim: isel_positions(at)})
     if target_labels is not None:
         valid = np.asarray(target_labels[at])
     elif field_labels is not None:  # one target value per field sample: the field's dates

@@ -15,12 +15,12 @@ from dcfa.forecast._checks import (
     _check_length,
     _check_new_dim,
     _check_sample_dim,
-    _indexer,
     _int_list,
     _label,
     _label_steps,
 )
 from dcfa.neighbors import BLOCK_DIMS, block_labels
+from dcfa.stacking import isel_positions
 
 __all__ = ["BLOCK_DIMS", "feature_blocks", "lagged", "trailing_windows"]
 
@@ -61,7 +61,7 @@ def _rows(
             f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
             f"{steps.span(start)} before every sample"
         )
-    return _indexer(kept), {s: _indexer(src[kept]) for s, src in source.items()}
+    return isel_positions(kept), {s: isel_positions(src[kept]) for s, src in source.items()}
 
 
 def _shifted(field: xr.DataArray, source, kept, shift: int, sample_dim: str):
