@@ -169,10 +169,42 @@ def make_regions_field(
     regions are then what LinCFA should find. The target is ``sum_r beta_r z_r + target_noise * e``
     over ``n_active`` regions. Built lazily (Dask, one task per chunk): any size works.
 
+    Parameters
+    ----------
+    n_time : int, default=240
+        Months, from January 1950 (``time`` holds the first day of each month).
+    shape : (int, int), default=(36, 72)
+        ``(n_lat, n_lon)`` cells of a global grid: centres from ``-90 + 90 / n_lat`` to
+        ``90 - 90 / n_lat`` and from ``180 / n_lon`` to ``360 - 180 / n_lon`` degrees east.
+    n_regions : int, default=12
+        Regions (nearest-centre cells of ``n_regions`` random centres).
+    n_active : int, default=4
+        Regions the target is made of (at most ``n_regions``).
+    noise : float, default=0.5
+        Standard deviation of each cell's own noise (kelvin).
+    loading : (float, float), default=(0.5, 2.0)
+        Range each cell's loading on its region's signal is drawn from (uniform).
+    target_noise : float, default=0.5
+        Standard deviation of the target's noise.
+    land_fraction : float, default=0.0
+        Share of cells drawn as land (NaN in every month, -1 in ``region``).
+    time_chunk : int, default=12
+        Months per chunk of ``field``.
+    space_chunks : (int, int), optional
+        Cells per chunk along lat and lon (the whole grid by default).
+    seed : int, default=0
+        Seeds everything. The regions, loadings, land, signals, ``beta`` and ``target`` depend
+        on the seed and the sizes only (a longer ``n_time`` extends the same months); the
+        cells' noise is drawn per chunk, so the same seed with other ``time_chunk`` or
+        ``space_chunks`` gives another draw of it (with the same chunks, a longer ``n_time``
+        extends the same field).
+
     Returns
     -------
     xarray.Dataset with ``field`` (time, lat, lon; float32, kelvin-like offsets), ``target``
-    (time), ``region`` (lat, lon; the true labels, -1 on land) and ``beta`` (region).
+    (time), ``region`` (lat, lon; the true labels, -1 on land) and ``beta`` (region_id: the
+    coefficient of each region's signal in the target, 0 for the inactive ones); attributes
+    ``title`` and ``seed``.
     """
     rng = np.random.default_rng(seed)
     nlat, nlon = shape

@@ -116,7 +116,15 @@ def plot_regions(
     if not isinstance(region, xr.DataArray):
         raise TypeError(f"region: expected an xarray.DataArray, got {type(region).__name__}")
     if region.ndim != 2:
-        raise ValueError(f"region: expected a 2-D (lat, lon) grid, got dims {region.dims}")
+        # a multi-variable fit's label_map_ has a variable dim (or a window / lag one): one
+        # map per value, which the message names
+        extra = [d for d in region.dims if d not in (lat, lon, *_LAT_NAMES, *_LON_NAMES)]
+        hint = (
+            f"; select one map, e.g. region.sel({extra[0]}=...) or region.isel({extra[0]}=0)"
+            if region.ndim > 2 and extra
+            else ""
+        )
+        raise ValueError(f"region: expected a 2-D (lat, lon) grid, got dims {region.dims}{hint}")
     lat_name = _grid_coord(region, lat, _LAT_NAMES, "latitude")
     lon_name = _grid_coord(region, lon, _LON_NAMES, "longitude")
     lat_dim, lon_dim = region[lat_name].dims[0], region[lon_name].dims[0]
@@ -131,6 +139,11 @@ def plot_regions(
         if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
             raise ValueError(f"region: coordinate {name!r} has repeated or non-finite values")
     labels = np.asarray(grid.values, dtype=np.float64)
+    # a grid across its convention's seam (350, 0, 10 in 0..360) is drawn as one piece
+    seamless = _seamless(lons)
+    if seamless is not lons:
+        order = np.argsort(seamless, kind="stable")
+        lons, labels = seamless[order], labels[:, order]
     used = np.isfinite(labels) & (labels >= 0)
     if np.any(labels[used] != np.round(labels[used])):
         raise ValueError("region: group labels must be integers (-1 or NaN for unused cells)")
@@ -229,7 +242,9 @@ def map_projection(region: xr.DataArray, *, lon: str = "lon"):
     if ccrs is None:
         return None
     name = _grid_coord(region, lon, _LON_NAMES, "longitude")
-    return _projection(ccrs, np.asarray(region[name].values, dtype=float))
+    # the longitudes as plot_regions draws them: a grid across its seam in one piece
+    lons = np.sort(np.asarray(region[name].values, dtype=float))
+    return _projection(ccrs, _seamless(lons))
 
 
 def _projection(ccrs, lons: np.ndarray):
@@ -254,6 +269,31 @@ def _grid_coord(region: xr.DataArray, name: str, standard: Sequence[str], what: 
         f"region: no {what} coordinate (looked for {candidates}); coordinates are "
         f"{list(region.coords)}. Pass the name with lat=/lon=."
     )
+
+
+def _seamless(lons: np.ndarray) -> np.ndarray:
+    """Ascending longitudes of a grid that straddles the seam of its convention, made
+    contiguous; ``lons`` itself when they already are.
+
+    Sorted as given, a regional grid across Greenwich in 0..360 (0, 10, 350) or across the
+    dateline in -180..180 (-170, 170) has an inner gap wider than the rest of the circle, and
+    its cells would be drawn from one end of the map to the other. The part past the gap
+    moves by 360 degrees: below 0 in 0..360 (-10, 0, 10), above 180 in -180..180 (170, 190).
+    A global grid (no gap wider than the others) is left alone.
+    """
+    if lons.size < 2 or lons[0] < -180.0 or lons[-1] > 360.0 or lons[-1] - lons[0] >= 360.0:
+        return lons
+    gaps = np.diff(lons)
+    i = int(np.argmax(gaps))
+    seam = 360.0 - (lons[-1] - lons[0])  # the gap across the map's edge
+    if gaps[i] <= seam * (1.0 + 1e-6) + 1e-9:
+        return lons
+    out = lons.copy()
+    if lons[0] >= 0.0:
+        out[i + 1 :] -= 360.0
+    else:
+        out[: i + 1] += 360.0
+    return out
 
 
 def _edges(centres: np.ndarray) -> np.ndarray:

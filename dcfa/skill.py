@@ -92,22 +92,39 @@ def _n_features(fitted) -> int:
     return int(getattr(final, "n_features_in_", 0))
 
 
+def _check_y(y) -> np.ndarray:
+    """``y`` as 1-D float64, every value finite: a test R^2 needs every target, and a NaN
+    found by a fold's scorer would be reported as 'Input contains NaN' after the fits."""
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise ValueError(
+            f"y: {bad.size} of {y.size} values are NaN or infinite (the first at sample "
+            f"{bad[0]}); drop those samples from X and y first (keep = np.isfinite(y); "
+            "X[keep], y[keep])"
+        )
+    return y
+
+
 def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
-    """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D."""
+    """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D;
+    ``y`` and the shapes are checked before a DataArray is read."""
+    y = _check_y(y)
     if isinstance(X, xr.DataArray):
-        X = X.astype(np.float64).compute()
         if X.ndim < 2:
             raise ValueError(
                 f"X: expected samples along the first dim and features along the others, got "
                 f"dims {X.dims}"
             )
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
+        X = X.astype(np.float64).compute()
     else:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(
                 f"X: expected a 2-D (n_samples, n_features) array, got shape {X.shape}"
             )
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
     return X, y
@@ -161,13 +178,17 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Sk
     --------
     forward_cv : train on the past only (an expanding window), with a purge gap.
     """
-    X, y = _check_inputs(X, y)
-    if not isinstance(n_splits, int) or not 2 <= n_splits <= X.shape[0] // 4:
+    lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
+    if not lazy:
+        X, y = _check_inputs(X, y)
+    n = X.shape[0]
+    if not _is_int(n_splits, 2) or n_splits > n // 4:
         raise ValueError(
-            f"n_splits: expected an int in [2, {X.shape[0] // 4}] (4 samples per block), "
-            f"got {n_splits!r}"
+            f"n_splits: expected an int in [2, {n // 4}] (4 samples per block), got {n_splits!r}"
         )
-    return _cross_validated_skill(model, X, y, KFold(n_splits, shuffle=False), name)
+    if lazy:
+        X, y = _check_inputs(X, y)
+    return _cross_validated_skill(model, X, y, KFold(int(n_splits), shuffle=False), name)
 
 
 def _is_int(value, low: int) -> bool:
@@ -194,6 +215,15 @@ def _forward_splitter(
     ):
         if value is not None and not _is_int(value, low):
             raise ValueError(f"{arg}: expected None or an int >= {low}, got {value!r}")
+    # a rolling window shorter than the first training window would train every fold on
+    # fewer samples than min_train promises (or than a fit needs): said here, not by a fold
+    shortest = max(MIN_TRAIN, min_train or 0)
+    if max_train_size is not None and max_train_size < shortest:
+        why = f"min_train={min_train}" if (min_train or 0) > MIN_TRAIN else "a fit"
+        raise ValueError(
+            f"max_train_size: expected None or an int >= {shortest} (the samples {why} "
+            f"needs to train on), got {max_train_size}"
+        )
     size, first = _layout(n, n_splits, gap, min_train, test_size)
     if size < MIN_TEST or first < max(MIN_TRAIN, min_train or 0):
         raise ValueError(_infeasible(n, n_splits, gap, min_train, test_size))
@@ -329,7 +359,7 @@ def forward_cv(
         default), or from ``min_train``.
     max_train_size : int, optional
         Train on at most the last ``max_train_size`` samples before the gap (a rolling
-        window) instead of on all of them.
+        window) instead of on all of them; at least 4, and at least ``min_train``.
     name : str, optional
         Label for tables; the model's class name by default.
 
@@ -344,7 +374,8 @@ def forward_cv(
         Before a DataArray ``X`` is read, naming the argument at fault (``gap`` when the folds fit
         without the purge, else ``test_size``, ``min_train`` or ``n_splits``) and the value
         it needs, when the folds would have fewer than 2 test samples or a first training
-        window shorter than 4 samples (or ``min_train``).
+        window shorter than 4 samples (or ``min_train``); when ``max_train_size`` is below
+        that; when ``y`` holds NaN or infinite values (naming the first).
 
     See Also
     --------

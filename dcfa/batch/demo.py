@@ -51,8 +51,12 @@ LEADS = (0, 3)
 #: the first training window of the forward-chaining CV: ten years, every calendar month
 MIN_TRAIN = 120
 
-# ocean basins by longitude (degrees east) within 30S-30N, for saying where a region is
+# ocean basins by longitude (degrees east) within 30S-30N, for saying where a region is;
+# north of Panama the Atlantic (Caribbean, Gulf of Mexico) reaches west of 70W: _basins
 _BASINS = (("Indian", 20, 120), ("Pacific", 120, 290), ("Atlantic", 290, 360))
+#: (southernmost latitude, westernmost longitude east) of the Atlantic north of Panama: the
+#: Caribbean from 8.5N east of 82W, the Gulf of Mexico from 17.5N east of 98W
+_CARIBBEAN = ((8.5, 278.0), (17.5, 262.0))
 
 
 ############################################################################################
@@ -378,15 +382,29 @@ def _where(region: xr.DataArray, g: int) -> str:
 
     cells = region.where(region == g).stack(c=region.dims).dropna("c")
     lat, lon = cells["lat"].values, cells["lon"].values % 360
+    basins = _basins(lat, lon)
     shares = []
-    for basin, lo, hi in _BASINS:
-        share = np.mean((lon >= lo) & (lon < hi))
+    for basin, _, _ in _BASINS:
+        share = np.mean(basins == basin)
         if share >= 0.1:
             shares.append(f"{basin} {share:.0%}")
     return (
         f"{_lat(lat.min())}-{_lat(lat.max())}, {_lon(lon.min())}-{_lon(lon.max())}, centre "
         f"{_lat(lat.mean())} {_lon(circular_mean(lon))}; {', '.join(shares)}"
     )
+
+
+def _basins(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """The ocean basin of each cell (degrees east): by longitude, but the Caribbean and the
+    Gulf of Mexico, west of 70W, are the Atlantic's (they were counted as Pacific)."""
+    lon = np.asarray(lon, dtype=np.float64) % 360
+    lat = np.asarray(lat, dtype=np.float64)
+    out = np.full(lon.shape, "", dtype=object)
+    for basin, lo, hi in _BASINS:
+        out[(lon >= lo) & (lon < hi)] = basin
+    for south, west in _CARIBBEAN:
+        out[(lat >= south) & (lon >= west) & (lon < 290)] = "Atlantic"
+    return out
 
 
 def _lat(v: float) -> str:

@@ -20,11 +20,14 @@ exactly what ``GenLinCFA(eps=eps_)`` / ``NonLinCFA(eps=eps_)`` gives.
 from __future__ import annotations
 
 import logging
+import warnings
+from contextlib import contextmanager
 from functools import partial
 from numbers import Integral
 
 import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
+from sklearn.utils import check_random_state
 
 from dcfa._validation import (
     Interval,
@@ -39,6 +42,7 @@ from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_bounded
+from dcfa.stats.columns import ColumnMoments
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -67,6 +71,97 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train: slice, test: slice) -> float:
     yt = y[test]
     sst = np.sum((yt - yt.mean()) ** 2)
     return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
+
+
+def _segment_sums(data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row segment of the (unscaled, segment-centred) series: each column's sum of
+    squares, its cross product with the target, and the target's sum of squares."""
+    b = data.bounds
+    S, V = b.size - 1, data.series.shape[0]
+    ss, sy, yy = np.empty((S, V)), np.empty((S, V)), np.empty(S)
+    for s in range(S):
+        block, yb = data.series[:, b[s] : b[s + 1]], data.y[b[s] : b[s + 1]]
+        ss[s] = np.einsum("ij,ij->i", block, block)
+        sy[s] = block @ yb
+        yy[s] = yb @ yb
+    return ss, sy, yy
+
+
+def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
+    """The column statistics of rows ``[0, stop)`` (a segment bound) over all features, merged
+    from the segments: what a fit on those rows alone computes. A fold decides its exclusions
+    (a cell constant over its training months) and its ``standardize`` spreads from them, never
+    from a test month. Features the series do not hold count no rows (excluded)."""
+    b = data.bounds
+    S = int(np.searchsorted(b, stop))
+    if b[S] != stop:  # the fold bounds are segment bounds by construction
+        raise AssertionError(f"row {stop} is not a segment bound")
+    ss, sy, yy = (a[:S] for a in seg_sums)
+    n_s = np.diff(b[: S + 1]).astype(np.float64)
+    m_s, ym_s = data.seg_mean[:S], data.y_mean[:S]
+    mean, ymean = n_s @ m_s / stop, float(n_s @ ym_s / stop)
+    dev, ydev = m_s - mean, ym_s - ymean
+    D = data.columns.n_features
+    count, full_mean = np.zeros(D, dtype=np.int64), np.zeros(D)
+    m2, cross = np.zeros(D), np.zeros(D)
+    count[data.cols] = stop
+    full_mean[data.cols] = mean
+    m2[data.cols] = ss.sum(axis=0) + n_s @ dev**2
+    cross[data.cols] = sy.sum(axis=0) + (n_s * ydev) @ dev
+    return ColumnMoments(
+        n=int(stop),
+        count=count,
+        mean=full_mean,
+        m2=m2,
+        target_cross=cross,
+        target_mean=ymean,
+        target_m2=float(yy.sum() + n_s @ ydev**2),
+    )
+
+
+@contextmanager
+def _fold_rows(data, columns: ColumnMoments, standardize: bool):
+    """The series a fold partitions, in ``data``'s own arrays (no copy of the series).
+
+    ``data`` itself when the fold keeps every feature unscaled. Else the features the fold
+    keeps are moved, in order, to the front of ``data``'s arrays and served as views (scaled
+    in place by the fold's spreads with ``standardize``); on exit the scaling is undone and
+    every feature goes back to its row. Only the dropped features' rows are copied meanwhile.
+    """
+    from dcfa.cfa.series import SeriesData
+
+    keep = columns.valid[data.cols]
+    if keep.all() and not standardize:
+        yield data
+        return
+    kept, dropped = np.flatnonzero(keep), np.flatnonzero(~keep)
+    saved = data.series[dropped].copy(), data.seg_mean[:, dropped].copy()
+    moved = [(int(q), int(p)) for q, p in enumerate(kept) if q != p]
+    for q, p in moved:  # q < p, in increasing order: nothing is overwritten before it moves
+        data.series[q] = data.series[p]
+        data.seg_mean[:, q] = data.seg_mean[:, p]
+    m = kept.size
+    rows = SeriesData(
+        columns,
+        data.series[:m],
+        data.y,
+        data.cols[kept],
+        data.bounds,
+        data.parts,
+        data.seg_mean[:, :m],
+        data.y_mean,
+    )
+    try:
+        yield rows
+    finally:
+        if rows._scale is not None:
+            rows.series /= rows._scale[:, None]
+            rows.seg_mean /= rows._scale[None, :]
+        for q, p in reversed(moved):
+            data.series[p] = data.series[q]
+            data.seg_mean[:, p] = data.seg_mean[:, q]
+        data.series[dropped] = saved[0]
+        data.seg_mean[:, dropped] = saved[1]
 
 
 class _TolerancePath:
@@ -133,32 +228,46 @@ class _TolerancePath:
             apply_inputs(inp.data, self._inputs), Y[:, 0], bounds=bounds, columns=moments
         )
         loop = _loop(self, {"order": grid.order, "feature_blocks": grid.blocks})
+        if loop["shuffle"] and not isinstance(loop["random_state"], Integral):
+            # None or a RandomState would give every partition of the path its own visiting
+            # order: one seed drawn here serves every fold, tolerance and the final fit
+            loop["random_state"] = int(
+                check_random_state(loop["random_state"]).randint(np.iinfo(np.int32).max)
+            )
+        # every fold's own column statistics (exclusions, and the spreads standardize= divides
+        # by), from its training rows only and before anything scales the series in place
+        seg_ss = _segment_sums(data)
+        fold_columns = [_rows_columns(data, seg_ss, train) for train, _ in splits]
 
-        def partition(eps: float, sets) -> np.ndarray:
-            parts = [[s for lo, hi in rs for s in data.segments(lo, hi)] for rs in sets]
+        def partition(rows, eps: float, sets) -> np.ndarray:
+            parts = [[s for lo, hi in rs for s in rows.segments(lo, hi)] for rs in sets]
             return drive(
-                data.columns,
-                partial(data.basis, parts=parts),
+                rows.columns,
+                partial(rows.basis, parts=parts),
                 self._rule(eps),
                 neighbors=grid.adjacency,
                 **loop,
             )
 
         yv = Y[:, 0]
-        valid = data.cols
-        cell_weights = None if weights is None else weights[valid]
         E, K = epsilons.size, len(splits)
         skill = np.full((E, K), np.nan)
         fold_groups = np.zeros((E, K), dtype=np.int64)
         groups = np.zeros(E, dtype=np.int64)
+        for k, (train, test) in enumerate(splits):
+            with _fold_rows(data, fold_columns[k], self._standardize) as rows:
+                for i, eps in enumerate(epsilons):
+                    labels = partition(rows, eps, fold_sets[k])
+                    G = rows.group_series(
+                        labels[rows.cols],
+                        None if weights is None else weights[rows.cols],
+                        self._aggregation,
+                    )
+                    fold_groups[i, k] = G.shape[0]
+                    skill[i, k] = ols_skill(G, yv, slice(0, train), slice(*test))
         labels_all = []
         for i, eps in enumerate(epsilons):
-            for k, (train, test) in enumerate(splits):
-                labels = partition(eps, fold_sets[k])
-                G = data.group_series(labels[valid], cell_weights, self._aggregation)
-                fold_groups[i, k] = G.shape[0]
-                skill[i, k] = ols_skill(G, yv, slice(0, train), slice(*test))
-            labels_all.append(partition(eps, all_sets))
+            labels_all.append(partition(data, eps, all_sets))
             groups[i] = int(labels_all[-1].max()) + 1
             logger.info(
                 "%s: eps=%g: %d groups, CV R^2 %.3f",
@@ -174,17 +283,21 @@ class _TolerancePath:
             mean = np.where(finite, skill, 0.0).sum(axis=1) / finite.sum(axis=1)
         allowed = np.ones(E, dtype=bool) if self.max_groups is None else groups <= self.max_groups
         if not allowed.any():
-            best = int(np.argmin(groups))
-            logger.warning(
-                "%s: no tolerance gives at most max_groups=%d groups; taking eps=%g (%d groups)",
-                type(self).__name__,
-                self.max_groups,
-                epsilons[best],
-                groups[best],
+            # the documented fallback: the smallest map of the path, said where a user sees it
+            # (a logger line is silent unless logging is configured)
+            allowed = groups == groups.min()
+            warnings.warn(
+                f"max_groups: no tolerance of the path gives at most max_groups="
+                f"{self.max_groups} groups (fewest: {groups.min()}, at eps="
+                f"{', '.join(f'{e:g}' for e in epsilons[allowed])}); {type(self).__name__} "
+                "takes the best of those. Add larger tolerances to epsilons or raise max_groups.",
+                UserWarning,
+                stacklevel=2,
             )
-        else:
-            score = np.where(allowed & np.isfinite(mean), mean, -np.inf)
-            best = int(np.argmax(score))
+        score = np.where(allowed & np.isfinite(mean), mean, -np.inf)
+        # no fold scored (a constant target in every test block): the first allowed tolerance,
+        # never one that breaks max_groups
+        best = int(np.argmax(score)) if np.isfinite(score).any() else int(np.argmax(allowed))
         self.eps_ = float(epsilons[best])
         self.cv_path_ = {
             "eps": epsilons,
@@ -283,14 +396,20 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         Forward-chaining folds (:class:`sklearn.model_selection.TimeSeriesSplit`): fold ``k``
         trains on the months before its test block.
     gap : int, default=0
-        Months left out between each training prefix and its test block (purge, e.g. the
-        forecast lead or the longest time-scale window).
+        Samples (rows: months of a monthly record) left out between each training prefix and
+        its test block (purge, e.g. the forecast lead or the longest time-scale window). Across
+        months missing from the record they span more months than ``gap``, never fewer.
     max_groups : int or None, default=None
         Take the best CV skill among the tolerances that give at most this many groups on all
-        the data (a smaller map at a known cost, read in ``cv_path_``).
+        the data (a smaller map at a known cost, read in ``cv_path_``). When no tolerance of
+        the path gives so few, the one giving the fewest groups is taken, with a
+        ``UserWarning`` naming them (the best CV skill among them when several tie).
     **params
         Every parameter of :class:`GenLinCFA` but ``eps`` (``mode`` must be ``"auto"`` or
-        ``"series"``).
+        ``"series"``). With ``shuffle=True`` and ``random_state`` None or a
+        ``RandomState``, one seed is drawn from it per fit
+        (``randint(np.iinfo(np.int32).max)``) and every partition of the path and the final one
+        visit the features in the order of that seed.
 
     Attributes
     ----------
@@ -298,7 +417,11 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         The chosen tolerance.
     cv_path_ : dict
         ``eps`` (E,), ``n_groups`` on all data (E,), ``fold_groups`` and ``cv_r2`` per
-        tolerance and fold (E, K), ``mean_cv_r2`` (E,).
+        tolerance and fold (E, K), ``mean_cv_r2`` (E,), and ``splits``: per fold, its
+        training rows ``[0, train)`` and test rows ``[start, stop)`` as ``(train, start,
+        stop)``. Every fold's exclusions (cells constant over its training months) and, with
+        ``standardize=True``, its spreads are those of its training months, as refitting on
+        them gives; a cell missing in any month is left out of every fold.
     labels_, n_features_out_, ... : as :class:`GenLinCFA`, for ``eps_``.
     """
 
@@ -384,7 +507,8 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
     cv : int or cross-validation splitter, default=5
         The rule's own folds within each training set (see :class:`NonLinCFA`).
     **params
-        Every other parameter of :class:`NonLinCFA` but ``eps``.
+        Every other parameter of :class:`NonLinCFA` but ``eps`` (``shuffle``, ``random_state``:
+        as in :class:`GenLinCFACV`).
 
     Attributes
     ----------

@@ -1,0 +1,164 @@
+"""The tolerance path's folds and the skill functions' checks, against independent references:
+brute-force refits of GenLinCFA / NonLinCFA on every training fold scored by scikit-learn's
+``LinearRegression`` (each fold's own exclusions, spreads and visiting order), scikit-learn's
+``KFold``, or the computes a bad argument may start (none)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import count_computes
+from sklearn.linear_model import LinearRegression
+from sklearn.metrics import r2_score
+from sklearn.model_selection import KFold
+
+from dcfa import GenLinCFA, GenLinCFACV, NonLinCFA, NonLinCFACV
+from dcfa.datasets import make_regions_field
+from dcfa.skill import blocked_cv, forward_cv
+
+
+@pytest.fixture(scope="module")
+def regions():
+    ds = make_regions_field(n_time=180, shape=(10, 14), n_regions=6, land_fraction=0.2, seed=1)
+    return ds.field.chunk({"time": 60}), ds.target.values
+
+
+def refit_path(model, cls, X, y, base: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Every fold's groups and test R^2 by refitting ``cls`` on the fold's training rows."""
+    path = model.cv_path_
+    groups = np.zeros_like(path["fold_groups"])
+    skill = np.zeros_like(path["cv_r2"])
+    for i, eps in enumerate(path["eps"]):
+        for k, (train, start, stop) in enumerate(path["splits"]):
+            fold = cls(eps=eps, mode="full", **base).fit(X[:train], y[:train])
+            F = np.asarray(fold.transform(X))
+            ols = LinearRegression().fit(F[:train], y[:train])
+            groups[i, k] = fold.n_features_out_
+            skill[i, k] = r2_score(y[start:stop], ols.predict(F[start:stop]))
+    return groups, skill
+
+
+@pytest.mark.parametrize(
+    "cv_cls, cls, params",
+    [
+        (GenLinCFACV, GenLinCFA, dict(neighbors=1, epsilons=[0.72, 0.8], standardize=True)),
+        (NonLinCFACV, NonLinCFA, dict(neighbors=1, epsilons=[1e-3, 1e-2], cv=3, standardize=True)),
+    ],
+)
+def test_standardized_path_scales_every_fold_by_its_training_months(regions, cv_cls, cls, params):
+    """standardize=True: each fold's partition and group series use the spread of its
+    training months (the old path divided by the spread of all months, test months
+    included: fold R^2 off by up to 0.35 from refitting on the fold)."""
+    X, y = regions
+    model = cv_cls(n_splits=3, **params).fit(X, y)
+    base = {k: v for k, v in params.items() if k != "epsilons"}
+    groups, skill = refit_path(model, cls, X, y, base)
+    train_rows = np.array([train for train, _, _ in model.cv_path_["splits"]])
+    assert (groups < train_rows - 1).all()  # a determined OLS in every fold: a unique skill
+    np.testing.assert_array_equal(model.cv_path_["fold_groups"], groups)
+    np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
+    whole = cls(eps=model.eps_, mode="full", **base).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, whole.labels_)
+
+
+@pytest.mark.parametrize(
+    "cv_cls, cls, params",
+    [
+        (GenLinCFACV, GenLinCFA, dict(epsilons=[0.8, 0.9])),
+        (GenLinCFACV, GenLinCFA, dict(epsilons=[0.8, 0.9], standardize=True)),
+        (NonLinCFACV, NonLinCFA, dict(epsilons=[1e-2, 3e-2], cv=3, standardize=True)),
+    ],
+)
+def test_a_cell_constant_over_a_folds_training_months_is_left_out_of_that_fold(
+    regions, cv_cls, cls, params
+):
+    """A cell constant before some date (a sea-ice cell, a variable filled before its
+    record starts) is excluded from the folds that train only on those months, as refitting
+    on them excludes it; the old path kept it (all months vary), and its jump at the test
+    block ruined the fold: R^2 -11.3 where refitting gives +0.42."""
+    X, y = regions
+    X = X.load().copy()
+    X[:90, 2, 3] = 5.0  # constant over the training months of the first two folds
+    model = cv_cls(n_splits=3, **params).fit(X, y)
+    base = {k: v for k, v in params.items() if k != "epsilons"}
+    groups, skill = refit_path(model, cls, X, y, base)
+    train_rows = np.array([train for train, _, _ in model.cv_path_["splits"]])
+    assert (groups < train_rows - 1).all()
+    np.testing.assert_array_equal(model.cv_path_["fold_groups"], groups)
+    np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
+    # all months: the cell varies and is used, and the folds left every series as it was
+    whole = cls(eps=model.eps_, mode="full", **base).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, whole.labels_)
+    assert model.labels_[2 * 14 + 3] >= 0
+
+
+def test_max_groups_that_no_tolerance_meets_warns_and_takes_the_smallest_map(regions):
+    """No tolerance gives at most max_groups: a UserWarning naming max_groups (the old code
+    only logged it, silent without logging configured), and the fewest groups' tolerance."""
+    X, y = regions
+    params = dict(neighbors=1, epsilons=[0.5, 0.6], n_splits=2)
+    free = GenLinCFACV(**params).fit(X, y)
+    fewest = int(free.cv_path_["n_groups"].min())
+    with pytest.warns(UserWarning, match=r"max_groups: no tolerance .* at most max_groups=1 "):
+        capped = GenLinCFACV(max_groups=1, **params).fit(X, y)
+    assert capped.n_features_out_ == fewest
+    assert capped.eps_ == free.cv_path_["eps"][np.argmin(free.cv_path_["n_groups"])]
+    reference = GenLinCFA(neighbors=1, eps=capped.eps_, mode="full").fit(X, y)
+    np.testing.assert_array_equal(capped.labels_, reference.labels_)
+
+
+def test_blocked_cv_checks_n_splits_before_reading_a_lazy_field(regions):
+    """A wrong n_splits is named before the field is read (the old blocked_cv read the whole
+    DataArray first); a NumPy integer is an int (the old check refused np.int64(3))."""
+    X, y = regions
+    with count_computes(0), pytest.raises(ValueError, match=r"n_splits: expected an int in \[2"):
+        blocked_cv(GenLinCFA(), X, y, n_splits=100)
+    skill = blocked_cv(GenLinCFA(eps=0.8), X, y, n_splits=np.int64(3))
+    values = X.values.reshape(X.shape[0], -1)
+    reference = []
+    for train, test in KFold(3).split(values):
+        fold = GenLinCFA(eps=0.8).fit(X[train], y[train])
+        F = np.asarray(fold.transform(X))
+        ols = LinearRegression().fit(F[train], y[train])
+        reference.append(r2_score(y[test], ols.predict(F[test])))
+    np.testing.assert_allclose(skill.r2, reference, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "kwargs, need",
+    [(dict(max_train_size=3), 4), (dict(max_train_size=20, min_train=30), 30)],
+)
+def test_forward_cv_refuses_a_rolling_window_too_short_to_fit(regions, kwargs, need):
+    """max_train_size below what a fit needs (or below min_train) is named before any fit;
+    the old forward_cv fitted and failed with 'X: expected at least 4 samples'."""
+    X, y = regions
+    with count_computes(0), pytest.raises(ValueError, match=rf"max_train_size: .* >= {need}"):
+        forward_cv(GenLinCFA(), X, y, n_splits=3, **kwargs)
+
+
+@pytest.mark.parametrize("cv", [forward_cv, blocked_cv])
+def test_a_nan_target_is_named_before_the_field_is_read(regions, cv):
+    """A NaN in y (an SOI month not yet published) is named as y's, before any read or fit;
+    the old forward_cv fitted the folds before it and then failed in the scorer with
+    'Input contains NaN.'"""
+    X, y = regions
+    y = y.copy()
+    y[150] = np.nan
+    with count_computes(0), pytest.raises(ValueError, match=r"y: 1 of 180 values are NaN .*150"):
+        cv(GenLinCFA(), X, y, n_splits=3)
+
+
+def test_an_unseeded_shuffle_visits_every_fold_in_one_order(regions):
+    """shuffle=True with a RandomState: one seed drawn per fit serves the whole path, so it
+    equals refitting GenLinCFA with that seed on every fold (the old path drew a new order
+    for every fold and tolerance: no single order matched the partitions it scored)."""
+    X, y = regions
+    params = dict(neighbors=1, epsilons=[0.75, 0.85], n_splits=3, shuffle=True)
+    model = GenLinCFACV(random_state=np.random.RandomState(5), **params).fit(X, y)
+    seed = int(np.random.RandomState(5).randint(np.iinfo(np.int32).max))
+    base = dict(neighbors=1, shuffle=True, random_state=seed)
+    groups, skill = refit_path(model, GenLinCFA, X, y, base)
+    np.testing.assert_array_equal(model.cv_path_["fold_groups"], groups)
+    np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
+    whole = GenLinCFA(eps=model.eps_, mode="full", **base).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, whole.labels_)
