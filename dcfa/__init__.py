@@ -55,4 +55,11 @@ from dcfa import memory  # noqa: E402
 __all__ = sorted(_EXPORTS) + ["__version__", "memory"]
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__)
+# reached as attributes after a plain ``import dcfa`` (``dcfa.gbmap.drift_experiment``)
+_SUBMODULES = frozenset(
+    {
+        "anomalies", "batch", "cfa", "datasets", "forecast", "gbmap", "geo", "io",
+        "neighbors", "plot", "skill", "stacking", "stats",
+    }
+)  # fmt: skip
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__, _SUBMODULES)

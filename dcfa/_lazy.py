@@ -11,17 +11,23 @@ import importlib
 import sys
 
 
-def lazy_attributes(package: str, exports: dict[str, str], names: list[str]):
-    """``(__getattr__, __dir__)`` for ``package``: ``exports`` maps a name to its module."""
+def lazy_attributes(
+    package: str, exports: dict[str, str], names: list[str], submodules: frozenset = frozenset()
+):
+    """``(__getattr__, __dir__)`` for ``package``: ``exports`` maps a name to its module;
+    ``submodules`` are reached as attributes too (``dcfa.gbmap.drift_experiment`` after a
+    plain ``import dcfa``), imported on that first access."""
 
     def __getattr__(name: str):
         if name in exports:
             value = getattr(importlib.import_module(exports[name]), name)
             setattr(sys.modules[package], name, value)  # later lookups skip this function
             return value
+        if name in submodules:
+            return importlib.import_module(f"{package}.{name}")  # sets the attribute
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return names
+        return sorted({*names, *submodules})
 
     return __getattr__, __dir__

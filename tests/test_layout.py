@@ -94,3 +94,30 @@ def test_subpackages_are_documented(subpackage):
     readme = (ROOT.parent / "README.md").read_text()
     layout = readme[readme.index("## Layout") :]
     assert f"`dcfa/{subpackage}/`" in layout
+
+
+def test_every_public_submodule_is_an_attribute_of_a_plain_import():
+    """After ``import dcfa`` alone (a fresh interpreter), ``dcfa.gbmap.drift_experiment`` and
+    every public subpackage or module is reached as an attribute (the README writes
+    ``dcfa.gbmap.drift_experiment``), and the import itself still loads neither xarray nor
+    scikit-learn (workers unpickling kernels stay light)."""
+    import subprocess
+    import sys
+
+    public = sorted(
+        p.stem if p.is_file() else p.name
+        for p in ROOT.iterdir()
+        if not p.name.startswith(("_", "."))
+        and (p.suffix == ".py" or (p.is_dir() and any(p.glob("*.py"))))
+        and p.stem not in ("cli", "memory")  # the CLI's entry point; memory is imported eagerly
+    )
+    code = (
+        "import sys, dcfa\n"
+        "assert 'xarray' not in sys.modules and 'sklearn' not in sys.modules\n"
+        "assert callable(dcfa.gbmap.drift_experiment)\n"
+        f"for name in {public!r}:\n"
+        "    assert getattr(dcfa, name).__name__ == 'dcfa.' + name, name\n"
+        "    assert name in dir(dcfa), name\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

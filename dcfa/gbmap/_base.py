@@ -11,11 +11,13 @@ target is (regression or classification) is left to the subclasses in
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from numbers import Integral, Real
 
 import dask.array as da
+import joblib
 import numpy as np
 import xarray as xr
 from sklearn.base import (
@@ -36,10 +38,11 @@ from dcfa._validation import (
     check_fitted_X,
     check_n_samples,
     check_X,
+    check_y,
     pandas_output,
     validate_params,
 )
-from dcfa.gbmap._checkpoint import load_checkpoint, save_checkpoint
+from dcfa.gbmap._checkpoint import check_directory, load_checkpoint, save_checkpoint
 from dcfa.gbmap._embedding import _EmbeddingMixin
 from dcfa.gbmap._learners import Learners
 from dcfa.gbmap._losses import ACTIVATIONS, embed_block
@@ -155,17 +158,30 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._fit_feature_names = inp.feature_names
         self._resolve_f0(inp)
 
-        standardizer, bad = column_stats(inp.data)  # the first pass
+        if self.checkpoint is not None:
+            check_directory(self.checkpoint)  # a bad path fails now, not after step 1
+        standardizer, bad, empty = column_stats(inp.data, empty_columns=True)  # the first pass
         if bad:
+            # a masked grid (land in a sea-surface field) is NaN in whole features, not in
+            # some samples: say so, since dropping samples would drop them all
+            where = (
+                f"; {empty} of the {p} features have no finite value at all (masked cells "
+                "such as land? keep the valid ones, e.g. "
+                "X.stack(cell=['lat', 'lon']).dropna('cell', how='all'))"
+                if empty
+                else " (impute or drop those samples)"
+            )
             raise ValueError(
-                f"X: contains {bad} NaN or infinite values; GBMAP needs finite features "
-                "(impute or drop those samples)"
+                f"X: contains {bad} NaN or infinite values; GBMAP needs finite features{where}"
             )
 
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         learners = Learners.empty(p)
-        fingerprint, arrays = self._fingerprint(n, p, standardizer.mean, standardizer.scale)
+        fingerprint = arrays = None  # only with a checkpoint: it hashes y and a fitted f0
         if self.checkpoint is not None:
+            fingerprint, arrays = self._fingerprint(
+                n, p, standardizer.mean, standardizer.scale, target
+            )
             found = load_checkpoint(self.checkpoint, fingerprint, arrays)
             if found is not None:
                 learners, seed = found
@@ -230,7 +246,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         del self._fit_target
         return self
 
-    def _fingerprint(self, n: int, p: int, mean, scale) -> tuple[dict, dict]:
+    def _fingerprint(self, n: int, p: int, mean, scale, target: np.ndarray) -> tuple[dict, dict]:
         rs = self.random_state
         fingerprint = {
             "estimator": type(self).__name__,
@@ -246,7 +262,16 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         }
         if self.f0 is not None:  # absent otherwise: checkpoints from before f0 still resume
             fingerprint["f0"] = self._f0_descriptor()
+            if self._f0_method is not None:
+                # the fitted model itself, not only its class: learners boosted from
+                # another model's residuals are not this fit's
+                fingerprint["f0_digest"] = joblib.hash(self.f0_, hash_name="sha1")
         fingerprint.update(self._target_fingerprint())
+        # every target value, not only its moments or classes: other labels of the same X
+        # (another threshold, a permutation) must not resume this fit's learners
+        fingerprint["target_sha256"] = hashlib.sha256(
+            np.ascontiguousarray(target, dtype=np.float64).tobytes()
+        ).hexdigest()
         arrays = {"mean": mean, "scale": scale, "target": self._target_stats()}
         return fingerprint, arrays
 
@@ -373,13 +398,23 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             )
         return embed_block(data, *args)
 
-    def _check_input(self, X) -> InputData:
+    def _check_input(self, X, name: str = "X") -> InputData:
         check_is_fitted(self, "coef_")
+        shape = getattr(X, "shape", None)
+        if not isinstance(X, xr.DataArray) and shape is not None and len(shape) == 2:
+            # here rather than in check_fitted_X, whose message names X whatever the argument
+            if isinstance(shape[1], Integral) and shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"{name} has {shape[1]} features, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input"
+                )
         inp = check_fitted_X(
-            self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim
+            self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim, name=name
         )
         if not inp.is_dask and not np.isfinite(inp.data).all():
-            raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
+            raise ValueError(
+                f"{name}: contains NaN or infinite values; GBMAP needs finite features"
+            )
         return inp
 
     def transform(self, X):
@@ -396,9 +431,11 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         -------
         Xt : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_boosts)
             Lazy for Dask input (nothing is computed). A DataArray gives a DataArray
-            ``(sample_dim, "boost")``. The columns sum to the model's score: the decision
-            function (classifier), or ``predict(X) - y_mean_`` (regressor, whose columns are
-            in target units).
+            ``(sample_dim, "boost")`` whose attrs are the score's, not ``X``'s (``units``: the
+            target's ``units`` for a regressor given a target with that attr). The columns
+            sum to the boosted part of the score, ``f(x) - f_0(x)``: the decision function
+            (classifier, ``f_0 = 0`` by default), or ``predict(X) - y_mean_`` (regressor with
+            the default ``f_0``, whose columns are in target units).
         """
         inp = self._check_input(X)
         E = self._embed(inp.data)
@@ -409,6 +446,8 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             dim="boost",
             coords={"boost": np.arange(E.shape[1])},
             name=f"{type(self).__name__.lower()}_embedding",
+            # not X's attrs: the embedding is in the units of the score, not of X
+            attrs=self._score_attrs("GBMAP embedding f_j(x)"),
         )
         return pandas_output(self, out)
 
@@ -420,8 +459,31 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             f0 = f0.rechunk(total.chunks)
         return f0 + total
 
+    def _aligned_target(self, X, y):
+        """``y`` for ``score``, checked against a DataArray ``X``'s samples by label as in
+        ``fit`` (a target with the same dates in another order raises, instead of being
+        compared row by row); other inputs are left to scikit-learn."""
+        inp = self._check_input(X)
+        if inp.layout is None:
+            return y
+        values = check_y(y, inp.n_samples, layout=inp.layout, numeric=False, allow_constant=True)
+        return values[:, 0] if values.shape[1] == 1 else values
+
+    @property
+    def _score_units(self) -> str | None:
+        """The units of the score, the embedding and the drift score, when known: the
+        target's ``units`` attr for a regressor; None for the classifier's logit."""
+        return None
+
+    def _score_attrs(self, long_name: str) -> dict:
+        """Attrs of an output in score units (never ``X``'s attrs, e.g. its ``units``)."""
+        attrs = {"long_name": long_name}
+        if self._score_units is not None:
+            attrs["units"] = self._score_units
+        return attrs
+
     @staticmethod
-    def _wrap_samples(values, inp: InputData, name: str):
+    def _wrap_samples(values, inp: InputData, name: str, attrs: dict | None = None):
         if inp.layout is None:
             return values
         return xr.DataArray(
@@ -429,6 +491,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             dims=(inp.layout.sample_dim,),
             coords=dict(inp.layout.sample_coords),
             name=name,
+            attrs=attrs or {},
         )
 
     def __sklearn_tags__(self):

@@ -4,8 +4,9 @@ A checkpoint is one ``.npz`` file, ``<directory>/gbmap_checkpoint.npz``, holding
 learners so far (:class:`dcfa.gbmap._learners.Learners`), the seed that drew their starting
 points, and a *fingerprint* of the fit: the estimator, every parameter that changes the
 learners (all but ``n_boosts``, ``persist`` and ``checkpoint``), the data's shape and its
-standardisation moments. It is written to a temporary file in the same directory and moved
-into place with :func:`os.replace`, so a crash leaves the previous checkpoint intact.
+standardisation moments, and digests of every target value and of a fitted ``f0`` model.
+It is written to a temporary file in the same directory and moved into place with
+:func:`os.replace`, so a crash leaves the previous checkpoint intact.
 
 Boosting is stagewise, so the first ``k`` learners of any fit equal a fit with
 ``n_boosts=k``: a checkpoint with ``k`` steps resumes any fit with the same fingerprint, and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +25,22 @@ import numpy as np
 from dcfa.gbmap._learners import Learners
 from dcfa.io.store import atomic_file
 
-__all__ = ["CHECKPOINT_FILE", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_FILE", "check_directory", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_FILE = "gbmap_checkpoint.npz"
 _FORMAT = 1
 # Standardisation moments of the same data computed with another chunking (or in memory)
 # differ by rounding only.
 _MOMENTS_RTOL = 1e-9
+
+
+# Fingerprint entries added after format 1 was written: a checkpoint without them was
+# written before they existed and is still resumed (it is checked on the rest).
+# Each with what a mismatch says (a digest's hex says nothing).
+_LATER_KEYS = {
+    "target_sha256": "target: other values",
+    "f0_digest": "f0: another fitted model",
+}
 
 
 def _atol(value: np.ndarray) -> float:
@@ -40,6 +51,24 @@ def _atol(value: np.ndarray) -> float:
 
 def _path(directory) -> Path:
     return Path(os.fspath(directory)) / CHECKPOINT_FILE
+
+
+def check_directory(directory) -> None:
+    """Create the checkpoint directory now, so that a path that cannot be one (a file, no
+    permission) fails at the start of ``fit``, not when the first step is saved.
+
+    Raises
+    ------
+    ValueError
+        Naming ``checkpoint`` and the path.
+    """
+    path = Path(os.fspath(directory))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"checkpoint: {path} cannot be a directory ({exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"checkpoint: the directory {path} is not writable")
 
 
 def save_checkpoint(
@@ -69,17 +98,23 @@ def load_checkpoint(
     path = _path(directory)
     if not path.exists():
         return None
-    with np.load(path, allow_pickle=False) as f:
-        meta = json.loads(str(f["meta"]))
-        stored = {k: f[k] for k in f.files if k != "meta"}
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            meta = json.loads(str(f["meta"]))
+            stored = {k: f[k] for k in f.files if k != "meta"}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise ValueError(
+            f"checkpoint: {path} cannot be read ({type(exc).__name__}: {exc}); delete it to "
+            "start afresh"
+        ) from None
     if meta.get("format") != _FORMAT:
         raise ValueError(f"checkpoint: {path} has an unknown format {meta.get('format')!r}")
     theirs = meta["fingerprint"]
     ours = json.loads(json.dumps(fingerprint))  # same normalisation as the stored one
     diff = [
-        f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}"
+        _LATER_KEYS[k] if k in _LATER_KEYS else f"{k}: {theirs.get(k)!r} -> {ours.get(k)!r}"
         for k in sorted(set(ours) | set(theirs))
-        if ours.get(k) != theirs.get(k)
+        if ours.get(k) != theirs.get(k) and not (k in _LATER_KEYS and k not in theirs)
     ]
     for name, value in arrays.items():
         old = stored.get(f"data_{name}")

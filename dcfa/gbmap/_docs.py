@@ -81,9 +81,10 @@ _SHARED_PARAMETERS = """
         A directory. After each boosting step the learners so far are written to
         ``<checkpoint>/gbmap_checkpoint.npz`` atomically (temporary file + ``os.replace``).
         A fit that finds a checkpoint of the same estimator, parameters (but ``n_boosts``,
-        ``persist``, ``checkpoint``) and data (shape and column moments) resumes after its
-        last step and gives the same model as an uninterrupted fit; a mismatching checkpoint
-        raises ``ValueError``.
+        ``persist``, ``checkpoint``; an estimator ``f0`` is compared as fitted) and data
+        (shape, column moments and every target value) resumes after its last step and
+        gives the same model as an uninterrupted fit; a mismatching checkpoint raises
+        ``ValueError``.
     sample_dim : str, default="time"
         The sample dim of xarray input; every other dim is stacked into features.
     f0 : None, float or scikit-learn estimator, default=None

@@ -11,6 +11,8 @@ of :class:`dcfa.gbmap._base._BaseGBMAP` and relies on what that class provides:
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import dask.array as da
 import numpy as np
 import xarray as xr
@@ -38,7 +40,7 @@ class _EmbeddingMixin:
             Lazy if ``X`` or ``Y`` is a Dask array.
         """
         A = self._embed(self._check_input(X).data)
-        B = A if Y is None else self._embed(self._check_input(Y).data)
+        B = A if Y is None else self._embed(self._check_input(Y, "Y").data)
         return _drift.embedding_distance(A, B)
 
     def drift_score(self, X, n_neighbors: int = 5):
@@ -67,7 +69,7 @@ class _EmbeddingMixin:
         )
         if isinstance(out, da.Array) and not inp.is_dask:
             (out,) = compute(out)
-        return self._wrap_samples(out, inp, "drift_score")
+        return self._wrap_samples(out, inp, "drift_score", self._score_attrs("GBMAP drift score"))
 
     def local_coef(self, X, *, standardized: bool = False):
         """Local linear coefficients of every sample (Section 5.2, Fig. 3 of the paper).
@@ -95,6 +97,8 @@ class _EmbeddingMixin:
             for Dask input; a DataArray ``(sample_dim, *feature dims)`` for DataArray input.
             An estimator ``f0`` is not differentiated: it is not included.
         """
+        if not isinstance(standardized, bool | np.bool_):
+            raise TypeError(f"standardized: expected a bool, got {standardized!r}")
         inp = self._check_input(X)
         args = (
             self._standardizer,
@@ -145,13 +149,13 @@ class _EmbeddingMixin:
             In target (regressor) or logit (classifier) units; lazy if ``X`` or ``Y`` is a
             Dask array. Of ``sum_j f_j``: an estimator ``f0`` is not included.
         """
-        a, b = self._check_input(X), self._check_input(Y)
+        a, b = self._check_input(X), self._check_input(Y, "Y")
         if a.n_samples != b.n_samples:
             raise ValueError(
                 f"X and Y: expected paired rows, got {a.n_samples} and {b.n_samples} samples"
             )
-        if int(n_grid) < 2:
-            raise ValueError(f"n_grid: expected an int >= 2, got {n_grid}")
+        if isinstance(n_grid, bool) or not isinstance(n_grid, Integral) or n_grid < 2:
+            raise ValueError(f"n_grid: expected an int >= 2, got {n_grid!r}")
         args = (*self._learners, int(n_grid))
         A, B = a.data, b.data
         if not isinstance(A, da.Array) and not isinstance(B, da.Array):

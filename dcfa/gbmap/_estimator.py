@@ -27,13 +27,20 @@ from dcfa.gbmap._losses import sigmoid
 
 __all__ = ["GBMAPClassifier", "GBMAPRegressor"]
 
+# Attrs of class probabilities (never X's: its units are not theirs).
+_PROBA_ATTRS = {"long_name": "class probability", "units": "1"}
+
 
 ############################################################################################
 # blockwise helpers
 
 
 def _labels(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    return classes[(np.asarray(scores) > 0).astype(np.intp)]
+    scores = np.asarray(scores)
+    if not np.isfinite(scores).all():
+        # a NaN in a row of a lazy X (checked only when computed): no label, not classes_[0]
+        raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
+    return classes[(scores > 0).astype(np.intp)]
 
 
 def _proba(scores: np.ndarray) -> np.ndarray:
@@ -63,6 +70,13 @@ def _target_column(y, n: int, layout, numeric: bool) -> np.ndarray:
     return values[:, 0]
 
 
+def _units_of(y) -> str | None:
+    """The ``units`` attr of a DataArray (or pandas) target, if it has one."""
+    attrs = getattr(y, "attrs", None)
+    units = attrs.get("units") if isinstance(attrs, dict) else None
+    return units if isinstance(units, str) else None
+
+
 class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
     """The squared-loss target handling shared by the GBMAP regressors (not for direct use)."""
 
@@ -75,6 +89,7 @@ class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
             raise ValueError("y: the target is constant; there is nothing to predict")
         self.y_mean_ = float(values.mean())
         self.y_scale_ = scale
+        self._y_units = _units_of(y)  # the units of the score and the embedding
         self.train_values_ = values
         self._fit_target = values
         return (values - self.y_mean_) / self.y_scale_
@@ -102,6 +117,15 @@ class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
 
     def _f0_default(self) -> float:
         return self.y_mean_
+
+    @property
+    def _score_units(self) -> str | None:
+        return getattr(self, "_y_units", None)  # absent from pickles of older fits
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R^2 of :meth:`predict` (scikit-learn's ``score``); a DataArray or date-indexed
+        ``y`` must have ``X``'s sample coordinate (as in ``fit``), else ``ValueError``."""
+        return super().score(X, self._aligned_target(X, y), sample_weight)
 
 
 class GBMAPRegressor(_GBMAPRegressorBase):
@@ -135,9 +159,10 @@ class GBMAPRegressor(_GBMAPRegressorBase):
 %(notes)s
 
     ``transform`` returns the learners' outputs times ``y_scale_`` (target units), so
-    ``predict(X) = y_mean_ + transform(X).sum(axis=1)``; ``intercept_`` and ``train_loss_``
-    stay in standardised units. For :meth:`drift_score` the model keeps the training
-    targets (``n`` floats) and the training embedding (``train_embedding_``).
+    ``predict(X) = y_mean_ + transform(X).sum(axis=1)`` (``f_0(X) + ...`` with an ``f0``);
+    xarray outputs carry the target's ``units`` attr, if it has one. ``intercept_`` and
+    ``train_loss_`` stay in standardised units. For :meth:`drift_score` the model keeps the
+    training targets (``n`` floats) and the training embedding (``train_embedding_``).
 
 %(references)s
 
@@ -165,7 +190,12 @@ class GBMAPRegressor(_GBMAPRegressorBase):
             Lazy for Dask input.
         """
         inp = self._check_input(X)
-        return self._wrap_samples(self._scores(self._embed(inp.data), inp.data), inp, "prediction")
+        return self._wrap_samples(
+            self._scores(self._embed(inp.data), inp.data),
+            inp,
+            "prediction",
+            self._score_attrs("GBMAP prediction of the target"),
+        )
 
 
 class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
@@ -178,7 +208,13 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             bad = int((~np.isfinite(values)).sum())
             raise ValueError(f"y: contains {bad} NaN or infinite values; drop those samples")
-        kind = type_of_target(values, input_name="y")
+        try:
+            kind = type_of_target(values, input_name="y")
+        except TypeError as exc:  # e.g. None among string labels: sorting them fails
+            raise ValueError(
+                f"y: labels of mixed types cannot be ordered ({exc}); missing labels (None) "
+                "must be dropped"
+            ) from None
         if kind not in ("binary", "multiclass"):
             raise ValueError(
                 f"y: Unknown label type: {kind}; {type(self).__name__} needs two class labels "
@@ -219,6 +255,11 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
     def _target_stats(self) -> np.ndarray:
         return np.zeros(0)
 
+    def score(self, X, y, sample_weight=None) -> float:
+        """Accuracy of :meth:`predict` (scikit-learn's ``score``); a DataArray or date-indexed
+        ``y`` must have ``X``'s sample coordinate (as in ``fit``), else ``ValueError``."""
+        return super().score(X, self._aligned_target(X, y), sample_weight)
+
     def _train_values(self):
         return self._train_scores
 
@@ -250,9 +291,9 @@ class GBMAPClassifier(_GBMAPClassifierBase):
     -----
 %(notes)s
 
-    The embedding is in logit units and sums to :meth:`decision_function`. For
-    :meth:`drift_score` the kNN average is over the model's own training scores (row sums of
-    ``train_embedding_``), as in the paper.
+    The embedding is in logit units and sums to :meth:`decision_function` (minus
+    ``f_0(x)`` with an ``f0``). For :meth:`drift_score` the kNN average is over the model's
+    own training scores (``f_0`` plus the row sums of ``train_embedding_``), as in the paper.
 
 %(references)s
 
@@ -281,7 +322,10 @@ class GBMAPClassifier(_GBMAPClassifierBase):
         """
         inp = self._check_input(X)
         return self._wrap_samples(
-            self._scores(self._embed(inp.data), inp.data), inp, "decision_function"
+            self._scores(self._embed(inp.data), inp.data),
+            inp,
+            "decision_function",
+            self._score_attrs("GBMAP score (logit)"),
         )
 
     def predict(self, X):
@@ -322,7 +366,9 @@ class GBMAPClassifier(_GBMAPClassifierBase):
             P = _proba(scores)
         if inp.layout is None:
             return P
-        return inp.layout.samples(P, dim="class", coords={"class": self.classes_}, name="proba")
+        return inp.layout.samples(
+            P, dim="class", coords={"class": self.classes_}, name="proba", attrs=_PROBA_ATTRS
+        )
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (computed stably from the score)."""
@@ -337,4 +383,10 @@ class GBMAPClassifier(_GBMAPClassifierBase):
             L = _log_proba(scores)
         if inp.layout is None:
             return L
-        return inp.layout.samples(L, dim="class", coords={"class": self.classes_}, name="log_proba")
+        return inp.layout.samples(
+            L,
+            dim="class",
+            coords={"class": self.classes_},
+            name="log_proba",
+            attrs={"long_name": "log of the class probability"},
+        )

@@ -21,7 +21,12 @@ from dcfa._validation import InputData, Interval
 from dcfa.gbmap import drift as _drift
 from dcfa.gbmap._base import _BaseGBMAP
 from dcfa.gbmap._docs import _doc
-from dcfa.gbmap._estimator import _GBMAPClassifierBase, _GBMAPRegressorBase, _labels
+from dcfa.gbmap._estimator import (
+    _PROBA_ATTRS,
+    _GBMAPClassifierBase,
+    _GBMAPRegressorBase,
+    _labels,
+)
 
 __all__ = ["GBMAPKNeighborsClassifier", "GBMAPKNeighborsRegressor"]
 
@@ -175,7 +180,9 @@ class GBMAPKNeighborsRegressor(_KNeighborsMixin, _GBMAPRegressorBase):
             Lazy for Dask input.
         """
         out, inp = self._knn(X, "train_values_")
-        return self._wrap_samples(out, inp, "prediction")
+        return self._wrap_samples(
+            out, inp, "prediction", self._score_attrs("k-NN prediction of the target")
+        )
 
 
 class GBMAPKNeighborsClassifier(_KNeighborsMixin, _GBMAPClassifierBase):
@@ -285,7 +292,9 @@ class GBMAPKNeighborsClassifier(_KNeighborsMixin, _GBMAPClassifierBase):
             P = _two_columns(p1)
         if inp.layout is None:
             return P
-        return inp.layout.samples(P, dim="class", coords={"class": self.classes_}, name="proba")
+        return inp.layout.samples(
+            P, dim="class", coords={"class": self.classes_}, name="proba", attrs=_PROBA_ATTRS
+        )
 
     def predict(self, X):
         """The majority label of the ``n_neighbors`` nearest training points.

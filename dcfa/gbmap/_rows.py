@@ -72,8 +72,11 @@ PERSIST_FRACTION = 0.5
 # first pass: standardisation moments and the finiteness check
 
 
-def column_stats(X) -> tuple[Standardizer, int]:
+def column_stats(X, *, empty_columns: bool = False) -> tuple:
     """The column standardisation (means, population std) and the count of non-finite entries.
+
+    With ``empty_columns``, also the number of columns without a single finite value (masked
+    cells of a gridded field, such as land in a sea-surface field), for the error message.
 
     One pass of the statistics engine (:func:`dcfa.stats.graph.column_summary`): one compute
     for a Dask ``X``, the same kernel on the whole array in memory. Columns are shifted by a
@@ -85,7 +88,10 @@ def column_stats(X) -> tuple[Standardizer, int]:
         summary = compute(column_summary(X.rechunk({1: -1})))[0]
     else:
         summary = column_summary(X)
-    return Standardizer.from_summary(summary)
+    standardizer, bad = Standardizer.from_summary(summary)
+    if not empty_columns:
+        return standardizer, bad
+    return standardizer, bad, int((np.asarray(summary["count"]) == 0).sum())
 
 
 ############################################################################################

@@ -27,6 +27,8 @@ their loaders and ship in no package here.
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import dask.array as da
 import numpy as np
 
@@ -78,6 +80,11 @@ def make_synth_cos(
     """
     if task not in ("regression", "classification"):
         raise ValueError(f"task: expected 'regression' or 'classification', got {task!r}")
+    for name, value in (("n", n), ("p", p), ("chunks", chunks)):
+        if name == "chunks" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
     ss = np.random.SeedSequence(random_state)
     head, *rest = ss.spawn(1 + (1 if chunks is None else -(-n // chunks)))
     v = np.random.default_rng(head).normal(size=p)

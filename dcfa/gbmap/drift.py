@@ -24,9 +24,13 @@ over sub-blocks that bounds the distance matrix held at once), and the partial t
 of a query chunk are merged in a tree (the merge is associative). Ties in distance are broken
 by the training row index, so the result does not depend on the chunking. On NumPy inputs the
 same kernels run in a loop; if any input is a Dask array the result is a lazy Dask array.
+An xarray DataArray (such as ``transform``'s output on a field) counts as the array it holds:
+a chunked one stays lazy.
 """
 
 from __future__ import annotations
+
+import sys
 
 import dask
 import dask.array as da
@@ -115,8 +119,12 @@ def _knn_partial(
 
 
 def _mean_values(top: tuple) -> np.ndarray:
-    """The mean of the values of the ``k`` nearest (``knn_mean``)."""
-    return top[2].mean(axis=1)
+    """The mean of the values of the ``k`` nearest (``knn_mean``); NaN for a query row with a
+    non-finite distance (a NaN or inf in the row: a lazy input is not checked before), not the
+    mean over whichever rows a NaN sorts after."""
+    out = top[2].mean(axis=1)
+    out[~np.isfinite(top[0]).all(axis=1)] = np.nan
+    return out
 
 
 def _kth_distance(top: tuple) -> np.ndarray:
@@ -175,7 +183,25 @@ def knn_reduce(query, train, values, k: int, *, metric: str = "cityblock", reduc
 # public functions
 
 
+def _unwrap(a):
+    """The array inside an xarray DataArray (such as ``transform``'s output), which
+    ``np.asarray`` would compute when it holds a Dask array. xarray is not imported here:
+    the workers that run the kernels above need not load it."""
+    xr = sys.modules.get("xarray")
+    if xr is not None and isinstance(a, xr.DataArray):
+        return a.data
+    return a
+
+
+def _as_1d(a):
+    a = _unwrap(a)
+    if isinstance(a, da.Array):
+        return a
+    return np.asarray(a, dtype=np.float64).reshape(-1)
+
+
 def _as_2d(a, name: str):
+    a = _unwrap(a)
     if not isinstance(a, da.Array):
         a = np.asarray(a, dtype=np.float64)
     if a.ndim != 2:
@@ -254,11 +280,17 @@ def knn_mean(
         Lazy if any input is a Dask array. Ties in distance are broken by the training row
         index (the lowest index wins), whatever the chunking.
     """
-    query, train, k = _check_knn(query, train, n_neighbors)
-    if not isinstance(values, da.Array):
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
+    return _knn_mean(query, train, values, n_neighbors, metric=metric)
+
+
+def _knn_mean(query, train, values, n_neighbors, *, metric="cityblock", names=None):
+    """:func:`knn_mean` whose errors name the caller's arguments (``names``: query, train,
+    values)."""
+    names = names or ("query", "train", "values")
+    query, train, k = _check_knn(query, train, n_neighbors, names=names[:2])
+    values = _as_1d(values)
     if values.shape != (train.shape[0],):
-        raise ValueError(f"values: expected shape ({train.shape[0]},), got {values.shape}")
+        raise ValueError(f"{names[2]}: expected shape ({train.shape[0]},), got {values.shape}")
     return knn_reduce(query, train, values, k, metric=metric, reduce="mean")
 
 
@@ -325,9 +357,14 @@ def drift_score(
     Section 4.5 is :func:`euclid_drift_score`, and the whole experiment of Section 4.5
     :func:`dcfa.gbmap.drift_experiment`.
     """
-    fknn = knn_mean(embedding, train_embedding, train_values, n_neighbors)
-    if not isinstance(scores, da.Array):
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    fknn = _knn_mean(
+        embedding,
+        train_embedding,
+        train_values,
+        n_neighbors,
+        names=("embedding", "train_embedding", "train_values"),
+    )
+    scores = _as_1d(scores)
     if scores.shape != (fknn.shape[0],):
         raise ValueError(f"scores: expected shape ({fknn.shape[0]},), got {scores.shape}")
     if isinstance(fknn, da.Array) and isinstance(scores, da.Array):

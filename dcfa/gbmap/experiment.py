@@ -27,6 +27,7 @@ GBMAP parameters default to the paper's for this experiment: ``m = 20``, ``beta 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import clone
@@ -192,6 +193,15 @@ def drift_experiment(
     if task not in ("regression", "classification"):
         raise ValueError(f"task: expected 'auto', 'regression' or 'classification', got {task!r}")
     n, p = X.shape
+    # checked here, not after the p fits of the covariate search
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral) or n_neighbors < 1:
+        raise ValueError(f"n_neighbors: expected an int >= 1, got {n_neighbors!r}")
+    if feature is not None:
+        if isinstance(feature, bool) or not isinstance(feature, Integral) or not -p <= feature < p:
+            raise ValueError(
+                f"feature: expected None or the index of one of X's {p} columns, got {feature!r}"
+            )
+        feature = int(feature) % p  # as NumPy indexes: -1 is the last covariate
     if n // 4 < n_neighbors:
         raise ValueError(f"X: {n} samples leave fewer than n_neighbors={n_neighbors} in a1")
     Xs = _standardize(X)
