@@ -65,7 +65,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             against ``y`` (a ValueError names ``moments``): the target's count, mean and
             variance (per row segment), and, for in-memory ``X``, the cross-product with
             ``y`` of one feature, which a reordered ``y`` changes (a Dask ``X`` is not read
-            for it).
+            for it). Lazy moments (``dcfa.moments(..., compute=False)``) are computed first.
 
         Returns
         -------
@@ -83,6 +83,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             # refused here, before any compute, when none does
             name = choose(self, inp, folds)
         else:
+            moments = _computed(moments)
             name = execution_for_moments(self, inp, folds, moments)
         execution = EXECUTIONS[name]
         extras = execution.prepare(self, inp, folds)
@@ -396,6 +397,18 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         tags.input_tags.allow_nan = True
         return tags
+
+
+def _computed(moments):
+    """Lazy :class:`Moments` (``compute=False``) computed, those of a list in one pass."""
+    from dcfa.stats.moments import compute_all
+
+    if isinstance(moments, Moments):
+        return moments.compute()
+    if isinstance(moments, list | tuple) and all(isinstance(m, Moments) for m in moments):
+        if any(m.is_lazy for m in moments):
+            return compute_all(list(moments))
+    return moments
 
 
 ############################################################################################

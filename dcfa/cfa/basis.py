@@ -162,6 +162,11 @@ def _cross_diagonal(m) -> np.ndarray:
     return m.column_m2 if isinstance(m, MergedMoments) else m.cross.diagonal()
 
 
+def _lo(m) -> np.ndarray | float:
+    """The rounding error of ``m.mean`` (:class:`dcfa.Moments`' ``mean_lo``; 0 when unknown)."""
+    return 0.0 if m.mean_lo is None else m.mean_lo
+
+
 class MergedMoments(ColumnSummary):
     """``Moments.merge_all(parts)`` without its ``p x p`` matrix: the same numbers, by rows.
 
@@ -187,14 +192,17 @@ class MergedMoments(ColumnSummary):
         self.parts = parts
         self.n_targets = first.n_targets
         n, mean, count = first.n, first.mean, first.count
+        lo = _lo(first)
         diag = first.cross.diagonal()
         self._steps = []
-        for p in parts[1:]:  # dcfa.stats.kernels._merge_exclude, then finalize (shift 0)
+        for p in parts[1:]:  # Moments.merge's chain: differences of the exact means
             n, w, f = chan_factors(n, p.n)
-            d = p.mean - mean
+            d = ((p.mean - mean) + _lo(p)) - lo  # (mean + lo) of p less that of the merge
             self._steps.append((p.cross, d, f))
             diag = diag + p.cross.diagonal() + d * d * f
-            mean = mean + d * w + 0.0
+            rel = lo + d * w
+            mean, previous = mean + (p.mean - mean) * w + 0.0, mean
+            lo = (previous - mean) + rel
             count = count + p.count
         self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
 

@@ -54,7 +54,11 @@ def check_dense(
     """
     estimate = estimate_dense(estimator, n_samples, n_features, data=data, mode=mode)
     if estimate is not None:
-        _enforce(estimate, _hint_for(estimator))
+
+        def at(k: int) -> DenseEstimate:
+            return estimate_dense(estimator, n_samples, k, data=_narrow(data, k), mode=mode)
+
+        _enforce(estimate, _hint_for(estimator), at)
     return estimate
 
 
@@ -70,23 +74,33 @@ def check_moments(
     tiles: bool = False,
 ) -> DenseEstimate:
     """:func:`check_dense` for :func:`dcfa.moments` (parameters of :func:`estimate_moments`)."""
-    estimate = estimate_moments(
-        n_samples,
-        n_features,
-        n_targets=n_targets,
-        segments=segments,
-        missing=missing,
-        data=data,
-        split_every=split_every,
-        tiles=tiles,
-    )
+
+    def at(k: int) -> DenseEstimate:
+        return estimate_moments(
+            n_samples,
+            k,
+            n_targets=n_targets,
+            segments=segments,
+            missing=missing,
+            data=_narrow(data, k),
+            split_every=split_every,
+            tiles=tiles,
+        )
+
+    estimate = at(n_features)
     _enforce(
         estimate,
         "compute the moments of fewer columns (coarsen the grid, e.g. "
         "X.coarsen(lat=2, lon=2).mean(), or select a region); for a partition, "
         "the CFA estimators' mode='auto' avoids the matrix when it does not fit",
+        at,
     )
     return estimate
+
+
+def _narrow(data, k: int):
+    """The first ``k`` columns of ``data`` (not read: a view, or a lazy slice), or None."""
+    return None if data is None else data[:, :k]
 
 
 def _hint_for(estimator) -> str:
@@ -112,12 +126,14 @@ def _raise_hint(need: int) -> str:
     )
 
 
-def _enforce(est: DenseEstimate, hint: str) -> None:
+def _enforce(est: DenseEstimate, hint: str, at) -> None:
+    """Raise :class:`MemoryBudgetError` if ``est`` exceeds the budget; ``at(k)`` is the
+    estimate of the same pass on the first ``k`` features (for what would fit)."""
     budget = memory_budget()
     p = est.n_columns
     if est.driver_bytes > budget.driver:
         parts = "; ".join(f"{what}: {gib(b)}" for what, b in est.driver_terms)
-        fit = _largest_fitting(est, budget.driver)
+        fit = _largest_fitting(est, budget.driver, at)
         raise MemoryBudgetError(
             f"{est.who}: the dense pass would hold about {gib(est.driver_bytes)} in this "
             f"process ({p:,} x {p:,} float64 matrices of {gib(est.matrix_bytes)} each; "
@@ -176,10 +192,17 @@ def _budget_word() -> str:
     return f"{CONFIG_KEY} = {format_bytes(absolute)}, capped"
 
 
-def _largest_fitting(est: DenseEstimate, budget: int) -> int:
-    """Features that would fit: the estimate scales as p^2 (matrices) plus p (copies)."""
-    quad = est.driver_bytes / est.n_columns**2
-    return max(int(math.sqrt(max(budget, 0) / quad)) - est.n_targets, 0)
+def _largest_fitting(est: DenseEstimate, budget: int, at) -> int:
+    """The most features whose estimate fits ``budget`` (bisection over the estimate itself:
+    its terms grow as p^2, n p and with the chunks, so no single power law says it)."""
+    lo, hi = 0, est.n_features  # at(lo) fits (nothing), at(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid).driver_bytes <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _widest_tile(est: DenseEstimate, per_task: float) -> int:

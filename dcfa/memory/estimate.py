@@ -125,8 +125,15 @@ def _n_local_threads() -> int:
 
 
 def _tile_tasks(
-    data, p: int, bounds: list[int], missing: str, isz: int, split_every: int | None, tiles: bool
-) -> tuple[tuple, int]:
+    data,
+    p: int,
+    bounds: list[int],
+    missing: str,
+    isz: int,
+    split_every: int | None,
+    tiles: bool,
+    inputs_held: bool = False,
+) -> tuple[tuple, int, int]:
     """Peak bytes of the tile tasks of :func:`dcfa.stats.graph.tiled_moments`, largest first.
 
     A chunk task holds a row block of two column blocks (and float64 copies of them), the
@@ -135,6 +142,14 @@ def _tile_tasks(
     :func:`dcfa.stats.graph._fold_chunks`); a tree merge over the folds holds ``split_every``
     partial tiles plus its running result and temporaries. Each tile has one chunk task per
     row chunk and a merge task per node of its segments' trees above the folds.
+    ``inputs_held``: the input chunks a task reads are counted elsewhere (the local
+    scheduler's term for them), so only the task's float64 copies are its own.
+
+    Returns ``(tasks, widest block, waiting)``: ``waiting`` is the bytes of the row chunks'
+    partial tiles that wait for their merge at once. A tile that is not folded keeps the
+    tree, and the scheduler runs a row chunk's tasks of every tile (to release that input
+    chunk) before the merges: each such tile then holds up to ``split_every`` partial tiles
+    per segment, where the finished results count one.
     """
     from dcfa.stats.graph import fold_tile, segment_rows
     from dcfa.stats.kernels import row_blocks
@@ -145,8 +160,10 @@ def _tile_tasks(
     se = max(split_every or SPLIT_EVERY, 2)
     per_seg = np.bincount(seg_of)
     folds = -(-per_seg // se)  # per segment: chains of up to split_every chunks
-    copy = isz + (_F8 if missing == "exclude" else 26)  # input + float64 copies, per value
+    # input (unless counted elsewhere) + float64 copies, per value
+    copy = (0 if inputs_held else isz) + (_F8 if missing == "exclude" else 26)
     peaks: dict[int, int] = {}
+    waiting = 0
     for i, wi in enumerate(widths):
         for j in range(i, len(widths)):
             wj = widths[j]
@@ -158,13 +175,17 @@ def _tile_tasks(
             temp = _F8 * wj * min(row_blocks(wi, wj)[0].stop, wi) if missing == "exclude" else 0
             chunk = (_KERNEL_PEAK[missing] + folded * _TILE_FIELDS[missing]) * T + side + temp
             peaks[chunk] = peaks.get(chunk, 0) + len(rows)
+            if not folded:  # beyond the finished result each (segment, tile) counts
+                waiting += (
+                    int(np.minimum(per_seg, se).sum() - len(per_seg)) * T * (_TILE_FIELDS[missing])
+                )
             leaves = folds if folded else per_seg
             fan = min(se, int(leaves.max()))
             merges = sum(_tree_merges(int(r), se) for r in leaves)
             if merges:
                 merge = (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T
                 peaks[merge] = peaks.get(merge, 0) + merges
-    return tuple(sorted(peaks.items(), reverse=True)), max(widths)
+    return tuple(sorted(peaks.items(), reverse=True)), max(widths), waiting
 
 
 def _block_widths(data, p: int, tiles: bool) -> list[int]:
@@ -249,19 +270,22 @@ def _pass_terms(
     if kind != "dask":
         return gathered, terms, (), 0, held
     isz = _F8 if inputs_copy else int(np.dtype(data.dtype).itemsize)
-    tasks, width = _tile_tasks(data, p, bounds, missing, isz, split_every, tiles)
     if client_active:
+        tasks, width, _ = _tile_tasks(data, p, bounds, missing, isz, split_every, tiles)
         return gathered, terms, tasks, width, held
+    # the input's chunks are one term below: a task's share of them is not counted again
+    tasks, width, waiting = _tile_tasks(data, p, bounds, missing, isz, split_every, tiles, True)
     # the local scheduler runs the tile tasks here, while finished blocks accumulate; the
     # input's chunks stay until every tile that reads them is done, and each thread may be
     # making one (read, decoded or computed: float64 with two temporaries)
     inflight, running = _tasks_at_once(tasks, _n_local_threads())
     chunks = n * data.shape[1] * isz
     chunks += running * 3 * _F8 * max(data.chunks[0]) * max(data.chunks[1])
-    during = held + vectors + inflight + chunks
+    during = held + vectors + waiting + inflight + chunks
     if during > gathered:
         terms = (
             (f"{terms[0][0]}: finished blocks", held + vectors),
+            *((("row chunks' tiles waiting for their merge", waiting),) if waiting else ()),
             (f"{running} tile tasks running in this process", inflight),
             ("the input's chunks", chunks),
         )

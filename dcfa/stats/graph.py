@@ -112,10 +112,12 @@ def tiled_moments(
         if missing == "pairwise":
             fields["count"] = sq("count", _symmetric)
             fields["mean"] = sq("mean", _pair_mean)
+            fields["mean_lo"] = sq("mean_lo", _pair_mean)
             fields["m2"] = sq("m2", _pair_field)
         else:
             fields["count"] = _diagonal(graph, tile_name, s, n_blocks, widths, "count")
             fields["mean"] = _diagonal(graph, tile_name, s, n_blocks, widths, "mean")
+            fields["mean_lo"] = _diagonal(graph, tile_name, s, n_blocks, widths, "mean_lo")
         out.append(fields)
     return out
 
@@ -367,8 +369,17 @@ def _pair_field(tile: dict, field_: str, shift, upper: bool) -> np.ndarray:
 
 
 def _pair_mean(tile: dict, field_: str, shift, upper: bool) -> np.ndarray:
-    mean = _pair_field(tile, field_, shift, upper)
-    return mean if shift is None else shift[:, None] + mean
+    """``"mean"``: the pairwise means ``shift + mean`` rounded; ``"mean_lo"``: their
+    rounding errors (:func:`~dcfa.stats.kernels.two_sum`, see :class:`dcfa.Moments`)."""
+    mean = _pair_field(tile, "mean", shift, upper)
+    return _shifted(mean, None if shift is None else shift[:, None], field_)
+
+
+def _shifted(mean: np.ndarray, shift, field_: str) -> np.ndarray:
+    """``shift + mean`` (``field_ == "mean"``) or its rounding error (``"mean_lo"``)."""
+    if shift is None:
+        return mean if field_ == "mean" else np.zeros_like(mean)
+    return kernels.two_sum(shift, mean)[field_ == "mean_lo"]
 
 
 def _square(graph, tile_name, s, n_blocks, widths, field_, getter) -> da.Array:
@@ -402,8 +413,8 @@ def _diagonal(graph, tile_name, s, n_blocks, widths, field_) -> da.Array:
 
 
 def _diagonal_field(tile: dict, field_: str, shift) -> np.ndarray:
-    if field_ == "mean":
-        return tile["mean_a"] if shift is None else shift + tile["mean_a"]
+    if field_ in ("mean", "mean_lo"):
+        return _shifted(tile["mean_a"], shift, field_)
     return np.asarray(tile["count_a"], dtype=np.float64)
 
 

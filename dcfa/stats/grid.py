@@ -20,6 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
+from dcfa.stats.kernels import column_shift, two_sum
 from dcfa.stats.stencil import (
     half_offsets,
     interior,
@@ -68,6 +69,11 @@ class GridMoments(StoredFields, ColumnSummary):
     target_mean: float | None = None
     target_ss: float | None = None
     blocks: tuple[int, ...] = ()  # grid dims along which cells are never neighbours
+    # the rounding errors of mean and target_mean (see dcfa.Moments.mean_lo): what lets
+    # merge_all subtract means of values with a large offset without losing digits; None in
+    # stores written before dcfa kept them (then counted as 0)
+    mean_lo: np.ndarray | None = None  # (D,)
+    target_mean_lo: float | None = None
 
     pairwise = False
     missing = "exclude"
@@ -175,6 +181,7 @@ class GridMoments(StoredFields, ColumnSummary):
             self,
             count=np.where(ok.ravel(), self.count, 0),
             mean=self.mean / flat,
+            mean_lo=None,  # a quotient's rounding is not kept
             diag=self.diag / flat**2,
             cross=cross,
             target_cross=None if self.target_cross is None else self.target_cross / flat,
@@ -205,9 +212,13 @@ class GridMoments(StoredFields, ColumnSummary):
                 raise ValueError("parts: grid moments of different grids cannot be merged")
         n_s = np.array([p.n for p in parts], dtype=np.float64)
         n = n_s.sum()
-        means = np.stack([p.mean for p in parts])  # (S, D)
-        mean = n_s @ means / n
-        dev = means - mean  # (S, D)
+        # the parts' exact means (mean + mean_lo) relative to the first's: differences of
+        # close means are exact, so the deviations keep every digit on a large offset
+        ref = first.mean
+        means = np.stack([_relative(p.mean, p.mean_lo, ref) for p in parts])  # (S, D)
+        rel = n_s @ means / n
+        dev = means - rel  # (S, D)
+        mean, mean_lo = two_sum(ref, rel)
         nbr = first.offset_cells()
         off = nbr < 0
         cross = np.zeros_like(first.cross)
@@ -220,26 +231,45 @@ class GridMoments(StoredFields, ColumnSummary):
             "n": int(n),
             "count": sum(p.count for p in parts),
             "mean": mean,
+            "mean_lo": mean_lo,
             "diag": sum(p.diag for p in parts) + n_s @ (dev * dev),
             "cross": np.where(off, 0.0, cross),
         }
         if first.target_cross is not None:
-            ym_s = np.array([p.target_mean for p in parts])
+            y_ref = first.target_mean
+            ym_s = np.array([_relative(p.target_mean, p.target_mean_lo, y_ref) for p in parts])
             ym = float(n_s @ ym_s / n)
             ydev = ym_s - ym
-            merged["target_mean"] = ym
+            y_mean, y_lo = two_sum(y_ref, ym)
+            merged["target_mean"] = float(y_mean)
+            merged["target_mean_lo"] = float(y_lo)
             merged["target_ss"] = float(sum(p.target_ss for p in parts) + n_s @ (ydev * ydev))
             merged["target_cross"] = sum(p.target_cross for p in parts) + (n_s * ydev) @ dev
         return replace(first, **merged)
 
-    _ARRAYS = ("offsets", "count", "mean", "diag", "cross", "target_cross")
-    _ATTRS = ("n", "shape", "radius", "periodic", "target_mean", "target_ss", "blocks")
+    _ARRAYS = ("offsets", "count", "mean", "diag", "cross", "target_cross", "mean_lo")
+    _ATTRS = (
+        "n",
+        "shape",
+        "radius",
+        "periodic",
+        "target_mean",
+        "target_ss",
+        "blocks",
+        "target_mean_lo",
+    )
 
     def __repr__(self) -> str:
         return (
             f"GridMoments(n={self.n}, shape={self.shape}, radius={self.radius}, "
             f"offsets={len(self.offsets)}, excluded={len(self.excluded)})"
         )
+
+
+def _relative(mean, lo, ref):
+    """``mean + lo - ref``: the difference first (exact for close values), then ``lo``."""
+    rel = np.subtract(mean, ref)
+    return rel if lo is None else rel + lo
 
 
 ############################################################################################
@@ -369,6 +399,14 @@ def grid_pass(
     y = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
     if y is not None and y.size != n:
         raise ValueError(f"y: {y.size} values for {n} samples")
+    # the target around a reference value, as the field's cells (column_shift): its chunks'
+    # means are then merged as small numbers, not as 1e8 +- anomaly (which lost 7 digits)
+    y_shift = 0.0
+    if y is not None:
+        found = column_shift(y[:, None])
+        if found is not None:
+            y_shift = float(found[0])
+            y = y - y_shift
     if segments is not None:
         segments = np.asarray(segments, dtype=np.int64).reshape(-1)
         if segments.size != n or segments.min(initial=0) < 0 or segments.max() >= n_segments:
@@ -388,6 +426,7 @@ def grid_pass(
             offsets,
             y is not None,
             blocks,
+            y_shift,
         )
     # every block along a grid dim must be at least R wide for the halo; the dims of blocks
     # (never neighbours: their halo is only shape) are one chunk
@@ -448,15 +487,17 @@ def grid_pass(
         offsets,
         y is not None,
         blocks,
+        y_shift,
     )
 
 
 def _assemble(
-    done, spatial, chunks, n, shape, R, periodic, offsets, has_y, blocks=()
+    done, spatial, chunks, n, shape, R, periodic, offsets, has_y, blocks=(), y_shift=0.0
 ) -> SegmentedPass:
     edges = [np.cumsum((0, *c)) for c in chunks]
     n_seg = len(done[0][0]["n"])
     seg_mean = np.empty((n_seg, *shape))
+    seg_lo = np.empty((n_seg, *shape))
     seg_seen = np.empty((n_seg, *shape), dtype=np.int64)
     count = np.empty(shape, dtype=np.int64)
     diag = np.empty(shape)
@@ -467,9 +508,10 @@ def _assemble(
         inner = tuple(b.stop - b.start for b in box)
         core = (slice(None), *interior(R, inner))
         seg_seen[(slice(None), *box)] = part["seen"][core]
-        seg_mean[(slice(None), *box)] = np.where(
-            seg_seen[(slice(None), *box)] > 0, (shift + part["mean"])[core], 0.0
-        )
+        seen = seg_seen[(slice(None), *box)] > 0
+        hi, lo = two_sum(shift, part["mean"])  # the mean and its rounding error
+        seg_mean[(slice(None), *box)] = np.where(seen, hi[core], 0.0)
+        seg_lo[(slice(None), *box)] = np.where(seen, lo[core], 0.0)
         count[box] = part["count"]
         diag[box] = part["diag"]
         cross[(slice(None), *box)] = part["cross"]
@@ -477,12 +519,14 @@ def _assemble(
             ty[box] = part["ty"]
     first = done[0][0]
     seg_count = first["n"]
-    ymean = yss = None
-    if has_y:  # the target's own moments: the segments merged back (Chan)
+    ymean = yss = ylo = None
+    if has_y:  # the target's own moments: the segments merged back (Chan), around y_shift
         w = seg_count / n
-        ymean = float(w @ first["ymean"])
-        yss = float(first["yy"].sum() + seg_count @ (first["ymean"] - ymean) ** 2)
+        rel = float(w @ first["ymean"])
+        yss = float(first["yy"].sum() + seg_count @ (first["ymean"] - rel) ** 2)
+        ymean, ylo = (float(v) for v in two_sum(y_shift, rel))
     mean = seg_mean[0] if n_seg == 1 else np.zeros(shape)
+    mean_lo = seg_lo[0] if n_seg == 1 else np.zeros(shape)
     moments = GridMoments(
         n=n,
         shape=shape,
@@ -497,5 +541,7 @@ def _assemble(
         target_mean=ymean,
         target_ss=yss,
         blocks=tuple(blocks),
+        mean_lo=mean_lo.ravel(),
+        target_mean_lo=ylo,
     )
     return SegmentedPass(moments, seg_mean, seg_count, seg_seen)

@@ -39,6 +39,7 @@ __all__ = [
     "column_shift",
     "combine",
     "subtract_by_group",
+    "two_sum",
 ]
 
 
@@ -246,6 +247,22 @@ def _centred(a, shift):
     a -= centre
     a[~obs] = 0.0
     return a, obs.astype(np.float64), centre
+
+
+def two_sum(a, b) -> tuple:
+    """``(s, e)`` with ``s = fl(a + b)`` and ``s + e == a + b`` exactly (Knuth's TwoSum).
+
+    A mean taken around a shift (``shift + mean_of_shifted``) rounds to the ulp of the
+    shift: at 1e8 that is 1.5e-8, far more than an anomaly's mean can tolerate when two
+    values' means are later subtracted (:meth:`dcfa.Moments.merge`). ``e`` keeps the digits.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf or huge: no residual to keep
+        s = a + b
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
+    return s, np.where(np.isfinite(e), e, 0.0)
 
 
 ############################################################################################

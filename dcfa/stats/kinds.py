@@ -20,7 +20,10 @@ def load_moments(path: str | os.PathLike):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"path: no moments store at {str(path)!r}")
-    kind = zarr.open_group(str(path), mode="r").attrs.get("dcfa_kind")
+    try:
+        kind = zarr.open_group(str(path), mode="r").attrs.get("dcfa_kind")
+    except zarr.errors.NodeNotFoundError:  # a file, an empty directory, a Zarr array
+        kind = None
     if kind not in KINDS:
         raise ValueError(f"path: {str(path)!r} is not a dcfa moments store")
     return KINDS[kind].load(path)

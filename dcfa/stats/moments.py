@@ -15,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dcfa.stats.kernels import _merge_exclude, chunk_exclude, chunk_pairwise, column_shift, combine
+from dcfa.stats.kernels import (
+    _merge_exclude,
+    chan_factors,
+    chunk_exclude,
+    chunk_pairwise,
+    column_shift,
+    combine,
+    two_sum,
+)
 from dcfa.stats.store import write_zarr_atomic
 from dcfa.stats.summary import exclusions
 from dcfa.stats.symmetric import SymmetricTiles
@@ -29,23 +37,31 @@ MISSING_POLICIES = ("exclude", "pairwise")
 
 
 def finalize(tile: dict, n_targets: int, missing: str, shift=None) -> Moments:
-    """Moments from the single (diagonal) tile covering every column."""
-    shift = np.zeros(tile["cross"].shape[0]) if shift is None else shift
+    """Moments from the single (diagonal) tile covering every column.
+
+    The tile's means are relative to ``shift``; the value keeps ``shift + mean`` rounded
+    (``mean``) and its rounding error (``mean_lo``), so a later merge loses no digits.
+    """
+    shift = np.zeros(tile["cross"].shape[0]) if shift is None else np.asarray(shift)
     if missing == "pairwise":
+        mean, lo = two_sum(shift[..., None], tile["mean_a"])
         return Moments(
             n=int(tile["n"]),
             n_targets=n_targets,
             count=tile["count"],
-            mean=tile["mean_a"] + np.asarray(shift)[..., None],
+            mean=mean,
             cross=tile["cross"],
             m2=tile["m2_a"],
+            mean_lo=lo,
         )
+    mean, lo = two_sum(shift, tile["mean_a"])
     return Moments(
         n=int(tile["n"]),
         n_targets=n_targets,
         count=tile["count_a"],
-        mean=tile["mean_a"] + shift,
+        mean=mean,
         cross=tile["cross"],
+        mean_lo=lo,
     )
 
 
@@ -149,7 +165,7 @@ def moments(
             inp.data, Yd, missing=missing, segments=bounds, split_every=split_every, tiles=tiles
         )
         result = [
-            Moments(n=b1 - b0, n_targets=k, m2=f.pop("m2", None), **f)
+            Moments(n=b1 - b0, n_targets=k, m2=f.pop("m2", None), **f)  # mean_lo among f
             for (b0, b1), f in zip(_pairs_of(bounds), lazy, strict=True)
         ]
         if compute:
@@ -166,17 +182,27 @@ def compute_all(parts: list[Moments]) -> list[Moments]:
     """Compute lazy :class:`Moments` (from ``compute=False``) in one ``dask.compute``."""
     from dcfa._compute import compute
 
-    fields = [(p.count, p.mean, _lazy_cross(p.cross), p.m2) for p in parts]
+    fields = [(p.count, p.mean, _lazy_cross(p.cross), p.m2, p.mean_lo) for p in parts]
     done = compute(fields)[0]
     return [
-        Moments(n=p.n, n_targets=p.n_targets, count=c, mean=mu, cross=_cross_of(p.cross, cr), m2=m2)
-        for p, (c, mu, cr, m2) in zip(parts, done, strict=True)
+        Moments(
+            n=p.n,
+            n_targets=p.n_targets,
+            count=c,
+            mean=mu,
+            cross=_cross_of(p.cross, cr),
+            m2=m2,
+            mean_lo=lo,
+        )
+        for p, (c, mu, cr, m2, lo) in zip(parts, done, strict=True)
     ]
 
 
 def _as_one_tile(m: Moments) -> Moments:
     cross = SymmetricTiles([0, m.n_columns], {(0, 0): m.cross})
-    return Moments(n=m.n, n_targets=m.n_targets, count=m.count, mean=m.mean, cross=cross)
+    return Moments(
+        n=m.n, n_targets=m.n_targets, count=m.count, mean=m.mean, cross=cross, mean_lo=m.mean_lo
+    )
 
 
 def _lazy_cross(cross):
@@ -243,6 +269,12 @@ class Moments:
     m2 : ndarray of shape (p, p) or None
         Pairwise only: ``m2[i, j]`` is the sum of squared deviations of column ``i`` over the
         rows shared with ``j``. ``None`` for ``missing="exclude"`` statistics.
+    mean_lo : ndarray of the shape of ``mean``, or None
+        The rounding error of ``mean``: ``mean + mean_lo`` is the mean to twice float64's
+        precision. :meth:`merge` subtracts two values' means; with an offset of 1e8 the
+        rounded means alone are 1.5e-8 apart from the true ones, which would cost the merged
+        cross-products up to half their digits. ``None`` (moments saved before dcfa kept it, or
+        built by hand) counts as zeros.
 
     Notes
     -----
@@ -257,6 +289,7 @@ class Moments:
     mean: np.ndarray
     cross: np.ndarray
     m2: np.ndarray | None = None
+    mean_lo: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -269,6 +302,15 @@ class Moments:
     def compute(self) -> Moments:
         """The computed value (itself when already computed)."""
         return compute_all([self])[0] if self.is_lazy else self
+
+    def _check_computed(self, what: str) -> None:
+        """The statistics derived from the fields need their numbers: say how to get them."""
+        if self.is_lazy:
+            raise ValueError(
+                f"{what}: these Moments are lazy (dcfa.moments(..., compute=False)); "
+                "m = m.compute() computes them (dcfa.stats.moments.compute_all computes "
+                "several in one pass)"
+            )
 
     # -- shape ---------------------------------------------------------------------------
 
@@ -303,6 +345,7 @@ class Moments:
 
     def column_var(self, ddof: int = 1) -> np.ndarray:
         """Variance of each column over its observed values, shape (p,)."""
+        self._check_computed("column_var")
         ss = np.diagonal(self.m2) if self.pairwise else self.cross.diagonal()
         denom = self.column_count - ddof
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -321,6 +364,7 @@ class Moments:
         fewer than 2 observed values, and constant columns.
         """
         if "excluded" not in self._cache:
+            self._check_computed("excluded")
             self._cache["excluded"] = exclusions(self)
         return dict(self._cache["excluded"])
 
@@ -335,6 +379,7 @@ class Moments:
 
     def cov(self, ddof: int = 1) -> np.ndarray:
         """Covariance matrix of all ``p`` columns (pairwise: over each pair's shared rows)."""
+        self._check_computed("cov")
         denom = (self.count if self.pairwise else self.n) - ddof
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(denom > 0, np.asarray(self.cross) / denom, np.nan)
@@ -361,6 +406,7 @@ class Moments:
     def _corr_block(self, rows: slice, cols: slice) -> np.ndarray:
         if "corr" in self._cache:
             return self._cache["corr"][rows, cols]
+        self._check_computed("corr")
         if self.pairwise:
             ss_r, ss_c = self.m2[rows, cols], self.m2.T[rows, cols]
         else:
@@ -377,6 +423,8 @@ class Moments:
         """Moments of the union of two disjoint row sets (same columns, same treatment)."""
         if not isinstance(other, Moments):
             raise TypeError(f"other: expected Moments, got {type(other).__name__}")
+        self._check_computed("merge")
+        other._check_computed("merge")
         if (other.n_columns, other.n_targets, other.pairwise) != (
             self.n_columns,
             self.n_targets,
@@ -387,10 +435,26 @@ class Moments:
                 f"got {other.n_columns} columns/{other.n_targets} targets/{other.missing} "
                 f"and {self.n_columns}/{self.n_targets}/{self.missing}"
             )
+        if self.n == 0 or other.n == 0:
+            return other if self.n == 0 else self
+        # both sides' means relative to this one's column means, from the exact means
+        # (mean + mean_lo): the difference the Chan update multiplies keeps every digit
+        ref = self.column_mean
         if _same_tiles(self.cross, other.cross):
-            return _merge_tiles(self, other)
-        merged = combine([self._as_tile(), other._as_tile()])
-        return finalize(merged, self.n_targets, self.missing)
+            return _merge_tiles(self, other, ref)
+        merged = finalize(
+            combine([self._as_tile(ref), other._as_tile(ref)]), self.n_targets, self.missing
+        )
+        mean, lo = _merged_mean(self, other, ref, merged.mean)
+        return Moments(
+            n=merged.n,
+            n_targets=self.n_targets,
+            count=merged.count,
+            mean=mean,
+            cross=merged.cross,
+            m2=merged.m2,
+            mean_lo=lo,
+        )
 
     @classmethod
     def merge_all(cls, parts: list[Moments]) -> Moments:
@@ -402,13 +466,23 @@ class Moments:
             out = out.merge(p)
         return out
 
-    def _as_tile(self) -> dict:
+    def _relative_mean(self, ref: np.ndarray) -> np.ndarray:
+        """``mean + mean_lo - ref`` (pairwise: ``ref`` of each row's column), summed so that
+        the difference of two close means is exact and the residual then added."""
+        ref = ref[:, None] if self.pairwise else ref
+        rel = self.mean - ref
+        return rel if self.mean_lo is None else rel + self.mean_lo
+
+    def _as_tile(self, ref: np.ndarray) -> dict:
+        """This value as a diagonal tile of the kernels, its means relative to ``ref``."""
+        mean = self._relative_mean(ref)
         if self.pairwise:
             return {
                 "n": self.n,
                 "count": self.count,
-                "mean_a": self.mean,
-                "mean_b": self.mean.T,
+                "mean_a": mean,
+                # mean_b[i, j]: column j over the rows shared with i, relative to ref[j]
+                "mean_b": mean.T,
                 "m2_a": self.m2,
                 "m2_b": self.m2.T,
                 "cross": self.cross,
@@ -416,8 +490,8 @@ class Moments:
         return {
             "n": self.n,
             "count_a": self.count,
-            "mean_a": self.mean,
-            "mean_b": self.mean,
+            "mean_a": mean,
+            "mean_b": mean,
             "cross": np.asarray(self.cross),
         }
 
@@ -438,6 +512,7 @@ class Moments:
                 "mean": self.mean,
                 "cross": self.cross,
                 **({"m2": self.m2} if self.pairwise else {}),
+                **({"mean_lo": self.mean_lo} if self.mean_lo is not None else {}),
             },
             attrs={
                 "dcfa_kind": "Moments",
@@ -452,15 +527,10 @@ class Moments:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Moments:
         """Read moments written by :meth:`save`."""
-        import zarr
+        from dcfa.stats.store import open_stored
 
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"path: no moments store at {str(path)!r}")
-        group = zarr.open_group(str(path), mode="r")
+        group = open_stored(path, "Moments")
         attrs = dict(group.attrs)
-        if attrs.get("dcfa_kind") != "Moments":
-            raise ValueError(f"path: {str(path)!r} is not a dcfa Moments store")
         return cls(
             n=int(attrs["n"]),
             n_targets=int(attrs["n_targets"]),
@@ -468,13 +538,30 @@ class Moments:
             mean=group["mean"][...],
             cross=group["cross"][...],
             m2=group["m2"][...] if attrs["missing"] == "pairwise" else None,
+            # absent from stores written before dcfa kept it: merges then use the rounded means
+            mean_lo=group["mean_lo"][...] if "mean_lo" in group else None,
         )
 
     def __repr__(self) -> str:
         return (
             f"Moments(n={self.n}, n_features={self.n_features}, n_targets={self.n_targets}, "
-            f"missing={self.missing!r}, excluded={len(self.excluded)})"
+            f"missing={self.missing!r}, "
+            + ("lazy)" if self.is_lazy else f"excluded={len(self.excluded)})")
         )
+
+
+def _merged_mean(x: Moments, y: Moments, ref: np.ndarray, rel: np.ndarray) -> tuple:
+    """The merged means as ``(mean, mean_lo)``, given ``rel``, the merge's means relative to
+    ``ref`` (exact to twice float64's precision).
+
+    ``mean`` is the Chan update of the rounded means, the value ``merge`` has always given (and
+    :class:`dcfa.cfa.basis.MergedMoments` gives, bit for bit); ``mean_lo`` carries the rest
+    of the exact mean ``ref + rel`` (``ref - mean`` is exact: the two are close).
+    """
+    _, w, _ = chan_factors(x.count, y.count) if x.pairwise else chan_factors(x.n, y.n)
+    mean = x.mean + (y.mean - x.mean) * w + 0.0  # + 0.0: as finalize's zero shift (no -0.0)
+    ref = ref[:, None] if x.pairwise else ref
+    return mean, (ref - mean) + rel
 
 
 def _same_tiles(a, b) -> bool:
@@ -485,15 +572,16 @@ def _same_tiles(a, b) -> bool:
     )
 
 
-def _merge_tiles(x: Moments, y: Moments) -> Moments:
+def _merge_tiles(x: Moments, y: Moments, ref: np.ndarray) -> Moments:
     """:meth:`Moments.merge` tile by tile: each tile is the same Chan merge of the same
     numbers as the matrix's (bit for bit), and no ``p x p`` matrix is assembled."""
     blocks = [x.cross._slice(i) for i in range(x.cross.n_blocks)]
+    rel = {id(x): x._relative_mean(ref), id(y): y._relative_mean(ref)}
 
     def side(m: Moments, i: int, j: int) -> dict:
-        mean_a = m.mean[blocks[i]]
+        mean_a = rel[id(m)][blocks[i]]
         tile = {"n": m.n, "mean_a": mean_a, "cross": m.cross.tiles[i, j]}
-        tile["mean_b"] = mean_a if i == j else m.mean[blocks[j]]
+        tile["mean_b"] = mean_a if i == j else rel[id(m)][blocks[j]]
         if i == j:
             tile["count_a"] = m.count[blocks[i]]
         return tile
@@ -503,11 +591,12 @@ def _merge_tiles(x: Moments, y: Moments) -> Moments:
         merged[i, j] = _merge_exclude(side(x, i, j), side(y, i, j))
         tiles[i, j] = merged[i, j]["cross"]
     diagonal = [merged[i, i] for i in range(len(blocks))]
+    mean, lo = _merged_mean(x, y, ref, np.concatenate([t["mean_a"] for t in diagonal]))
     return Moments(
         n=x.n + y.n,
         n_targets=x.n_targets,
         count=np.concatenate([t["count_a"] for t in diagonal]),
-        # as finalize: the mean plus a zero shift
-        mean=np.concatenate([t["mean_a"] for t in diagonal]) + np.zeros(x.n_columns),
+        mean=mean,
         cross=x.cross.with_tiles(tiles),
+        mean_lo=lo,
     )

@@ -36,13 +36,8 @@ class StoredFields:
     @classmethod
     def load(cls, path):
         """Read a value written by :meth:`save`."""
-        import zarr
-
-        kind = cls.__name__
-        group = zarr.open_group(str(path), mode="r")
+        group = open_stored(path, cls.__name__)
         meta = dict(group.attrs)
-        if meta.get("dcfa_kind") != kind:
-            raise ValueError(f"path: {str(path)!r} holds {meta.get('dcfa_kind')!r}, not {kind}")
         fields = {a: (group[a][...] if a in group else None) for a in cls._ARRAYS}
         # attributes added in later versions are absent from older stores: their defaults apply
         fields.update(
@@ -53,6 +48,33 @@ class StoredFields:
             }
         )
         return cls(**fields)
+
+
+def open_stored(path, kind: str):
+    """The Zarr group of the dcfa store of ``kind`` at ``path``, read-only.
+
+    Raises ``FileNotFoundError`` when nothing is there, ``ValueError`` naming what is there
+    otherwise (a file, a Zarr store dcfa did not write, moments of another kind).
+    """
+    import zarr
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"path: no moments store at {str(path)!r}")
+    try:
+        group = zarr.open_group(str(p), mode="r")
+    except zarr.errors.NodeNotFoundError:  # a file, an empty directory, a Zarr array
+        raise ValueError(f"path: {str(path)!r} is not a dcfa {kind} store") from None
+    found = group.attrs.get("dcfa_kind")
+    if found != kind:
+        what = (
+            "is not a dcfa store"
+            if found is None
+            else f"holds dcfa {found}, not {kind} (dcfa.stats.kinds.load_moments reads any "
+            "kind of moments dcfa saves)"
+        )
+        raise ValueError(f"path: {str(path)!r} {what}")
+    return group
 
 
 def _plain(v):
@@ -80,6 +102,7 @@ def write_zarr_atomic(
 
     from dcfa.io.store import atomic_store
 
+    _check_outside_foreign_store(path)
     with atomic_store(path, overwrite=overwrite) as tmp:
         group = zarr.open_group(str(tmp), mode="a", zarr_format=3)
         for name, value in arrays.items():
@@ -90,3 +113,28 @@ def write_zarr_atomic(
             group.create_array(name, shape=value.shape, dtype=value.dtype)[...] = value
         group.attrs.update(attrs)
     return Path(path)
+
+
+# the files that make a directory a Zarr store or group (format 3, format 2)
+_ZARR_METADATA = ("zarr.json", ".zgroup", ".zarray")
+
+
+def _check_outside_foreign_store(path) -> None:
+    """Refuse a local ``path`` inside a Zarr store that dcfa did not write (the input
+    archive, say): saving there would add a group to someone else's store. Inside dcfa's own
+    stores (a result's ``moments/``, a store being written) is fine."""
+    from dcfa.io.objectstore import is_url
+    from dcfa.io.store import OutputError, dcfa_kind
+
+    if is_url(path):
+        return
+    here = Path(os.path.realpath(Path(path).parent))  # links resolved: a link cannot hide it
+    for parent in (here, *here.parents):
+        if any((parent / name).is_file() for name in _ZARR_METADATA):
+            if dcfa_kind(parent) is None:
+                raise OutputError(
+                    f"path: {str(path)!r} lies inside the Zarr store {str(parent)!r}, which "
+                    "dcfa did not write; dcfa does not add to other stores. Choose a path "
+                    "outside it"
+                )
+            return  # inside a dcfa store: its own writer decides
