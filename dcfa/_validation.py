@@ -30,6 +30,7 @@ __all__ = [
     "check_fitted_X",
     "check_y",
     "feature_order",
+    "label_positions",
     "same_coordinates",
     "check_n_samples",
     "validate_params",
@@ -218,7 +219,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
             levels.update(str(n) for n in a.names)
         names = [str(n) for n in a.names] if isinstance(a, pd.MultiIndex) else [d]
         circular = {n for n in names if is_longitude(n, coords.get(n, ours).attrs)}
-        positions = _label_positions(a, b, circular)
+        positions = label_positions(a, b, circular)
         if positions is None:
             raise ValueError(
                 f"{name}: the {d!r} coordinate differs from the training data's "
@@ -284,7 +285,7 @@ def _keys(index: pd.Index, circular: set) -> pd.Index:
     return level(index, bool(circular))
 
 
-def _label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarray | None:
+def label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarray | None:
     """Position in ``theirs`` of each label of ``ours``, or None when the labels differ."""
     if isinstance(ours, pd.MultiIndex) != isinstance(theirs, pd.MultiIndex):
         return None

@@ -113,7 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
-    inspect.add_argument("store", help="an input archive or a dcfa result store (path or URL)")
+    inspect.add_argument(
+        "store",
+        help="an archive, a dcfa result, a moments store or an output of dcfa apply (path or URL)",
+    )
     inspect.add_argument(
         "--storage-options",
         metavar="JSON",

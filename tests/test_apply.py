@@ -488,3 +488,52 @@ def test_windows_lags_on_appended_months_and_time_spans(job_c, tmp_path):
         np.testing.assert_array_equal(
             part.features.values, applied.features.sel(time=part.time).values
         )
+
+
+def _with_a_missing_month(source, target, month: int) -> None:
+    """A copy of the archive at ``source`` whose month ``month`` is NaN in every cell (a month
+    not yet filled in)."""
+    ds = xr.open_zarr(source, consolidated=False).load()
+    ds["sst"][month] = np.nan
+    ds.drop_encoding().to_zarr(target, zarr_format=3, consolidated=False)
+
+
+def test_a_missing_month_has_no_gbmap_value_and_the_others_theirs(job_a, tmp_path):
+    """A month missing from the archive: its features and GBMAP outputs are NaN, every other
+    month's are those of the stored learners (the regressor's masking, which the classifier
+    below now shares)."""
+    _with_a_missing_month(job_a / "sst.zarr", tmp_path / "gap.zarr", 5)
+    proc = cli(
+        "apply", str(job_a / "result.zarr"), "gap.zarr", "--output", "out.zarr", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "(1 samples with a missing group value)" in proc.stdout
+    applied = xr.open_zarr(tmp_path / "out.zarr")
+    result = xr.open_zarr(job_a / "result.zarr")
+    assert np.isnan(applied.features.values[5]).all()
+    assert np.isnan(applied.embedding.values[5]).all() and np.isnan(applied.prediction.values[5])
+    others = np.arange(applied.sizes["time"]) != 5
+    np.testing.assert_array_equal(applied.features.values[others], result.features.values[others])
+    embedding, prediction = _gbmap_reference(result, result.features.values[others])
+    np.testing.assert_allclose(applied.embedding.values[others], embedding, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(applied.prediction.values[others], prediction, rtol=1e-4)
+
+
+def test_a_classifier_result_applied_to_a_missing_month(tmp_path, client):
+    """A GBMAP classifier's prediction is NaN for a missing month (the old code made up a
+    class for it, the first of ``classes_``), and each other month's class is the sign of its
+    decision function."""
+    job = write_job(tmp_path, gbmap__n_boosts=2, gbmap__task="classification")
+    target = pd.read_csv(tmp_path / "soi.csv")
+    target["soi"] = (target["soi"] > 0).astype(float)
+    target.to_csv(tmp_path / "soi.csv", index=False)
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    _with_a_missing_month(tmp_path / "sst.zarr", tmp_path / "gap.zarr", 7)
+    fitted = load_result(tmp_path / "result.zarr")
+    field = xr.open_zarr(tmp_path / "gap.zarr", consolidated=False).sst
+    prediction = fitted.predict(field).compute()
+    score = fitted.gbmap_outputs(fitted.transform(field))["decision_function"].compute()
+    assert np.isnan(prediction.values[7]) and np.isnan(score.values[7])
+    others = np.arange(prediction.size) != 7
+    np.testing.assert_array_equal(prediction.values[others], (score.values[others] > 0) * 1.0)
+    assert set(np.unique(prediction.values[others])) == {0.0, 1.0}

@@ -40,6 +40,9 @@ def test_a_directory_as_the_job_file(tmp_path):
     [
         ("input.lags=[0, 300]", r"^input\.lags: "),
         ("gbmap.task=classification", r"^gbmap\.task: 'classification' needs a target of two "),
+        # fsspec's bare 'Protocol not known: S3' named neither the key nor the URL
+        ("input.store='S3://bucket/sst.zarr'", r"^input\.store: 'S3://bucket/sst\.zarr': the "),
+        ("output.store='gcz://b/r.zarr'", r"^output\.store: 'gcz://b/r\.zarr': the protocol "),
     ],
 )
 def test_keys_named_before_any_pass(tmp_path, override, message):

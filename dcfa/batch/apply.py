@@ -76,11 +76,43 @@ def apply_result(
     Returns
     -------
     The output's path (a Path, or the URL).
+
+    Raises
+    ------
+    ValueError
+        Bad input, naming the argument: an unknown URL protocol, another grid, a missing
+        variable, samples finer than the result's or in months its climatology lacks, a
+        chunk of the archive that cannot be decoded. A KeyboardInterrupt says nothing was
+        written (the temporary store is removed).
     """
+    try:
+        return _apply(result, archive, output, overwrite, time, storage_options, echo, _names)
+    except KeyboardInterrupt:
+        # the command line's default advice (--resume) is the batch job's: apply has none
+        raise KeyboardInterrupt(
+            "nothing was written (a temporary store is removed); run dcfa apply again"
+        ) from None
+
+
+def _apply(
+    result,
+    archive,
+    output,
+    overwrite: bool,
+    time,
+    storage_options: dict | None,
+    echo,
+    _names: dict | None,
+):
+    """:func:`apply_result`'s steps (the same arguments)."""
+    from dcfa.io.objectstore import check_protocol
     from dcfa.io.store import check_apart, check_writable
 
     t0 = _time.perf_counter()
     names = _names or PYTHON_NAMES
+    for key, where in (("result", result), ("archive", archive), ("output", output)):
+        if not isinstance(where, FittedResult):
+            check_protocol(where, names[key])
     so = storage_options or None
     out = location(output)
     out = out if isinstance(out, str) else Path(os.path.abspath(out))
@@ -104,14 +136,14 @@ def apply_result(
     data = {"features": features.astype("float32").rename(None)}
     data["features"].attrs = dict(features.attrs)
     gbmap = fitted.gbmap
-    if gbmap is not None:
-        embedding = gbmap.transform(features).rename(None)
-        data["embedding"] = embedding.astype("float32")
+    if gbmap is not None:  # NaN in the samples that miss a group's series
+        outputs = {k: v.rename(None) for k, v in fitted.gbmap_outputs(features).items()}
+        data["embedding"] = outputs["embedding"].astype("float32")
         data["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
-        if hasattr(gbmap, "classes_"):
-            data["decision_function"] = gbmap.decision_function(features).rename(None)
+        if "decision_function" in outputs:
+            data["decision_function"] = outputs["decision_function"]
             data["decision_function"].attrs = {"long_name": "GBMAP score (logit)"}
-        data["prediction"] = gbmap.predict(features).rename(None)
+        data["prediction"] = outputs["prediction"]
         data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
     elif fitted.gbmap_missing:
         echo(f"      note: the GBMAP is not applied: {fitted.gbmap_missing}")
@@ -119,8 +151,9 @@ def apply_result(
     n_samples = int(features.sizes[dim])
     attrs = {
         "dcfa_version": _version(),
-        "result": fitted.path,
-        "archive": str(location(archive)),
+        # provenance that still names the stores when read from another directory
+        "result": _absolute(fitted.path),
+        "archive": _absolute(archive),
         "method": fitted.method,
         "variables": json.dumps(fitted.variables),
         "samples": span,
@@ -146,8 +179,14 @@ def apply_result(
         )
         + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
     )
-    _write(out, dataset, overwrite, names, so)
-    written = xr.open_zarr(out, **({"storage_options": so} if so and isinstance(out, str) else {}))
+    from dcfa.batch.job import _reading  # an undecodable chunk: exit 2 naming the archive
+
+    with _reading(str(location(archive)), fitted.variables, names["archive"]):
+        _write(out, dataset, overwrite, names, so)
+    # dcfa's reader: dates past 2262 or in a model calendar are cftime, without a warning
+    written = open_zarr(
+        out, names["output"], **({"storage_options": so} if so and isinstance(out, str) else {})
+    )
     gaps = int(written["features"].isnull().any("group").sum())
     echo(
         f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
@@ -235,6 +274,12 @@ def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
         out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
     ) as tmp:
         compute(to_zarr(dataset, tmp, mode="a", compute=False, **kw))
+
+
+def _absolute(path) -> str:
+    """A URL as it is, a local path made absolute (symbolic links kept, as the user named it)."""
+    loc = location(path)
+    return loc if isinstance(loc, str) else os.path.abspath(loc)
 
 
 def _version() -> str:

@@ -174,7 +174,9 @@ def load_config(
             raise ConfigError("config: [output] must be a section")
         section["store"] = output
     _resolve_paths(raw, Path.cwd())  # what --set or --output gave (the file's are absolute)
-    return _check(raw, source)
+    config = _check(raw, source)
+    _check_protocols(raw)
+    return config
 
 
 PATH_KEYS = (("input", "store"), ("target", "path"), ("output", "store"), ("output", "work_dir"))
@@ -186,6 +188,20 @@ def _resolve_paths(raw: dict, base: Path) -> None:
         value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
         if isinstance(value, str) and value and "://" not in value:
             raw[section][key] = os.path.normpath(base / Path(value).expanduser())
+
+
+def _check_protocols(raw: dict) -> None:
+    """A URL whose protocol fsspec does not know (``S3://``, a typo) is named with its key,
+    before fsspec's bare 'Protocol not known' could surface from the first pass."""
+    from dcfa.io.objectstore import check_protocol
+
+    for section, key in PATH_KEYS:
+        value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
+        if isinstance(value, str):
+            try:
+                check_protocol(value, f"{section}.{key}")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 def _apply_override(raw: dict, item: str) -> None:

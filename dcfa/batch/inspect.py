@@ -16,26 +16,44 @@ __all__ = ["describe"]
 
 
 def describe(store: str, storage_options: dict | None = None) -> str:
-    """A few lines on what ``store`` holds: an archive's variables, or a result's groups.
+    """A few lines on what ``store`` holds: an archive's variables, a result's groups, the
+    result and archive of a ``dcfa apply`` output, a moments store's value (``Moments.save``,
+    a result's ``moments/``), or Zarr's own view of a store xarray cannot open (a bare array,
+    arrays without dimension names). An unknown URL protocol is a ValueError naming it.
 
     ``store`` is a local path or a URL (``s3://...``, with fsspec ``storage_options``). A
     temporary store of an interrupted write, or a store on object storage without its root
     metadata (written last), is reported incomplete (a ValueError).
     """
     from dcfa.io.archive import exists, location, open_zarr
-    from dcfa.io.store import incomplete_reason
+    from dcfa.io.objectstore import check_protocol
+    from dcfa.io.store import dcfa_kind, incomplete_reason
 
+    check_protocol(store, "store")
     path = location(store)
     if not exists(path, storage_options):
         raise FileNotFoundError(f"store: no Zarr store at {store!r}")
     reason = incomplete_reason(path, storage_options)
     if reason is not None:
         raise ValueError(f"store: {escape(reason)}")
-    ds = open_zarr(
-        path, "store", **({"storage_options": storage_options} if storage_options else {})
-    )
+    kind = dcfa_kind(path, storage_options)
+    if kind in _MOMENTS_KINDS:  # Zarr arrays without dims, which xarray cannot open
+        return "\n".join(escape(line) for line in _describe_moments(path, kind, storage_options))
+    try:
+        ds = open_zarr(
+            path, "store", **({"storage_options": storage_options} if storage_options else {})
+        )
+    except ValueError:
+        # a Zarr store xarray cannot open (a bare array, arrays without dimension names) is
+        # still described from Zarr's own metadata; anything else stays an error
+        lines = _describe_plain_zarr(path, storage_options)
+        if lines is None:
+            raise
+        return "\n".join(escape(line) for line in lines)
     if "dcfa_version" in ds.attrs and "region" in ds:
         lines = _describe_result(ds, path)
+    elif kind == _APPLIED:
+        lines = _describe_applied(ds, path)
     else:
         lines = _describe_archive(ds, path)
     return "\n".join(escape(line) for line in lines)
@@ -46,6 +64,62 @@ def escape(text: str) -> str:
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
     )
+
+
+_MOMENTS_KINDS = ("Moments", "GridMoments", "ColumnMoments")  # dcfa.stats.kinds.KINDS
+_APPLIED = "region series"  # the stores dcfa apply writes (dcfa.batch.apply)
+
+
+def _describe_moments(path, kind: str, storage_options: dict | None) -> list[str]:
+    """A moments store (``Moments.save``, a result's ``moments/``): its value, as its repr."""
+    if isinstance(path, Path):
+        from dcfa.stats.kinds import load_moments
+
+        return [f"{path}: dcfa {kind} store", f"  {load_moments(path)!r}"]
+    from dcfa.io.objectstore import root_attrs
+
+    attrs = root_attrs(path, storage_options) or {}
+    shown = {k: v for k, v in attrs.items() if k != "dcfa_kind" and not isinstance(v, list | dict)}
+    return [f"{path}: dcfa {kind} store", f"  {shown}"]
+
+
+def _describe_applied(ds: xr.Dataset, path) -> list[str]:
+    """An output of ``dcfa apply``: which result, which archive, which samples."""
+    a = ds.attrs
+    lines = [
+        f"{path}: dcfa {a.get('dcfa_version')} region series of result {a.get('result')} "
+        f"({a.get('created', '?')})",
+        f"  archive {a.get('archive')}, {a.get('samples')}, {a.get('n_groups')} groups",
+    ]
+    if a.get("lead"):
+        lines.append(f"  lead {a.get('lead')}: for the target at t + {a.get('lead')}")
+    return lines + _describe_archive(ds, path)[1:]
+
+
+def _describe_plain_zarr(path, storage_options: dict | None) -> list[str] | None:
+    """Zarr's view of a store xarray cannot open: its arrays' shapes, types and chunks, and
+    why dcfa cannot read it as an archive; None when Zarr cannot open it either."""
+    import zarr
+
+    try:
+        node = zarr.open(str(path), mode="r", storage_options=storage_options or None)
+    except Exception:  # zarr raises several types for a non-store
+        return None
+
+    def line(name: str, a) -> str:
+        return f"  {name}: shape {a.shape}, {a.dtype}, chunks {a.chunks}"
+
+    if isinstance(node, zarr.Array):
+        return [
+            f"{path}: a single Zarr array, not a group of named variables (dcfa reads "
+            "groups, e.g. written by xarray's to_zarr)",
+            line("(root)", node),
+        ]
+    arrays = sorted(node.arrays(), key=lambda kv: kv[0])
+    return [
+        f"{path}: a Zarr group of {len(arrays)} array(s) without dimension names, which "
+        "xarray (and dcfa) cannot read as variables; write it with xarray's to_zarr"
+    ] + [line(name, a) for name, a in arrays]
 
 
 def _describe_archive(ds: xr.Dataset, path: Path) -> list[str]:

@@ -402,16 +402,17 @@ def _check_output(out: Path | str, work: Path, config: JobConfig) -> None:
 
 
 @contextlib.contextmanager
-def _reading(store: str, variables: list[str]):
-    """Name the store when a chunk of it cannot be decoded (a truncated or corrupt file gives a
-    codec's bare error, raised on a worker, that names no path)."""
+def _reading(store: str, variables: list[str], key: str = "input.store"):
+    """Name the store (as ``key``) when a chunk of it cannot be decoded (a truncated or
+    corrupt file gives a codec's bare error, raised on a worker, that names no path): bad
+    input, not a fault."""
     try:
         yield
     except Exception as exc:
         if isinstance(exc, ValueError) or not _from_codec(exc):
             raise
         raise InputDataError(
-            f"input.store: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
+            f"{key}: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
             f"or corrupt file?): {type(exc).__name__}: {exc}"
         ) from exc
 

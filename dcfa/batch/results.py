@@ -22,10 +22,12 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._validation import same_coordinates
+from dcfa._validation import label_positions, same_coordinates
+from dcfa.geo import is_longitude
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr, select_time
 from dcfa.io.calendars import calendar_of
+from dcfa.stacking import isel_positions
 
 # how errors name the arguments: the Python API's parameters, or the command line's
 PYTHON_NAMES = {
@@ -109,6 +111,9 @@ class FittedResult:
     attrs: dict = field(default_factory=dict, repr=False)
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
+    # whether the job's samples were one per calendar month (its windows, lags, climatology
+    # and spread are of monthly values); None when the store does not say
+    monthly: bool | None = None
 
     @property
     def n_groups(self) -> int:
@@ -173,12 +178,37 @@ class FittedResult:
         return self._series(field)
 
     def embedding(self, field) -> xr.DataArray:
-        """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask)."""
-        return self._require_gbmap().transform(self.transform(field)).rename("embedding")
+        """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
+        the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
+        return self.gbmap_outputs(self.transform(field))["embedding"]
 
     def predict(self, field) -> xr.DataArray:
-        """The GBMAP prediction of ``field``: the target (regressor) or the class (classifier)."""
-        return self._require_gbmap().predict(self.transform(field))
+        """The GBMAP prediction of ``field``: the target (regressor) or the class (classifier);
+        NaN in the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
+        return self.gbmap_outputs(self.transform(field))["prediction"]
+
+    def gbmap_outputs(self, features: xr.DataArray) -> dict[str, xr.DataArray]:
+        """The GBMAP's ``embedding``, ``prediction`` and (classifier) ``decision_function`` of
+        the region series ``features`` (:meth:`transform`), lazy for Dask.
+
+        A sample where some group's series is missing (a month absent from the archive, a
+        group whose cells are all NaN that month) has no GBMAP value: NaN there, and the
+        other samples as the GBMAP gives them (it needs every feature of a sample).
+        """
+        gbmap = self._require_gbmap()
+        complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
+        filled = features.where(complete, 0.0)  # any finite value: masked below
+
+        def masked(out: xr.DataArray, name: str) -> xr.DataArray:
+            return out.where(complete).rename(name)
+
+        outputs = {"embedding": masked(gbmap.transform(filled), "embedding")}
+        if hasattr(gbmap, "classes_"):
+            outputs["decision_function"] = masked(
+                gbmap.decision_function(filled), "decision_function"
+            )
+        outputs["prediction"] = masked(gbmap.predict(filled), "prediction")
+        return outputs
 
     def _require_gbmap(self):
         if self.gbmap is None:
@@ -263,15 +293,55 @@ class FittedResult:
                     f"{key}: dim {d!r} has {field.sizes[d]} cells, the result's grid "
                     f"{self.region.sizes[d]}"
                 )
-        self._check_coords(field, key, archive=True)
+        order = self._grid_order(field)
         field = field.transpose(dim, *expect)
+        if order:  # the result's cells in its order, matched by their labels
+            field = field.isel({d: isel_positions(p) for d, p in order.items()})
+        self._check_coords(field, key, archive=True)
         if field.dtype.kind not in "iuf":
             raise ValueError(f"{key}: holds {field.dtype} values; expected numbers")
         if field.sizes[dim] == 0:
             raise ValueError(f"{key}: no samples")
         field = self._time_scaled(field, names, time)
+        self._check_sampling(field[dim], names)
         self._check_months(field[dim], names)
         return field
+
+    def _check_sampling(self, coord: xr.DataArray, names: dict) -> None:
+        """Monthly samples for a result fitted on monthly ones: daily values would be divided
+        by the monthly anomalies' spread and summed in windows of days, not months."""
+        if not self.monthly or calendar_of(coord) is None or coord.size < 2:
+            return
+        month = np.asarray(coord.dt.year.values, dtype=np.int64) * 12 + np.asarray(
+            coord.dt.month.values, dtype=np.int64
+        )
+        _, first, counts = np.unique(month, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            at = int(first[np.flatnonzero(counts > 1)[0]])
+            raise ValueError(
+                f"{names['archive']}: holds {int(counts.max())} samples in one calendar month "
+                f"(first {_date(coord.values[at])}): finer than the result's, which was fitted "
+                "on one sample per month; give monthly means (e.g. ds.resample(time='MS')"
+                ".mean())"
+            )
+
+    def _grid_order(self, field: xr.DataArray) -> dict:
+        """``{dim: positions}`` for each archive grid dim whose labels are the result's in
+        another order (a flipped latitude, longitudes from -180 instead of 0): the position
+        in ``field`` of each of the result's labels. Labels that are not the result's are left
+        to :meth:`_check_coords`, which names the first that differs."""
+        order = {}
+        for d in self.archive_grid:
+            ours = self.region.coords.get(d)
+            if ours is None or ours.dims != (d,) or d not in field.coords or field[d].dims != (d,):
+                continue
+            circular = (
+                {d} if is_longitude(d, ours.attrs) or is_longitude(d, field[d].attrs) else set()
+            )
+            positions = label_positions(ours.to_index(), field[d].to_index(), circular)
+            if positions is not None and not np.array_equal(positions, np.arange(positions.size)):
+                order[d] = positions
+        return order
 
     def _check_coords(self, field: xr.DataArray, key: str, *, archive: bool) -> None:
         """The result's grid coordinates in ``field``: those of the archive's grid
@@ -283,8 +353,10 @@ class FittedResult:
             if name not in field.coords:
                 raise ValueError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
             theirs = field[name]
+            # a longitude is the same point in either convention (180 is -180)
+            circular = is_longitude(str(name), coord.attrs) or is_longitude(str(name), theirs.attrs)
             if set(theirs.dims) != set(coord.dims) or not same_coordinates(
-                coord.values, theirs.transpose(*coord.dims).values
+                coord.values, theirs.transpose(*coord.dims).values, circular=circular
             ):
                 raise ValueError(
                     f"{key}: coordinate {name!r} differs from the result's grid "
@@ -422,6 +494,18 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     config = _config_of(ds, key, loc)
     inp = config.input
     dim = inp["sample_dim"]
+    # the features were computed with these: without them the series would silently be of
+    # the raw values (a store edited or half copied), so they are required, not optional
+    lost = [
+        f"{name} (input.{flag} = true)"
+        for name, flag in (("climatology", "anomalies"), ("spread", "standardize"))
+        if inp.get(flag) and name not in ds
+    ]
+    if lost:
+        raise ValueError(
+            f"{key}: {str(loc)!r} lacks {', '.join(lost)}, which its features were computed "
+            "with; the store is damaged or incomplete: run the job again"
+        )
     optional = ("region", "climatology", "spread", "cell_weight")
     small = ds[[v for v in (*needed, *optional) if v in ds]].load()
 
@@ -458,6 +542,11 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         "aggregation", estimator.get_params().get("aggregation", "mean")
     )
     gbmap, why = _gbmap_of(ds, dim)
+    monthly = None
+    if dim in ds.coords and calendar_of(ds[dim]) is not None and ds.sizes[dim] > 1:
+        # the job's samples (the features' dates): one per calendar month?
+        months = ds[dim].dt.year.values.astype(np.int64) * 12 + ds[dim].dt.month.values
+        monthly = bool(np.unique(months).size == months.size)
     return FittedResult(
         path=str(loc),
         variables=list(inp["variables"]),
@@ -477,6 +566,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         attrs=dict(ds.attrs),
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
+        monthly=monthly,
     )
 
 

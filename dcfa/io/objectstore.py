@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 __all__ = [
     "is_url",
+    "check_protocol",
     "url_fs",
     "exists",
     "root_attributes",
@@ -38,6 +39,24 @@ ROOT_METADATA = ("zarr.json", ".zgroup", ".zattrs", ".zmetadata")
 def is_url(path) -> bool:
     """Whether ``path`` names a location through a protocol (``s3://...``), not a local path."""
     return "://" in os.fspath(path) and not os.fspath(path).startswith("file://")
+
+
+def check_protocol(url, key: str) -> None:
+    """A ValueError naming ``key`` when ``url``'s protocol is not one fsspec knows (``S3://``
+    for ``s3://``, a typo), before anything else reports fsspec's bare 'Protocol not known'."""
+    import fsspec
+
+    if not is_url(url):
+        return
+    known = set(fsspec.available_protocols())
+    # chained URLs (simplecache::s3://...) name one protocol per link
+    unknown = [p for p in os.fspath(url).split("://", 1)[0].split("::") if p not in known]
+    if unknown:
+        protocol = unknown[0]
+        raise ValueError(
+            f"{key}: {os.fspath(url)!r}: the protocol {protocol!r} is not known (URLs are "
+            "written in lower case, e.g. 's3://bucket/store.zarr')"
+        )
 
 
 def url_fs(url: str, storage_options: dict | None = None):
