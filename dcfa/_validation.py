@@ -33,6 +33,7 @@ __all__ = [
     "label_positions",
     "same_coordinates",
     "check_n_samples",
+    "check_time_order",
     "validate_params",
 ]
 
@@ -363,6 +364,29 @@ def _label_difference(ours: pd.Index, theirs: pd.Index) -> str:
     if len(missing) or len(extra):
         return f"fitted labels not here: {shown(missing)}; labels here not fitted: {shown(extra)}"
     return "repeated labels"
+
+
+def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
+    """That the sample labels of ``name`` increase, when time-ordered folds will read its rows
+    (``why``): a field stored latest-first would train forward-chaining folds on the future.
+    ``labels`` None (NumPy input: rows are taken as ordered) passes."""
+    if labels is None:
+        return
+    index = pd.Index(np.asarray(labels))
+    if index.is_monotonic_increasing and index.is_unique:
+        return
+    values = index.to_numpy()
+    bad = next((i for i in range(1, len(values)) if not values[i - 1] < values[i]), len(values) - 1)
+
+    def show(v) -> str:
+        text = str(pd.Timestamp(v)) if isinstance(v, np.datetime64) else str(v)
+        return text.removesuffix(" 00:00:00")
+
+    raise ValueError(
+        f"{name}: its {dim!r} labels are not increasing ({show(values[bad - 1])} then "
+        f"{show(values[bad])}, samples {bad - 1} and {bad}); {why} reads the samples in time "
+        f"order: sort them first ({name}.sortby({dim!r}), and y with it)"
+    )
 
 
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:

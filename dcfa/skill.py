@@ -28,6 +28,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
 
+from dcfa._validation import check_time_order
+
 __all__ = ["Skill", "blocked_cv", "forward_cv", "as_regressor"]
 
 MIN_TRAIN = 4  # samples in the smallest training window of forward_cv (LinCFA divides by n - 3)
@@ -116,6 +118,10 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
                 f"X: expected samples along the first dim and features along the others, got "
                 f"dims {X.dims}"
             )
+        dim = X.dims[0]
+        check_time_order(
+            X[dim].values if dim in X.coords else None, str(dim), why="the CV's blocks of time"
+        )
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
         X = X.astype(np.float64).compute()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 from conftest import count_computes
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
@@ -162,3 +163,26 @@ def test_an_unseeded_shuffle_visits_every_fold_in_one_order(regions):
     np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
     whole = GenLinCFA(eps=model.eps_, mode="full", **base).fit(X, y)
     np.testing.assert_array_equal(model.labels_, whole.labels_)
+
+
+@pytest.mark.parametrize(
+    "run, why",
+    [
+        (lambda X, y: GenLinCFACV(epsilons=[0.8], n_splits=3).fit(X, y), "GenLinCFACV's"),
+        (lambda X, y: NonLinCFACV(epsilons=[1e-2], n_splits=2, cv=2).fit(X, y), "NonLinCFACV's"),
+        (lambda X, y: forward_cv(GenLinCFA(), X, y.values, n_splits=3), "the CV's blocks"),
+        (lambda X, y: blocked_cv(GenLinCFA(), X, y.values, n_splits=3), "the CV's blocks"),
+    ],
+)
+def test_time_ordered_folds_refuse_a_field_stored_latest_first(regions, run, why):
+    """A DataArray whose dates decrease: the forward folds would train on the future (the old
+    estimators and forward_cv scored it silently, as if in time order). Named with the first
+    pair out of order, before any read."""
+    X, y = regions
+    y = xr.DataArray(y, dims="time", coords={"time": X.time})
+    X_rev, y_rev = X.isel(time=slice(None, None, -1)), y.isel(time=slice(None, None, -1))
+    with count_computes(0), pytest.raises(ValueError) as err:
+        run(X_rev, y_rev)
+    message = str(err.value)
+    assert message.startswith("X: its 'time' labels are not increasing (1964-12-01 then ")
+    assert why in message and "X.sortby('time')" in message

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_job import write_job
+from test_job import cli, write_job
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
@@ -89,3 +89,59 @@ def test_a_month_missing_from_the_target_is_skipped_by_date(tmp_path):
     f = ds.features.values.astype(np.float64)
     corr = [np.corrcoef(f[:, g], expected)[0, 1] for g in range(f.shape[1])]
     np.testing.assert_allclose(ds.group_target_corr.values, corr, atol=1e-5)
+
+
+def _latest_first(store) -> None:
+    """Rewrite the archive at ``store`` with its months stored latest-first."""
+    import shutil
+
+    ds = xr.open_zarr(store, consolidated=False).load()
+    shutil.rmtree(store)
+    ds = ds.isel(time=slice(None, None, -1)).drop_encoding()
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+
+
+@pytest.mark.slow
+def test_an_archive_stored_latest_first_gives_the_job_of_the_sorted_one(tmp_path):
+    """GenLinCFACV's forward-chaining CV, the lead and the result read the months in time
+    order whatever order the archive stores them in (the old job ran the folds backwards,
+    training on the future; the reference is the same job on the archive in time order);
+    dcfa apply --time selects on such an archive (pandas refused the reversed index)."""
+    params = {"neighbors": 1, "epsilons": [0.7, 0.8], "n_splits": 3}
+    for name in ("sorted", "reversed"):
+        (tmp_path / name).mkdir()
+        write_job(tmp_path / name, method__name="genlincfacv", method__params=params)
+    _latest_first(tmp_path / "reversed" / "sst.zarr")
+    for name in ("sorted", "reversed"):
+        run_job(load_config(tmp_path / name / "job.toml"), echo=lambda *a: None)
+    a = xr.open_zarr(tmp_path / "sorted" / "result.zarr")
+    b = xr.open_zarr(tmp_path / "reversed" / "result.zarr")
+    np.testing.assert_array_equal(a.time.values, b.time.values)
+    np.testing.assert_array_equal(a.region.values, b.region.values)
+    np.testing.assert_allclose(a.features.values, b.features.values, rtol=1e-6)
+    assert a.attrs["eps_path"] == b.attrs["eps_path"]
+    proc = cli(
+        "apply", str(tmp_path / "sorted" / "result.zarr"), "sst.zarr", "--output", "out.zarr",
+        "--time", "2003-01", "2003-12", cwd=tmp_path / "reversed",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = xr.open_zarr(tmp_path / "reversed" / "out.zarr")
+    np.testing.assert_array_equal(out.time.dt.year.values, [2003] * 12)
+    assert (np.diff(out.time.values) > np.timedelta64(0)).all()
+
+
+def test_an_archive_with_a_repeated_month_is_named_before_any_pass(tmp_path):
+    """Two samples with one date cannot be put in time order: named, nothing written."""
+    import shutil
+
+    job = write_job(tmp_path)
+    store = tmp_path / "sst.zarr"
+    ds = xr.open_zarr(store, consolidated=False).load()
+    shutil.rmtree(store)
+    ds = ds.assign_coords(time=ds.time.values[[*range(5), 4, *range(6, ds.sizes["time"])]])
+    ds.drop_encoding().to_zarr(store, zarr_format=3, consolidated=False)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    repeated = r"^input\.store: .* holds repeated 'time' labels \(e\.g\. "
+    with pytest.raises(ValueError, match=repeated):
+        run_job(load_config(job), echo=lambda *a: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -32,6 +32,7 @@ from sklearn.utils import check_random_state
 from dcfa._validation import (
     Interval,
     check_n_samples,
+    check_time_order,
     check_X,
     validate_params,
 )
@@ -194,6 +195,13 @@ class _TolerancePath:
                 f"folds' moments from the series), got mode={self.mode!r}"
             )
         inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.layout is not None:
+            dim = inp.layout.sample_dim
+            check_time_order(
+                inp.layout.sample_coords.get(dim),
+                dim,
+                why=f"{type(self).__name__}'s forward-chaining CV",
+            )
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
         epsilons = np.asarray(

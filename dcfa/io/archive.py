@@ -71,6 +71,16 @@ def open_archive(
             f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
             "written: every value is the fill value)"
         )
+    index = ds.indexes.get(sample_dim)
+    if index is not None and not (index.is_monotonic_increasing and index.is_unique):
+        if not index.is_unique:
+            raise ValueError(
+                f"input.store: {str(path)!r} holds repeated {sample_dim!r} labels (e.g. "
+                f"{index[index.duplicated()][0]}); expected one sample per label"
+            )
+        # a store written latest-first (or appended out of order): the job's forward folds,
+        # leads, windows and lags read the samples in time order
+        ds = ds.sortby(sample_dim)
     if time is not None:
         ds = select_time(ds, time, sample_dim=sample_dim, key="input.time", where=str(path))
     if len(names) == 1:
