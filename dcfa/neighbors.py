@@ -96,8 +96,9 @@ def grid_adjacency(
     -------
     scipy.sparse.csr_array of shape (D, D), bool, without the diagonal.
     """
-    if int(radius) != radius or radius < 1:
-        raise ValueError(f"neighbors: expected a radius >= 1 grid steps, got {radius!r}")
+    if not is_radius(radius) or radius < 1:  # 1.0 or True are no number of steps
+        raise ValueError(f"neighbors: expected an int radius >= 1 grid steps, got {radius!r}")
+    radius = int(radius)
     shape = tuple(int(s) for s in shape)
     D = int(np.prod(shape))
     index = np.arange(D).reshape(shape)
@@ -179,10 +180,15 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
     if isinstance(periodic, tuple | list):
         unknown = [d for d in periodic if d not in dims]
         if unknown:
-            raise ValueError(
-                f"periodic: {unknown} not among the grid dims {dims} (the dims of X but the "
-                "sample dim)"
+            stacked = getattr(grid, "cell_grid", None) is not None or (
+                hasattr(grid, "dims") and not set(dims) <= set(grid.dims)
             )
+            whose = (
+                "the dims stacked into X's cell dim"
+                if stacked
+                else "the dims of X but the sample dim"
+            )
+            raise ValueError(f"periodic: {unknown} not among the grid dims {dims} ({whose})")
         return tuple(sorted({dims.index(d) for d in periodic}))
     raise TypeError(
         f"periodic: expected 'auto', a bool or a tuple of dim names, got {type(periodic).__name__}"
@@ -271,21 +277,60 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
             cells = layout.cell_grid.cells
             A = sp.csr_array(A[cells][:, cells])
         return A
+    if isinstance(neighbors, bool | np.bool_):
+        raise TypeError(
+            f"neighbors: {neighbors!r} is not a radius; pass an int number of grid steps, "
+            "e.g. neighbors=1, or None for no restriction"
+        )
+    if isinstance(neighbors, list | tuple):  # an array-like, as the estimators allow
+        neighbors = np.asarray(neighbors)
     if sp.issparse(neighbors) or isinstance(neighbors, np.ndarray):
-        A = sp.csr_array(neighbors)
-        if A.shape != (n_features, n_features):
-            raise ValueError(
-                f"neighbors: expected an adjacency of shape ({n_features}, {n_features}), "
-                f"got {A.shape}"
-            )
-        A = ((A + A.T) != 0).astype(bool)  # symmetric
-        A.setdiag(False)
-        A.eliminate_zeros()
-        return sp.csr_array(A)
+        return _adjacency_matrix(neighbors, n_features)
+    hint = ""
+    if hasattr(neighbors, "adj") and hasattr(neighbors, "nodes"):  # a networkx graph
+        hint = (
+            "; for a networkx graph pass networkx.to_scipy_sparse_array(G, nodelist=...) with "
+            "the nodes in the order of the features"
+        )
     raise TypeError(
         f"neighbors: expected None, an int radius or a sparse (D, D) matrix, got "
-        f"{type(neighbors).__name__}"
+        f"{type(neighbors).__name__}{hint}"
     )
+
+
+def _adjacency_matrix(neighbors, n_features: int) -> sp.csr_array:
+    """A user's (D, D) matrix as a symmetric bool adjacency without the diagonal.
+
+    Every stored non-zero entry is an edge, whatever its sign or size, and an edge in
+    either direction is one in both: a weighted or one-sided matrix gives the graph it
+    draws. Explicit zeros are not edges; NaN or infinite entries are refused (they say
+    neither).
+    """
+    if neighbors.ndim != 2 or neighbors.shape != (n_features, n_features):
+        raise ValueError(
+            f"neighbors: expected an adjacency of shape ({n_features}, {n_features}), "
+            f"got {neighbors.shape}"
+        )
+    if neighbors.dtype.kind not in "biuf":
+        raise TypeError(
+            f"neighbors: expected a numeric or bool adjacency, got dtype {neighbors.dtype}"
+        )
+    A = sp.coo_array(neighbors, copy=True)
+    A.sum_duplicates()  # scipy's meaning of repeated entries: their sum (the user's untouched)
+    data = np.asarray(A.data)
+    if A.dtype.kind == "f" and not np.isfinite(data).all():
+        raise ValueError(
+            f"neighbors: the adjacency has {int((~np.isfinite(data)).sum())} NaN or infinite "
+            "entries; store an edge as any non-zero number and no edge as 0"
+        )
+    # edges from the entries' positions, not their sum: A + A.T cancelled opposite weights
+    edge = (data != 0) & (A.row != A.col)
+    rows = np.concatenate([A.row[edge], A.col[edge]])
+    cols = np.concatenate([A.col[edge], A.row[edge]])
+    B = sp.coo_array((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n_features, n_features))
+    B = sp.csr_array(B)
+    B.sum_duplicates()
+    return B
 
 
 def _axes(periodic, layout) -> tuple[int, ...]:

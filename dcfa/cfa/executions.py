@@ -13,7 +13,9 @@ between executions is only where the moments of ``[group, candidate, target]`` c
     the moments of cells near each other on an xarray grid (:func:`dcfa.grid_moments`): a
     group stays within the radius of its seed (``neighborhood="seed"``); memory O(D k). For
     NonLinCFA's folds, one grid pass per row segment (every row read once), merged for the
-    exclusions and scales, and each group grows on a local basis of its fold sets.
+    exclusions and scales, and each group grows on a local basis of its fold sets. Every grid
+    dim but the block dims must hold a neighbourhood: ``2 reach + 1`` cells, ``reach`` the
+    radius for seed tests, twice it for a group's mean or folds (else auto takes another).
 ``"seed-rows"``
     per-column statistics, then the correlation rows of the features that open a group
     (``compare="seed"``, no ``neighbors``, one row set); memory O(row_batch D).
@@ -252,20 +254,17 @@ class Grid(Execution):
                 "neighborhood='seed' (mode='series' grows groups through any member)"
             )
         # NonLinCFA's folds: one grid pass per row segment, merged for exclusions and scales
-        return _one_row_set(self.name, p, None)
+        why = _one_row_set(self.name, p, None)
+        return why if why is not None else _narrow_dim(inp.layout, p, folds)
 
     def prepare(self, est, inp, folds):
         from dcfa.neighbors import block_axes
 
         wrap = _grid(est, inp, adjacency=False)
-        radius = int(est.get_params(deep=False)["neighbors"])
+        p = est.get_params(deep=False)
         return {
-            "radius": radius,
-            # seed tests read pairs within the radius; a group's mean (or fold sets, built
-            # on a local basis) pairs within twice the radius
-            "reach": radius
-            if est.get_params(deep=False).get("compare") == "seed" and folds is None
-            else 2 * radius,
+            "radius": int(p["neighbors"]),
+            "reach": _reach(p, folds),
             "folds": folds,
             "grid": tuple(inp.layout.feature_shape),
             "periodic": tuple(int(a) for a in wrap.periodic),
@@ -349,7 +348,9 @@ class SeedRows(Execution):
     def why_not(self, est, inp, folds):
         p = est.get_params(deep=False)
         if p.get("compare", "seed") != "seed" or p.get("neighbors") is not None:
-            return "compare", (
+            # name the parameter that is set: with compare='seed', it is neighbors
+            bad = "compare" if p.get("compare", "seed") != "seed" else "neighbors"
+            return bad, (
                 "mode='seed-rows' computes only the seeds' rows: it needs compare='seed' and "
                 "no neighbors"
             )
@@ -385,6 +386,43 @@ class SeedRows(Execution):
                 batch,
             )
         return labels
+
+
+def _reach(p: dict, folds) -> int:
+    """How far apart the cells whose moments the grid execution gathers may be: seed tests
+    read pairs within the radius; a group's mean (or fold sets, built on a local basis)
+    pairs within twice the radius."""
+    radius = int(p["neighbors"])
+    return radius if p.get("compare") == "seed" and folds is None else 2 * radius
+
+
+def _narrow_dim(layout, p: dict, folds) -> tuple[str, str] | None:
+    """Why the grid pass cannot run on this grid: a grid dim (not a block dim) narrower than
+    the ``2 reach + 1`` cells of a neighbourhood (the pass refuses it, and a periodic dim
+    that narrow would meet a cell twice), or None."""
+    from dcfa.neighbors import block_axes
+
+    reach = _reach(p, folds)
+    dims, shape = layout.feature_dims, layout.feature_shape
+    blocks = block_axes(dims)
+    narrow = [
+        (d, s)
+        for ax, (d, s) in enumerate(zip(dims, shape, strict=True))
+        if ax not in blocks and s < 2 * reach + 1
+    ]
+    if not narrow:
+        return None
+    why = ""
+    if reach != int(p["neighbors"]):
+        why = ", twice the radius: " + (
+            f"compare={p.get('compare')!r}" if folds is None else "NonLinCFA's folds"
+        )
+    sizes = ", ".join(f"{d!r} has {s}" for d, s in narrow)
+    return "neighbors", (
+        f"mode='neighbors' gathers the moments of cells up to {reach} steps apart "
+        f"(neighbors={int(p['neighbors'])}{why}), so every grid dim needs at least "
+        f"{2 * reach + 1} cells; {sizes} (mode='series' or 'full' run this grid)"
+    )
 
 
 def _one_row_set(name: str, p: dict, folds) -> tuple[str, str] | None:

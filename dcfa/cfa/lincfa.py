@@ -153,7 +153,9 @@ class LinCFA(BaseCFA):
         the dense moments (``mode="full"``).
     neighbors : int, sparse matrix of shape (n_features, n_features) or None, default=None
         Restrict candidates to features adjacent to the group: an int radius in grid steps
-        (needs an xarray input; the grid is its feature dims) or an adjacency. With or
+        (needs an xarray input; the grid is its feature dims) or an adjacency (a SciPy sparse
+        matrix or array, or a dense array: every non-zero entry, of any sign, is an edge in
+        both directions; the diagonal is ignored; NaN is refused). With or
         without it, a group never holds features of two blocks of an xarray input: entries of
         its ``variable``, ``window`` or ``lag`` dims (or stacked levels;
         :data:`dcfa.neighbors.BLOCK_DIMS`).
@@ -171,14 +173,19 @@ class LinCFA(BaseCFA):
         longitude, features are visited from longitude 0 east (modulo 360), so 0..360,
         -180..180 or a grid rotated across its seam give the same partition. Ignored
         without an int radius.
-    mode : {"full", "neighbors", "seed-rows"}, default="full"
-        Which moments are computed. ``"full"``: the ``D x D`` matrix (every option works).
+    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
+        Which statistics are computed (:mod:`dcfa.cfa.executions`); ``"auto"`` takes the
+        first of full, series, neighbors, seed-rows that runs the options within the memory
+        budget. ``"full"``: the ``D x D`` matrix (every option works). ``"series"``: the
+        cells' series in memory (not ``strategy="greedy"`` or ``missing="pairwise"``).
         ``"neighbors"``: only the moments of cells near each other on the grid (memory
-        O(D k), time linear in D); needs an xarray X, an int ``neighbors`` radius and
-        ``neighborhood="seed"``. ``"seed-rows"``: per-feature statistics, then the correlation
-        rows of the features that open a group, ``row_batch`` at a time (memory
-        O(row_batch D)); needs ``compare="seed"`` and no ``neighbors``. Both give exactly the
-        full mode's partition under the same options.
+        O(D k), time linear in D); needs an xarray X whose feature dims are the grid, an int
+        ``neighbors`` radius, ``neighborhood="seed"`` and every grid dim at least
+        ``2 r + 1`` cells wide (``r`` the radius, twice it for ``compare="mean"``).
+        ``"seed-rows"``: per-feature statistics, then the correlation rows of the features
+        that open a group, ``row_batch`` at a time (memory O(row_batch D)); needs
+        ``compare="seed"`` and no ``neighbors``. All give exactly the full mode's partition
+        under the same options.
     row_batch : int, default=256
         Seed-row mode: rows computed per pass over the data.
     missing : {"exclude", "pairwise"}, default="exclude"
