@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -253,6 +254,9 @@ def run_job(
                 kept = workdir.abandon(bad_input=isinstance(exc, InputDataError))
                 if isinstance(exc, KeyboardInterrupt) and not kept:
                     raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
+                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+                    # Zarr's error names no path: say where, and what is left to resume
+                    raise OSError(exc.errno, _no_room(exc, out, work, kept)) from exc
                 raise
             workdir.remove()
     finally:
@@ -262,6 +266,23 @@ def run_job(
     opened = open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
     _print_groups(opened, echo)  # from the store: no second pass
     return out
+
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def _no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
+    """The message of a write that failed for want of room (a full disk, a quota, a file
+    system turned read-only): where, and what a rerun can reuse."""
+    return (
+        f"output.store: {exc.strerror or os.strerror(exc.errno)} while writing "
+        f"{str(out)!r} or its work directory {str(work)!r}; "
+        + (
+            f"the finished passes are kept in {str(work)!r}: make room, then rerun with --resume"
+            if kept
+            else "nothing was kept"
+        )
+    )
 
 
 def _time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
@@ -457,6 +478,8 @@ def _run_passes(
     # an estimator that gathers grid moments gets them from the preprocessing pass
     request = estimator.grid_pass_request(field)
     prep_path = workdir.reuse("preprocessing.zarr")
+    if prep_path is None:  # moments are of the preprocessed field: recomputed with it
+        workdir.discard("moments")
     moments = _load_moments(workdir)
     action = "reused" if moments is not None else "from the pass" if request else "pass"
     if prep_path is not None and (request is None or moments is not None):
