@@ -164,6 +164,8 @@ def test_a_bad_forecast_key_exits_2_and_writes_nothing(tmp_path):
 
 def test_a_lead_beyond_the_record_names_the_key(tmp_path):
     job, _, _ = write_forecast_job(tmp_path)
-    with pytest.raises(ValueError, match="target.lead = 200 samples leaves 0"):
+    # lead counts steps of the dates (months), not samples: the message says so
+    beyond = r"target.lead = 200 \(time steps of the dates\) leaves at most 0"
+    with pytest.raises(ValueError, match=beyond):
         run_job(load_config(job, ["target.lead=200"]), echo=lambda *a: None)
     assert not (tmp_path / "out.zarr").exists()

@@ -200,7 +200,7 @@ def run_job(
     field = _time_scales(field, inp)
     n_input = int(field.sizes[dim])
     n_gaps = int(target.isnull().sum())
-    target, valid_time = _lead(target, tgt["lead"], dim)
+    target, valid_time, step = _lead(target, tgt["lead"], dim)
     # where each target value comes from: its position, aligned as the values are
     position = target.copy(data=np.arange(target.size, dtype=np.float64)).where(target.notnull())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
@@ -220,7 +220,7 @@ def run_job(
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position.values.astype(int)]
-    echo(f"      {_alignment(field, valid, tgt['lead'], n_input, inp, dim)}")
+    echo(f"      {_alignment(field, valid, tgt['lead'], step, n_input, inp, dim)}")
     if seeded:
         echo(
             f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(seeded)} not set: "
@@ -323,28 +323,31 @@ def _windows_and_lags(field: xr.DataArray, inp: dict) -> xr.DataArray:
 def _lead(target: xr.DataArray, lead: int, dim: str):
     """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
     from the file is skipped by date, never by row), labelled with the dates it is predicted
-    from, and the dates the values belong to (:func:`dcfa.lead_target` of the series on
-    itself)."""
+    from, the dates the values belong to (:func:`dcfa.lead_target` of the series on itself),
+    and the step ``lead`` counts (``"month"`` for monthly dates)."""
     from dcfa.forecast import lead_target
 
     valid = target[dim].values
     if not lead:
-        return target, valid
+        return target, valid, "sample"
     if lead >= valid.size - 3:
         raise ValueError(
-            f"target.lead = {lead} samples leaves {max(valid.size - lead, 0)} of the "
-            f"target's {valid.size} values to predict; need >= 4"
+            f"target.lead = {lead} (time steps of the dates) leaves at most "
+            f"{max(valid.size - lead, 0)} of the target's {valid.size} values to predict; "
+            "need >= 4"
         )
     if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
-        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:]
+        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
     try:
-        _, later, _ = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
+        _, later, how = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
     except ValueError as exc:
         raise ValueError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
-    return later.drop_vars("target_time"), later["target_time"].values
+    return later.drop_vars("target_time"), later["target_time"].values, how.step
 
 
-def _alignment(field, valid: np.ndarray, lead: int, n_input: int, inp: dict, dim: str) -> str:
+def _alignment(
+    field, valid: np.ndarray, lead: int, step: str, n_input: int, inp: dict, dim: str
+) -> str:
     """What is predicted from what: the first and last predictor dates, their targets', and
     the samples kept of the ``n_input`` predictors (after the windows and lags)."""
     from dcfa.forecast import LeadAlignment
@@ -352,6 +355,7 @@ def _alignment(field, valid: np.ndarray, lead: int, n_input: int, inp: dict, dim
     text = str(
         LeadAlignment(
             lead=lead,
+            step=step,
             n_samples=int(field.sizes[dim]),
             n_input=n_input,
             first_predictor=field[dim].values[0],

@@ -99,7 +99,8 @@ def _label_steps(*indexes: pd.Index) -> _Steps | None:
     """The labels of ``indexes`` as step numbers on one regular grid, or None without one.
 
     The grid is inferred from the sorted union of the labels: calendar months (dates at one
-    point of their month, start, middle or end, at most one per month; a step of 12 months
+    point of their month, start, middle or end, or at one point per run of dates when the
+    convention changes within the record, at most one per month; a step of 12 months
     for yearly dates, 3 for seasons), else a fixed duration (days, hours; any calendar,
     cftime included), else a fixed numeric step (numbers). The step is the smallest spacing,
     and every spacing must be a whole number of steps, so a gap (a missing month) shows as a
@@ -146,6 +147,21 @@ def _regular(diffs: np.ndarray) -> int | None:
     return step if (diffs % step == 0).all() else None
 
 
+def _one_point_per_run(where: np.ndarray) -> bool:
+    """Whether the dates sit at one point of their month (``where``: the fraction of the
+    month elapsed), +- :data:`_MONTH_SPREAD`, or at one such point per run of at least two
+    dates, runs less than half a month apart: a record joined from two sources, stamped
+    first-of-month then mid-month, is still on months. Dates drifting through their months
+    (every 35 days) are not: each step moves them by more than the spread."""
+    if np.ptp(where) <= _MONTH_SPREAD:
+        return True
+    jumps = np.abs(np.diff(where))
+    if (jumps >= 0.5).any():
+        return False
+    runs = np.split(where, np.flatnonzero(jumps > _MONTH_SPREAD) + 1)
+    return all(r.size >= 2 and np.ptp(r) <= _MONTH_SPREAD for r in runs)
+
+
 def _month_steps(u: np.ndarray):
     fields = _date_fields(u)
     if fields is None:
@@ -153,7 +169,7 @@ def _month_steps(u: np.ndarray):
     month = 12 * fields["year"] + fields["month"] - 1
     step = _regular(np.diff(month))
     where = (fields["day"] - 1 + fields["seconds"] / 86_400) / fields["days_in_month"]
-    if step is None or np.ptp(where) > _MONTH_SPREAD:
+    if step is None or not _one_point_per_run(where):
         return None
     keys = (month - month[0]) // step
     if step == 1:

@@ -42,7 +42,8 @@ class LeadAlignment:
         The first of those predictors' labels.
     step : str, default="sample"
         One time step of the labels: ``"month"``, ``"year"``, ``"day"``, ... (``"sample"``
-        without labels).
+        without labels). ``str()`` names it after the lead unless it is a month or a sample
+        (``lead 3 days: ...`` on daily dates, ``lead 3: ...`` on monthly ones).
     """
 
     lead: int
@@ -57,13 +58,17 @@ class LeadAlignment:
     step: str = "sample"
 
     def __str__(self) -> str:
+        # months (and samples) go unnamed; another step is named, so that lead=3 on daily
+        # dates reads "lead 3 days", never as the 3 months a reader would assume
+        unit = "" if self.step in ("month", "sample") else self._steps(self.lead)
+        unit = f" ({unit})" if "step" in unit else f" {unit}" if unit else ""
         text = (
-            f"lead {self.lead}: predictors {_label(self.first_predictor)} .. "
+            f"lead {self.lead}{unit}: predictors {_label(self.first_predictor)} .. "
             f"{_label(self.last_predictor)} -> targets {_label(self.first_target)} .. "
             f"{_label(self.last_target)}, {self.n_samples} of {self.n_input} samples kept"
         )
         if self.n_gaps:
-            step = self.step if self.lead == 1 else _plural(self.step)
+            step = self._steps(self.lead)
             what = (
                 "predictor dropped at a gap" if self.n_gaps == 1 else "predictors dropped at gaps"
             )
@@ -72,6 +77,9 @@ class LeadAlignment:
                 f"{_label(self.first_gap)})"
             )
         return text
+
+    def _steps(self, n: int) -> str:
+        return self.step if n == 1 else _plural(self.step)
 
 
 def _plural(step: str) -> str:
@@ -82,11 +90,22 @@ def _plural(step: str) -> str:
 def _as_target(target, sample_dim: str) -> tuple[xr.DataArray, pd.Index | None]:
     """The target as a DataArray along ``sample_dim`` and its sample labels (None if it has
     none: a NumPy or Dask array, a Series on a default ``0 .. n - 1`` index)."""
+    if isinstance(target, xr.Dataset | pd.DataFrame):
+        names = list(target.data_vars if isinstance(target, xr.Dataset) else target.columns)
+        raise ValueError(
+            f"target: expected one series, got a {type(target).__name__} of {names}; pass the "
+            f"one to predict (target[{names[0] if names else 'name'!r}])"
+        )
     if isinstance(target, xr.DataArray):
         if sample_dim not in target.dims:
             raise ValueError(
                 f"target: has no {sample_dim!r} dim (dims {target.dims}); give it the field's "
                 "sample dim"
+            )
+        if target.ndim != 1:  # several series: which one is predicted is the user's choice
+            raise ValueError(
+                f"target: expected a series along {sample_dim!r}, got dims {target.dims}; "
+                "select one (target.sel(...) or target.isel(...))"
             )
         return target, target.indexes.get(sample_dim)
     if isinstance(target, pd.Series):
@@ -123,8 +142,10 @@ def _positions(
     if missing.all():
         raise ValueError(
             f"target: none of the field's {dim!r} labels ({_label(field_labels[0])} .. "
-            f"{_label(field_labels[-1])}) is among the target's ({_label(target_labels[0])} "
-            f".. {_label(target_labels[-1])}); put both on the same sample labels"
+            f"{_label(field_labels[-1])}{_kind(field_labels)}) is among the target's "
+            f"({_label(target_labels[0])} .. {_label(target_labels[-1])}"
+            f"{_kind(target_labels)}); put both on the same sample labels"
+            f"{_same_months(field_labels, target_labels)}"
         )
     if missing.any():
         lost = field_labels[missing]
@@ -138,6 +159,46 @@ def _positions(
                 "(xr.align(field, target, join='inner'))"
             )
     return pos
+
+
+def _kind(labels: pd.Index) -> str:
+    """``", noleap calendar"``, ``", strings"``, ``", time zone UTC"``: what kind of labels,
+    so that two spans that print alike (a noleap and a standard 2000-01-01) are told apart."""
+    if isinstance(labels, pd.DatetimeIndex) and labels.tz is not None:
+        return f", time zone {labels.tz}"
+    if isinstance(labels, pd.PeriodIndex):
+        return f", periods {labels.freqstr}"
+    try:  # datetime64 or cftime dates (not dcfa.io.calendars: importing dcfa.io is heavy)
+        return f", {xr.DataArray(np.asarray(labels), dims='s').dt.calendar} calendar"
+    except (AttributeError, TypeError, ValueError):
+        pass
+    if labels.inferred_type == "string":
+        return ", strings (pd.to_datetime them)"
+    return f", {labels.dtype}"
+
+
+def _same_months(field_labels: pd.Index, target_labels: pd.Index) -> str:
+    """A hint when both are dates of the same calendar months: on two calendars (a noleap
+    field and a standard target), or stamped on other days (a mid-month field and a
+    first-of-month target)."""
+    try:
+        dates = [xr.DataArray(np.asarray(i), dims="s").dt for i in (field_labels, target_labels)]
+        months = [set((12 * d.year + d.month).values.tolist()) for d in dates]
+        calendars = [d.calendar for d in dates]
+    except (AttributeError, TypeError, ValueError):  # not dates (or not one calendar each)
+        return ""
+    if not months[0] & months[1]:
+        return ""
+    if calendars[0] != calendars[1]:
+        return (
+            f": they share calendar months on two calendars; convert the target "
+            f"(target.convert_calendar({calendars[0]!r}, align_on='date')) or give it the "
+            "field's dates for the same months"
+        )
+    return (
+        ": they share calendar months, stamped on other days of the month (the field's "
+        f"{_label(field_labels[0])}); give the target the field's stamps for the same months"
+    )
 
 
 def lead_target(
@@ -161,7 +222,10 @@ def lead_target(
         sample of the field must be in the target's record, except before its start or after
         its end (those samples are dropped), and its labels must be unique and increasing.
         Otherwise it holds one value per sample of the field, in order (and then has the
-        field's labels). A Dask-backed DataArray stays lazy.
+        field's labels). A Dask-backed DataArray stays lazy. One series: a Dataset, a
+        DataFrame or a DataArray with another dim is refused (select the one to predict). A
+        missing (NaN) target value is kept as NaN in the returned target (drop those pairs
+        with ``y.notnull()``: the cross-validations refuse a NaN in ``y``).
     lead : int
         Non-negative lead in time steps of the labels: calendar months for monthly dates (3:
         predict April from January), years for yearly dates, days, hours... (any calendar,
@@ -206,7 +270,10 @@ def lead_target(
     """  # noqa: E501
     _check_sample_dim(field, sample_dim)
     if not isinstance(lead, Integral) or isinstance(lead, bool | np.bool_) or lead < 0:
-        raise ValueError(f"lead: expected a non-negative int number of samples, got {lead!r}")
+        raise ValueError(
+            f"lead: expected a non-negative int number of time steps of the labels (months "
+            f"for monthly dates), got {lead!r}"
+        )
     lead = int(lead)
     if not isinstance(min_samples, Integral) or min_samples < 1:
         raise ValueError(f"min_samples: expected a positive int, got {min_samples!r}")

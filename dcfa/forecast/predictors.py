@@ -38,16 +38,23 @@ def _rows(
 
     Without gaps in the labels (or without labels on a regular step: positions) the samples
     ``t >= max(shifts)`` are kept, ``t - s`` is ``s`` positions earlier, and both are slices.
-    When the labels have gaps (a month missing), ``t - s`` is found by label
+    When the labels have gaps (a month missing) or are stored in another order than time
+    (latest-first), ``t - s`` is found by label
     (:func:`dcfa.forecast._checks._label_steps`), and a sample is kept when every shift of
-    it is in the field.
+    it is in the field. Labels out of order on no regular step are refused.
     """
     n = field.sizes[sample_dim]
     start = max(shifts)
     labels = field.indexes.get(sample_dim)
-    steps = None
-    if labels is not None and labels.is_monotonic_increasing:
-        steps = _label_steps(labels)
+    steps = None if labels is None else _label_steps(labels)
+    if steps is None and labels is not None and not labels.is_monotonic_increasing:
+        # counting positions in a field stored latest-first would take its future as its
+        # past (lag 1 of December = January): refuse rather than leak
+        raise ValueError(
+            f"field: its {sample_dim!r} labels do not increase and are on no regular time "
+            f"step, so {name} cannot be counted by date; sort it first "
+            f"(field.sortby({sample_dim!r}))"
+        )
     if steps is None or np.array_equal(steps.keys[0], np.arange(n)):
         return slice(start, None), {s: slice(start - s, n - s) for s in shifts}
     keys = steps.keys[0]
@@ -55,7 +62,8 @@ def _rows(
     source = {s: index.get_indexer(keys - s) for s in shifts}
     kept = np.flatnonzero(np.logical_and.reduce([src >= 0 for src in source.values()]))
     if kept.size == 0:
-        jump = int(np.flatnonzero(np.diff(keys) > 1)[0])
+        order = np.argsort(keys, kind="stable")  # in time order, whatever the storage order
+        jump = order[int(np.flatnonzero(np.diff(keys[order]) > 1)[0])]
         raise ValueError(
             f"{name}: {values} leave no sample with all its {name} in the field: its "
             f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
@@ -172,14 +180,17 @@ def lagged(field: xr.DataArray | xr.Dataset, lags, *, sample_dim: str = "time"):
         ``sample_dim``: ``out.sel(lag=L)`` at sample ``t`` is ``field`` at ``t - L``. The first
         ``max(lags)`` samples (where a lag reaches before the start) are dropped, and, when
         the labels have gaps (a month missing), every sample a lag of which falls in a gap;
-        the others keep their coordinates, the name and the attributes. On Dask, every lag
-        has the chunks of the lag-0 block.
+        the others keep their coordinates, the name and the attributes. A field stored
+        latest-first is lagged by date too (its earliest samples are dropped, its order is
+        kept); one whose labels are out of order on no regular step is refused. On Dask,
+        every lag has the chunks of the lag-0 block.
 
     Raises
     ------
     ValueError
         Naming ``lags`` (not a list of unique non-negative ints, or as long as the field),
-        ``sample_dim`` (not a dim of the field) or ``field`` (it already has a ``lag`` dim).
+        ``sample_dim`` (not a dim of the field) or ``field`` (it already has a ``lag`` dim,
+        or its labels are out of order on no regular time step).
 
     Examples
     --------
@@ -257,7 +268,8 @@ def trailing_windows(
         ``t - w + 1, ..., t``; a window with any missing value is missing (NaN). The first
         ``max(windows) - 1`` samples (where the longest window is incomplete) are dropped for
         every window, and, when the labels have gaps (a month missing), every sample whose
-        longest window reaches into a gap, so all blocks share one time axis. Coordinates,
+        longest window reaches into a gap, so all blocks share one time axis (a field stored
+        latest-first is windowed by date too, its order kept). Coordinates,
         name and attributes are kept, with ``attrs["window_aggregate"]`` set to the
         aggregate. Float32 fields stay float32 (summed in float64); other dtypes give float64.
 
@@ -266,7 +278,8 @@ def trailing_windows(
     ValueError
         Naming ``windows`` (not unique positive ints, or longer than the field),
         ``aggregate`` (not ``"mean"``/``"sum"``, a mapping for a DataArray or naming unknown
-        variables), ``sample_dim`` or ``field`` (it already has a ``window`` dim).
+        variables), ``sample_dim`` or ``field`` (it already has a ``window`` dim, or its
+        labels are out of order on no regular time step).
 
     Notes
     -----

@@ -96,10 +96,12 @@ def sample_keys(coord: xr.DataArray, calendar: str | None, match: str) -> pd.Ind
 
 def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarray:
     """A CSV column's dates: datetime64 (pandas) for the standard calendars, else cftime
-    dates of ``calendar`` from ISO 8601 text (``2001-02-30``, ``2001-02-30 12:00``...)."""
+    dates of ``calendar`` from ISO 8601 text (``2001-02-30``, ``2001-02-30 12:00``...).
+    Standard-calendar dates with a time zone must be UTC (``Z``, ``+00:00``: the zone is
+    dropped); another zone is refused, naming ``target.time_column``."""
     if calendar is None or same_calendar(calendar, "standard"):
         try:
-            return pd.to_datetime(column).to_numpy()
+            dates = pd.to_datetime(column)
         except (ValueError, TypeError, OverflowError) as exc:
             reason = str(exc).splitlines()[0].removesuffix(" You might want to try:")
             raise ValueError(
@@ -107,6 +109,9 @@ def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarr
                 f"calendar ({reason}); for a model calendar set target.calendar (e.g. 'noleap', "
                 "'360_day')"
             ) from None
+        if isinstance(dates.dtype, pd.DatetimeTZDtype):
+            return _utc_dates(dates, where)
+        return dates.to_numpy()
     import re
 
     import cftime
@@ -127,6 +132,20 @@ def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarr
                 f"{calendar!r} calendar (target.calendar) ({exc})"
             ) from None
     return np.array(dates, dtype=object)
+
+
+def _utc_dates(dates: pd.Series, where: str) -> np.ndarray:
+    """Dates written with a time zone as plain datetime64: UTC ones (``2001-02-01T00:00Z``,
+    pandas' ``+00:00``) without it; any other zone is refused, as converting to UTC would move
+    a monthly value stamped at local midnight of the 1st into the month before, and dropping
+    the zone would shift sub-daily values by its offset: which one is meant is the user's."""
+    local = dates.dt.tz_localize(None)
+    if local.equals(dates.dt.tz_convert("UTC").dt.tz_localize(None)):  # every offset 0
+        return local.to_numpy()
+    raise ValueError(
+        f"target.time_column: {where} holds dates in the time zone {dates.dt.tz}; dcfa's dates "
+        "are UTC (as CF times): write them in UTC, or without a zone for the local dates"
+    )
 
 
 def months_of(coord: xr.DataArray, key: str) -> np.ndarray:

@@ -48,9 +48,11 @@ def open_target(
         ``"standard"``, ``"gregorian"``, ``"proleptic_gregorian"``, the dates are read by pandas
         (any year: pandas picks a coarser resolution past 2262); a model calendar
         (``"noleap"``, ``"360_day"``, ...) reads them as cftime dates of that calendar, so
-        ``2001-02-30`` is a date of ``"360_day"``. netCDF and Zarr targets carry their calendar
-        (xarray decodes them to cftime where numpy cannot hold them); a ``calendar`` that
-        contradicts the file's is an error.
+        ``2001-02-30`` is a date of ``"360_day"``. Dates written with a time zone must be in
+        UTC (``2001-02-01T00:00Z``, ``+00:00``; the zone is dropped): another zone is refused,
+        as local midnight of the 1st is in the month before in UTC. netCDF and Zarr targets
+        carry their calendar (xarray decodes them to cftime where numpy cannot hold them); a
+        ``calendar`` that contradicts the file's is an error.
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
