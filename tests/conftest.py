@@ -50,6 +50,13 @@ def client():
         yield c
 
 
+@pytest.fixture
+def scheduler(client):
+    """The address of the session's cluster, so jobs that get as far as a pass do not each
+    start one."""
+    return client.scheduler.address
+
+
 class _CountingScheduler:
     """A scheduler that counts how many times it is asked to compute (xarray/flox idiom)."""
 

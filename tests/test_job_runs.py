@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from test_job import cli, write_job
-from test_safety import fails, tree
+from test_safety import fails, interrupt, tree
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
@@ -29,12 +29,6 @@ from dcfa.batch.job import run_job
 pytestmark = pytest.mark.slow
 
 UNSEEDED = {"neighbors": 1}  # LinCFA shuffles (shuffle=True) and no random_state is given
-
-
-@pytest.fixture
-def scheduler(client):
-    """The session's 2-process LocalCluster, so the runs do not each start one."""
-    return client.scheduler.address
 
 
 def _start(*args, cwd: Path, stdout=None) -> subprocess.Popen:
@@ -53,15 +47,6 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         if time.monotonic() - t0 > timeout:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
-
-
-def _interrupt(config, at: str, scheduler: str, output=None) -> None:
-    def echo(line):
-        if line.startswith(at):
-            raise KeyboardInterrupt  # the job is killed here
-
-    with pytest.raises(KeyboardInterrupt):
-        run_job(config, output=output, scheduler=scheduler, echo=echo)
 
 
 def _region(path: Path) -> np.ndarray:
@@ -90,7 +75,7 @@ def test_a_job_is_reproducible_by_default_and_resumes_to_the_same_partition(tmp_
 
     # resumed from the same saved moments: the same partition again
     config = load_config(job)
-    _interrupt(config, "[3/5]", scheduler, output=str(tmp_path / "resumed.zarr"))
+    interrupt(config, "[3/5]", scheduler, output=str(tmp_path / "resumed.zarr"))
     assert "moments" in _passes(tmp_path / "resumed.zarr.work")
     proc = cli("fit", str(job), "--output", "resumed.zarr", "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -333,10 +318,10 @@ def test_an_interrupt_before_any_finished_pass_leaves_nothing(tmp_path, schedule
     job = write_job(tmp_path)
     before = tree(tmp_path)
     # after the work directory is taken, during the first pass
-    _interrupt(load_config(job), "      the archive", scheduler)
+    interrupt(load_config(job), "      the archive", scheduler)
     assert tree(tmp_path) == before
     # after the first pass: kept for --resume
-    _interrupt(load_config(job), "[2/5]", scheduler)
+    interrupt(load_config(job), "[2/5]", scheduler)
     work = tmp_path / "result.zarr.work"
     assert set(_passes(work)) == {"preprocessing.zarr"}
 

@@ -19,29 +19,12 @@ import numpy as np
 import pytest
 import xarray as xr
 from test_job import cli, write_job
-from test_safety import fails, tree
+from test_safety import fails, interrupt, tree
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def scheduler(client):
-    """The session's 2-process LocalCluster."""
-    return client.scheduler.address
-
-
-def _interrupt(config, at: str, scheduler: str, output=None) -> None:
-    """Run the job and stop it (Ctrl-C) when it prints the line starting with ``at``."""
-
-    def echo(line):
-        if line.startswith(at):
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_job(config, output=output, scheduler=scheduler, echo=echo)
 
 
 def _first_chunk(variable_dir: Path) -> Path:
@@ -73,7 +56,7 @@ def test_a_chunk_rewritten_with_its_size_and_timestamps_kept_is_not_reused(tmp_p
     job = write_job(tmp_path)
     _rewrite_uncompressed(tmp_path)
     config = load_config(job)
-    _interrupt(config, "[4/5]", scheduler)
+    interrupt(config, "[4/5]", scheduler)
     dtype = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).sst.dtype
     _shift_values(_first_chunk(tmp_path / "sst.zarr" / "sst"), dtype)
     before = tree(tmp_path)
@@ -99,7 +82,7 @@ def test_a_variable_linked_into_the_archive_is_watched_through_the_link(tmp_path
     shutil.copytree(data / "v1", data / "v2")
     (tmp_path / "sst.zarr" / "sst").symlink_to(data / "v1")
     config = load_config(job)
-    _interrupt(config, "[4/5]", scheduler)
+    interrupt(config, "[4/5]", scheduler)
     # the user points the link at another version of the variable
     (tmp_path / "sst.zarr" / "sst").unlink()
     (tmp_path / "sst.zarr" / "sst").symlink_to(data / "v2")
@@ -110,7 +93,7 @@ def test_a_variable_linked_into_the_archive_is_watched_through_the_link(tmp_path
     # a chunk rewritten behind the link
     (tmp_path / "sst.zarr" / "sst").unlink()
     (tmp_path / "sst.zarr" / "sst").symlink_to(data / "v1")
-    _interrupt(config, "[4/5]", scheduler, output=str(tmp_path / "again.zarr"))
+    interrupt(config, "[4/5]", scheduler, output=str(tmp_path / "again.zarr"))
     chunk = _first_chunk(data / "v1")
     chunk.write_bytes(_first_chunk(data / "v2").read_bytes()[:-1] + b"\0")
     before = tree(tmp_path)
@@ -135,7 +118,7 @@ def test_a_refused_resume_names_the_changed_key(tmp_path, scheduler, setting, na
     """It said 'the configuration ([input], [target] or [method])', and for target.lead that
     the target's values had changed, which they had not."""
     job = write_job(tmp_path)
-    _interrupt(load_config(job), "[4/5]", scheduler)
+    interrupt(load_config(job), "[4/5]", scheduler)
     before = tree(tmp_path)
     proc = cli("fit", str(job), "--resume", "--set", setting, cwd=tmp_path)
     last = fails(proc, 2, "--resume: cannot reuse the work", named, "Run without --resume")
@@ -147,7 +130,7 @@ def test_an_unreadable_identity_is_named_not_blamed_on_the_inputs(tmp_path, sche
     """A damaged identity.json was reported as the configuration, the archive and the target
     all changed."""
     job = write_job(tmp_path)
-    _interrupt(load_config(job), "[4/5]", scheduler)
+    interrupt(load_config(job), "[4/5]", scheduler)
     (tmp_path / "result.zarr.work" / "identity.json").write_text("{")
     before = tree(tmp_path)
     proc = cli("fit", str(job), "--resume", cwd=tmp_path)
@@ -161,7 +144,7 @@ def test_a_half_deleted_work_directory_resumes(tmp_path, scheduler):
     .../moments exists; pass overwrite=True' (exit 2, for good: every resume did)."""
     job = write_job(tmp_path)
     config = load_config(job)
-    _interrupt(config, "[4/5]", scheduler)
+    interrupt(config, "[4/5]", scheduler)
     shutil.rmtree(tmp_path / "result.zarr.work" / "preprocessing.zarr")
     proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

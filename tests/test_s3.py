@@ -72,11 +72,6 @@ def bucket(endpoint):
     return fs, name, options
 
 
-@pytest.fixture
-def scheduler(client):
-    return client.scheduler.address
-
-
 def keys(fs, prefix: str) -> dict[str, str]:
     """Every object under ``prefix``: key -> ETag."""
     fs.invalidate_cache()

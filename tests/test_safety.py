@@ -58,13 +58,6 @@ def fails(proc, code: int, *needles: str) -> str:
     return last
 
 
-@pytest.fixture
-def scheduler(client):
-    """The session's 2-process LocalCluster, so runs that get as far as a pass do not each
-    start one."""
-    return client.scheduler.address
-
-
 ############################################################################################
 # the output path
 
@@ -180,7 +173,9 @@ def test_unwritable_output_directory_exits_2(tmp_path):
 # --resume reuses only what the same inputs produced
 
 
-def _interrupt(config, at: str, scheduler: str, output=None):
+def interrupt(config, at: str, scheduler: str, output=None) -> None:
+    """Run the job and stop it (Ctrl-C) when it prints the line starting with ``at``."""
+
     def echo(line):
         if line.startswith(at):
             raise KeyboardInterrupt  # the job is killed here
@@ -192,7 +187,7 @@ def _interrupt(config, at: str, scheduler: str, output=None):
 def test_resume_refuses_a_changed_target_and_a_changed_archive(tmp_path, scheduler):
     job = write_job(tmp_path)
     config = load_config(job)
-    _interrupt(config, "[4/5]", scheduler)
+    interrupt(config, "[4/5]", scheduler)
     work = tmp_path / "result.zarr.work"
     assert (work / "moments").exists() and (work / "identity.json").exists()
 
@@ -222,7 +217,7 @@ def test_resume_refuses_a_changed_target_and_a_changed_archive(tmp_path, schedul
     np.testing.assert_allclose(a.group_target_corr.values, b.group_target_corr.values)
 
     # a rewritten chunk of the archive
-    _interrupt(config, "[4/5]", scheduler, output=str(tmp_path / "again.zarr"))
+    interrupt(config, "[4/5]", scheduler, output=str(tmp_path / "again.zarr"))
     chunk = next(
         p
         for p in sorted((tmp_path / "sst.zarr" / "sst").rglob("*"))
@@ -239,7 +234,7 @@ def test_resume_never_takes_planted_moments(tmp_path, scheduler):
     configuration, are recomputed, not used."""
     job = write_job(tmp_path)
     config = load_config(job)
-    _interrupt(config, "[4/5]", scheduler)
+    interrupt(config, "[4/5]", scheduler)
     work = tmp_path / "result.zarr.work"
     other = tmp_path / "other"
     other.mkdir()
@@ -248,7 +243,7 @@ def test_resume_never_takes_planted_moments(tmp_path, scheduler):
     ds["sst"] = ds.sst[::-1].assign_coords(time=ds.time)  # other data, same shape and config
     shutil.rmtree(other / "sst.zarr")
     ds.drop_encoding().chunk({"time": 12}).to_zarr(other / "sst.zarr")
-    _interrupt(load_config(job_b), "[4/5]", scheduler)
+    interrupt(load_config(job_b), "[4/5]", scheduler)
     shutil.rmtree(work / "moments")
     shutil.copytree(other / "result.zarr.work" / "moments", work / "moments")
     proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)

@@ -312,10 +312,7 @@ class FittedResult:
         by the monthly anomalies' spread and summed in windows of days, not months."""
         if not self.monthly or calendar_of(coord) is None or coord.size < 2:
             return
-        month = np.asarray(coord.dt.year.values, dtype=np.int64) * 12 + np.asarray(
-            coord.dt.month.values, dtype=np.int64
-        )
-        _, first, counts = np.unique(month, return_index=True, return_counts=True)
+        _, first, counts = np.unique(_months(coord), return_index=True, return_counts=True)
         if (counts > 1).any():
             at = int(first[np.flatnonzero(counts > 1)[0]])
             raise ValueError(
@@ -453,6 +450,13 @@ def _date(value) -> str:
     return text[:10] if len(text) >= 10 else text
 
 
+def _months(coord: xr.DataArray) -> np.ndarray:
+    """The calendar month of each date as one number (``12 * year + month``)."""
+    return np.asarray(coord.dt.year.values, dtype=np.int64) * 12 + np.asarray(
+        coord.dt.month.values, dtype=np.int64
+    )
+
+
 def load_result(path, storage_options: dict | None = None, *, _key: str = "result"):
     """The fitted result of ``dcfa fit`` at ``path``, ready to apply to other months.
 
@@ -545,7 +549,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     monthly = None
     if dim in ds.coords and calendar_of(ds[dim]) is not None and ds.sizes[dim] > 1:
         # the job's samples (the features' dates): one per calendar month?
-        months = ds[dim].dt.year.values.astype(np.int64) * 12 + ds[dim].dt.month.values
+        months = _months(ds[dim])
         monthly = bool(np.unique(months).size == months.size)
     return FittedResult(
         path=str(loc),

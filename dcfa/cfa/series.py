@@ -169,6 +169,18 @@ class SeriesData:
         counts = np.diff(self.bounds)
         return M @ self.series + np.repeat(M @ self.seg_mean.T, counts, axis=1)
 
+    def segment_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row segment ``(S, V)``: each held series' sum of squares and its cross-product
+        with the target (both centred per segment), as the series are now (scaled or not)."""
+        X, y, b = self.series, self.y, self.bounds
+        S = b.size - 1
+        cc, cy = np.empty((S, X.shape[0])), np.empty((S, X.shape[0]))
+        for s in range(S):
+            block = X[:, b[s] : b[s + 1]]
+            cc[s] = np.einsum("ij,ij->i", block, block)
+            cy[s] = block @ y[b[s] : b[s + 1]]
+        return cc, cy
+
     @property
     def nbytes(self) -> int:
         return int(self.series.nbytes)
@@ -187,14 +199,7 @@ class SeriesData:
             self.series *= scale[:, None]
             self.seg_mean *= scale[None, :]
             self._scale = np.array(scale, dtype=np.float64)
-            X, y, b = self.series, self.y, self.bounds
-            S = b.size - 1
-            self._cc = np.empty((S, X.shape[0]))  # per segment: sums of squares, cross with y
-            self._cy = np.empty((S, X.shape[0]))
-            for s in range(S):
-                block = X[:, b[s] : b[s + 1]]
-                self._cc[s] = np.einsum("ij,ij->i", block, block)
-                self._cy[s] = block @ y[b[s] : b[s + 1]]
+            self._cc, self._cy = self.segment_sums()
         elif not np.array_equal(scale, self._scale):
             raise ValueError("the series are scaled already, by other factors")
         return SeriesBasis(self, self.parts if parts is None else parts)

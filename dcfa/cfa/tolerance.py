@@ -23,6 +23,7 @@ import logging
 import warnings
 from contextlib import contextmanager
 from functools import partial
+from itertools import pairwise
 from numbers import Integral
 
 import numpy as np
@@ -72,20 +73,6 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train: slice, test: slice) -> float:
     yt = y[test]
     sst = np.sum((yt - yt.mean()) ** 2)
     return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
-
-
-def _segment_sums(data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row segment of the (unscaled, segment-centred) series: each column's sum of
-    squares, its cross product with the target, and the target's sum of squares."""
-    b = data.bounds
-    S, V = b.size - 1, data.series.shape[0]
-    ss, sy, yy = np.empty((S, V)), np.empty((S, V)), np.empty(S)
-    for s in range(S):
-        block, yb = data.series[:, b[s] : b[s + 1]], data.y[b[s] : b[s + 1]]
-        ss[s] = np.einsum("ij,ij->i", block, block)
-        sy[s] = block @ yb
-        yy[s] = yb @ yb
-    return ss, sy, yy
 
 
 def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
@@ -244,8 +231,9 @@ class _TolerancePath:
             )
         # every fold's own column statistics (exclusions, and the spreads standardize= divides
         # by), from its training rows only and before anything scales the series in place
-        seg_ss = _segment_sums(data)
-        fold_columns = [_rows_columns(data, seg_ss, train) for train, _ in splits]
+        yy = np.array([data.y[lo:hi] @ data.y[lo:hi] for lo, hi in pairwise(data.bounds)])
+        seg_sums = (*data.segment_sums(), yy)  # of the unscaled series, per segment
+        fold_columns = [_rows_columns(data, seg_sums, train) for train, _ in splits]
 
         def partition(rows, eps: float, sets) -> np.ndarray:
             parts = [[s for lo, hi in rs for s in rows.segments(lo, hi)] for rs in sets]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from dcfa.gbmap._learners import Learners
-from dcfa.io.store import atomic_file
+from dcfa.io.store import OutputError, atomic_file, check_writable
 
 __all__ = ["CHECKPOINT_FILE", "check_directory", "load_checkpoint", "save_checkpoint"]
 
@@ -67,8 +67,10 @@ def check_directory(directory) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"checkpoint: {path} cannot be a directory ({exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(f"checkpoint: the directory {path} is not writable")
+    try:  # a real probe (os.access says yes to root on a read-only mount)
+        check_writable(path / CHECKPOINT_FILE, "checkpoint")
+    except OutputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def save_checkpoint(
