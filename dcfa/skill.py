@@ -4,7 +4,9 @@ Climate samples are autocorrelated, so shuffled folds leak the test months' neig
 training set and flatter every method. Two splitters keep time in blocks:
 
 * :func:`blocked_cv`: K contiguous blocks of time (scikit-learn's ``KFold`` without
-  shuffling); each block is predicted by a model fitted on the others, before and after it.
+  shuffling); each block is predicted by a model fitted on the others, before and after it,
+  optionally less the ``gap`` samples on either side of it (a purged K-fold: the samples next
+  to a test block share its months through leads, lags, windows and autocorrelation).
 * :func:`forward_cv`: forward chaining (scikit-learn's ``TimeSeriesSplit``): each block is
   predicted by a model fitted on an expanding window of the samples before it, optionally
   ending ``gap`` samples earlier (a purge against autocorrelation and leads). It never trains on
@@ -136,8 +138,11 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     return X, y
 
 
-def _cross_validated_skill(model, X, y, cv: BaseCrossValidator, name: str | None) -> Skill:
-    """Clone and refit ``as_regressor(model)`` on every training fold of ``cv``; test R^2."""
+def _cross_validated_skill(
+    model, X, y, cv: BaseCrossValidator | list[tuple[np.ndarray, np.ndarray]], name: str | None
+) -> Skill:
+    """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
+    a list of (train, test) indices); test R^2."""
     out = cross_validate(
         as_regressor(model),
         X,
@@ -158,8 +163,18 @@ def _cross_validated_skill(model, X, y, cv: BaseCrossValidator, name: str | None
     )
 
 
-def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Skill:
+def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None = None) -> Skill:
     """Score ``model`` (a regressor, or a reduction followed by OLS) on contiguous time blocks.
+
+    The samples are cut into ``n_splits`` contiguous blocks, as scikit-learn's ``KFold``
+    without shuffling cuts them; each block is predicted by a model fitted on the samples of
+    the other blocks, except the ``gap`` samples just before and just after it (a purged
+    K-fold). Without the purge, the training samples that border a test block share its
+    months (a sample's information spans its predictors' months, back through its lags and
+    trailing windows, and its target's month, ``lead`` ahead) and the autocorrelation of
+    both, so the score is flattered. A gap of ``lead + max(lags) + max(windows) - 1``
+    samples leaves no training sample sharing a month with a test sample; a longer one also
+    clears the autocorrelation's reach.
 
     Parameters
     ----------
@@ -173,16 +188,35 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Sk
     y : array-like of shape (n_samples,)
     n_splits : int, default=5
         Number of contiguous blocks.
+    gap : int, default=0
+        Samples left out of training on each side of the test block (counted in samples,
+        whatever the dates: drop no months in between, or count them in).
     name : str, optional
         Label for tables; the model's class name by default.
 
     Returns
     -------
     Skill
+        ``extra["folds"]`` holds each fold's (train, test) sample indices.
+
+    Raises
+    ------
+    ValueError
+        For ``n_splits`` outside ``[2, n_samples // 4]``, or a ``gap`` that leaves a fold fewer
+        than 4 samples to train on, before ``X`` is read.
 
     See Also
     --------
     forward_cv : train on the past only (an expanding window), with a purge gap.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> X = np.random.default_rng(0).normal(size=(60, 3))
+    >>> skill = blocked_cv(LinearRegression(), X, X @ [1.0, 2.0, 0.0], n_splits=3, gap=4)
+    >>> [len(train) for train, test in skill.extra["folds"]]  # 40 - 4, 40 - 8, 40 - 4
+    [36, 32, 36]
     """
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
@@ -192,9 +226,40 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, name: str | None = None) -> Sk
         raise ValueError(
             f"n_splits: expected an int in [2, {n // 4}] (4 samples per block), got {n_splits!r}"
         )
+    folds = _blocked_folds(n, int(n_splits), gap)
     if lazy:
         X, y = _check_inputs(X, y)
-    return _cross_validated_skill(model, X, y, KFold(int(n_splits), shuffle=False), name)
+    return _cross_validated_skill(model, X, y, folds, name)
+
+
+def _blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (train, test) indices of :func:`blocked_cv`, ``gap`` checked against ``n``."""
+    if not _is_int(gap, 0):
+        raise ValueError(f"gap: expected an int >= 0, got {gap!r}")
+    folds = _purged_blocks(n, n_splits, int(gap))
+    fewest = min(train.size for train, _ in folds)
+    if fewest < MIN_TRAIN:
+        fits = [g for g in range(gap) if _fewest_train(n, n_splits, g) >= MIN_TRAIN]
+        need = f"need gap <= {fits[-1]}" if fits else "even gap=0 does not"
+        raise ValueError(
+            f"gap: {gap} samples on each side of a test block leave {fewest} of the {n} "
+            f"samples to train a fold on (n_splits={n_splits}), fewer than {MIN_TRAIN}; {need}"
+        )
+    return folds
+
+
+def _purged_blocks(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``KFold``'s contiguous blocks, each training set less ``gap`` samples either side."""
+    folds = []
+    for _, test in KFold(n_splits, shuffle=False).split(np.zeros((n, 1))):
+        keep = np.ones(n, dtype=bool)
+        keep[max(test[0] - gap, 0) : test[-1] + 1 + gap] = False
+        folds.append((np.flatnonzero(keep), test))
+    return folds
+
+
+def _fewest_train(n: int, n_splits: int, gap: int) -> int:
+    return min(train.size for train, _ in _purged_blocks(n, n_splits, gap))
 
 
 def _is_int(value, low: int) -> bool:
