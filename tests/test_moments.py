@@ -117,9 +117,9 @@ def _shift_of_whole_columns(a):
     dtype=st.sampled_from([np.float32, np.float64]),
 )
 def test_the_shift_taken_in_column_pieces_is_that_of_whole_columns(rows, columns, seed, dtype):
-    """column_shift takes columns 2 048 at a time: bit for bit the whole-column result, also
-    where the last piece would be one column wide; and the grid pass's shift of a block with
-    its halo is that of the extended block."""
+    """column_shift sums row by row into vectors of the block's width (no temporary of the
+    block's size): bit for bit the whole-column result, a single column included; and the grid
+    pass's shift of a block with its halo is that of the extended block."""
     from dcfa.stats.kernels import column_shift
     from dcfa.stats.stencil import padded, stencil_shift
 

@@ -657,7 +657,27 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
         f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held in the "
         f"workers' memory ({total / 2**30:.1f} GiB) for both passes"
     )
-    return field.persist()
+    # below the passes' tasks, so that a block's pass task runs as soon as the block is read
+    # (reading and the pass overlap); the first block first, as every pass task needs it
+    # (its per-cell shift, dcfa.stats.kernels.column_shift): dask.order reads sibling blocks
+    # last to first
+    # (unoptimised: the same tasks for the same keys in both calls)
+    first = client.persist(_first_blocks(field.data), priority=-1, optimize_graph=False)
+    held = client.persist(field, priority=-1, optimize_graph=False)
+    del first  # its blocks are held as the field's
+    return held
+
+
+def _first_blocks(data):
+    """The blocks of the first chunk of samples of the dask array ``data``, under their own
+    keys (persisting them computes and keeps exactly those keys)."""
+    import itertools
+
+    import dask.array as da
+
+    keys = {(data.name, 0, *i) for i in itertools.product(*map(range, data.numblocks[1:]))}
+    graph = data.__dask_graph__().cull(keys)  # their tasks only
+    return da.Array(graph, data.name, ((data.chunks[0][0],), *data.chunks[1:]), meta=data._meta)
 
 
 def _check_has_data(prep, inp: dict) -> None:
