@@ -351,7 +351,7 @@ def test_not_a_result_and_bad_time_name_the_argument(job_a, tmp_path):
 
 
 ############################################################################################
-# windows, lags and a lead (job C): the job's _time_scales, then the samples of --time
+# windows, lags and a lead (job C): the job's time_scales, then the samples of --time
 
 WINDOWS, LAGS, LEAD = [1, 3], [0, 1], 2
 HISTORY = max(WINDOWS) - 1 + max(LAGS)  # earlier months the first computed one needs

@@ -179,9 +179,9 @@ def _apply(
         )
         + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
     )
-    from dcfa.batch.job import _reading  # an undecodable chunk: exit 2 naming the archive
+    from dcfa.batch.inputs import reading  # an undecodable chunk: exit 2 naming the archive
 
-    with _reading(str(location(archive)), fitted.variables, names["archive"]):
+    with reading(str(location(archive)), fitted.variables, names["archive"]):
         _write(out, dataset, overwrite, names, so)
     # dcfa's reader: dates past 2262 or in a model calendar are cftime, without a warning
     written = open_zarr(

@@ -25,9 +25,6 @@ redraws nothing) and recorded in the result's ``parameters`` (and ``gbmap``) att
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import errno
 import hashlib
 import json
 import os
@@ -40,123 +37,33 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
-from dcfa.batch.config import ConfigError, JobConfig
+from dcfa.batch.config import JobConfig
 from dcfa.batch.features import Reduction, region_series
+from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
+from dcfa.batch.method import (
+    DEFAULT_RANDOM_STATE,
+    build_estimator,
+    build_gbmap,
+    check_classes,
+    seeded,
+)
+from dcfa.batch.output import (
+    NO_ROOM,
+    application,
+    check_output,
+    no_room,
+    print_groups,
+    region_on_grid,
+    work_dir,
+)
 from dcfa.batch.workdir import WorkDir, job_identity
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
-from dcfa.io.store import check_apart, check_replaceable, check_writable
 
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
 
 _IN_MEMORY_BYTES = 256 * 2**20
-# the seed of a shuffling method (and of GBMAP) when the job does not choose one: the same job
-# gives the same result, run again or resumed
-DEFAULT_RANDOM_STATE = 0
-
-
-class InputDataError(ValueError):
-    """Bad input data found by a pass (no data at all, an undecodable chunk): the run's work
-    directory, finished passes included, is removed (nothing of it is worth resuming)."""
-
-
-def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
-    """``cls(**params)`` with its parameters checked now (before any pass); errors name
-    ``key``, the config section they come from."""
-    from dcfa._validation import validate_params
-
-    allowed = set(cls().get_params()) - reserved
-    unknown = set(params) - allowed
-    if unknown:
-        raise ConfigError(
-            f"{key}: unknown or reserved parameter(s) {sorted(unknown)} for {cls.__name__}; it "
-            f"takes {sorted(allowed)}"
-        )
-    estimator = cls(**params)
-    try:
-        validate_params(estimator)
-    except ValueError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
-    return estimator
-
-
-def _method_class(name: str):
-    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
-
-    return {
-        "lincfa": LinCFA,
-        "nonlincfa": NonLinCFA,
-        "genlincfa": GenLinCFA,
-        "genlincfacv": GenLinCFACV,
-        "nonlincfacv": NonLinCFACV,
-    }[name]
-
-
-def build_estimator(method: dict):
-    """The estimator named in ``[method]``, its parameters checked now."""
-    return _checked(_method_class(method["name"]), dict(method["params"]), "method.params")
-
-
-def _seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
-    """``config`` with :data:`DEFAULT_RANDOM_STATE` for every ``random_state`` it leaves unset
-    (the method's, if it takes one, and GBMAP's), and the keys so set."""
-    keys = []
-    method = config.method
-    params = method["params"]
-    takes = "random_state" in _method_class(method["name"])().get_params()
-    if takes and "random_state" not in params:
-        method = {**method, "params": {**params, "random_state": DEFAULT_RANDOM_STATE}}
-        keys.append("method.params.random_state")
-    gbmap = config.gbmap
-    if gbmap is not None and "random_state" not in gbmap:
-        gbmap = {**gbmap, "random_state": DEFAULT_RANDOM_STATE}
-        keys.append("gbmap.random_state")
-    return dataclasses.replace(config, method=method, gbmap=gbmap), keys
-
-
-def _check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
-    """A binary task (a GBMAP classifier, a ``bernoulli`` family) needs a target of two
-    classes: checked on the target, before any pass, naming the key that asks for it."""
-    values = np.unique(target.values[np.isfinite(target.values)])
-    if values.size == 2:
-        return
-    found = f"{values.size} distinct values" + (
-        f" ({', '.join(f'{v:g}' for v in values[:4])}{', ...' if values.size > 4 else ''})"
-    )
-    if config.method["params"].get("family") == "bernoulli":
-        raise ValueError(
-            f"method.params.family: 'bernoulli' needs a target of two classes; "
-            f"{config.target['variable']!r} holds {found}"
-        )
-    from dcfa import GBMAPClassifier
-
-    if isinstance(gbmap, GBMAPClassifier):
-        raise ValueError(
-            f"gbmap.task: 'classification' needs a target of two classes; "
-            f'{config.target["variable"]!r} holds {found} (use task = "regression")'
-        )
-
-
-def build_gbmap(config: JobConfig):
-    """The GBMAP estimator of ``[gbmap]`` (None without one), its parameters checked now.
-
-    ``task = "regression"`` or ``"classification"`` picks the estimator (default: regression,
-    classification for GenLinCFA with ``family = "bernoulli"``); every other key is a
-    parameter of :class:`~dcfa.GBMAPRegressor` / :class:`~dcfa.GBMAPClassifier`.
-    """
-    if config.gbmap is None:
-        return None
-    from dcfa import GBMAPClassifier, GBMAPRegressor
-
-    params = dict(config.gbmap)
-    family = config.method["params"].get("family")
-    task = params.pop("task", "classification" if family == "bernoulli" else "regression")
-    if task not in ("regression", "classification"):
-        raise ConfigError(f"gbmap.task must be 'regression' or 'classification', got {task!r}")
-    cls = GBMAPClassifier if task == "classification" else GBMAPRegressor
-    # checkpoints go to the job's work directory
-    return _checked(cls, params, "gbmap", reserved=frozenset({"checkpoint"}))
 
 
 def run_job(
@@ -175,13 +82,13 @@ def run_job(
     with none is removed).
     """
     t0 = time.perf_counter()
-    config, seeded = _seeded(config)
+    config, unset = seeded(config)
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     out = location(output or config.output["store"])
     out = out if isinstance(out, str) else Path(os.path.abspath(out))
-    work = _work_dir(out, config.output["work_dir"])
-    _check_output(out, work, config)
+    work = work_dir(out, config.output["work_dir"])
+    check_output(out, work, config)
     field = io.open_archive(
         inp["store"],
         inp["variables"],
@@ -197,10 +104,10 @@ def run_job(
         calendar=tgt["calendar"],
         storage_options=tgt["storage_options"],
     )
-    field = _time_scales(field, inp)
+    field = time_scales(field, inp)
     n_input = int(field.sizes[dim])
     n_gaps = int(target.isnull().sum())
-    target, valid_time, step = _lead(target, tgt["lead"], dim)
+    target, valid_time, step = target_at_lead(target, tgt["lead"], dim)
     # where each target value comes from: its position, aligned as the values are
     position = target.copy(data=np.arange(target.size, dtype=np.float64)).where(target.notnull())
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
@@ -213,17 +120,17 @@ def run_job(
         )
     estimator = build_estimator(config.method)
     gbmap = build_gbmap(config)
-    _check_classes(gbmap, config, target)
+    check_classes(gbmap, config, target)
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
         f"{tgt['path']}: {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position.values.astype(int)]
-    echo(f"      {_alignment(field, valid, tgt['lead'], step, n_input, inp, dim)}")
-    if seeded:
+    echo(f"      {alignment(field, valid, tgt['lead'], step, n_input, inp, dim)}")
+    if unset:
         echo(
-            f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(seeded)} not set: "
+            f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
             "fixed, so the job gives the same result run again or resumed; set it to change)"
         )
     # every check of the work directory (another run holding it, --resume's identity) before
@@ -235,7 +142,7 @@ def run_job(
         with open_client(config.cluster, scheduler) as client:
             echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
             try:
-                with _reading(inp["store"], inp["variables"]):
+                with reading(inp["store"], inp["variables"]):
                     _run_passes(
                         config,
                         field,
@@ -254,9 +161,9 @@ def run_job(
                 kept = workdir.abandon(bad_input=isinstance(exc, InputDataError))
                 if isinstance(exc, KeyboardInterrupt) and not kept:
                     raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
-                if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+                if isinstance(exc, OSError) and exc.errno in NO_ROOM:
                     # Zarr's error names no path: say where, and what is left to resume
-                    raise OSError(exc.errno, _no_room(exc, out, work, kept)) from exc
+                    raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
                 raise
             workdir.remove()
     finally:
@@ -264,192 +171,8 @@ def run_job(
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
-    _print_groups(opened, echo)  # from the store: no second pass
+    print_groups(opened, echo)  # from the store: no second pass
     return out
-
-
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
-
-
-def _no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
-    """The message of a write that failed for want of room (a full disk, a quota, a file
-    system turned read-only): where, and what a rerun can reuse."""
-    return (
-        f"output.store: {exc.strerror or os.strerror(exc.errno)} while writing "
-        f"{str(out)!r} or its work directory {str(work)!r}; "
-        + (
-            f"the finished passes are kept in {str(work)!r}: make room, then rerun with --resume"
-            if kept
-            else "nothing was kept"
-        )
-    )
-
-
-def _time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
-    """``input.windows`` (trailing running means or sums) and ``input.lags`` (earlier
-    samples), lazily; each window and lag is its own feature block (``window`` / ``lag``
-    dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
-    try:
-        return _windows_and_lags(field, inp)
-    except ValueError as exc:  # the forecast functions name their arguments: name the keys
-        text = str(exc)
-        if text.startswith(("lags:", "windows:")):
-            raise ValueError(f"input.{text}") from None
-        raise
-
-
-def _windows_and_lags(field: xr.DataArray, inp: dict) -> xr.DataArray:
-    from dcfa.forecast import lagged, trailing_windows
-
-    dim, windows, lags, agg = inp["sample_dim"], inp["windows"], inp["lags"], inp["aggregate"]
-    if windows != [1]:
-        per = agg if isinstance(agg, dict) else {}
-        if "variable" in field.dims and per:
-            parts = [
-                trailing_windows(
-                    field.sel(variable=[v]), windows, aggregate=per.get(v, "mean"), sample_dim=dim
-                )
-                for v in inp["variables"]
-            ]
-            field = xr.concat(parts, dim="variable").transpose(*parts[0].dims)
-        else:
-            how = per.get(inp["variables"][0], "mean") if per else agg
-            field = trailing_windows(field, windows, aggregate=how, sample_dim=dim)
-    if lags != [0]:
-        field = lagged(field, lags, sample_dim=dim)
-    return field
-
-
-def _lead(target: xr.DataArray, lead: int, dim: str):
-    """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
-    from the file is skipped by date, never by row), labelled with the dates it is predicted
-    from, the dates the values belong to (:func:`dcfa.lead_target` of the series on itself),
-    and the step ``lead`` counts (``"month"`` for monthly dates)."""
-    from dcfa.forecast import lead_target
-
-    valid = target[dim].values
-    if not lead:
-        return target, valid, "sample"
-    if lead >= valid.size - 3:
-        raise ValueError(
-            f"target.lead = {lead} (time steps of the dates) leaves at most "
-            f"{max(valid.size - lead, 0)} of the target's {valid.size} values to predict; "
-            "need >= 4"
-        )
-    if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
-        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
-    try:
-        _, later, how = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
-    except ValueError as exc:
-        raise ValueError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
-    return later.drop_vars("target_time"), later["target_time"].values, how.step
-
-
-def _alignment(
-    field, valid: np.ndarray, lead: int, step: str, n_input: int, inp: dict, dim: str
-) -> str:
-    """What is predicted from what: the first and last predictor dates, their targets', and
-    the samples kept of the ``n_input`` predictors (after the windows and lags)."""
-    from dcfa.forecast import LeadAlignment
-
-    text = str(
-        LeadAlignment(
-            lead=lead,
-            step=step,
-            n_samples=int(field.sizes[dim]),
-            n_input=n_input,
-            first_predictor=field[dim].values[0],
-            last_predictor=field[dim].values[-1],
-            first_target=valid[0],
-            last_target=valid[-1],
-        )
-    )
-    if inp["windows"] != [1]:
-        text += f"; windows {inp['windows']} ({inp['aggregate']})"
-    if inp["lags"] != [0]:
-        text += f"; lags {inp['lags']}"
-    return text
-
-
-def _work_dir(out: Path | str, given: str | None) -> Path:
-    """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
-    a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working
-    directory: resume state stays local, where renames are atomic."""
-    if given:
-        return Path(os.path.abspath(given))
-    if isinstance(out, Path):
-        return out.with_name(out.name + ".work")
-    tag = hashlib.sha256(out.encode()).hexdigest()[:8]
-    return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
-
-
-def _check_output(out: Path | str, work: Path, config: JobConfig) -> None:
-    """Before anything is read: the output and its work directory are apart from every input
-    and from each other, replaceable (only an earlier dcfa result, with overwrite) and
-    writable."""
-    inputs = {
-        "input.store": config.input["store"],
-        "target.path": config.target["path"],
-    }
-    if config.source != "<config>":
-        inputs["the job file"] = config.source
-    given = bool(config.output["work_dir"])
-    check_apart(out, inputs, "output.store")
-    check_apart(work, inputs, "output.work_dir" if given else "output.store")
-    if isinstance(out, Path):
-        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
-        rel = (
-            "is"
-            if o == w
-            else "lies inside"
-            if o in w.parents
-            else "contains"
-            if w in o.parents
-            else None
-        )
-        if rel:
-            raise ConfigError(
-                f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "
-                "directory and the result store must lie apart (choose another output.work_dir, "
-                "or leave it unset for <output.store>.work)"
-            )
-    if given:
-        check_writable(work, "output.work_dir")
-    so = config.output["storage_options"]
-    check_replaceable(
-        out,
-        overwrite=config.output["overwrite"],
-        key="output.store",
-        kinds=("result",),
-        storage_options=so,
-    )
-    check_writable(out, "output.store", so)
-
-
-@contextlib.contextmanager
-def _reading(store: str, variables: list[str], key: str = "input.store"):
-    """Name the store (as ``key``) when a chunk of it cannot be decoded (a truncated or
-    corrupt file gives a codec's bare error, raised on a worker, that names no path): bad
-    input, not a fault."""
-    try:
-        yield
-    except Exception as exc:
-        if isinstance(exc, ValueError) or not _from_codec(exc):
-            raise
-        raise InputDataError(
-            f"{key}: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
-            f"or corrupt file?): {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-def _from_codec(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
-        if "/zarr/codecs/" in name or "numcodecs" in name or "/zarr/abc/codec" in name:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 def _run_passes(
@@ -562,7 +285,7 @@ def _run_passes(
             f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
             f"features in {time.perf_counter() - t:.1f} s"
         )
-    region = _region_on_grid(estimator.labels_, keep, prep.has_data)
+    region = region_on_grid(estimator.labels_, keep, prep.has_data)
     dataset = io.result_dataset(
         estimator,
         cells,
@@ -575,13 +298,13 @@ def _run_passes(
         attrs=provenance(
             config.raw,
             method=type(estimator).__name__,
-            params=config.method["params"],  # random_state included (_seeded)
+            params=config.method["params"],  # random_state included (seeded)
             input_store=inp["store"],
             target=tgt["path"],
             n_common=n_common,
         ),
     )
-    dataset = dataset.assign(_application(reduction, prep))
+    dataset = dataset.assign(application(reduction, prep))
     record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
     dataset.attrs.update(record)
     if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
@@ -661,9 +384,11 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
     # (reading and the pass overlap); the first block first, as every pass task needs it
     # (its per-cell shift, dcfa.stats.kernels.column_shift): dask.order reads sibling blocks
     # last to first
-    # (unoptimised: the same tasks for the same keys in both calls)
-    first = client.persist(_first_blocks(field.data), priority=-1, optimize_graph=False)
-    held = client.persist(field, priority=-1, optimize_graph=False)
+    # (unoptimised: the same tasks for the same keys in both calls; fifo_timeout=0: each call
+    # a later generation of priorities, else calls within a minute share one)
+    hold = {"priority": -1, "optimize_graph": False, "fifo_timeout": 0}
+    first = client.persist(_first_blocks(field.data), **hold)
+    held = client.persist(field, **hold)
     del first  # its blocks are held as the field's
     return held
 
@@ -698,60 +423,6 @@ def _cells_with_data(field: xr.DataArray, has_data: xr.DataArray, grid: list[str
     return field.stack(cell=grid).isel(cell=keep), keep
 
 
-def _application(reduction: Reduction, prep) -> dict:
-    """What applying the result to new months needs, on the grid: the preprocessing (the
-    climatology and spread the features were computed with) and every cell's place in the
-    reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
-    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`):
-    the :class:`~dcfa.batch.features.Reduction` the features were computed with, stored."""
-    keep = reduction.keep
-
-    def on_grid(values, fill, name, attrs):
-        grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
-        grid[keep] = values
-        out = prep.has_data.copy(data=grid.reshape(prep.has_data.shape)).rename(name)
-        out.attrs = attrs
-        out.encoding = {}
-        return out
-
-    out = {
-        "cell_index": on_grid(
-            np.arange(keep.size, dtype=np.int64),
-            -1,
-            "cell_index",
-            {
-                "long_name": "position of the cell in the reduction's input (-1: not used)",
-                "aggregation": reduction.aggregation,
-            },
-        ),
-        "cell_scale": on_grid(reduction.scale, 0.0, "cell_scale", {"long_name": "cell weight"}),
-        "cell_centre": on_grid(
-            reduction.centre, 0.0, "cell_centre", {"long_name": "value removed first"}
-        ),
-        "has_data": prep.has_data.rename("has_data").drop_encoding(),
-    }
-    if reduction.weight is not None:  # weights = "area" or given
-        out["cell_weight"] = on_grid(
-            reduction.weight,
-            0.0,
-            "cell_weight",
-            {"long_name": "weight of the cell in its group's mean (method.params.weights)"},
-        )
-    if prep.climatology is not None:
-        out["climatology"] = prep.climatology.rename("climatology").drop_encoding()
-        out["climatology"].attrs = {"long_name": "mean of every calendar month (anomalies)"}
-    if prep.std is not None:
-        out["spread"] = prep.std.rename("spread").drop_encoding()
-        out["spread"].attrs = {"long_name": "standard deviation the anomalies were divided by"}
-    return out
-
-
-def _region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray):
-    grid = np.full(has_data.size, -1, dtype=np.int32)
-    grid[keep] = labels
-    return has_data.copy(data=grid.reshape(has_data.shape)).rename("region")
-
-
 def _save_moments(work: Path, estimator) -> None:
     """Keep what the pass produced: one Moments, or one per row segment (NonLinCFA)."""
     parts = getattr(estimator, "segment_moments_", None)
@@ -771,32 +442,3 @@ def _load_moments(workdir: WorkDir):
         return None
     parts = sorted(path.glob("part-*"))
     return [load_moments(p) for p in parts] if parts else load_moments(path)
-
-
-def _print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
-    from dcfa.stacking import BLOCK_DIMS
-
-    names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
-    dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
-    r = dataset["group_target_corr"].values
-    sizes = dataset["group_size"].values
-    order = np.argsort(-np.nan_to_num(np.abs(r)))[:top]
-    # which variable, window and lag each group is of (a group lies in one: the blocks)
-    blocks = [d for d in BLOCK_DIMS if "region" in dataset and d in dataset["region"].dims]
-    region = dataset["region"].transpose(*blocks, ...).values if blocks else None
-    echo("      groups most correlated with the target:")
-    for g in order:
-        block = ""
-        if region is not None and (region == g).any():
-            at = np.argwhere(region == g)[0]
-            block = " " + ", ".join(
-                str(dataset[d].values[i]) if d == "variable" else f"{d} {dataset[d].values[i]}"
-                for d, i in zip(blocks, at, strict=False)
-            )
-        where = ""
-        if "group_lat" in dataset and "group_lon" in dataset:
-            where = (
-                f" around lat {float(dataset.group_lat[g]):6.1f}, lon "
-                f"{float(dataset.group_lon[g]):6.1f}"
-            )
-        echo(f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}")

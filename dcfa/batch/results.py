@@ -6,7 +6,7 @@ reduction (``cell_index``, ``cell_scale``, ``cell_centre``, ``region``), the job
 configuration (variables, sample dim, method parameters) and, with a GBMAP, its learners and
 input standardisation. :func:`load_result` turns that into a :class:`FittedResult` whose
 ``transform`` runs the job's own steps lazily (the job's trailing windows and lags,
-``dcfa.batch.job._time_scales``, then :func:`dcfa.io.plan_chunks`,
+``dcfa.batch.inputs.time_scales``, then :func:`dcfa.io.plan_chunks`,
 :func:`dcfa.io.apply_preprocessing`, the job's stacking of the cells, and
 :func:`dcfa.cfa.aggregate.aggregate` with the stored weights), so a result applied to its own
 training months gives its ``features`` exactly. ``dcfa apply`` is :mod:`dcfa.batch.apply`.
@@ -57,7 +57,7 @@ _INPUT_KEYS = frozenset(
 )
 
 
-_TIME_SCALE_KEYS = ("windows", "lags", "aggregate")  # what ``_time_scales`` reads of [input]
+_TIME_SCALE_KEYS = ("windows", "lags", "aggregate")  # what ``time_scales`` reads of [input]
 
 
 @dataclass
@@ -86,7 +86,7 @@ class FittedResult:
         The result's attributes (provenance).
     time_scales : dict
         The job's ``input.windows``, ``input.lags`` and ``input.aggregate``: ``transform``
-        computes them (``dcfa.batch.job._time_scales``) before anything else, so a field is given
+        computes them (``dcfa.batch.inputs.time_scales``) before anything else, so a field is given
         as the archive stores it and the result's ``window`` / ``lag`` dims are made here.
     lead : int
         The job's ``target.lead``: the features (and the GBMAP's prediction) of sample ``t``
@@ -156,7 +156,7 @@ class FittedResult:
         :func:`dcfa.io.open_archive` gives (the variables along a ``variable`` dim when there
         are several), on the result's grid (without the ``window`` / ``lag`` dims: those are
         made here). The job's steps are applied in its order: its trailing windows and lags
-        (``dcfa.batch.job._time_scales``; the first ``history`` samples, whose windows or lags
+        (``dcfa.batch.inputs.time_scales``; the first ``history`` samples, whose windows or lags
         reach before the field's start, are dropped), chunks planned
         (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
         (:func:`dcfa.io.apply_preprocessing`), the cells taken in the reduction's order, and
@@ -361,9 +361,9 @@ class FittedResult:
                 )
 
     def _time_scaled(self, field: xr.DataArray, names: dict, time) -> xr.DataArray:
-        """The job's windows and lags of ``field`` (``dcfa.batch.job._time_scales``), then the
+        """The job's windows and lags of ``field`` (``dcfa.batch.inputs.time_scales``), then the
         samples of ``time``: each selected sample's windows and lags from the ones before."""
-        from dcfa.batch.job import _time_scales
+        from dcfa.batch.inputs import time_scales
 
         key, dim, need = names["archive"], self.sample_dim, self.history
         n = field.sizes[dim]
@@ -403,7 +403,7 @@ class FittedResult:
             "lags": self.lags,
             "aggregate": self.time_scales.get("aggregate", "mean"),
         }
-        field = _time_scales(field, inp)
+        field = time_scales(field, inp)
         self._check_coords(field, key, archive=False)
         return field.transpose(dim, *self.grid)
 
@@ -538,7 +538,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         climatology=small["climatology"] if "climatology" in small else None,
         std=small["spread"] if "spread" in small else None,
     )
-    from dcfa.batch.job import build_estimator
+    from dcfa.batch.method import build_estimator
 
     estimator = build_estimator(config.method)
     estimator.set_params(sample_dim=dim)

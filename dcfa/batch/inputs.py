@@ -1,0 +1,130 @@
+"""The job's inputs as the passes read them: the field's time scales (``input.windows``,
+``input.lags``), the target ``target.lead`` steps later, what is predicted from what, and a
+store whose chunks cannot be decoded named as bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["InputDataError", "alignment", "reading", "target_at_lead", "time_scales"]
+
+
+class InputDataError(ValueError):
+    """Bad input data found by a pass (no data at all, an undecodable chunk): the run's work
+    directory, finished passes included, is removed (nothing of it is worth resuming)."""
+
+
+def time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
+    """``input.windows`` (trailing running means or sums) and ``input.lags`` (earlier
+    samples), lazily; each window and lag is its own feature block (``window`` / ``lag``
+    dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
+    try:
+        return _windows_and_lags(field, inp)
+    except ValueError as exc:  # the forecast functions name their arguments: name the keys
+        text = str(exc)
+        if text.startswith(("lags:", "windows:")):
+            raise ValueError(f"input.{text}") from None
+        raise
+
+
+def _windows_and_lags(field: xr.DataArray, inp: dict) -> xr.DataArray:
+    from dcfa.forecast import lagged, trailing_windows
+
+    dim, windows, lags, agg = inp["sample_dim"], inp["windows"], inp["lags"], inp["aggregate"]
+    if windows != [1]:
+        per = agg if isinstance(agg, dict) else {}
+        if "variable" in field.dims and per:
+            parts = [
+                trailing_windows(
+                    field.sel(variable=[v]), windows, aggregate=per.get(v, "mean"), sample_dim=dim
+                )
+                for v in inp["variables"]
+            ]
+            field = xr.concat(parts, dim="variable").transpose(*parts[0].dims)
+        else:
+            how = per.get(inp["variables"][0], "mean") if per else agg
+            field = trailing_windows(field, windows, aggregate=how, sample_dim=dim)
+    if lags != [0]:
+        field = lagged(field, lags, sample_dim=dim)
+    return field
+
+
+def target_at_lead(target: xr.DataArray, lead: int, dim: str):
+    """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
+    from the file is skipped by date, never by row), labelled with the dates it is predicted
+    from, the dates the values belong to (:func:`dcfa.lead_target` of the series on itself),
+    and the step ``lead`` counts (``"month"`` for monthly dates)."""
+    from dcfa.forecast import lead_target
+
+    valid = target[dim].values
+    if not lead:
+        return target, valid, "sample"
+    if lead >= valid.size - 3:
+        raise ValueError(
+            f"target.lead = {lead} (time steps of the dates) leaves at most "
+            f"{max(valid.size - lead, 0)} of the target's {valid.size} values to predict; "
+            "need >= 4"
+        )
+    if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
+        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
+    try:
+        _, later, how = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
+    except ValueError as exc:
+        raise ValueError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
+    return later.drop_vars("target_time"), later["target_time"].values, how.step
+
+
+def alignment(
+    field, valid: np.ndarray, lead: int, step: str, n_input: int, inp: dict, dim: str
+) -> str:
+    """What is predicted from what: the first and last predictor dates, their targets', and
+    the samples kept of the ``n_input`` predictors (after the windows and lags)."""
+    from dcfa.forecast import LeadAlignment
+
+    text = str(
+        LeadAlignment(
+            lead=lead,
+            step=step,
+            n_samples=int(field.sizes[dim]),
+            n_input=n_input,
+            first_predictor=field[dim].values[0],
+            last_predictor=field[dim].values[-1],
+            first_target=valid[0],
+            last_target=valid[-1],
+        )
+    )
+    if inp["windows"] != [1]:
+        text += f"; windows {inp['windows']} ({inp['aggregate']})"
+    if inp["lags"] != [0]:
+        text += f"; lags {inp['lags']}"
+    return text
+
+
+@contextlib.contextmanager
+def reading(store: str, variables: list[str], key: str = "input.store"):
+    """Name the store (as ``key``) when a chunk of it cannot be decoded (a truncated or
+    corrupt file gives a codec's bare error, raised on a worker, that names no path): bad
+    input, not a fault."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, ValueError) or not _from_codec(exc):
+            raise
+        raise InputDataError(
+            f"{key}: a chunk of {variables} in {store!r} cannot be decoded (a truncated "
+            f"or corrupt file?): {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _from_codec(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/zarr/codecs/" in name or "numcodecs" in name or "/zarr/abc/codec" in name:
+            return True
+        tb = tb.tb_next
+    return False

@@ -1,0 +1,115 @@
+"""What ``[method]`` and ``[gbmap]`` of a job file ask to fit: the estimators, their parameters
+checked before any pass, and the seeds a job fixes when the file sets none."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import xarray as xr
+
+from dcfa.batch.config import ConfigError, JobConfig
+
+__all__ = ["DEFAULT_RANDOM_STATE", "build_estimator", "build_gbmap", "check_classes", "seeded"]
+
+# the seed of a shuffling method (and of GBMAP) when the job does not choose one: the same job
+# gives the same result, run again or resumed
+DEFAULT_RANDOM_STATE = 0
+
+
+def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
+    """``cls(**params)`` with its parameters checked now (before any pass); errors name
+    ``key``, the config section they come from."""
+    from dcfa._validation import validate_params
+
+    allowed = set(cls().get_params()) - reserved
+    unknown = set(params) - allowed
+    if unknown:
+        raise ConfigError(
+            f"{key}: unknown or reserved parameter(s) {sorted(unknown)} for {cls.__name__}; it "
+            f"takes {sorted(allowed)}"
+        )
+    estimator = cls(**params)
+    try:
+        validate_params(estimator)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return estimator
+
+
+def _method_class(name: str):
+    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
+
+    return {
+        "lincfa": LinCFA,
+        "nonlincfa": NonLinCFA,
+        "genlincfa": GenLinCFA,
+        "genlincfacv": GenLinCFACV,
+        "nonlincfacv": NonLinCFACV,
+    }[name]
+
+
+def build_estimator(method: dict):
+    """The estimator named in ``[method]``, its parameters checked now."""
+    return _checked(_method_class(method["name"]), dict(method["params"]), "method.params")
+
+
+def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
+    """``config`` with :data:`DEFAULT_RANDOM_STATE` for every ``random_state`` it leaves unset
+    (the method's, if it takes one, and GBMAP's), and the keys so set."""
+    keys = []
+    method = config.method
+    params = method["params"]
+    takes = "random_state" in _method_class(method["name"])().get_params()
+    if takes and "random_state" not in params:
+        method = {**method, "params": {**params, "random_state": DEFAULT_RANDOM_STATE}}
+        keys.append("method.params.random_state")
+    gbmap = config.gbmap
+    if gbmap is not None and "random_state" not in gbmap:
+        gbmap = {**gbmap, "random_state": DEFAULT_RANDOM_STATE}
+        keys.append("gbmap.random_state")
+    return dataclasses.replace(config, method=method, gbmap=gbmap), keys
+
+
+def check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
+    """A binary task (a GBMAP classifier, a ``bernoulli`` family) needs a target of two
+    classes: checked on the target, before any pass, naming the key that asks for it."""
+    values = np.unique(target.values[np.isfinite(target.values)])
+    if values.size == 2:
+        return
+    found = f"{values.size} distinct values" + (
+        f" ({', '.join(f'{v:g}' for v in values[:4])}{', ...' if values.size > 4 else ''})"
+    )
+    if config.method["params"].get("family") == "bernoulli":
+        raise ValueError(
+            f"method.params.family: 'bernoulli' needs a target of two classes; "
+            f"{config.target['variable']!r} holds {found}"
+        )
+    from dcfa import GBMAPClassifier
+
+    if isinstance(gbmap, GBMAPClassifier):
+        raise ValueError(
+            f"gbmap.task: 'classification' needs a target of two classes; "
+            f'{config.target["variable"]!r} holds {found} (use task = "regression")'
+        )
+
+
+def build_gbmap(config: JobConfig):
+    """The GBMAP estimator of ``[gbmap]`` (None without one), its parameters checked now.
+
+    ``task = "regression"`` or ``"classification"`` picks the estimator (default: regression,
+    classification for GenLinCFA with ``family = "bernoulli"``); every other key is a
+    parameter of :class:`~dcfa.GBMAPRegressor` / :class:`~dcfa.GBMAPClassifier`.
+    """
+    if config.gbmap is None:
+        return None
+    from dcfa import GBMAPClassifier, GBMAPRegressor
+
+    params = dict(config.gbmap)
+    family = config.method["params"].get("family")
+    task = params.pop("task", "classification" if family == "bernoulli" else "regression")
+    if task not in ("regression", "classification"):
+        raise ConfigError(f"gbmap.task must be 'regression' or 'classification', got {task!r}")
+    cls = GBMAPClassifier if task == "classification" else GBMAPRegressor
+    # checkpoints go to the job's work directory
+    return _checked(cls, params, "gbmap", reserved=frozenset({"checkpoint"}))

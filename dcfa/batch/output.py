@@ -1,0 +1,183 @@
+"""Where a job writes and what its result holds beyond the features: the output store and
+its work directory checked before anything is read, the region map and every cell's place in
+the reduction on the grid (what ``dcfa apply`` reads back), the summary printed after a run,
+and what a write that ran out of room says."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from dcfa.batch.config import ConfigError, JobConfig
+from dcfa.batch.features import Reduction
+from dcfa.io.store import check_apart, check_replaceable, check_writable
+
+__all__ = [
+    "NO_ROOM",
+    "application",
+    "check_output",
+    "no_room",
+    "print_groups",
+    "region_on_grid",
+    "work_dir",
+]
+
+
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
+    """The message of a write that failed for want of room (a full disk, a quota, a file
+    system turned read-only): where, and what a rerun can reuse."""
+    return (
+        f"output.store: {exc.strerror or os.strerror(exc.errno)} while writing "
+        f"{str(out)!r} or its work directory {str(work)!r}; "
+        + (
+            f"the finished passes are kept in {str(work)!r}: make room, then rerun with --resume"
+            if kept
+            else "nothing was kept"
+        )
+    )
+
+
+def work_dir(out: Path | str, given: str | None) -> Path:
+    """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
+    a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working
+    directory: resume state stays local, where renames are atomic."""
+    if given:
+        return Path(os.path.abspath(given))
+    if isinstance(out, Path):
+        return out.with_name(out.name + ".work")
+    tag = hashlib.sha256(out.encode()).hexdigest()[:8]
+    return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
+
+
+def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
+    """Before anything is read: the output and its work directory are apart from every input
+    and from each other, replaceable (only an earlier dcfa result, with overwrite) and
+    writable."""
+    inputs = {
+        "input.store": config.input["store"],
+        "target.path": config.target["path"],
+    }
+    if config.source != "<config>":
+        inputs["the job file"] = config.source
+    given = bool(config.output["work_dir"])
+    check_apart(out, inputs, "output.store")
+    check_apart(work, inputs, "output.work_dir" if given else "output.store")
+    if isinstance(out, Path):
+        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
+        rel = (
+            "is"
+            if o == w
+            else "lies inside"
+            if o in w.parents
+            else "contains"
+            if w in o.parents
+            else None
+        )
+        if rel:
+            raise ConfigError(
+                f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "
+                "directory and the result store must lie apart (choose another output.work_dir, "
+                "or leave it unset for <output.store>.work)"
+            )
+    if given:
+        check_writable(work, "output.work_dir")
+    so = config.output["storage_options"]
+    check_replaceable(
+        out,
+        overwrite=config.output["overwrite"],
+        key="output.store",
+        kinds=("result",),
+        storage_options=so,
+    )
+    check_writable(out, "output.store", so)
+
+
+def application(reduction: Reduction, prep) -> dict:
+    """What applying the result to new months needs, on the grid: the preprocessing (the
+    climatology and spread the features were computed with) and every cell's place in the
+    reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
+    of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`):
+    the :class:`~dcfa.batch.features.Reduction` the features were computed with, stored."""
+    keep = reduction.keep
+
+    def on_grid(values, fill, name, attrs):
+        grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
+        grid[keep] = values
+        out = prep.has_data.copy(data=grid.reshape(prep.has_data.shape)).rename(name)
+        out.attrs = attrs
+        out.encoding = {}
+        return out
+
+    out = {
+        "cell_index": on_grid(
+            np.arange(keep.size, dtype=np.int64),
+            -1,
+            "cell_index",
+            {
+                "long_name": "position of the cell in the reduction's input (-1: not used)",
+                "aggregation": reduction.aggregation,
+            },
+        ),
+        "cell_scale": on_grid(reduction.scale, 0.0, "cell_scale", {"long_name": "cell weight"}),
+        "cell_centre": on_grid(
+            reduction.centre, 0.0, "cell_centre", {"long_name": "value removed first"}
+        ),
+        "has_data": prep.has_data.rename("has_data").drop_encoding(),
+    }
+    if reduction.weight is not None:  # weights = "area" or given
+        out["cell_weight"] = on_grid(
+            reduction.weight,
+            0.0,
+            "cell_weight",
+            {"long_name": "weight of the cell in its group's mean (method.params.weights)"},
+        )
+    if prep.climatology is not None:
+        out["climatology"] = prep.climatology.rename("climatology").drop_encoding()
+        out["climatology"].attrs = {"long_name": "mean of every calendar month (anomalies)"}
+    if prep.std is not None:
+        out["spread"] = prep.std.rename("spread").drop_encoding()
+        out["spread"].attrs = {"long_name": "standard deviation the anomalies were divided by"}
+    return out
+
+
+def region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray):
+    grid = np.full(has_data.size, -1, dtype=np.int32)
+    grid[keep] = labels
+    return has_data.copy(data=grid.reshape(has_data.shape)).rename("region")
+
+
+def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
+    from dcfa.stacking import BLOCK_DIMS
+
+    names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
+    dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
+    r = dataset["group_target_corr"].values
+    sizes = dataset["group_size"].values
+    order = np.argsort(-np.nan_to_num(np.abs(r)))[:top]
+    # which variable, window and lag each group is of (a group lies in one: the blocks)
+    blocks = [d for d in BLOCK_DIMS if "region" in dataset and d in dataset["region"].dims]
+    region = dataset["region"].transpose(*blocks, ...).values if blocks else None
+    echo("      groups most correlated with the target:")
+    for g in order:
+        block = ""
+        if region is not None and (region == g).any():
+            at = np.argwhere(region == g)[0]
+            block = " " + ", ".join(
+                str(dataset[d].values[i]) if d == "variable" else f"{d} {dataset[d].values[i]}"
+                for d, i in zip(blocks, at, strict=False)
+            )
+        where = ""
+        if "group_lat" in dataset and "group_lon" in dataset:
+            where = (
+                f" around lat {float(dataset.group_lat[g]):6.1f}, lon "
+                f"{float(dataset.group_lon[g]):6.1f}"
+            )
+        echo(f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}")
