@@ -184,3 +184,36 @@ def test_time_ordered_folds_refuse_a_field_stored_latest_first(regions, run, why
     message = str(err.value)
     assert message.startswith("X: its 'time' labels are not increasing (1964-12-01 then ")
     assert why in message and "X.sortby('time')" in message
+
+
+@pytest.mark.parametrize(
+    "cv_cls, params",
+    [
+        (GenLinCFACV, dict(neighbors=1, epsilons=[0.72, 0.8], standardize=True)),
+        (NonLinCFACV, dict(neighbors=1, epsilons=[1e-2], cv=3, standardize=True)),
+    ],
+)
+def test_the_folds_leave_the_gathered_series_as_they_were(regions, monkeypatch, cv_cls, params):
+    """Every fold and tolerance reads the series gathered once; a basis scales what it reads
+    and never the series: after the path, every series and segment mean is the gathered one,
+    bit for bit. (The old path scaled them in place, by each fold's spreads and divided back,
+    which left about one value in ten an ulp off for the later folds and the final fit, and
+    then by the final fit's.)"""
+    from dcfa.cfa.series import SeriesData
+
+    gathered = []
+    real = SeriesData.gather.__func__
+
+    def spy(cls, *args, **kwargs):
+        data = real(cls, *args, **kwargs)
+        gathered.append((data, data.series.copy(), data.seg_mean.copy()))
+        return data
+
+    monkeypatch.setattr(SeriesData, "gather", classmethod(spy))
+    X, y = regions
+    X = X.load().copy()
+    X[:90, 2, 3] = 5.0  # excluded from the first folds: features move within the arrays
+    cv_cls(n_splits=3, **params).fit(X, y)
+    ((data, series, seg_mean),) = gathered
+    np.testing.assert_array_equal(data.series, series)
+    np.testing.assert_array_equal(data.seg_mean, seg_mean)

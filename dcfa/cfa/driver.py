@@ -100,8 +100,7 @@ def drive(
     labels = np.full(whole.n_features, -1, dtype=np.int64)
     if valid.size == 0:
         return labels
-    scale = 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
-    basis = make_basis(valid, scale)
+    basis = make_basis(valid, feature_scale(whole, standardize))
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
     blocks = None if blocks is None else np.asarray(blocks, dtype=np.int64)[valid]
     if strategy == "greedy":
@@ -130,6 +129,13 @@ def drive(
         )
     labels[valid] = sub
     return labels
+
+
+def feature_scale(whole, standardize: bool) -> np.ndarray:
+    """The weight of every kept feature (``whole.valid``) in its group's aggregate, as the
+    driver gives it to the basis: ``1 / std`` with ``standardize``, else 1."""
+    valid = np.flatnonzero(whole.valid)
+    return 1.0 / whole.column_std(ddof=1)[valid] if standardize else np.ones(valid.size)
 
 
 def _base_order(order, valid: np.ndarray, n_features: int) -> np.ndarray | None:

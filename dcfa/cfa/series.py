@@ -4,8 +4,11 @@ A test of candidate ``c`` against group ``g`` needs the moments of ``[g, c, y]``
 set the rule reads (all rows; a fold's training and test rows for NonLinCFA). The dense
 execution takes them from ``(D+1) x (D+1)`` moments. Here the features' series are held in
 memory instead (``n x D`` float64, the data itself, ``n / D`` of the matrix), centred per row
-segment and scaled; a group keeps its aggregate's series and a test computes ``cross(g, c)``
-for its candidates from the series, O(n) each. With ``neighbors`` a group only ever tests the
+segment and never changed afterwards: a basis scales what it reads (a member's series as it
+joins a group, a candidate's cross-products), so the folds of a tolerance path, each with its
+own spreads, read the same numbers a fit on their rows alone would. A group keeps its
+aggregate's series and a test computes ``cross(g, c)`` for its candidates from the series,
+O(n) each. With ``neighbors`` a group only ever tests the
 cells next to it, so a fit costs O(n) per test, linear in the grid's size. It gives the dense
 partition for every rule and option (``compare``, ``scan``, ``neighborhood="group"``, folds),
 up to rounding in the last digits of the moments.
@@ -111,7 +114,6 @@ class SeriesData:
     parts: list
     seg_mean: np.ndarray
     y_mean: np.ndarray
-    _scale: np.ndarray | None = None
     _cc: np.ndarray | None = None
     _cy: np.ndarray | None = None
 
@@ -151,9 +153,12 @@ class SeriesData:
             raise ValueError(f"rows [{lo}, {hi}) do not start and end on segment bounds")
         return np.flatnonzero((starts >= lo) & (starts < hi)).tolist()
 
-    def group_series(self, labels: np.ndarray, weights=None, how: str = "mean") -> np.ndarray:
-        """Each group's aggregate of its members' scaled series (segment means added back):
-        the (``weights``-weighted) mean or the sum, shape ``(n_groups, n)``, as ``transform``
+    def group_series(
+        self, labels: np.ndarray, weights=None, how: str = "mean", scale=None
+    ) -> np.ndarray:
+        """Each group's aggregate of its members' series times ``scale`` (the partition's
+        scale of each kept feature; None: 1), segment means added back: the
+        (``weights``-weighted) mean or the sum, shape ``(n_groups, n)``, as ``transform``
         gives it up to each group's constant. ``labels`` over the kept features, -1 for none."""
         import scipy.sparse as sp
 
@@ -162,6 +167,8 @@ class SeriesData:
         w = np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if how == "mean":
             w = w / np.bincount(labels[keep], weights=w[keep], minlength=K)[np.maximum(labels, 0)]
+        if scale is not None:
+            w = w * scale
         M = sp.csr_array(
             (w[keep], (labels[keep], np.flatnonzero(keep))),
             shape=(K, labels.size),
@@ -171,7 +178,12 @@ class SeriesData:
 
     def segment_sums(self) -> tuple[np.ndarray, np.ndarray]:
         """Per row segment ``(S, V)``: each held series' sum of squares and its cross-product
-        with the target (both centred per segment), as the series are now (scaled or not)."""
+        with the target (both centred per segment, unscaled), computed once."""
+        if self._cc is None:
+            self._cc, self._cy = self._sums()
+        return self._cc, self._cy
+
+    def _sums(self) -> tuple[np.ndarray, np.ndarray]:
         X, y, b = self.series, self.y, self.bounds
         S = b.size - 1
         cc, cy = np.empty((S, X.shape[0])), np.empty((S, X.shape[0]))
@@ -189,20 +201,14 @@ class SeriesData:
         """The basis over ``valid`` (indices among all features), scaled by ``scale``, for
         the row sets ``parts`` (lists of segments; default: :attr:`parts`).
 
-        The first call scales the held series in place and sums their squares and cross
-        products with the target per segment (O(n D)); later calls (other row sets, e.g. the
-        folds of a tolerance path) reuse them and must pass the same scale.
+        The held series are not changed: the basis scales what it reads. The per-segment
+        sums of squares and cross-products are taken once (O(n D)) and serve every basis
+        (other row sets, other scales: the folds of a tolerance path).
         """
         if valid.size != self.cols.size or not np.array_equal(valid, self.cols):
             raise ValueError("the series hold other columns than the partition keeps")
-        if self._scale is None:
-            self.series *= scale[:, None]
-            self.seg_mean *= scale[None, :]
-            self._scale = np.array(scale, dtype=np.float64)
-            self._cc, self._cy = self.segment_sums()
-        elif not np.array_equal(scale, self._scale):
-            raise ValueError("the series are scaled already, by other factors")
-        return SeriesBasis(self, self.parts if parts is None else parts)
+        scale = np.asarray(scale, dtype=np.float64)
+        return SeriesBasis(self, self.parts if parts is None else parts, scale)
 
 
 class SeriesBasis:
@@ -212,12 +218,15 @@ class SeriesBasis:
     aggregate's series (see the module docstring), merged into the row sets ``parts``.
     """
 
-    def __init__(self, data: SeriesData, parts):
+    def __init__(self, data: SeriesData, parts, scale: np.ndarray):
         self.data = data
+        self.scale = scale  # of each held feature: its series as the rule reads it
         b = data.bounds
         self.starts = b[:-1]
         self.counts = np.diff(b).astype(np.float64)
-        self.cc, self.cy = data._cc, data._cy
+        cc, cy = data.segment_sums()
+        self.cc, self.cy = cc * (scale * scale), cy * scale
+        self.seg_mean = data.seg_mean * scale
         self.yy = np.add.reduceat(data.y * data.y, self.starts)
         # part p is the union of its segments: A[p, s] = 1
         self.A = np.zeros((len(parts), self.counts.size))
@@ -236,7 +245,7 @@ class SeriesBasis:
         """How far each feature moves a group it joins, per segment (S, D): the norm of its
         centred series, and its segment mean's distance from its mean over all rows
         (:mod:`dcfa.cfa.bounds`)."""
-        m = self.data.seg_mean
+        m = self.seg_mean
         return np.sqrt(self.cc), np.abs(m - self.counts @ m / self.counts.sum())
 
     def parts_moments(self, seg: PairMoments) -> PairMoments:
@@ -271,8 +280,8 @@ class _SeriesGroup:
     def __init__(self, basis: SeriesBasis, seed: int):
         self.basis = basis
         d = basis.data
-        self.g = d.series[seed].copy()
-        self.mean = d.seg_mean[:, seed].copy()  # (S,)
+        self.g = d.series[seed] * basis.scale[seed]
+        self.mean = basis.seg_mean[:, seed].copy()  # (S,)
         self._refresh()
 
     def _refresh(self) -> None:
@@ -282,15 +291,16 @@ class _SeriesGroup:
         self.gy = np.add.reduceat(g * b.data.y, b.starts)
 
     def add(self, j: int) -> None:
-        d = self.basis.data
-        self.g += d.series[j]
-        self.mean += d.seg_mean[:, j]
+        b = self.basis
+        self.g += b.data.series[j] * b.scale[j]
+        self.mean += b.seg_mean[:, j]
         self._refresh()
 
     def segment_moments(self, cand: np.ndarray) -> SegmentMoments:
         b = self.basis
         d = b.data
-        Xc = d.series[cand]  # (J, n)
+        Xc = d.series[cand]  # (J, n): a copy, scaled in place
+        Xc *= b.scale[cand][:, None]
         bounds = d.bounds
         gc = np.empty((bounds.size - 1, cand.size))
         for s in range(gc.shape[0]):  # a product per segment: no (J, n) temporary
@@ -303,7 +313,7 @@ class _SeriesGroup:
             gm=self.mean,
             cc=b.cc[:, cand],
             cy=b.cy[:, cand],
-            cm=d.seg_mean[:, cand],
+            cm=b.seg_mean[:, cand],
             yy=b.yy,
             ym=d.y_mean,
         )

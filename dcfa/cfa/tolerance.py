@@ -37,7 +37,7 @@ from dcfa._validation import (
     check_X,
     validate_params,
 )
-from dcfa.cfa.driver import drive
+from dcfa.cfa.driver import drive, feature_scale
 from dcfa.cfa.executions import _grid, _loop
 from dcfa.cfa.folds import make_folds
 from dcfa.cfa.genlincfa import GenLinCFA
@@ -108,20 +108,19 @@ def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
 
 
 @contextmanager
-def _fold_rows(data, columns: ColumnMoments, standardize: bool):
-    """The series a fold partitions, in ``data``'s own arrays (no copy of the series).
+def _fold_rows(data, columns: ColumnMoments):
+    """The series a fold partitions, in ``data``'s own arrays (no copy of the series), with
+    the fold's column statistics (its exclusions and spreads).
 
-    ``data`` itself when the fold keeps every feature unscaled. Else the features the fold
-    keeps are moved, in order, to the front of ``data``'s arrays and served as views (scaled
-    in place by the fold's spreads with ``standardize``); on exit the scaling is undone and
-    every feature goes back to its row. Only the dropped features' rows are copied meanwhile.
+    The features the fold keeps are moved, in order, to the front of ``data``'s arrays and
+    served as views, with their per-segment sums; on exit every feature goes back to its row
+    (the values are never changed: a basis scales what it reads). Only the dropped features'
+    rows are copied meanwhile.
     """
     from dcfa.cfa.series import SeriesData
 
     keep = columns.valid[data.cols]
-    if keep.all() and not standardize:
-        yield data
-        return
+    cc, cy = data.segment_sums()
     kept, dropped = np.flatnonzero(keep), np.flatnonzero(~keep)
     saved = data.series[dropped].copy(), data.seg_mean[:, dropped].copy()
     moved = [(int(q), int(p)) for q, p in enumerate(kept) if q != p]
@@ -138,13 +137,12 @@ def _fold_rows(data, columns: ColumnMoments, standardize: bool):
         data.parts,
         data.seg_mean[:, :m],
         data.y_mean,
+        cc[:, kept],
+        cy[:, kept],
     )
     try:
         yield rows
     finally:
-        if rows._scale is not None:
-            rows.series /= rows._scale[:, None]
-            rows.seg_mean /= rows._scale[None, :]
         for q, p in reversed(moved):
             data.series[p] = data.series[q]
             data.seg_mean[:, p] = data.seg_mean[:, q]
@@ -230,9 +228,9 @@ class _TolerancePath:
                 check_random_state(loop["random_state"]).randint(np.iinfo(np.int32).max)
             )
         # every fold's own column statistics (exclusions, and the spreads standardize= divides
-        # by), from its training rows only and before anything scales the series in place
+        # by), from its training rows only
         yy = np.array([data.y[lo:hi] @ data.y[lo:hi] for lo, hi in pairwise(data.bounds)])
-        seg_sums = (*data.segment_sums(), yy)  # of the unscaled series, per segment
+        seg_sums = (*data.segment_sums(), yy)  # per segment (the series are never scaled)
         fold_columns = [_rows_columns(data, seg_sums, train) for train, _ in splits]
 
         def partition(rows, eps: float, sets) -> np.ndarray:
@@ -251,13 +249,15 @@ class _TolerancePath:
         fold_groups = np.zeros((E, K), dtype=np.int64)
         groups = np.zeros(E, dtype=np.int64)
         for k, (train, test) in enumerate(splits):
-            with _fold_rows(data, fold_columns[k], self._standardize) as rows:
+            scale = feature_scale(fold_columns[k], self._standardize)
+            with _fold_rows(data, fold_columns[k]) as rows:
                 for i, eps in enumerate(epsilons):
                     labels = partition(rows, eps, fold_sets[k])
                     G = rows.group_series(
                         labels[rows.cols],
                         None if weights is None else weights[rows.cols],
                         self._aggregation,
+                        scale,
                     )
                     fold_groups[i, k] = G.shape[0]
                     skill[i, k] = ols_skill(G, yv, slice(0, train), slice(*test))
