@@ -217,6 +217,8 @@ def _run(args) -> int:
         if args.traceback:
             raise
         _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
+        for note in getattr(exc, "__notes__", ()):
+            _line_err(note)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -280,10 +282,20 @@ def _apply(args) -> None:
         )
 
 
+def _line_err(text) -> None:
+    from dcfa.batch.inspect import escape
+
+    print(f"dcfa: {escape(str(text))}", file=sys.stderr)
+
+
 def _error(exc) -> None:
+    """``exc`` (or a message) on one line, and each note added to it (what a failed job kept)
+    on a line of its own."""
     from dcfa.batch.inspect import escape
 
     print(f"dcfa: error: {escape(str(exc))}", file=sys.stderr)
+    for note in getattr(exc, "__notes__", ()):
+        _line_err(note)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -387,6 +387,38 @@ def test_fit_into_a_closed_pipe_stops_and_keeps_only_finished_passes(tmp_path, s
     assert "preprocessing: reused" in again.stdout and not work.exists()
 
 
+def test_a_fault_after_a_finished_pass_says_to_resume(tmp_path, scheduler):
+    """A fault after the passes (here a worker's error as the features are computed, raised
+    in the real command line's process): exit 1, the error, then where the finished passes
+    are kept and to rerun with --resume; the rerun reuses them and writes the result."""
+    job = write_job(tmp_path)
+    work = tmp_path / "result.zarr.work"
+    fault = (
+        "import sys, dcfa.batch.job as job\n"
+        "def boom(*a, **k):\n"
+        "    raise RuntimeError('worker lost')\n"
+        "job.region_series = boom\n"
+        "from dcfa.cli import main\n"
+        f"sys.exit(main(['fit', {str(job)!r}, '--scheduler', {scheduler!r}]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", fault], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-2].startswith("dcfa: error: RuntimeError: worker lost"), lines
+    assert lines[-1] == (
+        f"dcfa: the finished passes are kept in {str(work)!r}: rerun with --resume to "
+        "continue from them"
+    ), lines
+    assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
+    assert not (tmp_path / "result.zarr").exists()
+    again = cli("fit", str(job), "--scheduler", scheduler, "--resume", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "reused" in again.stdout
+    assert (tmp_path / "result.zarr").is_dir() and not work.exists()
+
+
 def test_help_documents_the_exit_status():
     proc = subprocess.run(
         [sys.executable, "-m", "dcfa", "--help"], capture_output=True, text=True, timeout=120

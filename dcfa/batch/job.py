@@ -164,6 +164,11 @@ def run_job(
                 if isinstance(exc, OSError) and exc.errno in NO_ROOM:
                     # Zarr's error names no path: say where, and what is left to resume
                     raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
+                if kept and isinstance(exc, Exception):  # the CLI prints it after the error
+                    exc.add_note(
+                        f"the finished passes are kept in {str(work)!r}: rerun with --resume "
+                        "to continue from them"
+                    )
                 raise
             workdir.remove()
     finally:
