@@ -212,6 +212,15 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         validate_params(self)
         data, groups, labelled, _ = self._check_input(X, reset=True)
+        if self.standardize and np.bincount(groups).max(initial=0) < 2:
+            per = "calendar month present" if self.by == "month" else "cell"
+            raise ValueError(
+                f"standardize: every {per} has a single sample in X ({data.shape[0]} "
+                "samples), so the anomalies are all 0 and have no spread to divide by; fit "
+                "on at least two samples of a "
+                + ("month (two years)" if self.by == "month" else "cell")
+                + ", or use standardize=False"
+            )
         self._clim, self._scale = _fit_stats(data, groups, _N_GROUPS[self.by], self.standardize)
         clim, scale = self._clim if self.by == "month" else self._clim[0], self._scale
         self.n_samples_seen_ = int(data.shape[0])

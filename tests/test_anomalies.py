@@ -263,3 +263,18 @@ def test_in_a_pipeline_before_lincfa(rng):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("by, n", [("month", 12), ("month", 7), (None, 1)])
+def test_standardize_without_a_second_sample_is_named_before_the_pass(rng, by, n):
+    """Every month (or cell, by=None) seen once: the anomalies are all 0, the spread is
+    undefined and every output would be NaN (it was, silently). Refused before any read,
+    naming standardize; a second sample of one month is enough to fit."""
+    X, _ = field(rng, n=24, gaps=False)
+    X = X.chunk({"time": 6})
+    fit = X.isel(time=slice(0, n))
+    with count_computes(0), pytest.raises(ValueError, match=r"^standardize: every .* single"):
+        Anomalies(by=by, standardize=True).fit(fit)
+    Anomalies(by=by, standardize=False).fit(fit)
+    est = Anomalies(by=by, standardize=True).fit(X.isel(time=slice(0, 13)))
+    assert np.isfinite(est.scale_.values).sum() == 11  # all but the land cell
