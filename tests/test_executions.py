@@ -152,6 +152,74 @@ def test_seed_rows_run_genlincfa():
     np.testing.assert_array_equal(rows.labels_, full.labels_)
 
 
+@settings(max_examples=8, deadline=None)
+@given(
+    t=chunks(96, 4),
+    a=chunks(63, 5),
+    seed=st.integers(0, 50),
+    eps=st.sampled_from([1e-3, 1e-2, 3e-2]),
+    cv=st.sampled_from([3, 5, "time"]),
+    standardize=st.booleans(),
+    batch=st.sampled_from([1, 4, 256]),
+)
+def test_nonlincfa_seed_rows_give_the_dense_partition(t, a, seed, eps, cv, standardize, batch):
+    """NonLinCFA's folds in the seed-row execution: per-segment column statistics and seed
+    rows from the same passes, merged into each fold's training and test rows as the dense
+    moments are, a batch of seeds per pass: the dense partition, its exclusions and scales;
+    and the per-segment column statistics are reusable (no column pass, the same labels)."""
+    X, y = field(seed, t_chunks=t)
+    X = X.stack(cell=("lat", "lon")).data.rechunk({1: a})
+    X[:, 5] = 2.0  # constant: excluded in every execution
+    cv = TimeSeriesSplit(3) if cv == "time" else cv
+    params = dict(eps=eps, compare="seed", cv=cv, standardize=standardize)
+    rows = NonLinCFA(mode="seed-rows", row_batch=batch, **params).fit(X, y)
+    full = NonLinCFA(mode="full", **params).fit(X, y)
+    assert rows.execution_ == "seed-rows"
+    np.testing.assert_array_equal(rows.labels_, full.labels_)
+    assert rows.excluded_ == full.excluded_ and 5 in rows.excluded_
+    np.testing.assert_allclose(rows.scale_, full.scale_, rtol=1e-10)
+    n = sum(m.n for m in rows.segment_moments_)
+    assert n == 96 and len(rows.segment_moments_) == rows.folds_.n_segments
+    again = NonLinCFA(**params).fit(X.compute(), y, moments=rows.segment_moments_)
+    assert again.execution_ == "seed-rows"
+    np.testing.assert_array_equal(again.labels_, rows.labels_)
+
+
+def test_seed_rows_moments_of_another_form_are_named():
+    """NonLinCFA's seed rows reuse one ColumnMoments per row segment: one value, or the
+    wrong number of them, is refused naming moments; the series execution reuses one."""
+    X, y = field(3)
+    X = X.stack(cell=("lat", "lon")).values
+    rows = NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y)
+    parts = rows.segment_moments_
+    with pytest.raises(ValueError, match=r"^moments: mode='seed-rows' reuses one ColumnMoments"):
+        NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y, moments=rows.moments_)
+    with pytest.raises(ValueError, match=r"^moments: 2 ColumnMoments, expected one per row"):
+        NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y, moments=parts[:2])
+    with pytest.raises(TypeError, match=r"^moments: mode='series' reuses one ColumnMoments"):
+        NonLinCFA(mode="series", compare="seed", eps=1e-2).fit(X, y, moments=parts)
+    series = NonLinCFA(mode="series", compare="seed", eps=1e-2).fit(X, y, moments=rows.moments_)
+    np.testing.assert_array_equal(series.labels_, rows.labels_)
+
+
+def test_seed_rows_over_the_budget_name_the_row_batch_that_fits():
+    """Each pass holds ``row_batch`` rows per row segment: over the driver's budget an
+    explicit mode='seed-rows' is refused before any pass, naming the row_batch that fits,
+    which is then accepted."""
+    import re
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3000)), rng.normal(size=60)
+    with dask.config.set({"dcfa.memory_budget": "20MiB"}):
+        with count_computes(0), pytest.raises(dcfa.MemoryBudgetError) as info:
+            NonLinCFA(mode="seed-rows", compare="seed").fit(X, y)
+        fit = int(re.search(r"row_batch=(\d+) fits", str(info.value)).group(1))
+        assert "in each of 5 row segments" in str(info.value)
+        assert 16 * 5 * fit * 3001 <= 20 * 2**20 < 16 * 5 * (fit + 1) * 3001
+        ok = NonLinCFA(mode="seed-rows", compare="seed", row_batch=fit)
+        assert ok.execution_for(X) == "seed-rows"  # no data read
+
+
 def test_registry_lists_every_execution():
     assert set(EXECUTIONS) == {"full", "series", "neighbors", "seed-rows"}
     for cls in (LinCFA, NonLinCFA, GenLinCFA):
@@ -161,7 +229,7 @@ def test_registry_lists_every_execution():
 @pytest.mark.parametrize(
     "cls, params, match",
     [
-        (NonLinCFA, dict(mode="seed-rows", compare="seed"), "mode: .*folds"),
+        (NonLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
         (GenLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
         (LinCFA, dict(mode="series", strategy="greedy"), "strategy: mode='series'"),
         (LinCFA, dict(mode="series", missing="pairwise"), "missing: mode='series'"),

@@ -128,15 +128,29 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return stats
 
     def _moments_form(self, moments, inp: InputData, Y, folds, name: str):
-        if name in ("neighbors", "seed-rows"):
+        if name in ("neighbors", "seed-rows", "series"):
             from dcfa.stats.columns import ColumnMoments
             from dcfa.stats.grid import GridMoments
 
             kind = GridMoments if name == "neighbors" else ColumnMoments
-            if name == "neighbors" and isinstance(moments, list | tuple):
+            if name == "series" and isinstance(moments, list | tuple):
+                raise TypeError(
+                    "moments: mode='series' reuses one ColumnMoments (of all rows); a list "
+                    "of them, one per row segment, is what mode='seed-rows' reuses"
+                )
+            if isinstance(moments, list | tuple):
                 # NonLinCFA's folds: one per row segment, checked against the folds after
-                if not moments or not all(isinstance(m, GridMoments) for m in moments):
-                    raise TypeError("moments: expected a list of GridMoments (one per segment)")
+                if not moments or not all(isinstance(m, kind) for m in moments):
+                    raise TypeError(
+                        f"moments: expected a list of {kind.__name__} (one per segment)"
+                    )
+                segments = 0 if folds is None else folds.n_segments
+                if kind is ColumnMoments and len(moments) != segments:
+                    expect = "one value" if folds is None else f"one per row segment ({segments})"
+                    raise ValueError(
+                        f"moments: {len(moments)} {kind.__name__}, expected {expect} for this "
+                        "estimator"
+                    )
                 n = sum(m.n for m in moments)
                 if n != inp.n_samples or moments[0].n_features != inp.n_features:
                     raise ValueError(
@@ -148,14 +162,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 raise TypeError(
                     f"moments: mode={name!r} reuses {kind.__name__}, got {type(moments).__name__}"
                 )
+            if name == "seed-rows" and folds is not None:
+                raise ValueError(
+                    f"moments: mode='seed-rows' reuses one ColumnMoments per row segment of "
+                    f"the folds ({folds.n_segments}, segment_moments_), got one value"
+                )
             if moments.n != inp.n_samples or moments.n_features != inp.n_features:
                 raise ValueError(
                     f"moments: they describe {moments.n} samples x {moments.n_features} "
                     f"features, but X has {inp.n_samples} x {inp.n_features}"
                 )
             return moments
-        if name == "series":
-            return self._moments_form(moments, inp, Y, folds, "seed-rows")
         parts = [moments] if isinstance(moments, Moments) else list(moments)
         if not parts or not all(isinstance(p, Moments) for p in parts):
             raise TypeError("moments: expected a Moments value (or a list of them)")

@@ -8,6 +8,7 @@ reads the union of several disjoint row sets row by row instead of building it
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,6 +125,63 @@ class Basis:
             cols=cols,
             scale=w,
         )
+
+
+@dataclass(frozen=True)
+class SeedRowBasis(Basis):
+    """A :class:`Basis` whose rows a :class:`~dcfa.stats.columns.RowSource` computes when a
+    seed needs them (the seed-row execution): ``prefetch`` tells it which features may open
+    the next groups, so that one pass computes a batch of them."""
+
+    source: object = None
+
+    def prefetch(self, upcoming: np.ndarray) -> None:
+        self.source.prefetch(self.cols[np.asarray(upcoming, dtype=np.int64)])
+
+
+def seed_rows(data, stats, folds=None, *, batch_size: int = 256):
+    """What the seed-row execution partitions from: ``(whole, make_basis, source)``.
+
+    ``stats`` are the :class:`~dcfa.stats.columns.ColumnMoments` of all rows, or of each row
+    segment of ``folds`` (NonLinCFA); ``whole`` answers the driver's exclusions and spreads,
+    ``make_basis(valid, scale)`` is the basis over the row sets the rule reads (all rows; each
+    fold's training and test rows, merged from the segments as :func:`fold_parts` merges the
+    dense moments), its rows computed from ``data`` (Dask) by ``source``.
+    """
+    from dcfa.stats.columns import RowSource, SegmentColumns
+
+    segments = [stats] if folds is None else list(stats)
+    bounds = [0, data.shape[0]] if folds is None else folds.bounds
+    source = RowSource(data, segments, bounds, batch_size=batch_size)
+    parts = [SegmentColumns(cm, source, s) for s, cm in enumerate(segments)]
+    rowsets, whole = (parts, stats) if folds is None else fold_parts(parts, folds)
+
+    def make_basis(valid, scale):
+        basis = SeedRowBasis.from_moments(rowsets, valid, scale)
+        return dataclasses.replace(basis, source=source)
+
+    return whole, make_basis, source
+
+
+def merged_columns(parts):
+    """The :class:`~dcfa.stats.columns.ColumnMoments` of the union of the row segments'
+    ``parts`` (the merge :class:`MergedMoments` applies)."""
+    from dcfa.stats.columns import ColumnMoments, SegmentColumns
+
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    m = MergedMoments([SegmentColumns(cm) for cm in parts])
+    d = parts[0].n_features
+    return ColumnMoments(
+        n=int(m.n),
+        count=m.count[:d],
+        mean=m.mean[:d],
+        m2=m.column_m2[:d],
+        target_cross=m.column(np.arange(d), d),
+        target_mean=float(m.mean[d]),
+        target_m2=float(m.column_m2[d]),
+    )
 
 
 def fold_parts(parts, folds):

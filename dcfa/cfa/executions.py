@@ -18,7 +18,9 @@ between executions is only where the moments of ``[group, candidate, target]`` c
     radius for seed tests, twice it for a group's mean or folds (else auto takes another).
 ``"seed-rows"``
     per-column statistics, then the correlation rows of the features that open a group
-    (``compare="seed"``, no ``neighbors``, one row set); memory O(row_batch D).
+    (``compare="seed"``, no ``neighbors``); memory O(row_batch D). For NonLinCFA's folds, both
+    per row segment from the same passes, merged into the folds' row sets as the dense
+    moments are.
 
 All give the partition of ``"full"`` under the same options (tests). ``mode="auto"`` (the
 estimators' default) takes the first of full, series, neighbors, seed-rows that supports the
@@ -254,7 +256,7 @@ class Grid(Execution):
                 "neighborhood='seed' (mode='series' grows groups through any member)"
             )
         # NonLinCFA's folds: one grid pass per row segment, merged for exclusions and scales
-        why = _one_row_set(self.name, p, None)
+        why = _sequential_only(self.name, p)
         return why if why is not None else _narrow_dim(inp.layout, p, folds)
 
     def prepare(self, est, inp, folds):
@@ -354,38 +356,58 @@ class SeedRows(Execution):
                 "mode='seed-rows' computes only the seeds' rows: it needs compare='seed' and "
                 "no neighbors"
             )
-        return _one_row_set(self.name, p, folds)
+        return _sequential_only(self.name, p)
+
+    def fits(self, est, inp, folds):
+        from dcfa.memory import gib, memory_budget
+
+        batch = est.get_params(deep=False).get("row_batch", 256)
+        segments = 1 if folds is None else folds.n_segments
+        # a batch's rows per segment, held twice while a pass's result replaces the last
+        need = 2 * 8 * segments * batch * (inp.n_features + 1)
+        budget = memory_budget()
+        if need > budget.driver:
+            fit = max(1, budget.driver // (16 * segments * (inp.n_features + 1)))
+            return (
+                f"mode='seed-rows': {batch} rows of {inp.n_features:,} features per pass"
+                + (f" in each of {segments} row segments" if segments > 1 else "")
+                + f" would hold {gib(need)}, over the budget of {gib(budget.driver)} "
+                f"({budget.source}); row_batch={fit} fits"
+            )
+        return None
 
     def prepare(self, est, inp, folds):
-        return {"feature_blocks": _grid(est, inp, adjacency=False).blocks}
+        return {"folds": folds, "feature_blocks": _grid(est, inp, adjacency=False).blocks}
 
     def gather(self, est, data, Y, extras):
         from dcfa.stats.columns import column_pass
 
-        return column_pass(_as_dask(data), Y[:, 0])
+        folds = extras["folds"]  # NonLinCFA: one per row segment, from the same pass
+        bounds = None if folds is None else folds.bounds
+        return column_pass(_as_dask(data), Y[:, 0], segments=bounds)
 
     def partition(self, est, stats, inp, extras):
+        from dcfa.cfa.basis import seed_rows
         from dcfa.cfa.driver import drive
         from dcfa.cfa.inputs import apply_inputs
-        from dcfa.stats.columns import RowBasis
 
         data = _as_dask(apply_inputs(inp.data, est._inputs))
         batch = est.get_params(deep=False).get("row_batch", 256)
-        basis = []
-
-        def make(valid, scale):
-            basis.append(RowBasis(data, stats, valid, scale, batch_size=batch))
-            return basis[0]
-
-        labels = drive(stats, make, est._accept(), **_loop(est, extras))
-        if basis:
-            logger.info(
-                "%s seed-row execution: %d passes of %d rows",
-                type(est).__name__,
-                basis[0].n_passes,
-                batch,
-            )
+        whole, make_basis, source = seed_rows(data, stats, extras["folds"], batch_size=batch)
+        labels = drive(whole, make_basis, est._accept(), **_loop(est, extras))
+        logger.info(
+            "%s seed-row execution: %d passes of %d rows",
+            type(est).__name__,
+            source.n_passes,
+            batch,
+        )
         return labels
+
+    def summary(self, stats):
+        from dcfa.cfa.basis import merged_columns
+
+        # NonLinCFA's segments: the column statistics of all rows, merged
+        return merged_columns(stats) if isinstance(stats, list | tuple) else stats
 
 
 def _reach(p: dict, folds) -> int:
@@ -425,10 +447,8 @@ def _narrow_dim(layout, p: dict, folds) -> tuple[str, str] | None:
     )
 
 
-def _one_row_set(name: str, p: dict, folds) -> tuple[str, str] | None:
-    """What the grid and seed-row executions share: one row set, the sequential loop."""
-    if folds is not None:
-        return "mode", f"mode={name!r} gathers the moments of one row set, not the folds"
+def _sequential_only(name: str, p: dict) -> tuple[str, str] | None:
+    """What the grid and seed-row executions share: the sequential loop, complete cells."""
     if p.get("strategy", "sequential") != "sequential":
         return "strategy", f"mode={name!r} needs strategy='sequential'"
     if p.get("missing", "exclude") != "exclude":
@@ -496,15 +516,18 @@ def execution_for_moments(est, inp: InputData, folds, moments) -> str:
     mode = est.get_params(deep=False).get("mode", "auto")
     if mode != "auto":
         return choose(est, inp, folds)
-    grid_parts = (
-        isinstance(moments, list | tuple)
-        and len(moments) > 0
-        and all(isinstance(m, GridMoments) for m in moments)
-    )
-    if isinstance(moments, GridMoments) or grid_parts:
+
+    def parts_of(kind) -> bool:  # NonLinCFA's: one per row segment
+        listed = isinstance(moments, list | tuple) and len(moments) > 0
+        return listed and all(isinstance(m, kind) for m in moments)
+
+    if isinstance(moments, GridMoments) or parts_of(GridMoments):
         name = "neighbors"
+    elif parts_of(ColumnMoments):  # the seed rows read the data again, segment by segment
+        name = "seed-rows"
     elif isinstance(moments, ColumnMoments):  # both read the data again: the same labels
-        seed_rows = EXECUTIONS["seed-rows"].why_not(est, inp, folds) is None
+        # (with NonLinCFA's folds the seed rows reuse one per row segment, not these)
+        seed_rows = folds is None and EXECUTIONS["seed-rows"].why_not(est, inp, folds) is None
         name = "seed-rows" if seed_rows else "series"
     else:
         name = "full"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -90,6 +90,8 @@ class GenLinCFA(BaseCFA):
         As in :class:`NonLinCFA`.
     mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
         Where the statistics come from (see :class:`LinCFA`).
+    row_batch : int, default=256
+        ``mode="seed-rows"``: seeds whose rows one pass computes.
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
 
@@ -134,6 +136,7 @@ class GenLinCFA(BaseCFA):
         "curvature": [None, Interval(Real, 0, None, closed="left")],
         "form": [StrOptions(set(FORMS))],
         "missing": [StrOptions(set(MISSING_POLICIES))],
+        "row_batch": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -156,6 +159,7 @@ class GenLinCFA(BaseCFA):
         missing="exclude",
         weights=None,
         mode="auto",
+        row_batch=256,
         sample_dim="time",
     ):
         self.eps = eps
@@ -175,6 +179,7 @@ class GenLinCFA(BaseCFA):
         self.missing = missing
         self.weights = weights
         self.mode = mode
+        self.row_batch = row_batch
         self.sample_dim = sample_dim
 
     def _check_target(self, y, inp):

@@ -9,6 +9,7 @@ import numpy as np
 
 from dcfa._validation import Interval, StrOptions
 from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.basis import seed_rows
 from dcfa.cfa.driver import STRATEGIES, drive, partition_moments
 from dcfa.cfa.executions import MODES, _as_dask
 from dcfa.cfa.grid_partition import grid_partition
@@ -16,7 +17,7 @@ from dcfa.cfa.inputs import WEIGHTS_OPTIONS
 from dcfa.cfa.rules import lincfa_rule
 from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
-from dcfa.stats.columns import ColumnMoments, RowBasis
+from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.grid import GridMoments
 from dcfa.stats.moments import MISSING_POLICIES, Moments
 
@@ -92,10 +93,10 @@ def lincfa(
     if isinstance(moments, ColumnMoments):
         if data is None:
             raise ValueError("data: the seed-row mode computes rows from the data; pass it")
-        data = _as_dask(data)
+        whole, make_basis, _ = seed_rows(_as_dask(data), moments, batch_size=row_batch)
         return drive(
-            moments,
-            lambda valid, scale: RowBasis(data, moments, valid, scale, batch_size=row_batch),
+            whole,
+            make_basis,
             accept,
             standardize=True,
             shuffle=shuffle,

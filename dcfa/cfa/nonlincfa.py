@@ -146,12 +146,15 @@ class NonLinCFA(BaseCFA):
         Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
     weights : {"area"}, array-like or None, default=None
         How ``transform`` averages a group's cells (see :class:`LinCFA`).
-    mode : {"auto", "full", "series", "neighbors"}, default="auto"
+    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
         Where the statistics come from (see :class:`LinCFA`): the per-fold ``D x D`` moments,
         the series in memory (any number of cells; ``"auto"`` picks it when the matrices
-        do not fit the memory budget), or with ``neighborhood="seed"`` the grid moments of
-        every row segment (memory O(D k)). The seed-row execution reads one row set, not the
-        folds.
+        do not fit the memory budget), with ``neighborhood="seed"`` the grid moments of
+        every row segment (memory O(D k)), or with ``compare="seed"`` and no ``neighbors``
+        the column statistics of every row segment, then the seeds' rows of every segment,
+        ``row_batch`` seeds per pass (memory O(S row_batch D), ``S`` the row segments).
+    row_batch : int, default=256
+        ``mode="seed-rows"``: seeds whose rows one pass computes.
     sample_dim : str, default="time"
 
     Attributes
@@ -206,6 +209,7 @@ class NonLinCFA(BaseCFA):
         **CFA_PARAMETERS,
         "eps": [Interval(Real, 0, 1, closed="left")],
         "cv": ["cv_object"],
+        "row_batch": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -225,6 +229,7 @@ class NonLinCFA(BaseCFA):
         periodic="auto",
         weights=None,
         mode="auto",
+        row_batch=256,
         sample_dim="time",
     ):
         self.eps = eps
@@ -241,6 +246,7 @@ class NonLinCFA(BaseCFA):
         self.periodic = periodic
         self.weights = weights
         self.mode = mode
+        self.row_batch = row_batch
         self.sample_dim = sample_dim
 
     def _folds(self, inp):

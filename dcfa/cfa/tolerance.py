@@ -424,7 +424,9 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
     _default_path = GENLINCFA_PATH
     _parameter_constraints: dict = {
         **{
-            k: v for k, v in GenLinCFA._parameter_constraints.items() if k not in ("eps", "missing")
+            k: v
+            for k, v in GenLinCFA._parameter_constraints.items()
+            if k not in ("eps", "missing", "row_batch")
         },
         **_PATH_PARAMETERS,
     }
@@ -515,7 +517,11 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
 
     _default_path = NONLINCFA_PATH
     _parameter_constraints: dict = {
-        **{k: v for k, v in NonLinCFA._parameter_constraints.items() if k != "eps"},
+        **{
+            k: v
+            for k, v in NonLinCFA._parameter_constraints.items()
+            if k not in ("eps", "row_batch")
+        },
         **_PATH_PARAMETERS,
     }
 

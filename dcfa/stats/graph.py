@@ -215,14 +215,21 @@ def _fold_chunks(dsk: dict, tile_name: str, ids, keys: list, split_every: int) -
     return level
 
 
-def column_moments(X: da.Array, Y: da.Array, *, split_every: int | None = None):
+def column_moments(
+    X: da.Array, Y: da.Array, *, segments: list[int] | None = None, split_every: int | None = None
+):
     """Lazy per-column count, mean and centred sum of squares of ``X``, and the centred
     cross-products of every column with ``Y``: the tiles ``(I, y)`` only, never ``D x D``.
 
     Returns a dict of Dask arrays: ``count``, ``mean``, ``m2`` (``D``), ``target_cross``
-    (``D x k``), ``target_mean``, ``target_m2`` (``k``).
+    (``D x k``), ``target_mean``, ``target_m2`` (``k``); with ``segments`` (row bounds
+    ``[0, ..., n]``), a list of such dicts, one per row segment, from the same pass.
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
+    bounds = [0, X.shape[0]] if segments is None else list(segments)
+    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
+    if row_chunks != X.chunks[0]:
+        X = X.rechunk({0: row_chunks})
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     nx = len(blocks)
     Y = Y.rechunk({0: X.chunks[0], 1: -1})
@@ -234,22 +241,25 @@ def column_moments(X: da.Array, Y: da.Array, *, split_every: int | None = None):
         blocks,
         pairs,
         partial(kernels.chunk_exclude, column_stats=True),
-        [0] * len(X.chunks[0]),
-        1,
+        seg_of_chunk,
+        len(bounds) - 1,
         split_every,
-        tokenize(X, Y, split_every),
+        tokenize(X, Y, bounds, split_every),
     )
     widths = tuple(w for _, _, w in blocks[:nx])
-    out = {f: _blocks1d(graph, tile, pairs[:nx], f, widths) for f in ("count", "mean", "m2")}
     k = Y.shape[1]
-    name = f"dcfa-columns-ycross-{tile[-32:]}"
-    dsk = {(name, i, 0): (_field, (tile, 0, i, nx), "cross") for i in range(nx)}
-    out["target_cross"] = _layer(graph, tile, name, dsk, (widths, (k,)))
-    for f in ("mean", "m2"):
-        name = f"dcfa-columns-y{f}-{tile[-32:]}"
-        task = (_a_side, (tile, 0, nx, nx), f, (tile, "shift", nx))
-        out[f"target_{f}"] = _layer(graph, tile, name, {(name, 0): task}, ((k,),))
-    return out
+    parts = []
+    for s in range(len(bounds) - 1):
+        out = {f: _blocks1d(graph, tile, pairs[:nx], f, widths, s) for f in ("count", "mean", "m2")}
+        name = f"dcfa-columns-ycross-{s}-{tile[-32:]}"
+        dsk = {(name, i, 0): (_field, (tile, s, i, nx), "cross") for i in range(nx)}
+        out["target_cross"] = _layer(graph, tile, name, dsk, (widths, (k,)))
+        for f in ("mean", "m2"):
+            name = f"dcfa-columns-y{f}-{s}-{tile[-32:]}"
+            task = (_a_side, (tile, s, nx, nx), f, (tile, "shift", nx))
+            out[f"target_{f}"] = _layer(graph, tile, name, {(name, 0): task}, ((k,),))
+        parts.append(out)
+    return parts[0] if segments is None else parts
 
 
 def column_summary(X, *, split_every: int | None = None):
@@ -312,10 +322,22 @@ def _summaries(parts: list) -> dict:
     return {**joined, "n": out[0]["n"], "nonfinite": sum(o["nonfinite"] for o in out)}
 
 
-def row_moments(X: da.Array, columns: np.ndarray, *, split_every: int | None = None):
+def row_moments(
+    X: da.Array,
+    columns: np.ndarray,
+    *,
+    segments: list[int] | None = None,
+    split_every: int | None = None,
+):
     """Lazy centred cross-products of every column of ``X`` with ``X[:, columns]``:
-    a ``D x B`` Dask array, the tiles ``(I, batch)`` only."""
+    a ``D x B`` Dask array, the tiles ``(I, batch)`` only; with ``segments`` (row bounds
+    ``[0, ..., n]``), a list of them, one per row segment (each centred on its own rows),
+    from the same pass."""
     split_every = split_every or _DEFAULT_SPLIT_EVERY
+    bounds = [0, X.shape[0]] if segments is None else list(segments)
+    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
+    if row_chunks != X.chunks[0]:
+        X = X.rechunk({0: row_chunks})
     B = X[:, np.asarray(columns)].rechunk({0: X.chunks[0], 1: -1})
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])] + [(B.name, 0, B.shape[1])]
     nx = len(blocks) - 1
@@ -325,24 +347,27 @@ def row_moments(X: da.Array, columns: np.ndarray, *, split_every: int | None = N
         blocks,
         [(i, nx) for i in range(nx)],
         kernels.chunk_exclude,
-        [0] * len(X.chunks[0]),
-        1,
+        seg_of_chunk,
+        len(bounds) - 1,
         split_every,
-        tokenize(X, list(columns), split_every),
+        tokenize(X, list(columns), bounds, split_every),
     )
-    name = f"dcfa-rows-cross-{tile[-32:]}"
-    dsk = {(name, i, 0): (_field, (tile, 0, i, nx), "cross") for i in range(nx)}
-    return _layer(graph, tile, name, dsk, (tuple(X.chunks[1]), (B.shape[1],)))
+    parts = []
+    for s in range(len(bounds) - 1):
+        name = f"dcfa-rows-cross-{s}-{tile[-32:]}"
+        dsk = {(name, i, 0): (_field, (tile, s, i, nx), "cross") for i in range(nx)}
+        parts.append(_layer(graph, tile, name, dsk, (tuple(X.chunks[1]), (B.shape[1],))))
+    return parts[0] if segments is None else parts
 
 
 def _field(tile: dict, field_: str) -> np.ndarray:
     return tile[field_]
 
 
-def _blocks1d(graph, tile, pairs, field_, widths) -> da.Array:
-    name = f"dcfa-columns-{field_}-{tile[-32:]}"
+def _blocks1d(graph, tile, pairs, field_, widths, s: int = 0) -> da.Array:
+    name = f"dcfa-columns-{field_}-{s}-{tile[-32:]}"
     dsk = {
-        (name, i): (_a_side, (tile, 0, i, j), field_, (tile, "shift", i))
+        (name, i): (_a_side, (tile, s, i, j), field_, (tile, "shift", i))
         for i, (_, j) in enumerate(pairs)
     }
     return _layer(graph, tile, name, dsk, (widths,))
