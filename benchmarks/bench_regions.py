@@ -460,8 +460,15 @@ def print_row(row: Row) -> None:
 
 
 def start_cluster(memory_limit: str):
+    import dask
     from distributed import Client, LocalCluster
 
+    # Each row restarts the workers. A LocalCluster checks, lost-worker-timeout (15 s) after a
+    # worker leaves, whether a worker of that name is back, and closes its nanny for good if
+    # not: a restart that falls 15 s after the previous one (a row whose fit and evaluation
+    # take about that long) is caught with its workers away, and they never return. The
+    # workers here only ever leave to be restarted.
+    dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"})
     cluster = LocalCluster(
         n_workers=2,
         threads_per_worker=1,
