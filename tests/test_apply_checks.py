@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pytest
 import xarray as xr
+from terminal import dcfa_command
 from test_job import cli, write_job
 from test_safety import fails, tree
 
@@ -214,13 +215,11 @@ def test_ctrl_c_says_nothing_was_written_not_resume(job, tmp_path):
     advice): apply has no --resume. It says nothing was written, and nothing is."""
     import signal
     import subprocess
-    import sys
 
     _model_archive(job, tmp_path / "long.zarr", "2000-01-01", 12000, 4)
     before = sorted(os.listdir(tmp_path))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dcfa", "apply", str(job / "result.zarr"), "long.zarr"]
-        + ["--output", "out.zarr"],
+        dcfa_command("apply", str(job / "result.zarr"), "long.zarr", "--output", "out.zarr"),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from terminal import dcfa_command
 from test_job import cli, write_job
 from test_safety import fails, interrupt, tree
 
@@ -33,7 +34,7 @@ UNSEEDED = {"neighbors": 1}  # LinCFA shuffles (shuffle=True) and no random_stat
 
 def _start(*args, cwd: Path, stdout=None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dcfa", *args],
+        dcfa_command(*args),  # SIGINT as from a terminal: the tests interrupt it
         cwd=cwd,
         stdout=stdout if stdout is not None else subprocess.PIPE,
         stderr=subprocess.PIPE,
