@@ -216,6 +216,34 @@ def test_load_result_transform_is_lazy(job_a):
     np.testing.assert_allclose(eager.values, result.features.values, rtol=1e-6, atol=1e-7)
 
 
+def test_one_gbmap_output_computes_only_that_one(job_a):
+    """``embedding`` and ``predict`` of an in-memory field computed every GBMAP output (the
+    embedding, the prediction) to return one; each now runs only its own, with the values
+    of :meth:`gbmap_outputs`, which can be asked for some outputs by name."""
+    fitted = load_result(job_a / "result.zarr")
+    field = io.open_archive(job_a / "sst.zarr", ["sst"]).load()
+    every = fitted.gbmap_outputs(fitted.transform(field))
+    assert list(every) == ["embedding", "prediction"]  # a regressor
+
+    def refused(*args, **kwargs):
+        raise AssertionError("an output that was not asked for was computed")
+
+    gbmap = fitted.gbmap
+    gbmap.predict = refused  # this instance's: the embedding must not need it
+    embedding = fitted.embedding(field)
+    np.testing.assert_array_equal(embedding.values, every["embedding"].values)
+    del gbmap.predict
+    gbmap.transform = refused
+    prediction = fitted.predict(field)
+    np.testing.assert_array_equal(prediction.values, every["prediction"].values)
+    del gbmap.transform
+    assert list(fitted.gbmap_outputs(fitted.transform(field), names=["prediction"])) == [
+        "prediction"
+    ]
+    with pytest.raises(ValueError, match=r"names: \['decision_function'\] are not among"):
+        fitted.gbmap_outputs(fitted.transform(field), names=["decision_function"])
+
+
 ############################################################################################
 # bad input: exit 2, one line naming what differs, nothing written
 

@@ -180,35 +180,36 @@ class FittedResult:
     def embedding(self, field) -> xr.DataArray:
         """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
         the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
-        return self.gbmap_outputs(self.transform(field))["embedding"]
+        return self.gbmap_outputs(self.transform(field), names=["embedding"])["embedding"]
 
     def predict(self, field) -> xr.DataArray:
         """The GBMAP prediction of ``field``: the target (regressor) or the class (classifier);
         NaN in the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
-        return self.gbmap_outputs(self.transform(field))["prediction"]
+        return self.gbmap_outputs(self.transform(field), names=["prediction"])["prediction"]
 
-    def gbmap_outputs(self, features: xr.DataArray) -> dict[str, xr.DataArray]:
+    def gbmap_outputs(
+        self, features: xr.DataArray, names: list[str] | None = None
+    ) -> dict[str, xr.DataArray]:
         """The GBMAP's ``embedding``, ``prediction`` and (classifier) ``decision_function`` of
-        the region series ``features`` (:meth:`transform`), lazy for Dask.
+        the region series ``features`` (:meth:`transform`), lazy for Dask; ``names``: only
+        these (an in-memory field computes each one asked for).
 
         A sample where some group's series is missing (a month absent from the archive, a
         group whose cells are all NaN that month) has no GBMAP value: NaN there, and the
         other samples as the GBMAP gives them (it needs every feature of a sample).
         """
         gbmap = self._require_gbmap()
+        methods = {"embedding": gbmap.transform}
+        if hasattr(gbmap, "classes_"):
+            methods["decision_function"] = gbmap.decision_function
+        methods["prediction"] = gbmap.predict
+        names = list(methods) if names is None else list(names)
+        unknown = [n for n in names if n not in methods]
+        if unknown:
+            raise ValueError(f"names: {unknown} are not among this GBMAP's outputs {list(methods)}")
         complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
         filled = features.where(complete, 0.0)  # any finite value: masked below
-
-        def masked(out: xr.DataArray, name: str) -> xr.DataArray:
-            return out.where(complete).rename(name)
-
-        outputs = {"embedding": masked(gbmap.transform(filled), "embedding")}
-        if hasattr(gbmap, "classes_"):
-            outputs["decision_function"] = masked(
-                gbmap.decision_function(filled), "decision_function"
-            )
-        outputs["prediction"] = masked(gbmap.predict(filled), "prediction")
-        return outputs
+        return {n: methods[n](filled).where(complete).rename(n) for n in names}
 
     def _require_gbmap(self):
         if self.gbmap is None:
