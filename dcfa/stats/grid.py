@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -411,23 +411,23 @@ def grid_pass(
         segments = np.asarray(segments, dtype=np.int64).reshape(-1)
         if segments.size != n or segments.min(initial=0) < 0 or segments.max() >= n_segments:
             raise ValueError(f"segments: expected {n} labels in 0..{n_segments - 1}")
+    # the blocks' results (in memory: one) into the whole grid's
+    assemble = partial(
+        _assemble,
+        n=n,
+        shape=tuple(shape),
+        R=R,
+        periodic=tuple(periodic),
+        offsets=offsets,
+        has_y=y is not None,
+        blocks=blocks,
+        y_shift=y_shift,
+    )
     if not isinstance(data, da.Array):  # in memory: the kernel on the whole array
         pad = tuple(("wrap" if ax in periodic else "nan") if R else None for ax in range(g))
         shift = stencil_shift(data, R, pad)
         part = stencil_chunk(data, y, segments, shift, R, offsets, n_segments, pad)
-        return _assemble(
-            [(part, shift)],
-            [(0,) * g],
-            [(s,) for s in shape],
-            n,
-            tuple(shape),
-            R,
-            tuple(periodic),
-            offsets,
-            y is not None,
-            blocks,
-            y_shift,
-        )
+        return assemble([(part, shift)], [(0,) * g], [(s,) for s in shape])
     # every block along a grid dim must be at least R wide for the halo; the dims of blocks
     # (never neighbours: their halo is only shape) are one chunk
     data = data.rechunk(
@@ -475,20 +475,7 @@ def grid_pass(
         tops.append((root, shift))
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[haloed])
     results = [(Delayed(r, graph, layer=name), Delayed(s, graph, layer=name)) for r, s in tops]
-    done = compute(results)[0]
-    return _assemble(
-        done,
-        spatial,
-        data.chunks[1:],
-        n,
-        tuple(shape),
-        R,
-        tuple(periodic),
-        offsets,
-        y is not None,
-        blocks,
-        y_shift,
-    )
+    return assemble(compute(results)[0], spatial, data.chunks[1:])
 
 
 def _assemble(

@@ -43,24 +43,15 @@ def finalize(tile: dict, n_targets: int, missing: str, shift=None) -> Moments:
     (``mean``) and its rounding error (``mean_lo``), so a later merge loses no digits.
     """
     shift = np.zeros(tile["cross"].shape[0]) if shift is None else np.asarray(shift)
-    if missing == "pairwise":
-        mean, lo = two_sum(shift[..., None], tile["mean_a"])
-        return Moments(
-            n=int(tile["n"]),
-            n_targets=n_targets,
-            count=tile["count"],
-            mean=mean,
-            cross=tile["cross"],
-            m2=tile["m2_a"],
-            mean_lo=lo,
-        )
-    mean, lo = two_sum(shift, tile["mean_a"])
+    pairwise = missing == "pairwise"  # per-pair means, counts and m2: a column of shifts
+    mean, lo = two_sum(shift[..., None] if pairwise else shift, tile["mean_a"])
     return Moments(
         n=int(tile["n"]),
         n_targets=n_targets,
-        count=tile["count_a"],
+        count=tile["count" if pairwise else "count_a"],
         mean=mean,
         cross=tile["cross"],
+        m2=tile["m2_a"] if pairwise else None,
         mean_lo=lo,
     )
 
