@@ -1,0 +1,433 @@
+"""A fitted result applied to new data: :class:`FittedResult`, as
+:func:`dcfa.batch.results.load_result` gives it.
+
+``transform`` runs the job's own steps lazily (the job's trailing windows and lags,
+``dcfa.batch.inputs.time_scales``, then :func:`dcfa.io.plan_chunks`,
+:func:`dcfa.io.apply_preprocessing`, the job's stacking of the cells, and
+:func:`dcfa.cfa.aggregate.aggregate` with the stored weights), so a result applied to its own
+training months gives its ``features`` exactly; ``embedding``, ``predict`` and
+``gbmap_outputs`` the GBMAP's. Every check of the field (its grid, labels, coordinates,
+sampling and months) comes before any read. ``dcfa apply`` is :mod:`dcfa.batch.apply`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dcfa import io
+from dcfa._validation import label_positions, same_coordinates
+from dcfa.geo import is_longitude
+from dcfa.io.archive import select_time
+from dcfa.io.calendars import calendar_of
+from dcfa.stacking import isel_positions
+
+# how errors name the arguments: the Python API's parameters, or the command line's
+PYTHON_NAMES = {
+    "result": "result",
+    "archive": "archive",
+    "output": "output",
+    "time": "time",
+    "overwrite": "pass overwrite=True",
+}
+
+
+@dataclass
+class FittedResult:
+    """A fitted result, ready to be applied to new months (from :func:`load_result`).
+
+    Attributes
+    ----------
+    path : str
+        The result store.
+    variables : list of str
+        The input variables, in the job's order.
+    sample_dim : str
+    region : xarray.DataArray of int on the grid
+        Every cell's group, -1 where a cell is not used; its dims and coordinates are the grid
+        a field must have.
+    preprocessing : dcfa.io.Preprocessing
+        The climatology and spread the features are computed with.
+    method : str
+        The CFA estimator (``"LinCFA"``, ...); ``estimator`` is it, unfitted, with the job's
+        parameters.
+    gbmap : GBMAPRegressor, GBMAPClassifier or None
+        The fitted GBMAP of the result (``transform``, ``predict``, ...), when the result
+        holds one with everything needed to apply it.
+    attrs : dict
+        The result's attributes (provenance).
+    time_scales : dict
+        The job's ``input.windows``, ``input.lags`` and ``input.aggregate``: ``transform``
+        computes them (``dcfa.batch.inputs.time_scales``) before anything else, so a field is given
+        as the archive stores it and the result's ``window`` / ``lag`` dims are made here.
+    lead : int
+        The job's ``target.lead``: the features (and the GBMAP's prediction) of sample ``t``
+        predict the target at ``t + lead`` samples.
+    """
+
+    path: str
+    variables: list
+    sample_dim: str
+    region: xr.DataArray
+    preprocessing: io.Preprocessing
+    method: str
+    estimator: object
+    keep: np.ndarray  # flat grid index of every input of the reduction, in its order
+    labels: np.ndarray  # their groups
+    scale: np.ndarray  # s_k
+    centre: np.ndarray  # mu_k
+    aggregation: str
+    weight: np.ndarray | None = None  # w_k of weighted means (method.params.weights), or None
+    gbmap: object = None
+    gbmap_missing: str | None = None  # why a stored GBMAP cannot be applied
+    attrs: dict = field(default_factory=dict, repr=False)
+    time_scales: dict = field(default_factory=dict)
+    lead: int = 0
+    # whether the job's samples were one per calendar month (its windows, lags, climatology
+    # and spread are of monthly values); None when the store does not say
+    monthly: bool | None = None
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.labels.max()) + 1 if (self.labels >= 0).any() else 0
+
+    @property
+    def grid(self) -> tuple:
+        """The dims of the reduction's grid (with ``window`` / ``lag`` when the job made them)."""
+        return tuple(self.region.dims)
+
+    @property
+    def windows(self) -> list:
+        return list(self.time_scales.get("windows", [1]))
+
+    @property
+    def lags(self) -> list:
+        return list(self.time_scales.get("lags", [0]))
+
+    @property
+    def history(self) -> int:
+        """Earlier samples the first computed one needs: ``max(windows) - 1 + max(lags)``."""
+        return max(self.windows) - 1 + max(self.lags)
+
+    @property
+    def added_dims(self) -> tuple:
+        """The grid dims the job's windows and lags add to the archive's."""
+        return (("window",) if self.windows != [1] else ()) + (("lag",) if self.lags != [0] else ())
+
+    @property
+    def archive_grid(self) -> tuple:
+        """The grid dims a field must have: the result's, without ``window`` / ``lag``."""
+        return tuple(d for d in self.grid if d not in self.added_dims)
+
+    # -- the region series -------------------------------------------------------------------
+
+    def transform(self, field, *, time=None, _names: dict | None = None) -> xr.DataArray:
+        """The region series of ``field``: a lazy ``(sample_dim, group)`` float64 DataArray.
+
+        ``field`` is a Dataset holding the result's variables, or a DataArray as
+        :func:`dcfa.io.open_archive` gives (the variables along a ``variable`` dim when there
+        are several), on the result's grid (without the ``window`` / ``lag`` dims: those are
+        made here). The job's steps are applied in its order: its trailing windows and lags
+        (``dcfa.batch.inputs.time_scales``; the first ``history`` samples, whose windows or lags
+        reach before the field's start, are dropped), chunks planned
+        (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
+        (:func:`dcfa.io.apply_preprocessing`), the cells taken in the reduction's order, and
+        :func:`dcfa.cfa.aggregate.aggregate` with the stored weights. Nothing is computed for a
+        Dask-backed field. The result store keeps these values as float32.
+
+        ``time = (start, stop)`` keeps the samples between these labels (inclusive), selected
+        after the windows and lags are computed: the first selected samples take their windows
+        and lags from the samples before them, which the field must hold (``history`` of
+        them; a ValueError names ``time`` otherwise).
+
+        A field opened as the job opens its input (:func:`dcfa.io.open_archive`, or
+        ``xr.open_zarr(..., chunks={})``) gives the stored features bit for bit. Other chunks
+        of the grid (or an in-memory field) sum each group's cells in other blocks: the same
+        values up to float64 rounding, which the float32 features almost always hide.
+        """
+        names = _names or {**PYTHON_NAMES, "archive": "field"}
+        field = self._checked_field(field, names, time)
+        return self._series(field)
+
+    def embedding(self, field) -> xr.DataArray:
+        """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
+        the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
+        return self.gbmap_outputs(self.transform(field), names=["embedding"])["embedding"]
+
+    def predict(self, field) -> xr.DataArray:
+        """The GBMAP prediction of ``field``: the target (regressor) or the class (classifier);
+        NaN in the samples where a group's series is missing (:meth:`gbmap_outputs`)."""
+        return self.gbmap_outputs(self.transform(field), names=["prediction"])["prediction"]
+
+    def gbmap_outputs(
+        self, features: xr.DataArray, names: list[str] | None = None
+    ) -> dict[str, xr.DataArray]:
+        """The GBMAP's ``embedding``, ``prediction`` and (classifier) ``decision_function`` of
+        the region series ``features`` (:meth:`transform`), lazy for Dask; ``names``: only
+        these (an in-memory field computes each one asked for).
+
+        A sample where some group's series is missing (a month absent from the archive, a
+        group whose cells are all NaN that month) has no GBMAP value: NaN there, and the
+        other samples as the GBMAP gives them (it needs every feature of a sample).
+        """
+        gbmap = self._require_gbmap()
+        methods = {"embedding": gbmap.transform}
+        if hasattr(gbmap, "classes_"):
+            methods["decision_function"] = gbmap.decision_function
+        methods["prediction"] = gbmap.predict
+        names = list(methods) if names is None else list(names)
+        unknown = [n for n in names if n not in methods]
+        if unknown:
+            raise ValueError(f"names: {unknown} are not among this GBMAP's outputs {list(methods)}")
+        complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
+        filled = features.where(complete, 0.0)  # any finite value: masked below
+        return {n: methods[n](filled).where(complete).rename(n) for n in names}
+
+    def _require_gbmap(self):
+        if self.gbmap is None:
+            why = self.gbmap_missing or "the result holds no GBMAP"
+            raise ValueError(f"result {self.path!r}: {why}")
+        return self.gbmap
+
+    def _series(self, field: xr.DataArray) -> xr.DataArray:
+        from dcfa.batch.features import Reduction, region_series
+
+        dim = self.sample_dim
+        if isinstance(field.data, da.Array):
+            field = io.plan_chunks(field, sample_dim=dim)
+        estimator = self.estimator
+        if "execution" in self.attrs:  # the execution the job ran
+            grid_run = self.attrs["execution"] == "neighbors"
+        else:  # results written before dcfa recorded it
+            grid_run = estimator.grid_pass_request(field) is not None
+        if grid_run and not np.array_equal(self.keep, np.arange(self.region.size)):
+            # the job's grid execution: the reduction read every cell of the grid, in order
+            raise ValueError(
+                f"result {self.path!r}: cell_index does not cover the grid in order, as "
+                f"mode={estimator.get_params().get('mode')!r} has it"
+            )
+        params = estimator.get_params()
+        reduction = Reduction(
+            keep=self.keep,
+            labels=self.labels,
+            scale=self.scale,
+            centre=self.centre,
+            weight=self.weight,
+            aggregation=self.aggregation,
+            inputs=params.get("inputs", "identity"),
+            nan_aware=params.get("missing", "exclude") == "pairwise",
+        )
+        out = region_series(field, self.preprocessing, reduction, sample_dim=dim)
+        out.attrs = {"long_name": f"{self.method} group aggregates"}
+        return out
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def _checked_field(self, field, names: dict, time=None) -> xr.DataArray:
+        """``field`` as one DataArray ``(sample_dim, *grid)``, checked against the result, with
+        the job's windows and lags, the samples of ``time``."""
+        key = names["archive"]
+        dim = self.sample_dim
+        if isinstance(field, xr.Dataset):
+            missing = [v for v in self.variables if v not in field.data_vars]
+            if missing:
+                raise ValueError(
+                    f"{key}: variable(s) {missing} of the result are not in it (it has "
+                    f"{sorted(map(str, field.data_vars))})"
+                )
+            if len(self.variables) == 1:
+                field = field[self.variables[0]]
+            else:
+                for v in self.variables:
+                    if dim not in field[v].dims:
+                        raise ValueError(
+                            f"{key}: {v!r} has dims {field[v].dims}, without the sample dim {dim!r}"
+                        )
+                field = field[self.variables].to_array("variable")
+        if not isinstance(field, xr.DataArray):
+            raise TypeError(
+                f"{key}: expected an xarray Dataset or DataArray, got {type(field).__name__}"
+            )
+        if dim not in field.dims:
+            raise ValueError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
+        grid = tuple(d for d in field.dims if d != dim)
+        expect = self.archive_grid  # the windows and lags are made here, not given
+        if set(grid) != set(expect):
+            hint = ""
+            if self.added_dims and set(grid) == set(self.grid):
+                hint = (
+                    f"; give it without the {list(self.added_dims)} dims, as the archive stores "
+                    "it: the result's windows and lags are computed from it"
+                )
+            raise ValueError(f"{key}: its grid dims {grid} differ from the result's {expect}{hint}")
+        for d in expect:
+            if field.sizes[d] != self.region.sizes[d]:
+                raise ValueError(
+                    f"{key}: dim {d!r} has {field.sizes[d]} cells, the result's grid "
+                    f"{self.region.sizes[d]}"
+                )
+        order = self._grid_order(field)
+        field = field.transpose(dim, *expect)
+        if order:  # the result's cells in its order, matched by their labels
+            field = field.isel({d: isel_positions(p) for d, p in order.items()})
+        self._check_coords(field, key, archive=True)
+        if field.dtype.kind not in "iuf":
+            raise ValueError(f"{key}: holds {field.dtype} values; expected numbers")
+        if field.sizes[dim] == 0:
+            raise ValueError(f"{key}: no samples")
+        field = self._time_scaled(field, names, time)
+        self._check_sampling(field[dim], names)
+        self._check_months(field[dim], names)
+        return field
+
+    def _check_sampling(self, coord: xr.DataArray, names: dict) -> None:
+        """Monthly samples for a result fitted on monthly ones: daily values would be divided
+        by the monthly anomalies' spread and summed in windows of days, not months."""
+        if not self.monthly or calendar_of(coord) is None or coord.size < 2:
+            return
+        _, first, counts = np.unique(_months(coord), return_index=True, return_counts=True)
+        if (counts > 1).any():
+            at = int(first[np.flatnonzero(counts > 1)[0]])
+            raise ValueError(
+                f"{names['archive']}: holds {int(counts.max())} samples in one calendar month "
+                f"(first {_date(coord.values[at])}): finer than the result's, which was fitted "
+                "on one sample per month; give monthly means (e.g. ds.resample(time='MS')"
+                ".mean())"
+            )
+
+    def _grid_order(self, field: xr.DataArray) -> dict:
+        """``{dim: positions}`` for each archive grid dim whose labels are the result's in
+        another order (a flipped latitude, longitudes from -180 instead of 0): the position
+        in ``field`` of each of the result's labels. Labels that are not the result's are left
+        to :meth:`_check_coords`, which names the first that differs."""
+        order = {}
+        for d in self.archive_grid:
+            ours = self.region.coords.get(d)
+            if ours is None or ours.dims != (d,) or d not in field.coords or field[d].dims != (d,):
+                continue
+            circular = (
+                {d} if is_longitude(d, ours.attrs) or is_longitude(d, field[d].attrs) else set()
+            )
+            positions = label_positions(ours.to_index(), field[d].to_index(), circular)
+            if positions is not None and not np.array_equal(positions, np.arange(positions.size)):
+                order[d] = positions
+        return order
+
+    def _check_coords(self, field: xr.DataArray, key: str, *, archive: bool) -> None:
+        """The result's grid coordinates in ``field``: those of the archive's grid
+        (``archive``), or those along the dims the windows and lags add."""
+        added = set(self.added_dims)
+        for name, coord in self.region.coords.items():
+            if bool(added & set(coord.dims)) == archive:
+                continue
+            if name not in field.coords:
+                raise ValueError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
+            theirs = field[name]
+            # a longitude is the same point in either convention (180 is -180)
+            circular = is_longitude(str(name), coord.attrs) or is_longitude(str(name), theirs.attrs)
+            if set(theirs.dims) != set(coord.dims) or not same_coordinates(
+                coord.values, theirs.transpose(*coord.dims).values, circular=circular
+            ):
+                raise ValueError(
+                    f"{key}: coordinate {name!r} differs from the result's grid "
+                    f"({_first_difference(coord, field[name])})"
+                )
+
+    def _time_scaled(self, field: xr.DataArray, names: dict, time) -> xr.DataArray:
+        """The job's windows and lags of ``field`` (``dcfa.batch.inputs.time_scales``), then the
+        samples of ``time``: each selected sample's windows and lags from the ones before."""
+        from dcfa.batch.inputs import time_scales
+
+        key, dim, need = names["archive"], self.sample_dim, self.history
+        n = field.sizes[dim]
+        what = " and ".join(
+            f"input.{k} {v}"
+            for k, v, default in (("windows", self.windows, [1]), ("lags", self.lags, [0]))
+            if v != default
+        )
+        if n <= need:
+            raise ValueError(
+                f"{key}: holds {n} sample(s) along {dim!r}; the result's {what} need {need} "
+                f"earlier sample(s) before the first one computed, so at least {need + 1}"
+            )
+        if time is not None:
+            if isinstance(time, str | bytes) or len(time) != 2:
+                got = time if isinstance(time, str | bytes) else list(time)
+                raise ValueError(f"{names['time']}: expected START END, got {got!r}")
+            where = str(field.attrs.get("source", key))
+            position = xr.DataArray(np.arange(n), dims=dim, coords={dim: field[dim].variable})
+            chosen = select_time(position, time, sample_dim=dim, key=names["time"], where=where)
+            first, last = int(chosen.values[0]), int(chosen.values[-1])
+            if first < need:
+                raise ValueError(
+                    f"{names['time']}: its first sample, {_date(field[dim].values[first])}, "
+                    f"has {first} earlier sample(s) in {key}; the result's {what} need {need}: "
+                    f"start {names['time']} at {_date(field[dim].values[need])} or later, or "
+                    f"give {key} with {need - first} earlier sample(s)"
+                )
+            # exactly the selected samples, and the ones their windows and lags reach back to
+            field = field.isel({dim: slice(first - need, last + 1)})
+        if not self.added_dims:
+            return field
+        inp = {
+            "sample_dim": dim,
+            "variables": self.variables,
+            "windows": self.windows,
+            "lags": self.lags,
+            "aggregate": self.time_scales.get("aggregate", "mean"),
+        }
+        field = time_scales(field, inp)
+        self._check_coords(field, key, archive=False)
+        return field.transpose(dim, *self.grid)
+
+    def _check_months(self, coord: xr.DataArray, names: dict) -> None:
+        clim = self.preprocessing.climatology
+        if clim is None:
+            return
+        key = names["archive"]
+        if calendar_of(coord) is None:
+            raise ValueError(
+                f"{key}: its sample coordinate {coord.name!r} holds {coord.dtype} values, not "
+                "dates; the result's monthly climatology needs dates"
+            )
+        months = np.unique(np.asarray(coord.dt.month.values, dtype=np.int64))
+        known = set(np.asarray(clim["month"].values, dtype=np.int64).tolist())
+        outside = [int(m) for m in months if int(m) not in known]
+        if outside:
+            first = coord.isel({coord.dims[0]: np.flatnonzero(coord.dt.month.isin(outside))[:1]})
+            raise ValueError(
+                f"{key}: calendar month(s) {outside} of its samples (first "
+                f"{_date(first.values[0])}) are not in the result's climatology, which has "
+                f"months {sorted(known)}; select other samples (with {names['time']})"
+            )
+
+
+def _first_difference(ours: xr.DataArray, theirs: xr.DataArray) -> str:
+    a, b = np.asarray(ours.values), np.asarray(theirs.values)
+    if set(ours.dims) != set(theirs.dims) or a.shape != np.asarray(b).shape:
+        return f"result {dict(ours.sizes)}, here {dict(theirs.sizes)}"
+    b = theirs.transpose(*ours.dims).values
+    try:
+        where = np.argwhere(~np.isclose(a.astype(np.float64), b.astype(np.float64)))
+    except (TypeError, ValueError):
+        where = np.argwhere(a != b)
+    if not where.size:
+        return "the values differ"
+    i = tuple(int(k) for k in where[0])
+    at = ", ".join(f"{d}={k}" for d, k in zip(ours.dims, i, strict=True))
+    return f"at {at}: result {a[i]}, here {b[i]}"
+
+
+def _date(value) -> str:
+    text = str(value)
+    return text[:10] if len(text) >= 10 else text
+
+
+def _months(coord: xr.DataArray) -> np.ndarray:
+    """The calendar month of each date as one number (``12 * year + month``)."""
+    return np.asarray(coord.dt.year.values, dtype=np.int64) * 12 + np.asarray(
+        coord.dt.month.values, dtype=np.int64
+    )
