@@ -208,7 +208,7 @@ def test_passes_of_another_dcfa_version_are_not_reused(tmp_path, monkeypatch):
     in its configuration, and the refusal names the version (an upgrade reused the passes of
     the old code)."""
     import dcfa
-    from dcfa.batch.workdir import _what_changed, job_identity
+    from dcfa.batch.identity import job_identity, what_changed
     from dcfa.io.target import open_target
 
     config = load_config(write_job(tmp_path))
@@ -218,6 +218,6 @@ def test_passes_of_another_dcfa_version_are_not_reused(tmp_path, monkeypatch):
     new = job_identity(config, target)
     assert old["input"] == new["input"] and old["target"] == new["target"]
     assert old["configuration"] != new["configuration"]
-    (said,) = _what_changed(old, new, ["configuration"])
+    (said,) = what_changed(old, new, ["configuration"])
     assert said.endswith("(dcfa.version: " + repr(old["details"]["settings"]["dcfa.version"])
                          + " -> '99.0')")  # fmt: skip

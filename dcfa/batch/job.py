@@ -39,6 +39,7 @@ from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa.batch.config import JobConfig
 from dcfa.batch.features import Reduction, region_series
+from dcfa.batch.identity import job_identity
 from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
 from dcfa.batch.method import (
     DEFAULT_RANDOM_STATE,
@@ -56,7 +57,7 @@ from dcfa.batch.output import (
     region_on_grid,
     work_dir,
 )
-from dcfa.batch.workdir import WorkDir, job_identity
+from dcfa.batch.workdir import WorkDir
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
