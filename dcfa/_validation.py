@@ -173,7 +173,7 @@ def pandas_output(estimator, out):
 ############################################################################################
 # a DataArray against the grid an estimator was fitted on
 
-# coordinates equal up to float32 storage of the same values (dcfa.batch.results' rule)
+# coordinates equal up to float32 storage of the same values (dcfa.batch.fitted's rule)
 _RTOL = 1e-6
 
 
@@ -330,7 +330,7 @@ def _tolerance(values: np.ndarray) -> float:
 def same_coordinates(a: np.ndarray, b: np.ndarray, *, circular: bool = False) -> bool:
     """Whether two coordinate arrays hold the same values: exactly, unless one is float; then
     up to float32 storage of the same values (``circular``: longitudes, modulo 360). The one
-    rule of every check of a later input's grid (``transform``, :mod:`dcfa.batch.results`)."""
+    rule of every check of a later input's grid (``transform``, :mod:`dcfa.batch.fitted`)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return False

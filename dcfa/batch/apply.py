@@ -17,7 +17,8 @@ from pathlib import Path
 import xarray as xr
 
 from dcfa import io
-from dcfa.batch.results import PYTHON_NAMES, FittedResult, load_result
+from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
+from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.calendars import calendar_of, date_span
