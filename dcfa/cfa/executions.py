@@ -364,10 +364,11 @@ class SeedRows(Execution):
         batch = est.get_params(deep=False).get("row_batch", 256)
         segments = 1 if folds is None else folds.n_segments
         # a batch's rows per segment, held twice while a pass's result replaces the last
-        need = 2 * 8 * segments * batch * (inp.n_features + 1)
+        per_row = 2 * 8 * segments * (inp.n_features + 1)
+        need = batch * per_row
         budget = memory_budget()
         if need > budget.driver:
-            fit = max(1, budget.driver // (16 * segments * (inp.n_features + 1)))
+            fit = max(1, budget.driver // per_row)
             return (
                 f"mode='seed-rows': {batch} rows of {inp.n_features:,} features per pass"
                 + (f" in each of {segments} row segments" if segments > 1 else "")

@@ -38,6 +38,18 @@ __all__ = [
 ]
 
 
+def _split_at_segments(X: da.Array, segments, col_chunks=None):
+    """``X`` rechunked so that no row chunk crosses a segment boundary (and its columns to
+    ``col_chunks``, when given), the row bounds ``[0, ..., n]`` (``segments``, or one segment
+    of all rows) and each row chunk's segment: what every graph builder starts from."""
+    bounds = [0, X.shape[0]] if segments is None else list(segments)
+    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
+    chunks = (row_chunks, X.chunks[1] if col_chunks is None else tuple(col_chunks))
+    if chunks != X.chunks:
+        X = X.rechunk(chunks)
+    return X, bounds, seg_of_chunk
+
+
 def segment_rows(chunks: tuple[int, ...], bounds: list[int]) -> tuple[tuple[int, ...], list[int]]:
     """Split row chunks at segment boundaries.
 
@@ -72,15 +84,12 @@ def tiled_moments(
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     if split_every < 2:
         raise ValueError(f"split_every: expected an int >= 2, got {split_every}")
-    n = X.shape[0]
-    bounds = [0, n] if segments is None else list(segments)
-    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
-    col_chunks = tile_columns(X.chunks[1]) if tiles else X.chunks[1]
-    if (row_chunks, col_chunks) != X.chunks:
-        X = X.rechunk((row_chunks, col_chunks))
+    X, bounds, seg_of_chunk = _split_at_segments(
+        X, segments, tile_columns(X.chunks[1]) if tiles else None
+    )
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     if Y is not None:
-        Y = Y.rechunk({0: row_chunks, 1: -1})
+        Y = Y.rechunk({0: X.chunks[0], 1: -1})
         blocks.append((Y.name, 0, Y.shape[1]))
     n_blocks = len(blocks)
     n_seg = len(bounds) - 1
@@ -226,10 +235,7 @@ def column_moments(
     ``[0, ..., n]``), a list of such dicts, one per row segment, from the same pass.
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
-    bounds = [0, X.shape[0]] if segments is None else list(segments)
-    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
-    if row_chunks != X.chunks[0]:
-        X = X.rechunk({0: row_chunks})
+    X, bounds, seg_of_chunk = _split_at_segments(X, segments)
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     nx = len(blocks)
     Y = Y.rechunk({0: X.chunks[0], 1: -1})
@@ -334,10 +340,7 @@ def row_moments(
     ``[0, ..., n]``), a list of them, one per row segment (each centred on its own rows),
     from the same pass."""
     split_every = split_every or _DEFAULT_SPLIT_EVERY
-    bounds = [0, X.shape[0]] if segments is None else list(segments)
-    row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
-    if row_chunks != X.chunks[0]:
-        X = X.rechunk({0: row_chunks})
+    X, bounds, seg_of_chunk = _split_at_segments(X, segments)
     B = X[:, np.asarray(columns)].rechunk({0: X.chunks[0], 1: -1})
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])] + [(B.name, 0, B.shape[1])]
     nx = len(blocks) - 1
