@@ -183,7 +183,7 @@ def _run(args) -> int:
         if not _stdout_closed():  # a pipe of something else: a fault, not bad input
             if args.traceback:
                 raise
-            _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
+            _fault(exc)
             return EXIT_FAILED
         # Python's recipe: stdout to devnull, so the exit's flush raises nothing more
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -216,9 +216,7 @@ def _run(args) -> int:
     except Exception as exc:  # a fault (a worker lost, a disk full): one line, not a traceback
         if args.traceback:
             raise
-        _error(f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
-        for note in getattr(exc, "__notes__", ()):
-            _line_err(note)
+        _fault(exc)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -282,20 +280,19 @@ def _apply(args) -> None:
         )
 
 
-def _line_err(text) -> None:
+def _error(exc, message: str | None = None) -> None:
+    """``message`` (default: ``exc``) on one line, then each note added to ``exc`` (what a
+    failed job kept) on a line of its own."""
     from dcfa.batch.inspect import escape
 
-    print(f"dcfa: {escape(str(text))}", file=sys.stderr)
-
-
-def _error(exc) -> None:
-    """``exc`` (or a message) on one line, and each note added to it (what a failed job kept)
-    on a line of its own."""
-    from dcfa.batch.inspect import escape
-
-    print(f"dcfa: error: {escape(str(exc))}", file=sys.stderr)
+    print(f"dcfa: error: {escape(str(exc) if message is None else message)}", file=sys.stderr)
     for note in getattr(exc, "__notes__", ()):
-        _line_err(note)
+        print(f"dcfa: {escape(str(note))}", file=sys.stderr)
+
+
+def _fault(exc: BaseException) -> None:
+    """A fault, not bad input: its type and message, and where the details are."""
+    _error(exc, f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
 
 
 if __name__ == "__main__":  # pragma: no cover
