@@ -1,4 +1,4 @@
-"""The region series: the groups' sums of every row (one ``np.bincount`` per batch of rows) are
+"""The region series: the groups' sums of every row (``np.add.at`` per batch of rows) are
 the sparse product they replace, bit for bit, and the anomalies folded into that sweep are the
 anomalies aggregated, bit for bit; the features pass of the job (and ``dcfa apply``) gives
 what the fitted estimator's ``transform`` gives on the preprocessed cells."""
@@ -177,3 +177,25 @@ def test_the_features_pass_on_any_chunks(data):
     model = LinCFA(neighbors=1).fit(cells, y)
     got = region_series(field, prep, Reduction.of(model, keep), sample_dim="time").values
     np.testing.assert_allclose(got, model.transform(cells).values, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("feature_chunks", [-1, 700])
+def test_the_constants_are_in_the_graph_once(feature_chunks):
+    """The groups, weights, climatology and spread of the features are tasks of their own
+    that every block's task reads, not copies inside every block's task: the graph is about
+    their size whatever the number of blocks of samples (ten here), not ten times it."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    D, n = 2_000, 400
+    labels = rng.integers(-1, 300, D)
+    X = da.random.default_rng(0).normal(size=(n, D), chunks=(n // 10, feature_chunks))
+    clim, spread = rng.normal(size=(12, D)), rng.uniform(0.5, 2, D)
+    months = np.arange(n) % 12
+    out = agg.aggregate(
+        X, labels, rng.uniform(0.1, 3, D), rng.normal(size=D), anomalies=(clim, spread, months)
+    )
+    graph = dict(out.__dask_graph__())
+    size = sum(len(pickle.dumps(task)) for task in graph.values())
+    constants = clim.nbytes + spread.nbytes + 2 * D * 8  # + the bins and the values
+    assert size < 1.5 * constants, (size, constants)

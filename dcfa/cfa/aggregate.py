@@ -111,13 +111,15 @@ def aggregate(
         d,
         None if one else partial(_add_offset, offset=offset),
         used=bins > 0,
-        consts=((clim, "gj"), (spread, "j"), (rows, "i")),
-        kwargs=lambda sl: {
-            "bins": bins[sl],
-            "value": value[sl],
-            "d": d,
-            "offset": offset if one else None,
-        },
+        consts=(
+            (clim, "gj"),
+            (spread, "j"),
+            (rows, "i"),
+            (bins, "j"),
+            (value, "j"),
+            (offset if one else None, "k"),
+        ),
+        kwargs=lambda sl: {"d": d},
     )
 
 
@@ -133,17 +135,21 @@ def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None
     ``value[k] * a[t, k]`` (plus ``offset[g]``), ``a`` being ``x``, or its anomalies when
     ``clim`` / ``spread`` are given (see :func:`aggregate`). ``(n, d)`` float64.
 
-    Rows go in batches of about ``_BATCH_VALUES`` values through one work buffer, summed by
-    ``np.bincount`` (the members in column order, as the sparse product sums them; the same
-    sums as ``np.add.at`` into zeros, 15 % faster). No temporary larger than a batch's sums: on
-    Dask workers, whose allocator hands large blocks back to the system, every fresh array
-    costs its first touches again.
+    Rows go in batches of about ``_BATCH_VALUES`` values through one work buffer, summed into
+    one zeroed output with ``np.add.at`` (the members in column order, as the sparse product
+    sums them). Not ``np.bincount``, the same sums and 15 % faster in a plain process: each call
+    returns a fresh array, and on a Dask worker, whose allocator hands every freed block over
+    64 kB back to the system (the nanny's ``MALLOC_TRIM_THRESHOLD_``), each of those costs its
+    first touches again. One block of ``benchmarks/bench_job.py``'s features pass (120 x 64 800,
+    18 474 groups), in a thread of a process started with ``MALLOC_TRIM_THRESHOLD_=65536``:
+    41 ms with ``np.bincount``, 28-31 ms with ``np.add.at``, which allocates nothing per row.
     """
     x = np.asarray(x)
     n, D = x.shape
     r = max(1, min(n, _BATCH_VALUES // max(D, 1)))
     index = (bins[None, :] + (d + 1) * np.arange(r)[:, None]).ravel()
-    out = np.empty((n, d + 1))
+    out = np.zeros((n, d + 1))
+    sums = out.reshape(-1)
     work = np.empty((r, D))
     for start in range(0, n, r):
         k = min(r, n - start)
@@ -158,9 +164,8 @@ def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None
             block /= spread
         with np.errstate(invalid="ignore"):  # inf * 0 in the dropped bin
             block *= value
-        out[start : start + k] = np.bincount(
-            index[: k * D], weights=block.reshape(-1), minlength=k * (d + 1)
-        ).reshape(k, d + 1)
+        at = start * (d + 1)
+        np.add.at(sums[at : at + k * (d + 1)], index[: k * D], block.reshape(-1))
     out = out[:, 1:]
     if offset is not None:
         out += offset
@@ -173,13 +178,15 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     (``d`` columns; None: the single block's own).
 
     ``consts``: ``(array, index)`` pairs of constants sent once rather than embedded in every
-    task: index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"`` one
-    value per sample; a None constant is passed as None.
+    task (each is one task of the graph, whose value the scheduler moves to the workers that
+    need it): index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"``
+    one value per sample, ``"k"`` a whole array; a None constant is passed as None.
     """
     edges = np.cumsum((0, *X.chunks[1]))
+    chunks = {"i": (X.chunks[0],), "k": -1}
     consts = [
-        (da.from_array(np.asarray(c), chunks=(X.chunks[0],)), i)
-        if i == "i" and c is not None
+        (da.from_array(np.asarray(c), chunks=chunks[i]), i)
+        if i in chunks and c is not None
         else (c, i)
         for c, i in consts
     ]
@@ -216,7 +223,7 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     return total.map_blocks(finish, chunks=(X.chunks[0], (d,)), dtype=np.float64)
 
 
-def _group_rows_block(x, clim, spread, rows, *, bins, value, d, offset):
+def _group_rows_block(x, clim, spread, rows, bins, value, offset, *, d):
     return group_rows(x, bins, value, d, clim, spread, rows, offset)
 
 
