@@ -107,20 +107,45 @@ def test_a_job_is_reproducible_by_default_and_resumes_to_the_same_partition(tmp_
 # B: GBMAP's checkpoint under --resume
 
 
-def _killed_during_gbmap(job: Path, tmp_path: Path, scheduler: str) -> Path:
-    """A real run, SIGINT once GBMAP has checkpointed a few learners; the work directory."""
+def _killed_during_gbmap(
+    job: Path, tmp_path: Path, scheduler: str, how: signal.Signals = signal.SIGINT
+) -> Path:
+    """A real run, SIGINT (or ``how``) once GBMAP has checkpointed a few learners; the work
+    directory."""
     work = tmp_path / "result.zarr.work"
     proc = _start("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     checkpoint = work / "gbmap" / "gbmap_checkpoint.npz"
     _wait_for(lambda: checkpoint.exists() or proc.poll() is not None, 300, "a checkpoint")
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(how)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, (out, err)
-    assert "interrupted; rerun with --resume" in err
+    if how == signal.SIGINT:
+        assert "interrupted; rerun with --resume" in err
+    else:  # SLURM's walltime, scancel, kill: said as such, with the same way on
+        assert f"dcfa: interrupted; {how.name} received: rerun with --resume to continue" in err
     assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
     assert checkpoint.exists()
     return work
+
+
+def test_sigterm_keeps_the_finished_passes_and_says_to_resume(tmp_path, scheduler):
+    """SIGTERM (SLURM's walltime or scancel of the driver job, a Kubernetes pod deleted) on a
+    job attached to a running scheduler: the run stops as on Ctrl-C, its finished passes kept
+    and the way on said (it printed only 'interrupted; SIGTERM' when passes were kept, and
+    attached to a scheduler the driver died without a word); the rerun with --resume reuses
+    them."""
+    job = write_job(tmp_path, method__params=UNSEEDED, gbmap__n_boosts=300)
+    before = tree(tmp_path)
+    work = _killed_during_gbmap(job, tmp_path, scheduler, signal.SIGTERM)
+    after = tree(tmp_path)
+    assert {k.split("/")[0] for k in set(after) - set(before)} == {work.name}
+    assert all(after.get(k) == v for k, v in before.items())  # the inputs as they were
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
+    assert "GBMAPRegressor: resuming after step" in proc.stderr
+    assert not work.exists() and (tmp_path / "result.zarr").is_dir()
 
 
 def test_resume_after_an_interrupt_in_gbmap_reuses_the_passes_and_the_checkpoint(

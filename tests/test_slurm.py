@@ -441,10 +441,17 @@ def test_no_worker_job_outlives_the_driver(no_jobs_left, big_job, tmp_path, kill
     if kill == "SIGTERM":
         assert code == 1 and "dcfa: interrupted" in err, driver.log()  # not killed by it
         assert states == {"CANCELLED"} and told is None, (states, err)
-        # stopped in the first pass: no pass had finished, so nothing is kept (a failed run
-        # leaves nothing behind but finished passes)
-        assert not (tmp_path / "result.zarr.work").exists()
-        assert "no pass had finished: nothing was kept" in err, err
+        # a failed run leaves nothing behind but finished passes. Stopped in the first pass,
+        # nothing is kept. The first pass ends 0.8 s after its first progress line once the
+        # workers run, and on a loaded machine the signal sent at that line can come later:
+        # then that pass is kept, and the message says to resume. The driver's own message
+        # says which; the disk must agree with it.
+        work = tmp_path / "result.zarr.work"
+        if "no pass had finished: nothing was kept" in err:
+            assert not work.exists()
+        else:
+            assert "dcfa: interrupted; SIGTERM received: rerun with --resume" in err, err
+            assert (work / "preprocessing.zarr").is_dir(), sorted(work.iterdir())
     elif kill == "SIGKILL":
         assert code == -signal.SIGKILL
         assert told and set(told.group(1).split()) == running, err

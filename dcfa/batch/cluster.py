@@ -6,7 +6,9 @@ Kubernetes operator's DaskJob); otherwise a cluster of ``cluster.kind``: a
 ``distributed.LocalCluster`` with per-worker memory limits, or a dask-jobqueue ``SLURMCluster`` /
 ``PBSCluster`` whose job settings come from its ``jobqueue.yaml`` (deploy/slurm, deploy/pbs).
 
-A cluster dcfa starts is shut down however the driver ends:
+SIGTERM (``kill``, SLURM's ``scancel`` of the driver job or its walltime, a Kubernetes pod
+deleted) stops a run as Ctrl-C does, whichever the cluster: the job keeps its finished passes
+and says to resume. A cluster dcfa starts is shut down however the driver ends:
 
 - normally, or on an error or Ctrl-C: the cluster is closed, and dask-jobqueue cancels its
   worker jobs (``scancel`` / ``qdel``);
@@ -123,7 +125,7 @@ def open_client(cluster: dict, address: str | None = None):
             client = Client(address, timeout="30s")
         except OSError as exc:
             raise ConnectionError(f"--scheduler: cannot reach {address!r}: {exc}") from None
-        with client:
+        with client, _sigterm_interrupts():  # the run stops as on Ctrl-C; the cluster stays
             yield client
         return
     kind = cluster.get("kind", "local")

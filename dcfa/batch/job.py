@@ -162,6 +162,10 @@ def run_job(
                 kept = workdir.abandon(bad_input=isinstance(exc, InputDataError))
                 if isinstance(exc, KeyboardInterrupt) and not kept:
                     raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
+                if isinstance(exc, KeyboardInterrupt) and str(exc):  # SIGTERM (cluster.py)
+                    raise KeyboardInterrupt(
+                        f"{exc} received: rerun with --resume to continue"
+                    ) from None
                 if isinstance(exc, OSError) and exc.errno in NO_ROOM:
                     # Zarr's error names no path: say where, and what is left to resume
                     raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
