@@ -180,22 +180,29 @@ def test_the_features_pass_on_any_chunks(data):
 
 
 @pytest.mark.parametrize("feature_chunks", [-1, 700])
-def test_the_constants_are_in_the_graph_once(feature_chunks):
-    """The groups, weights, climatology and spread of the features are tasks of their own
-    that every block's task reads, not copies inside every block's task: the graph is about
-    their size whatever the number of blocks of samples (ten here), not ten times it."""
+@pytest.mark.parametrize("nan_aware", [False, True])
+def test_the_constants_are_in_the_graph_once(feature_chunks, nan_aware):
+    """The groups, weights, climatology and spread of the features (the NaN-aware sums'
+    sparse matrices) are tasks of their own that every block's task reads, not copies inside
+    every block's task: the graph is about their size whatever the number of blocks of
+    samples (ten here), not ten times it."""
     import pickle
 
     rng = np.random.default_rng(0)
     D, n = 2_000, 400
     labels = rng.integers(-1, 300, D)
     X = da.random.default_rng(0).normal(size=(n, D), chunks=(n // 10, feature_chunks))
-    clim, spread = rng.normal(size=(12, D)), rng.uniform(0.5, 2, D)
-    months = np.arange(n) % 12
-    out = agg.aggregate(
-        X, labels, rng.uniform(0.1, 3, D), rng.normal(size=D), anomalies=(clim, spread, months)
-    )
+    scale, centre = rng.uniform(0.1, 3, D), rng.normal(size=D)
+    if nan_aware:
+        out = agg.aggregate(X, labels, scale, centre, nan_aware=True)
+        used = labels >= 0
+        matrix = agg.group_matrix(labels, scale, how="sum")
+        constants = 3 * len(pickle.dumps(matrix)) + 8 * int(used.sum())  # W0, C, M; sizes
+    else:
+        clim, spread = rng.normal(size=(12, D)), rng.uniform(0.5, 2, D)
+        months = np.arange(n) % 12
+        out = agg.aggregate(X, labels, scale, centre, anomalies=(clim, spread, months))
+        constants = clim.nbytes + spread.nbytes + 2 * D * 8  # + the bins and the values
     graph = dict(out.__dask_graph__())
     size = sum(len(pickle.dumps(task)) for task in graph.values())
-    constants = clim.nbytes + spread.nbytes + 2 * D * 8  # + the bins and the values
     assert size < 1.5 * constants, (size, constants)

@@ -180,7 +180,8 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     ``consts``: ``(array, index)`` pairs of constants sent once rather than embedded in every
     task (each is one task of the graph, whose value the scheduler moves to the workers that
     need it): index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"``
-    one value per sample, ``"k"`` a whole array; a None constant is passed as None.
+    one value per sample, ``"k"`` a whole array; a None constant is passed as None. The
+    ``kwargs`` of a feature block that are arrays (sparse ones included) are sent once too.
     """
     edges = np.cumsum((0, *X.chunks[1]))
     chunks = {"i": (X.chunks[0],), "k": -1}
@@ -208,7 +209,7 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
                 fn,
                 "ij",
                 *args,
-                **kwargs(sl),
+                **{k: _once(v) for k, v in kwargs(sl).items()},
                 adjust_chunks={"j": width * d},
                 dtype=np.float64,
                 concatenate=True,
@@ -221,6 +222,16 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     if finish is None:
         return total
     return total.map_blocks(finish, chunks=(X.chunks[0], (d,)), dtype=np.float64)
+
+
+def _once(value):
+    """An array as one task of the graph that every task using it reads (not a copy inside
+    each of them); anything else as it is."""
+    if not hasattr(value, "shape"):
+        return value
+    import dask
+
+    return dask.delayed(value, pure=True)
 
 
 def _group_rows_block(x, clim, spread, rows, bins, value, offset, *, d):
