@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from functools import partial
 
+import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
@@ -111,15 +112,13 @@ def aggregate(
         d,
         None if one else partial(_add_offset, offset=offset),
         used=bins > 0,
-        consts=(
-            (clim, "gj"),
-            (spread, "j"),
-            (rows, "i"),
-            (bins, "j"),
-            (value, "j"),
-            (offset if one else None, "k"),
-        ),
-        kwargs=lambda sl: {"d": d},
+        consts=((clim, "gj"), (spread, "j"), (rows, "i")),
+        kwargs=lambda sl: {
+            "bins": bins[sl],
+            "value": value[sl],
+            "d": d,
+            "offset": offset if one else None,
+        },
     )
 
 
@@ -149,7 +148,6 @@ def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None
     r = max(1, min(n, _BATCH_VALUES // max(D, 1)))
     index = (bins[None, :] + (d + 1) * np.arange(r)[:, None]).ravel()
     out = np.zeros((n, d + 1))
-    sums = out.reshape(-1)
     work = np.empty((r, D))
     for start in range(0, n, r):
         k = min(r, n - start)
@@ -164,8 +162,7 @@ def group_rows(x, bins, value, d, clim=None, spread=None, rows=None, offset=None
             block /= spread
         with np.errstate(invalid="ignore"):  # inf * 0 in the dropped bin
             block *= value
-        at = start * (d + 1)
-        np.add.at(sums[at : at + k * (d + 1)], index[: k * D], block.reshape(-1))
+        np.add.at(out[start : start + k].reshape(-1), index[: k * D], block.reshape(-1))
     out = out[:, 1:]
     if offset is not None:
         out += offset
@@ -178,16 +175,14 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     (``d`` columns; None: the single block's own).
 
     ``consts``: ``(array, index)`` pairs of constants sent once rather than embedded in every
-    task (each is one task of the graph, whose value the scheduler moves to the workers that
-    need it): index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"``
-    one value per sample, ``"k"`` a whole array; a None constant is passed as None. The
-    ``kwargs`` of a feature block that are arrays (sparse ones included) are sent once too.
+    task: index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"`` one
+    value per sample; a None constant is passed as None. The ``kwargs`` of a feature block
+    that are arrays (sparse ones included) are sent once too (:func:`_once`).
     """
     edges = np.cumsum((0, *X.chunks[1]))
-    chunks = {"i": (X.chunks[0],), "k": -1}
     consts = [
-        (da.from_array(np.asarray(c), chunks=chunks[i]), i)
-        if i in chunks and c is not None
+        (da.from_array(np.asarray(c), chunks=(X.chunks[0],)), i)
+        if i == "i" and c is not None
         else (c, i)
         for c, i in consts
     ]
@@ -227,14 +222,10 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
 def _once(value):
     """An array as one task of the graph that every task using it reads (not a copy inside
     each of them); anything else as it is."""
-    if not hasattr(value, "shape"):
-        return value
-    import dask
-
-    return dask.delayed(value, pure=True)
+    return dask.delayed(value, pure=True) if hasattr(value, "shape") else value
 
 
-def _group_rows_block(x, clim, spread, rows, bins, value, offset, *, d):
+def _group_rows_block(x, clim, spread, rows, *, bins, value, d, offset):
     return group_rows(x, bins, value, d, clim, spread, rows, offset)
 
 
