@@ -12,6 +12,9 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
   job's log file), one line per 10 % instead of a redrawn bar. The CLI sets it; in a notebook::
 
       dask.config.set({"dcfa.progress": True})
+
+* when it fails, returns only once none of its tasks still runs (:func:`settle`), so that a
+  failed write's temporary store, once removed, stays removed.
 """
 
 from __future__ import annotations
@@ -59,22 +62,107 @@ def progress_enabled() -> bool:
 
 
 def compute(*args, progress: bool | None = None):
-    """``dask.compute(*args)`` with dcfa's threading and progress policy."""
+    """``dask.compute(*args)`` with dcfa's threading and progress policy.
+
+    When it fails (a task's error, Ctrl-C, SIGTERM) it returns only once no task of the
+    computation still runs: Dask raises at the first error while the other tasks go on, and a
+    task still writing a chunk would recreate the temporary store its caller removes.
+    """
     show = progress_enabled() if progress is None else progress
     client = active_client()
     if client is not None:
-        if not show:
-            return dask.compute(*args)
-        from distributed import progress as distributed_progress
-
         futures = client.compute(list(args))
-        if _in_notebook() or sys.stdout.isatty():
-            distributed_progress(futures, notebook=_in_notebook())
-        else:
-            _DistributedLines(futures, scheduler=client.scheduler.address)
-        return tuple(client.gather(futures))
-    with blas_single_threaded_if_threaded(), _local_progress(show):
-        return dask.compute(*args)
+        try:
+            if show:
+                from distributed import progress as distributed_progress
+
+                if _in_notebook() or sys.stdout.isatty():
+                    distributed_progress(futures, notebook=_in_notebook())
+                else:
+                    _DistributedLines(futures, scheduler=client.scheduler.address)
+            return tuple(client.gather(futures))
+        except BaseException:
+            settle(client, futures)
+            raise
+    with blas_single_threaded_if_threaded(), _local_progress(show), _own_pool() as kwargs:
+        return dask.compute(*args, **kwargs)
+
+
+SETTLE_TIMEOUT = 60.0  # seconds a failed computation's running tasks are waited for
+
+
+def settle(client, futures, timeout: float = SETTLE_TIMEOUT) -> None:
+    """Cancel what is left of a failed computation and wait until no worker still runs any
+    of its tasks (a running task cannot be stopped, only waited for).
+
+    Gives up, with a warning, after ``timeout`` seconds, and silently when the scheduler
+    cannot be asked (the cluster is gone, and its tasks with it)."""
+    import warnings
+
+    keys = [f.key for f in futures if hasattr(f, "key")]
+    try:
+        running = client.run_on_scheduler(_unfinished, keys) if keys else []
+        client.cancel([f for f in futures if hasattr(f, "key")])
+        deadline = time.monotonic() + timeout
+        while running:
+            left = client.run(_still_running, running, on_error="return")
+            running = list({k for ks in left.values() if isinstance(ks, list) for k in ks})
+            if not running:
+                return
+            if time.monotonic() > deadline:
+                warnings.warn(
+                    f"{len(running)} task(s) of the failed computation still run after "
+                    f"{timeout:g} s; what they write may appear after this error",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return
+            time.sleep(0.05)
+    except Exception:  # the scheduler or its workers are gone: nothing left to wait for
+        return
+
+
+def _unfinished(keys, dask_scheduler=None) -> list:
+    """On the scheduler: the tasks of the graph below ``keys`` that have not finished. A
+    failed computation's tasks are already 'released' here while their workers still run
+    them, so the state that matters is the workers'."""
+    tasks, seen, stack, found = dask_scheduler.tasks, set(), list(keys), []
+    while stack:
+        ts = tasks.get(stack.pop())
+        if ts is None or ts.key in seen or ts.state == "memory":  # done, and all below it
+            continue
+        seen.add(ts.key)
+        found.append(ts.key)
+        stack.extend(dep.key for dep in ts.dependencies)
+    return found
+
+
+def _still_running(keys, dask_worker=None) -> list:
+    """On a worker: which of ``keys`` still occupy one of its threads."""
+    keys = set(keys)
+    return [ts.key for ts in dask_worker.state.all_running_tasks if ts.key in keys]
+
+
+@contextlib.contextmanager
+def _own_pool():
+    """Under the local threaded scheduler, a thread pool of this computation's own, shut down
+    (waiting for its running tasks) when it ends: Dask's shared pool would carry on with the
+    tasks of a computation that already raised."""
+    import dask.threaded
+    from dask.base import get_scheduler
+
+    if get_scheduler() is not dask.threaded.get or dask.config.get("pool", None) is not None:
+        yield {}
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.system import CPU_COUNT
+
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or CPU_COUNT)
+    try:
+        yield {"pool": pool}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def active_client():

@@ -322,6 +322,46 @@ def test_a_running_write_is_left_alone(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
 
 
+def _full_disk_or_slow(block, log=None, block_info=None):
+    """A chunk of a write: the first fails at once as a full disk does, the others take a
+    second, logging when they start and end."""
+    i = block_info[0]["chunk-location"][0]
+    if i == 0:
+        raise OSError(28, "No space left on device")
+    (Path(log) / f"started-{i}").touch()
+    time.sleep(1.0)
+    (Path(log) / f"ended-{i}").touch()
+    return block
+
+
+@pytest.mark.parametrize("where", ["cluster", "threads"])
+def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(tmp_path, where, request):
+    """Dask raises at a task's first error while the other tasks go on: a chunk still being
+    written recreated the temporary store the failed write had removed (CI: a full disk left
+    '.r.zarr.tmp-25279836' next to the output)."""
+    import dask
+    import dask.array as da
+
+    from dcfa.io import write_result
+
+    log, out = tmp_path / "log", tmp_path / "out"
+    log.mkdir(), out.mkdir()
+    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(_full_disk_or_slow, log=str(log), dtype=float)
+    ds = xr.Dataset({"v": (("time", "x"), data)})
+    if where == "cluster":
+        request.getfixturevalue("client")
+        setting = {}
+    else:
+        setting = {"scheduler": "threads", "num_workers": 2}
+    with dask.config.set(setting), pytest.raises(OSError, match="No space left"):
+        write_result(out / "r.zarr", ds)
+    started = sorted(p.name[8:] for p in log.glob("started-*"))
+    assert started, "no chunk ran beside the failing one: the test tested nothing"
+    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
+    time.sleep(1.5)  # long enough for a chunk left running to write
+    assert list(out.iterdir()) == []
+
+
 ############################################################################################
 # archives: Zarr formats and codecs
 
