@@ -265,7 +265,7 @@ def _apply(args) -> None:
     if address:
         from dcfa.batch.cluster import open_client
 
-        attached = open_client({}, address)
+        attached = open_client({}, address, _line)
     else:  # Dask's local threads
         attached = contextlib.nullcontext()
     with attached:

@@ -337,6 +337,8 @@ def test_unreachable_scheduler_leaves_nothing(tmp_path):
     before = tree(tmp_path)
     proc = cli("fit", str(job), "--scheduler", "tcp://127.0.0.1:1", cwd=tmp_path)
     fails(proc, 2, "--scheduler: cannot reach 'tcp://127.0.0.1:1'")
+    # said before the wait, so a log shows what the job is waiting for
+    assert "connecting to the scheduler at tcp://127.0.0.1:1 (waiting up to 30s)" in proc.stdout
     assert tree(tmp_path) == before
 
 

@@ -334,15 +334,18 @@ def _full_disk_or_slow(block, log=None, block_info=None):
     return block
 
 
+@pytest.mark.parametrize("writer", ["write_result", "write_dataset"])
 @pytest.mark.parametrize("where", ["cluster", "threads"])
-def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(tmp_path, where, request):
+def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
+    tmp_path, where, writer, request
+):
     """Dask raises at a task's first error while the other tasks go on: a chunk still being
     written recreated the temporary store the failed write had removed (CI: a full disk left
     '.r.zarr.tmp-25279836' next to the output)."""
     import dask
     import dask.array as da
 
-    from dcfa.io import write_result
+    from dcfa import io
 
     log, out = tmp_path / "log", tmp_path / "out"
     log.mkdir(), out.mkdir()
@@ -354,7 +357,10 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(tmp_path,
     else:
         setting = {"scheduler": "threads", "num_workers": 2}
     with dask.config.set(setting), pytest.raises(OSError, match="No space left"):
-        write_result(out / "r.zarr", ds)
+        if writer == "write_result":
+            io.write_result(out / "r.zarr", ds)
+        else:
+            io.write_dataset(ds, out / "r.zarr")
     started = sorted(p.name[8:] for p in log.glob("started-*"))
     assert started, "no chunk ran beside the failing one: the test tested nothing"
     assert sorted(p.name[6:] for p in log.glob("ended-*")) == started

@@ -102,8 +102,11 @@ def _reporting(job_cls, on_job):
     return Reporting
 
 
+_CONNECT_TIMEOUT = "30s"
+
+
 @contextlib.contextmanager
-def open_client(cluster: dict, address: str | None = None):
+def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None):
     """A connected ``distributed.Client``, closed (and a started cluster shut down) on exit.
 
     Parameters
@@ -112,6 +115,8 @@ def open_client(cluster: dict, address: str | None = None):
         The job file's ``[cluster]`` section.
     address : str, optional
         A running scheduler to attach to (``--scheduler``); then nothing is started.
+    echo : callable, optional
+        Where to say that a scheduler is being waited for.
 
     Yields
     ------
@@ -121,8 +126,10 @@ def open_client(cluster: dict, address: str | None = None):
 
     address = address or cluster.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
+        # a scheduler that is not up yet (a driver started beside it) is waited for
+        echo(f"      connecting to the scheduler at {address} (waiting up to {_CONNECT_TIMEOUT})")
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout=_CONNECT_TIMEOUT)
         except OSError as exc:
             raise ConnectionError(f"--scheduler: cannot reach {address!r}: {exc}") from None
         with client, _sigterm_interrupts():  # the run stops as on Ctrl-C; the cluster stays

@@ -140,7 +140,7 @@ def run_job(
     from dcfa.batch.cluster import open_client
 
     try:
-        with open_client(config.cluster, scheduler) as client:
+        with open_client(config.cluster, scheduler, echo) as client:
             echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
             try:
                 with reading(inp["store"], inp["variables"]):

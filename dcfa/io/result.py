@@ -182,12 +182,19 @@ def write_result(
 
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write a Dataset that is already in memory (or cheap) to a Zarr store, atomically
-    (:func:`dcfa.io.store.atomic_store`: ``overwrite`` replaces only a store dcfa wrote)."""
+    """Write a Dataset to a Zarr store, atomically (:func:`dcfa.io.store.atomic_store`:
+    ``overwrite`` replaces only a store dcfa wrote). Its Dask variables are written in one
+    :func:`dcfa._compute.compute`, which a failure leaves only once no chunk is still being
+    written; variables in memory are written here."""
+    from dcfa._compute import compute
     from dcfa.io.store import atomic_store
 
     with atomic_store(path, overwrite=overwrite) as tmp:
-        to_zarr(ds, tmp, mode="a")
+        written = to_zarr(ds, tmp, mode="a", compute=False)
+        if any(v.chunks is not None for v in ds.variables.values()):
+            compute(written)
+        else:  # only the metadata is left to finalise: no round trip to a cluster
+            written.compute(scheduler="sync")
     return Path(path)
 
 
