@@ -368,6 +368,27 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
     assert list(out.iterdir()) == []
 
 
+def _fail_or_sleep(i: int, seconds: float) -> int:
+    if i == 0:
+        raise OSError(28, "No space left on device")
+    time.sleep(seconds)
+    return i
+
+
+def test_a_task_that_outlives_the_wait_is_named_not_waited_for_forever(client):
+    """A hung task (a stalled bucket read) must not hold a failed run's error for ever."""
+    from dcfa._compute import settle
+
+    futures = [client.submit(_fail_or_sleep, i, 3.0, pure=False) for i in range(2)]
+    with pytest.raises(OSError, match="No space left"):
+        client.gather(futures)
+    t = time.perf_counter()
+    with pytest.warns(RuntimeWarning, match=r"1 task\(s\) of the failed computation still run "):
+        settle(client, futures, timeout=0.5)
+    assert 0.5 <= time.perf_counter() - t < 2.0
+    time.sleep(3.0)  # the session's worker free again for the next test
+
+
 ############################################################################################
 # archives: Zarr formats and codecs
 
