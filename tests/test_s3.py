@@ -229,6 +229,30 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
     assert xr.open_zarr(url, storage_options=options).v.values.tolist() == [0.0, 1.0]
 
 
+def test_a_failed_write_leaves_nothing_on_the_bucket(tmp_path, bucket, client):
+    """A chunk fails (a full disk, a refused upload) while the workers upload others: the
+    error comes once no upload runs, and the bucket is left as it was."""
+    import dask.array as da
+    from test_safety import _full_disk_or_slow
+
+    from dcfa.io import write_result
+
+    fs, name, options = bucket
+    fs.pipe(f"{name}/theirs.txt", b"not ours")
+    before = keys(fs, name)
+    log = tmp_path / "log"
+    log.mkdir()
+    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(_full_disk_or_slow, log=str(log), dtype=float)
+    ds = xr.Dataset({"v": (("time", "x"), data)})
+    with pytest.raises(OSError, match="No space left"):
+        write_result(f"s3://{name}/r.zarr", ds, storage_options=options)
+    started = sorted(p.name[8:] for p in log.glob("started-*"))
+    assert started, "no chunk ran beside the failing one: the test tested nothing"
+    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
+    time.sleep(1.5)  # long enough for a chunk left running to upload
+    assert keys(fs, name) == before
+
+
 def test_resume_with_the_output_on_a_bucket(tmp_path, bucket, scheduler):
     """The work directory stays local (in the working directory); a changed object in the
     archive on the bucket makes --resume refuse."""
