@@ -494,6 +494,15 @@ def test_bad_memory_limit_names_the_key(tmp_path):
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("wait", ["lots", "0s", "10min"])
+def test_bad_connect_timeout_names_the_key(tmp_path, wait):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", f"cluster.connect_timeout={wait}", cwd=tmp_path)
+    fails(proc, 2, "cluster.connect_timeout must be a duration such as '30s'", repr(wait))
+    assert tree(tmp_path) == before
+
+
 def test_relative_paths_in_a_job_file_are_relative_to_the_file(tmp_path, scheduler):
     project = tmp_path / "project"
     project.mkdir()

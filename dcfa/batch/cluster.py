@@ -102,9 +102,6 @@ def _reporting(job_cls, on_job):
     return Reporting
 
 
-_CONNECT_TIMEOUT = "30s"
-
-
 @contextlib.contextmanager
 def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None):
     """A connected ``distributed.Client``, closed (and a started cluster shut down) on exit.
@@ -127,9 +124,10 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
     address = address or cluster.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         # a scheduler that is not up yet (a driver started beside it) is waited for
-        echo(f"      connecting to the scheduler at {address} (waiting up to {_CONNECT_TIMEOUT})")
+        wait = cluster.get("connect_timeout", "30s")
+        echo(f"      connecting to the scheduler at {address} (waiting up to {wait})")
         try:
-            client = Client(address, timeout=_CONNECT_TIMEOUT)
+            client = Client(address, timeout=wait)
         except OSError as exc:
             raise ConnectionError(f"--scheduler: cannot reach {address!r}: {exc}") from None
         with client, _sigterm_interrupts():  # the run stops as on Ctrl-C; the cluster stays

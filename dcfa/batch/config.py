@@ -49,6 +49,8 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
 
     [cluster]
     scheduler = ""                # address of a running scheduler (or $DASK_SCHEDULER_ADDRESS)
+    connect_timeout = "30s"       # how long to wait for that scheduler to be up ("10m" for
+                                  # one that starts in a separate batch job)
     kind = "local"                # without an address: local | slurm | pbs (dask-jobqueue,
                                   # configured by its jobqueue.yaml; see deploy/)
     n_workers = 2
@@ -119,6 +121,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
     },
     "cluster": {
         "scheduler": (str, ""),
+        "connect_timeout": (str, "30s"),
         "kind": (str, "local"),
         "n_workers": (int, 2),
         "threads_per_worker": (int, 1),
@@ -294,8 +297,17 @@ def _check_values(c: dict, source: str) -> None:
         )
     if c["cluster"]["n_workers"] < 1 or c["cluster"]["threads_per_worker"] < 1:
         raise ConfigError(f"{where} cluster.n_workers and threads_per_worker must be >= 1")
-    from dask.utils import parse_bytes
+    from dask.utils import parse_bytes, parse_timedelta
 
+    wait = c["cluster"]["connect_timeout"]
+    try:
+        if parse_timedelta(wait) <= 0:
+            raise ValueError
+    except (ValueError, KeyError):
+        raise ConfigError(
+            f"{where} cluster.connect_timeout must be a duration such as '30s' or '10m', "
+            f"got {wait!r}"
+        ) from None
     limit = c["cluster"]["memory_limit"]
     try:
         if limit.strip().lower() != "auto" and parse_bytes(limit) <= 0:
