@@ -8,6 +8,7 @@ disk before and after, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -322,11 +323,14 @@ def test_a_running_write_is_left_alone(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
 
 
-def _full_disk_or_slow(block, log=None, block_info=None):
-    """A chunk of a write: the first fails at once as a full disk does, the others take a
-    second, logging when they start and end."""
+def _full_disk_or_slow(block, log=None, fail=True, block_info=None):
+    """A chunk of a write: the first fails as a full disk does (with ``fail``) once another
+    has started, the others take a second, logging when they start and end."""
     i = block_info[0]["chunk-location"][0]
-    if i == 0:
+    if i == 0 and fail:
+        deadline = time.monotonic() + 10
+        while not any(Path(log).glob("started-*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise OSError(28, "No space left on device")
     (Path(log) / f"started-{i}").touch()
     time.sleep(1.0)
@@ -334,14 +338,33 @@ def _full_disk_or_slow(block, log=None, block_info=None):
     return block
 
 
-@pytest.mark.parametrize("writer", ["write_result", "write_dataset"])
+@contextlib.contextmanager
+def _ctrl_c_after(seconds: float):
+    """Ctrl-C in this (the main) thread after ``seconds``, as a user's during a write."""
+
+    def press(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, press)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "writer, how",
+    [("write_result", "error"), ("write_dataset", "error"), ("write_result", "ctrl-c")],
+)
 @pytest.mark.parametrize("where", ["cluster", "threads"])
 def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
-    tmp_path, where, writer, request
+    tmp_path, where, writer, how, request
 ):
-    """Dask raises at a task's first error while the other tasks go on: a chunk still being
-    written recreated the temporary store the failed write had removed (CI: a full disk left
-    '.r.zarr.tmp-25279836' next to the output)."""
+    """Dask raises at a task's first error (or at Ctrl-C) while the other tasks go on: a
+    chunk still being written recreated the temporary store the failed write had removed
+    (CI: a full disk left '.r.zarr.tmp-25279836' next to the output)."""
     import dask
     import dask.array as da
 
@@ -349,14 +372,21 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
 
     log, out = tmp_path / "log", tmp_path / "out"
     log.mkdir(), out.mkdir()
-    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(_full_disk_or_slow, log=str(log), dtype=float)
+    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(
+        _full_disk_or_slow, log=str(log), fail=how == "error", dtype=float
+    )
     ds = xr.Dataset({"v": (("time", "x"), data)})
     if where == "cluster":
         request.getfixturevalue("client")
         setting = {}
     else:
         setting = {"scheduler": "threads", "num_workers": 2}
-    with dask.config.set(setting), pytest.raises(OSError, match="No space left"):
+    raised = (OSError, "No space left") if how == "error" else (KeyboardInterrupt, None)
+    with (
+        dask.config.set(setting),
+        pytest.raises(raised[0], match=raised[1]),
+        _ctrl_c_after(0.5) if how == "ctrl-c" else contextlib.nullcontext(),
+    ):
         if writer == "write_result":
             io.write_result(out / "r.zarr", ds)
         else:
