@@ -113,7 +113,7 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
     address : str, optional
         A running scheduler to attach to (``--scheduler``); then nothing is started.
     echo : callable, optional
-        Where to say that a scheduler is being waited for.
+        Where to say that a scheduler is being waited for (after a second without it).
 
     Yields
     ------
@@ -123,13 +123,19 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
 
     address = address or cluster.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
-        # a scheduler that is not up yet (a driver started beside it) is waited for
+        # a scheduler that is not up yet (a driver started beside it) is waited for, and
+        # the log says so once the wait is noticeable
         wait = cluster.get("connect_timeout", "30s")
-        echo(f"      connecting to the scheduler at {address} (waiting up to {wait})")
+        line = f"      waiting for the scheduler at {address} (up to {wait}: "
+        line += "cluster.connect_timeout)"
+        said = threading.Timer(1.0, _quietly(echo), [line])
+        said.start()
         try:
             client = Client(address, timeout=wait)
         except OSError as exc:
             raise ConnectionError(f"--scheduler: cannot reach {address!r}: {exc}") from None
+        finally:
+            said.cancel()
         with client, _sigterm_interrupts():  # the run stops as on Ctrl-C; the cluster stays
             yield client
         return
@@ -147,6 +153,16 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
         finally:
             started.close()  # cancels the worker jobs
             watchdog.done()
+
+
+def _quietly(echo):
+    """``echo`` for another thread: a closed stdout is the main thread's to notice."""
+
+    def say(line: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            echo(line)
+
+    return say
 
 
 @contextlib.contextmanager
