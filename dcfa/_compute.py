@@ -99,27 +99,26 @@ def settle(client, futures, timeout: float = SETTLE_TIMEOUT) -> None:
     cannot be asked (the cluster is gone, and its tasks with it)."""
     import warnings
 
-    keys = [f.key for f in futures if hasattr(f, "key")]
+    submitted = [f for f in futures if hasattr(f, "key")]  # not compute's non-Dask arguments
+    if not submitted:
+        return
     try:
-        running = client.run_on_scheduler(_unfinished, keys) if keys else []
-        client.cancel([f for f in futures if hasattr(f, "key")])
+        running = client.run_on_scheduler(_unfinished, [f.key for f in submitted])
+        client.cancel(submitted)
         deadline = time.monotonic() + timeout
-        while running:
+        while running and time.monotonic() <= deadline:
+            time.sleep(0.05)
             left = client.run(_still_running, running, on_error="return")
             running = list({k for ks in left.values() if isinstance(ks, list) for k in ks})
-            if not running:
-                return
-            if time.monotonic() > deadline:
-                warnings.warn(
-                    f"{len(running)} task(s) of the failed computation still run after "
-                    f"{timeout:g} s; what they write may appear after this error",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                return
-            time.sleep(0.05)
     except Exception:  # the scheduler or its workers are gone: nothing left to wait for
         return
+    if running:
+        warnings.warn(
+            f"{len(running)} task(s) of the failed computation still run after {timeout:g} s; "
+            "what they write may appear after this error",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _unfinished(keys, dask_scheduler=None) -> list:
