@@ -339,18 +339,29 @@ def _full_disk_or_slow(block, log=None, fail=True, block_info=None):
 
 
 @contextlib.contextmanager
-def _ctrl_c_after(seconds: float):
-    """Ctrl-C in this (the main) thread after ``seconds``, as a user's during a write."""
+def _ctrl_c_when_a_chunk_runs(log: Path):
+    """Ctrl-C in this (the main) thread once a chunk has started, as a user's during a write:
+    a real signal, which interrupts the thread's wait for the computation."""
+    import threading
 
     def press(signum, frame):
         raise KeyboardInterrupt
 
+    def watch():
+        while not done.wait(0.01):
+            if any(log.glob("started-*")):
+                signal.pthread_kill(main, signal.SIGALRM)
+                return
+
+    main, done = threading.get_ident(), threading.Event()
     previous = signal.signal(signal.SIGALRM, press)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        done.set()
+        watcher.join()
         signal.signal(signal.SIGALRM, previous)
 
 
@@ -385,7 +396,7 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
     with (
         dask.config.set(setting),
         pytest.raises(raised[0], match=raised[1]),
-        _ctrl_c_after(0.5) if how == "ctrl-c" else contextlib.nullcontext(),
+        _ctrl_c_when_a_chunk_runs(log) if how == "ctrl-c" else contextlib.nullcontext(),
     ):
         if writer == "write_result":
             io.write_result(out / "r.zarr", ds)
