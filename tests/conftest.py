@@ -7,6 +7,12 @@ import contextlib
 import dask
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# CI runs on a fresh machine, without Hypothesis's example database: a counterexample found
+# there is printed with the line that replays it anywhere (@reproduce_failure(...))
+settings.register_profile("dcfa", print_blob=True)
+settings.load_profile("dcfa")
 
 # The longest tests and groups (pytest --durations), started first: the suite runs on two
 # xdist workers (pyproject), and a worker left alone at the end with one of these is what
