@@ -125,6 +125,7 @@ def staged(url: str, storage_options: dict | None = None) -> Iterator[str]:
         yield fs.unstrip_protocol(tmp)
         _publish(fs, tmp, path)
     finally:
+        fs.invalidate_cache()  # the workers wrote the objects: this process's listings are stale
         if fs.exists(tmp):
             fs.rm(tmp, recursive=True)
         if fs.exists(marker):
