@@ -107,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     apply.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
     apply.add_argument(
+        "--connect-timeout",
+        default="30s",
+        metavar="DURATION",
+        help="how long to wait for that scheduler to be up (default 30s; e.g. 10m)",
+    )
+    apply.add_argument(
         "--storage-options",
         metavar="JSON",
         help="for URLs: fsspec options as JSON (the result, the archive and the output)",
@@ -259,13 +265,16 @@ def _apply(args) -> None:
     import os
 
     from dcfa.batch.apply import CLI_NAMES, apply_result
+    from dcfa.batch.config import check_duration
 
     options = _storage_options(args)
+    check_duration(args.connect_timeout, "--connect-timeout")
     address = args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         from dcfa.batch.cluster import open_client
 
-        attached = open_client({}, address, _line)
+        wait = {"connect_timeout": args.connect_timeout}
+        attached = open_client(wait, address, _line, wait_key="--connect-timeout")
     else:  # Dask's local threads
         attached = contextlib.nullcontext()
     with attached:

@@ -253,6 +253,24 @@ def test_an_unknown_url_protocol_is_named_with_its_argument(job, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_apply_waits_for_its_scheduler_as_long_as_asked(job, tmp_path):
+    """``dcfa apply --scheduler`` waited a fixed 30 s, silently; a bad wait is bad input."""
+    import time
+
+    args = ["apply", str(job / "result.zarr"), str(job / "sst.zarr"), "--output", "o.zarr"]
+    before = tree(job)
+    fails(cli(*args, "--connect-timeout", "lots", cwd=tmp_path), 2, "--connect-timeout must")
+    t = time.monotonic()
+    proc = cli(*args, "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "3s", cwd=tmp_path)
+    took = time.monotonic() - t
+    fails(proc, 2, "--scheduler: cannot reach 'tcp://127.0.0.1:1'")
+    assert "waiting for the scheduler at tcp://127.0.0.1:1 (up to 3s: --connect-timeout)" in (
+        proc.stdout
+    )
+    assert 3 <= took < 25
+    assert os.listdir(tmp_path) == [] and tree(job) == before
+
+
 def test_inspect_describes_zarr_stores_xarray_cannot_open(tmp_path):
     """A bare Zarr array, or a group of arrays without dimension names (written with zarr,
     not xarray), exited 2 with xarray's or zarr's internal message ('An array already

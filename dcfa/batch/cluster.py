@@ -103,7 +103,12 @@ def _reporting(job_cls, on_job):
 
 
 @contextlib.contextmanager
-def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None):
+def open_client(
+    cluster: dict,
+    address: str | None = None,
+    echo=lambda *a: None,
+    wait_key: str = "cluster.connect_timeout",
+):
     """A connected ``distributed.Client``, closed (and a started cluster shut down) on exit.
 
     Parameters
@@ -114,6 +119,8 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
         A running scheduler to attach to (``--scheduler``); then nothing is started.
     echo : callable, optional
         Where to say that a scheduler is being waited for (after a second without it).
+    wait_key : str, optional
+        What sets the wait (``cluster["connect_timeout"]``), named in that line.
 
     Yields
     ------
@@ -126,8 +133,7 @@ def open_client(cluster: dict, address: str | None = None, echo=lambda *a: None)
         # a scheduler that is not up yet (a driver started beside it) is waited for, and
         # the log says so once the wait is noticeable
         wait = cluster.get("connect_timeout", "30s")
-        line = f"      waiting for the scheduler at {address} (up to {wait}: "
-        line += "cluster.connect_timeout)"
+        line = f"      waiting for the scheduler at {address} (up to {wait}: {wait_key})"
         said = threading.Timer(1.0, _quietly(echo), [line])
         said.start()
         try:

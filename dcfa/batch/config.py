@@ -297,17 +297,9 @@ def _check_values(c: dict, source: str) -> None:
         )
     if c["cluster"]["n_workers"] < 1 or c["cluster"]["threads_per_worker"] < 1:
         raise ConfigError(f"{where} cluster.n_workers and threads_per_worker must be >= 1")
-    from dask.utils import parse_bytes, parse_timedelta
+    from dask.utils import parse_bytes
 
-    wait = c["cluster"]["connect_timeout"]
-    try:
-        if parse_timedelta(wait) <= 0:
-            raise ValueError
-    except (ValueError, KeyError):
-        raise ConfigError(
-            f"{where} cluster.connect_timeout must be a duration such as '30s' or '10m', "
-            f"got {wait!r}"
-        ) from None
+    check_duration(c["cluster"]["connect_timeout"], f"{where} cluster.connect_timeout")
     limit = c["cluster"]["memory_limit"]
     try:
         if limit.strip().lower() != "auto" and parse_bytes(limit) <= 0:
@@ -316,6 +308,20 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(
             f"{where} cluster.memory_limit must be a size per worker such as '2GiB' or "
             f"'500MB' (or 'auto'), got {limit!r}"
+        ) from None
+
+
+def check_duration(value: str, key: str) -> None:
+    """Raise :class:`ConfigError` naming ``key`` unless ``value`` is a positive duration as
+    Dask reads them (``"30s"``, ``"10m"``, ``"1h"``)."""
+    from dask.utils import parse_timedelta
+
+    try:
+        if parse_timedelta(value) <= 0:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"{key} must be a duration such as '30s' or '10m', got {value!r}"
         ) from None
 
 
