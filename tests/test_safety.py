@@ -409,18 +409,28 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
     assert list(out.iterdir()) == []
 
 
-def _fail_or_sleep(i: int, seconds: float) -> int:
+def _fail_or_sleep(i: int, seconds: float, log: str) -> int:
+    """Task 1 sleeps; task 0 fails once task 1 has started."""
+    started = Path(log) / "started"
     if i == 0:
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise OSError(28, "No space left on device")
+    started.touch()
     time.sleep(seconds)
     return i
 
 
-def test_a_task_that_outlives_the_wait_is_named_not_waited_for_forever(client):
+def test_a_task_that_outlives_the_wait_is_named_not_waited_for_forever(client, tmp_path):
     """A hung task (a stalled bucket read) must not hold a failed run's error for ever."""
-    from dcfa._compute import settle
+    from dcfa._compute import scheduler_workers, settle
 
-    futures = [client.submit(_fail_or_sleep, i, 3.0, pure=False) for i in range(2)]
+    workers = sorted(scheduler_workers(client))  # one task each: the sleeper runs beside
+    futures = [
+        client.submit(_fail_or_sleep, i, 3.0, str(tmp_path), workers=[w], pure=False)
+        for i, w in enumerate(workers[:2])
+    ]
     with pytest.raises(OSError, match="No space left"):
         client.gather(futures)
     t = time.perf_counter()
