@@ -8,7 +8,6 @@ never over, into or around its inputs (:mod:`dcfa.io.store`).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import time as _time
@@ -22,7 +21,7 @@ from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.calendars import calendar_of, date_span
-from dcfa.io.result import to_zarr, uniform_chunks
+from dcfa.io.result import stamped, uniform_chunks, write_into
 
 CLI_NAMES = {
     "result": "RESULT",
@@ -261,20 +260,14 @@ def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
 
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
     """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
-    from dcfa._compute import compute
     from dcfa.io.store import atomic_store
 
     kw = {"storage_options": so} if isinstance(out, str) and so else {}
-    dataset = uniform_chunks(dataset)
-    dataset.attrs = {
-        **dataset.attrs,
-        "dcfa_kind": _APPLIED,
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
+    dataset = stamped(uniform_chunks(dataset), _APPLIED)
     with atomic_store(
         out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
     ) as tmp:
-        compute(to_zarr(dataset, tmp, mode="a", compute=False, **kw))
+        write_into(dataset, tmp, **kw)
 
 
 def _absolute(path) -> str:

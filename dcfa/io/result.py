@@ -161,21 +161,15 @@ def write_result(
     metadata, written last, exists (:mod:`dcfa.io.objectstore`). ``overwrite`` replaces only an
     earlier dcfa result, never a store or file that dcfa did not write.
     """
-    from dcfa._compute import compute
     from dcfa.io.store import atomic_store
 
     path = location(path)
     so = {"storage_options": storage_options} if isinstance(path, str) and storage_options else {}
-    dataset = uniform_chunks(dataset)
-    dataset.attrs = {
-        **dataset.attrs,
-        "dcfa_kind": "result",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
+    dataset = stamped(uniform_chunks(dataset), "result")
     with atomic_store(
         path, overwrite=overwrite, key="output.store", kinds=("result",), **so
     ) as tmp:
-        compute(to_zarr(dataset, tmp, mode="a", compute=False, **so))
+        write_into(dataset, tmp, **so)
         if moments is not None:
             _save_moments_into(moments, tmp, storage_options)
     return path
@@ -183,19 +177,36 @@ def write_result(
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write a Dataset to a Zarr store, atomically (:func:`dcfa.io.store.atomic_store`:
-    ``overwrite`` replaces only a store dcfa wrote). Its Dask variables are written in one
-    :func:`dcfa._compute.compute`, which a failure leaves only once no chunk is still being
-    written; variables in memory are written here."""
-    from dcfa._compute import compute
+    ``overwrite`` replaces only a store dcfa wrote; :func:`write_into`)."""
     from dcfa.io.store import atomic_store
 
     with atomic_store(path, overwrite=overwrite) as tmp:
-        written = to_zarr(ds, tmp, mode="a", compute=False)
-        if any(v.chunks is not None for v in ds.variables.values()):
-            compute(written)
-        else:  # only the metadata is left to finalise: no round trip to a cluster
-            written.compute(scheduler="sync")
+        write_into(ds, tmp)
     return Path(path)
+
+
+def write_into(ds: xr.Dataset, store, **kwargs) -> None:
+    """Write ``ds`` into ``store``, the temporary store of an atomic write. Its Dask
+    variables are written in one :func:`dcfa._compute.compute`, which a failure leaves only
+    once no chunk is still being written; a Dataset in memory is written here, on the driver
+    (no round trip to a cluster)."""
+    from dcfa._compute import compute
+
+    written = to_zarr(ds, store, mode="a", compute=False, **kwargs)
+    if any(v.chunks is not None for v in ds.variables.values()):
+        compute(written)
+    else:  # only the metadata is left to finalise
+        written.compute(scheduler="sync")
+
+
+def stamped(ds: xr.Dataset, kind: str) -> xr.Dataset:
+    """``ds`` with the attributes that say which dcfa store it is, and when it was written."""
+    ds.attrs = {
+        **ds.attrs,
+        "dcfa_kind": kind,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    return ds
 
 
 def _save_moments_into(moments, store, storage_options) -> None:
