@@ -232,23 +232,17 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
 def test_a_failed_write_leaves_nothing_on_the_bucket(tmp_path, bucket, client):
     """A chunk fails (a full disk, a refused upload) while the workers upload others: the
     error comes once no upload runs, and the bucket is left as it was."""
-    import dask.array as da
-    from test_safety import _full_disk_or_slow
+    from test_safety import assert_no_chunk_left_running, slow_write
 
     from dcfa.io import write_result
 
     fs, name, options = bucket
     fs.pipe(f"{name}/theirs.txt", b"not ours")
     before = keys(fs, name)
-    log = tmp_path / "log"
-    log.mkdir()
-    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(_full_disk_or_slow, log=str(log), dtype=float)
-    ds = xr.Dataset({"v": (("time", "x"), data)})
+    ds = slow_write(tmp_path / "log")
     with pytest.raises(OSError, match="No space left"):
         write_result(f"s3://{name}/r.zarr", ds, storage_options=options)
-    started = sorted(p.name[8:] for p in log.glob("started-*"))
-    assert started, "no chunk ran beside the failing one: the test tested nothing"
-    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
+    assert_no_chunk_left_running(tmp_path / "log")
     time.sleep(1.5)  # long enough for a chunk left running to upload
     assert keys(fs, name) == before
 

@@ -338,6 +338,24 @@ def _full_disk_or_slow(block, log=None, fail=True, block_info=None):
     return block
 
 
+def slow_write(log: Path, fail: bool = True) -> xr.Dataset:
+    """A Dataset of 4 chunks of :func:`_full_disk_or_slow`, logging into ``log``."""
+    import dask.array as da
+
+    log.mkdir()
+    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(
+        _full_disk_or_slow, log=str(log), fail=fail, dtype=float
+    )
+    return xr.Dataset({"v": (("time", "x"), data)})
+
+
+def assert_no_chunk_left_running(log: Path) -> None:
+    """Every chunk of :func:`slow_write` that started had ended (and one had started)."""
+    started = sorted(p.name[8:] for p in log.glob("started-*"))
+    assert started, "no chunk ran beside the failing one: the test tested nothing"
+    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
+
+
 @contextlib.contextmanager
 def _ctrl_c_when_a_chunk_runs(log: Path):
     """Ctrl-C in this (the main) thread once a chunk has started, as a user's during a write:
@@ -377,16 +395,12 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
     chunk still being written recreated the temporary store the failed write had removed
     (CI: a full disk left '.r.zarr.tmp-25279836' next to the output)."""
     import dask
-    import dask.array as da
 
     from dcfa import io
 
     log, out = tmp_path / "log", tmp_path / "out"
-    log.mkdir(), out.mkdir()
-    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(
-        _full_disk_or_slow, log=str(log), fail=how == "error", dtype=float
-    )
-    ds = xr.Dataset({"v": (("time", "x"), data)})
+    out.mkdir()
+    ds = slow_write(log, fail=how == "error")
     if where == "cluster":
         request.getfixturevalue("client")
         setting = {}
@@ -402,9 +416,7 @@ def test_a_failed_write_returns_after_its_last_task_and_leaves_nothing(
             io.write_result(out / "r.zarr", ds)
         else:
             io.write_dataset(ds, out / "r.zarr")
-    started = sorted(p.name[8:] for p in log.glob("started-*"))
-    assert started, "no chunk ran beside the failing one: the test tested nothing"
-    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
+    assert_no_chunk_left_running(log)
     time.sleep(1.5)  # long enough for a chunk left running to write
     assert list(out.iterdir()) == []
 
