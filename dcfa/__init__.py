@@ -42,6 +42,7 @@ _EXPORTS = {
     "LinCFA": "dcfa.cfa.lincfa",
     "lincfa": "dcfa.cfa.lincfa",
     "Moments": "dcfa.stats.moments",
+    "RegionsCV": "dcfa.cfa.regions",
     "MemoryBudgetError": "dcfa.memory",
     "moments": "dcfa.stats.moments",
     "NonLinCFA": "dcfa.cfa.nonlincfa",

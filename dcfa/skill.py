@@ -32,7 +32,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._validation import check_time_order
 
-__all__ = ["Skill", "blocked_cv", "forward_cv", "as_regressor"]
+__all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
 MIN_TRAIN = 4  # samples in the smallest training window of forward_cv (LinCFA divides by n - 3)
 MIN_TEST = 2  # samples per test block of forward_cv (a test R^2 needs two)
@@ -226,14 +226,16 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None
         raise ValueError(
             f"n_splits: expected an int in [2, {n // 4}] (4 samples per block), got {n_splits!r}"
         )
-    folds = _blocked_folds(n, int(n_splits), gap)
+    folds = blocked_folds(n, int(n_splits), gap)
     if lazy:
         X, y = _check_inputs(X, y)
     return _cross_validated_skill(model, X, y, folds, name)
 
 
-def _blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (train, test) indices of :func:`blocked_cv`, ``gap`` checked against ``n``."""
+def blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (train, test) indices of :func:`blocked_cv`: ``n_splits`` contiguous test blocks,
+    each trained on the other samples less ``gap`` on either side of it (``gap`` checked
+    against ``n``: a ValueError names it when a fold would train on too few samples)."""
     if not _is_int(gap, 0):
         raise ValueError(f"gap: expected an int >= 0, got {gap!r}")
     folds = _purged_blocks(n, n_splits, int(gap))

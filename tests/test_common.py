@@ -12,6 +12,7 @@ from dcfa import (
     LinCFA,
     NonLinCFA,
     NonLinCFACV,
+    RegionsCV,
 )
 
 _NAN_EVERYWHERE = {
@@ -25,6 +26,7 @@ EXPECTED_FAILED = {
     "NonLinCFA": _NAN_EVERYWHERE,
     "GenLinCFA": _NAN_EVERYWHERE,
     "GenLinCFACV": _NAN_EVERYWHERE,
+    "RegionsCV": _NAN_EVERYWHERE,
     "NonLinCFACV": {
         **_NAN_EVERYWHERE,
         **dict.fromkeys(
@@ -49,6 +51,7 @@ EXPECTED_FAILED = {
         GenLinCFA(),
         GenLinCFACV(n_splits=2, epsilons=(0.5, 0.8)),
         NonLinCFACV(n_splits=2, cv=2, epsilons=(1e-3,)),
+        RegionsCV(neighbors=None, n_splits=2),
         GBMAPKNeighborsRegressor(3, n_boosts=3, random_state=0),
         GBMAPKNeighborsClassifier(3, n_boosts=3, random_state=0),
     ],

@@ -176,18 +176,10 @@ class Series(Execution):
         return None
 
     def fits(self, est, inp, folds):
-        from dcfa.cfa.series import series_bytes
-        from dcfa.memory import gib, memory_budget
+        from dcfa.cfa.series import over_budget
 
-        need = series_bytes(inp.n_samples, inp.n_features)
-        budget = memory_budget()
-        if need > budget.driver:
-            return (
-                f"mode='series': the series ({inp.n_samples:,} x {inp.n_features:,} float64) "
-                "would hold "
-                f"{gib(need)}, over the budget of {gib(budget.driver)} ({budget.source})"
-            )
-        return None
+        why = over_budget(inp.n_samples, inp.n_features)
+        return None if why is None else f"mode='series': {why}"
 
     def prepare(self, est, inp, folds):
         return _dense_extras(est, inp, folds)

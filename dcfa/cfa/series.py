@@ -26,13 +26,28 @@ import numpy as np
 from dcfa.cfa.rules import PairMoments, SegmentMoments
 from dcfa.stats.columns import ColumnMoments
 
-__all__ = ["SeriesData", "SeriesBasis", "load_series", "series_bytes"]
+__all__ = ["SeriesData", "SeriesBasis", "load_series", "over_budget", "series_bytes"]
 
 
 def series_bytes(n_samples: int, n_features: int) -> int:
     """Peak bytes the series execution holds on the driver: the float64 series, their
     squares' sums per segment, and one block in flight while they load."""
     return int(8 * n_samples * n_features * 1.15 + 64 * n_features)
+
+
+def over_budget(n_samples: int, n_features: int) -> str | None:
+    """Why the series of ``n_samples x n_features`` would not fit ``dcfa.memory_budget`` on
+    the driver, or None when they fit."""
+    from dcfa.memory import gib, memory_budget
+
+    need = series_bytes(n_samples, n_features)
+    budget = memory_budget()
+    if need <= budget.driver:
+        return None
+    return (
+        f"the series ({n_samples:,} x {n_features:,} float64) would hold {gib(need)}, over "
+        f"the budget of {gib(budget.driver)} ({budget.source})"
+    )
 
 
 def load_series(data, cols: np.ndarray) -> np.ndarray:

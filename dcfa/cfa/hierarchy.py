@@ -1,0 +1,254 @@
+"""Agglomeration on a neighbour graph: the two merge orders behind :class:`dcfa.RegionsCV`.
+
+Both functions take series held in memory (one row per item: a cell, or a piece made of
+cells) and a sparse adjacency between items, and return the order in which a greedy
+agglomeration merges adjacent groups, as a :class:`Merges` value. Every group is the sum of
+its members' series (its mean up to the constant factor of its size, which no correlation
+sees), so a group is always the size-weighted mean of its cells, and a merged group borders
+every neighbour of its two parts: every group is one connected patch of the graph.
+
+* :func:`correlation_merges` merges first the adjacent pair whose group means are the most
+  correlated (the order-free greedy of LinCFA's Remark 13, on the group means of Remark 12),
+  until no adjacent pair is correlated above ``floor``. It never reads the target: the pieces
+  it makes are the patches of the field that vary together.
+* :func:`relevance_merges` merges first the adjacent pair whose more relevant member (the
+  larger absolute correlation of its mean with the target) is the least relevant; among equal
+  relevance, the more correlated pair. Pieces that tell nothing about the target merge into a
+  background first; a relevant piece is merged last, and the cross-validation of
+  :class:`dcfa.RegionsCV` decides how far down this order a map goes.
+
+:func:`cut` turns the first ``k`` merges into labels. Nothing here imports Dask or xarray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["Merges", "correlation_merges", "cut", "relevance_merges"]
+
+# rows per block of the first pass over the adjacent pairs (bounds its temporary memory)
+_PAIR_BLOCK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Merges:
+    """The merges of an agglomeration of ``n_items`` items, in the order they were made.
+
+    Merge ``i`` joined the group holding item ``a[i]`` and the group holding ``b[i]``
+    (``a[i]`` keeps the merged group); ``value[i]`` is the score it was chosen by (the
+    correlation of the two group means for :func:`correlation_merges`, the relevance of the
+    pair for :func:`relevance_merges`).
+    """
+
+    n_items: int
+    a: np.ndarray
+    b: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.a.size)
+
+    @property
+    def min_groups(self) -> int:
+        """The groups left after every merge: the connected components of the graph."""
+        return self.n_items - len(self)
+
+
+def cut(merges: Merges, k: int) -> np.ndarray:
+    """Labels ``0 .. g-1`` of the items after the first ``k`` merges (``g = n_items - k``).
+
+    Groups are numbered in the order of their first item, so that the same partition always
+    gets the same labels.
+    """
+    k = int(k)
+    if not 0 <= k <= len(merges):
+        raise ValueError(f"k: expected 0 <= k <= {len(merges)} merges, got {k}")
+    n = merges.n_items
+    graph = sp.coo_array(
+        (np.ones(k, dtype=np.int8), (merges.a[:k], merges.b[:k])), shape=(n, n)
+    ).tocsr()
+    _, comp = connected_components(graph, directed=False)
+    _, first = np.unique(comp, return_index=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[comp]
+
+
+def _membership(labels: np.ndarray, n_groups: int) -> sp.csr_array:
+    return sp.csr_array(
+        (np.ones(labels.size), (labels, np.arange(labels.size))), shape=(n_groups, labels.size)
+    )
+
+
+def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
+    """The pairs ``p < q`` of groups that hold adjacent items."""
+    M = _membership(labels, n_groups)
+    B = sp.triu(sp.csr_array(M @ adjacency @ M.T), k=1).tocoo()
+    return B.row.astype(np.int64), B.col.astype(np.int64)
+
+
+def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks."""
+    out = np.empty(rows.size)
+    for lo in range(0, rows.size, _PAIR_BLOCK):
+        hi = min(lo + _PAIR_BLOCK, rows.size)
+        out[lo:hi] = np.einsum("ij,ij->i", S[rows[lo:hi]], S[cols[lo:hi]])
+    return out
+
+
+def _corr(cross, ss_a, ss_b):
+    den = np.sqrt(ss_a * ss_b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(den > 0, cross / den, 0.0)
+    return np.clip(r, -1.0, 1.0)
+
+
+class _UnionFind:
+    """Items' groups under successive unions; each union that joins two groups is a merge."""
+
+    def __init__(self, n: int):
+        self.parent = np.arange(n)
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:  # path compression
+            parent[i], i = root, parent[i]
+        return int(root)
+
+    def union_all(self, a, b, value, out: tuple[list, list, list]) -> None:
+        """Union the pairs in the order given, recording each that joins two groups."""
+        for x, y, v in zip(
+            np.asarray(a).tolist(), np.asarray(b).tolist(), np.asarray(value).tolist(), strict=True
+        ):
+            rx, ry = self.find(x), self.find(y)
+            if rx != ry:
+                self.parent[ry] = rx
+                out[0].append(x)
+                out[1].append(y)
+                out[2].append(v)
+
+    def labels(self) -> np.ndarray:
+        roots = np.array([self.find(i) for i in range(self.parent.size)])
+        _, lab = np.unique(roots, return_inverse=True)
+        return lab
+
+
+def correlation_merges(
+    S: np.ndarray, adjacency, *, floor: float = -1.0, levels=(), snapshots: dict | None = None
+) -> Merges:
+    """Merge adjacent groups whose means are correlated, the most correlated first, until no
+    adjacent pair is correlated at ``floor`` or above.
+
+    The merges go in rounds (Boruvka's scheme on the group means): every group's most
+    correlated neighbour is found, and every group joins its best neighbour when that
+    correlation is at or above the current level; then the group means are recomputed. A
+    round's merges are recorded in decreasing correlation. Each level of ``levels`` (and
+    ``floor``) is reached once no adjacent pair of groups is correlated at it or above.
+
+    Parameters
+    ----------
+    S : ndarray of shape (n_items, n_samples)
+        Each item's series, centred. Not changed.
+    adjacency : sparse matrix of shape (n_items, n_items)
+        Which items are neighbours (symmetric; the diagonal is ignored).
+    floor : float, default=-1.0
+        The last level: stop when no adjacent pair of groups is correlated at ``floor``.
+    levels : sequence of float, default=()
+        Correlations (each >= ``floor``) at which to record the groups.
+    snapshots : dict, optional
+        Filled with ``{level: (n_merges, labels, group sums)}``: the merges made when the level
+        was reached, each item's group, and each group's sum of its items' series.
+
+    Returns
+    -------
+    Merges
+        ``value`` holds each merge's correlation.
+    """
+    n_items = S.shape[0]
+    adjacency = sp.csr_array(adjacency)
+    pending = sorted({float(v) for v in levels} | {float(floor)}, reverse=True)
+    if pending[-1] < floor:
+        raise ValueError(f"levels: every level must be >= floor ({floor})")
+    uf = _UnionFind(n_items)
+    out: tuple[list, list, list] = ([], [], [])
+    labels = np.arange(n_items)
+    g = n_items
+    sums = S
+    for level in pending:
+        while True:
+            rows, cols = _group_pairs(adjacency, labels, g)
+            if rows.size == 0:
+                break
+            ss = np.einsum("ij,ij->i", sums, sums)
+            rho = _corr(_pair_cross(sums, rows, cols), ss[rows], ss[cols])
+            keep = rho >= level
+            if not keep.any():
+                break
+            rows, cols, rho = rows[keep], cols[keep], rho[keep]
+            # every group's best pair: pairs by decreasing correlation, first per group
+            order = np.argsort(-rho, kind="stable")
+            ends = np.concatenate([rows[order], cols[order]])
+            pair = np.concatenate([order, order])
+            _, first = np.unique(ends, return_index=True)
+            best = np.unique(pair[first])
+            best = best[np.argsort(-rho[best], kind="stable")]
+            # group representatives: one item of each group
+            rep = np.empty(g, dtype=np.int64)
+            rep[labels] = np.arange(n_items)
+            uf.union_all(rep[rows[best]], rep[cols[best]], rho[best], out)
+            labels = uf.labels()
+            g = int(labels.max()) + 1
+            sums = _membership(labels, g) @ S
+        if snapshots is not None and level in {float(v) for v in levels}:
+            snapshots[level] = (len(out[0]), labels.copy(), sums.copy())
+    a, b, v = out
+    return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
+
+
+def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
+    """Merge adjacent items in order of increasing relevance, until none is left to merge.
+
+    An item's relevance is the absolute correlation of its series with the target ``y``; a
+    pair's, the larger of its two items'. Pairs go in increasing relevance, and among equal
+    relevance (a relevant item and each of its neighbours) the more correlated pair first;
+    a pair whose items are already in one group is skipped (Kruskal's scheme: the merges
+    are a spanning forest of the graph). The items are pieces the size of regions' parts,
+    whose relevance a merge changes little.
+
+    Parameters
+    ----------
+    S : ndarray of shape (n_items, n_samples)
+        Each item's series, centred on the rows that ``y`` holds. Not changed.
+    y : ndarray of shape (n_samples,)
+        The target, centred.
+    adjacency : sparse matrix of shape (n_items, n_items)
+
+    Returns
+    -------
+    Merges
+        ``value`` holds each merge's relevance.
+    """
+    n_items = S.shape[0]
+    rows, cols = _upper_pairs(adjacency)
+    ss = np.einsum("ij,ij->i", S, S)
+    rel = np.abs(_corr(S @ y, ss, float(y @ y)))
+    rho = _corr(_pair_cross(S, rows, cols), ss[rows], ss[cols])
+    weight = np.maximum(rel[rows], rel[cols])
+    order = np.lexsort((-rho, weight))
+    uf = _UnionFind(n_items)
+    out: tuple[list, list, list] = ([], [], [])
+    uf.union_all(rows[order], cols[order], weight[order], out)
+    a, b, v = out
+    return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
+
+
+def _upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
+    rows, cols = sp.triu(sp.csr_array(adjacency), k=1).nonzero()
+    return rows.astype(np.int64), cols.astype(np.int64)

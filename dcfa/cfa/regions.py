@@ -1,0 +1,417 @@
+"""``RegionsCV``: a small map of contiguous regions chosen from the data, no tolerance to pick.
+
+The recommended call of dcfa on a gridded field. Every decision of the pairwise rules
+(LinCFA, NonLinCFA, GenLinCFA) is a test between single noisy cells, or between a cell and a
+group; within one region such tests fail often enough to fragment it, and between regions a
+loose tolerance lets them pass. ``RegionsCV`` decides on group means instead, in two stages,
+and lets time-blocked cross-validation decide how far each stage goes:
+
+1. **Pieces** (:func:`dcfa.cfa.hierarchy.correlation_merges`). Adjacent groups merge, the
+   most correlated pair of group means first (the order-free greedy of LinCFA's Remark 13 on
+   the means of means of Remark 12), for as long as the best pair left is correlated above a
+   *level*. The pieces are patches that vary together; they depend on ``X`` alone.
+2. **Regions** (:func:`dcfa.cfa.hierarchy.relevance_merges`). Adjacent pieces merge, the
+   least relevant pair first (a pair's relevance is the larger absolute correlation of its
+   two means with the target): pieces that say nothing about the target merge into a
+   background, and a relevant piece stays apart until the end.
+3. **Selection** (:func:`dcfa.cfa.selection.within_noise`). For every level and every number
+   of regions, each fold of a purged blocked K-fold (:func:`dcfa.skill.blocked_folds`)
+   merges the pieces on its training months and scores an OLS of the target on the region
+   means on its test months. The map kept is the smallest whose skill is within
+   ``parsimony`` standard errors (of the paired differences over the folds) of the best.
+
+Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
+rescaled), so a region's series is in the field's units.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+import xarray as xr
+
+from dcfa._validation import (
+    Interval,
+    StrOptions,
+    check_n_samples,
+    check_time_order,
+    check_X,
+    validate_params,
+)
+from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.hierarchy import correlation_merges, cut, relevance_merges
+from dcfa.cfa.selection import comembership, ols_skill, within_noise
+
+__all__ = ["RegionsCV", "LEVELS", "SIZES"]
+
+logger = logging.getLogger("dcfa")
+
+#: default levels of the first stage: the correlation of two pieces' means below which they
+#: stay apart (high: many small pieces; low: few large ones)
+LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
+#: the numbers of regions the cross-validation scores (those the path reaches)
+SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100, 120, 150, 200)
+# above this many features, neighbors=None (every pair adjacent) is refused: O(D^2) pairs
+_COMPLETE_GRAPH_LIMIT = 5000
+
+
+class RegionsCV(BaseCFA):
+    """Contiguous regions whose means predict the target; how many, chosen by cross-validation.
+
+    A map of a few regions, each a patch of neighbouring cells that vary together, from a
+    field and a target that nobody has looked at before: no tolerance to set. See the module
+    :mod:`dcfa.cfa.regions` for the two stages and the selection.
+
+    Parameters
+    ----------
+    neighbors : int, sparse matrix or None, default=1
+        Which cells may share a region: an int radius in grid steps on an
+        :class:`xarray.DataArray` (its feature dims are the grid; cells of different
+        variables, time scales or lags never share one), or a ``D x D`` adjacency. None makes
+        every pair of features neighbours (at most 5 000 features).
+    periodic : "auto", bool or sequence of str, default="auto"
+        Grid dims that wrap around (``"auto"``: a global longitude), as in :class:`LinCFA`.
+    max_groups : int or None, default=None
+        The most regions a map may have.
+    parsimony : float, default=1.0
+        How many standard errors below the best cross-validated skill the chosen (smallest)
+        map may be. 0 takes the most skilful map.
+    levels : sequence of float, default=:data:`LEVELS`
+        Correlations in (-1, 1] at which the first stage stops, each giving its own pieces.
+    n_splits : int, default=5
+        Blocks of the purged blocked K-fold cross-validation.
+    gap : int, default=0
+        Samples left out on either side of each test block (the forecast lead, or the longest
+        time-scale window: no training target then shares a month with the test block).
+    sample_dim : str, default="time"
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_features_in_,)
+        The region of each feature, -1 for excluded ones (no finite value, constant).
+    label_map_ : xarray.DataArray
+        ``labels_`` on the input's grid (xarray input).
+    n_features_out_ : int
+        Regions.
+    level_ : float
+        The level of the chosen map's pieces.
+    n_pieces_ : dict of float to int
+        Pieces at each level.
+    cv_path_ : xarray.Dataset
+        ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold (NaN where the
+        path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
+        and the folds' test blocks (``test_start``, ``test_stop``: fold).
+    stability_ : ndarray of shape (n_features_in_,)
+        For each cell, the mean over the folds of the Jaccard index of its region in the
+        chosen map and its region in the map the fold chose at the same level and size on
+        its training months: 1 where the region recurs cell for cell. NaN for excluded cells.
+    stability_map_ : xarray.DataArray
+        ``stability_`` on the grid (xarray input).
+    fold_ari_ : ndarray of shape (n_splits,)
+        Adjusted Rand index of each fold's map against the chosen map (over the kept cells).
+    group_sizes_, excluded_, mean_, scale_, n_features_in_, feature_names_in_
+        As in :class:`LinCFA`; ``scale_`` is 1 (regions are plain means of their cells).
+
+    Notes
+    -----
+    The pieces depend on ``X`` alone: they are made once, from all samples, as an EOF basis
+    is. Everything the target enters (which pieces merge into regions, and how many regions)
+    is decided in every fold on its training samples only. For an honest estimate of skill,
+    cross-validate the whole estimator (:func:`dcfa.forward_cv`), which refits it per fold.
+
+    Memory: the kept features' series are held on the driver (``n x D`` float64, as the
+    series execution of :class:`GenLinCFA`); :class:`dcfa.MemoryBudgetError` is raised
+    before any pass when they would not fit ``dcfa.memory_budget``.
+
+    Examples
+    --------
+    >>> import dcfa
+    >>> ds = dcfa.datasets.make_regions_field(240, (18, 36), 6, n_active=2, seed=1)
+    >>> model = dcfa.RegionsCV().fit(ds.field, ds.target)
+    >>> model.n_features_out_ <= 6
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "neighbors": [
+            None,
+            Interval(Integral, 1, None, closed="left"),
+            "sparse matrix",
+            "array-like",
+        ],
+        "periodic": [StrOptions({"auto"}), "boolean", tuple, list],
+        "max_groups": [None, Interval(Integral, 1, None, closed="left")],
+        "parsimony": [Interval(Real, 0, None, closed="left")],
+        "levels": ["array-like"],
+        "n_splits": [Interval(Integral, 2, None, closed="left")],
+        "gap": [Interval(Integral, 0, None, closed="left")],
+        "sample_dim": [str],
+    }
+
+    def __init__(
+        self,
+        *,
+        neighbors=1,
+        periodic="auto",
+        max_groups=None,
+        parsimony=1.0,
+        levels=LEVELS,
+        n_splits=5,
+        gap=0,
+        sample_dim="time",
+    ):
+        self.neighbors = neighbors
+        self.periodic = periodic
+        self.max_groups = max_groups
+        self.parsimony = parsimony
+        self.levels = levels
+        self.n_splits = n_splits
+        self.gap = gap
+        self.sample_dim = sample_dim
+
+    # a region is the plain mean of its cells (BaseCFA's transform reads these)
+    _standardize = False
+
+    def fit(self, X, y, *, moments=None):
+        """Choose the map by cross-validation, then make it from all samples.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            Samples in time order. A DataArray is stacked along every dim but
+            ``sample_dim``; its coordinate along ``sample_dim`` must increase.
+        y : array-like of shape (n_samples,)
+        moments : ColumnMoments, default=None
+            The per-column statistics of ``X`` and ``y`` from an earlier pass (``moments_`` of
+            a previous fit, a resumed batch job): the column pass is then skipped. Checked
+            against ``y`` as in :meth:`LinCFA.fit`.
+
+        Returns
+        -------
+        self
+        """
+        from dcfa.cfa.series import SeriesData, over_budget
+        from dcfa.memory import MemoryBudgetError
+        from dcfa.neighbors import resolve_grid
+        from dcfa.skill import blocked_folds
+
+        validate_params(self)
+        levels = np.asarray(self.levels, dtype=np.float64).ravel()
+        if levels.size == 0 or not np.all((levels > -1) & (levels <= 1)):
+            raise ValueError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
+        levels = np.unique(levels)[::-1]
+        inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.layout is not None:
+            dim = inp.layout.sample_dim
+            check_time_order(
+                inp.layout.sample_coords.get(dim), dim, why="RegionsCV's blocked folds"
+            )
+        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        Y = self._check_target(y, inp)
+        n, D = inp.n_samples, inp.n_features
+        if self.neighbors is None and D > _COMPLETE_GRAPH_LIMIT:
+            raise ValueError(
+                f"neighbors: None makes all {D:,} features neighbours of each other "
+                f"(at most {_COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
+                "or an adjacency matrix"
+            )
+        folds = blocked_folds(n, self.n_splits, self.gap)
+        grid = resolve_grid(self.neighbors, D, inp.layout, periodic=self.periodic)
+        why = over_budget(n, D)
+        if why is not None:
+            raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
+
+        if moments is not None:
+            moments = self._check_moments(moments, inp, Y, None, "series")
+        t0 = time.perf_counter()
+        data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
+        cols, yv = data.cols, Y[:, 0].astype(np.float64)
+        adjacency = _kept_adjacency(grid, cols, D)
+        # the first stage, once: the pieces at every level (X only)
+        snapshots: dict = {}
+        correlation_merges(
+            data.series, adjacency, floor=float(levels.min()), levels=levels, snapshots=snapshots
+        )
+        columns = data.columns  # exclusions, means and spreads of all samples
+        del data  # the pieces' sums are in the snapshots
+        stages = {lv: _Pieces.from_snapshot(adjacency, snapshots[lv]) for lv in levels}
+        t1 = time.perf_counter()
+
+        sizes = np.array(
+            [k for k in SIZES if self.max_groups is None or k <= self.max_groups], dtype=np.int64
+        )
+        if sizes.size == 0 or (self.max_groups is not None and sizes.max() < self.max_groups):
+            sizes = np.unique(np.append(sizes, self.max_groups))
+        r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
+        for i, lv in enumerate(levels):
+            pieces = stages[lv]
+            for f, (train, test) in enumerate(folds):
+                path = pieces.regions(yv, train)
+                for j, k in enumerate(sizes):
+                    if path.min_groups <= k <= pieces.n:
+                        G = pieces.means(cut(path, pieces.n - k))
+                        r2[i, j, f] = ols_skill(G, yv, train, test)
+        flat = r2.reshape(-1, len(folds))
+        pick = within_noise(flat, np.tile(sizes, levels.size), self.parsimony)
+        i, j = divmod(pick, sizes.size)
+        level, k = float(levels[i]), int(sizes[j])
+        pieces = stages[level]
+        final = pieces.cells(cut(pieces.regions(yv, slice(None)), pieces.n - k))
+        fold_maps = [
+            pieces.cells(cut(pieces.regions(yv, train), pieces.n - k)) for train, _ in folds
+        ]
+        t2 = time.perf_counter()
+
+        labels = np.full(D, -1, dtype=np.int64)
+        labels[cols] = final
+        self.level_ = level
+        self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
+        self.cv_path_ = _path_dataset(r2, levels, sizes, stages, folds)
+        self._set_fitted(inp, columns, labels)
+        self.feature_weights_ = None
+        self._set_stability(inp, cols, final, fold_maps)
+        logger.info(
+            "RegionsCV: %d cells -> %d regions (level %.2f: %d pieces; mean CV R^2 %.3f); "
+            "pieces %.1f s, selection %.1f s",
+            cols.size,
+            k,
+            level,
+            pieces.n,
+            float(np.mean(r2[i, j])),
+            t1 - t0,
+            t2 - t1,
+        )
+        return self
+
+    def _set_stability(self, inp, cols, final, fold_maps) -> None:
+        from sklearn.metrics import adjusted_rand_score
+
+        stability = np.full(inp.n_features, np.nan)
+        stability[cols] = comembership(final, fold_maps)
+        self.stability_ = stability
+        self.fold_ari_ = np.array([adjusted_rand_score(final, m) for m in fold_maps])
+        if inp.layout is not None:
+            self.stability_map_ = inp.layout.unstack(
+                stability,
+                name="stability",
+                attrs={
+                    "long_name": "recurrence of each cell's region across the CV folds",
+                    "description": "mean Jaccard index of the cell's region in the chosen "
+                    "map and in each fold's map (1: the same cells in every fold)",
+                    "units": "1",
+                },
+            )
+        elif hasattr(self, "stability_map_"):
+            del self.stability_map_
+
+    def fit_record(self) -> dict:
+        """How this fit was made, as attributes a result store keeps (JSON-able)."""
+        import json
+
+        path = self.cv_path_
+        return {
+            "execution": "series",
+            "level": self.level_,
+            "cv_path": json.dumps(
+                {
+                    "levels": path["level"].values.tolist(),
+                    "n_groups": path["n_groups"].values.tolist(),
+                    "mean_r2": [
+                        [None if np.isnan(v) else round(float(v), 6) for v in row]
+                        for row in path["mean_r2"].values
+                    ],
+                }
+            ),
+        }
+
+    def execution_for(self, X) -> str:
+        """Always ``"series"``: the pieces are made from the series held in memory."""
+        return "series"
+
+    def grid_pass_request(self, X) -> None:
+        return None
+
+
+class _Pieces:
+    """The pieces of one level: their sums over all samples, sizes and adjacency."""
+
+    def __init__(self, cell_labels: np.ndarray, sums: np.ndarray, adjacency: sp.csr_array):
+        self.cell_labels = cell_labels  # piece of each kept cell
+        self.sums = sums  # (n_pieces, n_samples), centred over all samples
+        self.size = np.bincount(cell_labels).astype(np.float64)
+        self.adjacency = adjacency
+        self.n = int(sums.shape[0])
+
+    @classmethod
+    def from_snapshot(cls, adjacency, snapshot) -> _Pieces:
+        _, labels, sums = snapshot
+        M = _membership(labels)
+        B = sp.csr_array(M @ adjacency @ M.T)
+        B.setdiag(0)
+        B.eliminate_zeros()
+        return cls(labels, sums, sp.csr_array(B > 0))
+
+    def regions(self, y: np.ndarray, rows):
+        """The second stage on the samples ``rows``: its merges of these pieces."""
+        S = self.sums[:, rows]
+        S = S - S.mean(axis=1, keepdims=True)
+        yr = y[rows] - y[rows].mean()
+        return relevance_merges(S, yr, self.adjacency)
+
+    def means(self, piece_labels: np.ndarray) -> np.ndarray:
+        """Each region's mean series (regions x samples), up to a constant per region."""
+        M = _membership(piece_labels)
+        return (M @ self.sums) / (M @ self.size)[:, None]
+
+    def cells(self, piece_labels: np.ndarray) -> np.ndarray:
+        return piece_labels[self.cell_labels]
+
+
+def _membership(labels: np.ndarray) -> sp.csr_array:
+    k = int(labels.max()) + 1
+    return sp.csr_array(
+        (np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size)
+    )
+
+
+def _kept_adjacency(grid, cols: np.ndarray, D: int) -> sp.csr_array:
+    """The neighbour graph among the kept features; never across two blocks."""
+    if grid.adjacency is None:
+        A = sp.csr_array(np.ones((cols.size, cols.size), dtype=bool))
+    else:
+        A = sp.csr_array(grid.adjacency)[cols][:, cols]
+    if grid.blocks is not None:
+        b = np.asarray(grid.blocks)[cols]
+        rows, cs = A.nonzero()
+        same = b[rows] == b[cs]
+        A = sp.csr_array(
+            (np.ones(int(same.sum()), dtype=bool), (rows[same], cs[same])), shape=A.shape
+        )
+    A = A.tolil()
+    A.setdiag(False)
+    return sp.csr_array(A)
+
+
+def _path_dataset(r2, levels, sizes, stages, folds) -> xr.Dataset:
+    with np.errstate(invalid="ignore"):
+        scored = np.isfinite(r2).all(axis=2)
+        mean = np.where(scored, np.nanmean(np.where(np.isfinite(r2), r2, 0.0), axis=2), np.nan)
+    return xr.Dataset(
+        {
+            "r2": (
+                ("level", "n_groups", "fold"),
+                r2,
+                {"long_name": "test R^2 of OLS on the region means"},
+            ),
+            "mean_r2": (("level", "n_groups"), mean, {"long_name": "mean test R^2 over the folds"}),
+            "n_pieces": ("level", np.array([stages[lv].n for lv in levels])),
+            "test_start": ("fold", np.array([int(te[0]) for _, te in folds])),
+            "test_stop": ("fold", np.array([int(te[-1]) + 1 for _, te in folds])),
+        },
+        coords={"level": levels, "n_groups": sizes, "fold": np.arange(len(folds))},
+        attrs={"description": "RegionsCV's candidate maps: purged blocked K-fold skill"},
+    )

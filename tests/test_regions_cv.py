@@ -1,0 +1,350 @@
+"""RegionsCV and what it stands on: the two merge orders, the cut, the selection, stability.
+
+The merge orders are checked against brute force on small graphs (the stopping rule of every
+level; Kruskal's order written out); the selection and co-membership against hand-made
+cases; the estimator against fields with known regions (the driving regions recovered pure,
+every group one patch, the skill of the true regions) and against itself across inputs.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import xarray as xr
+from conftest import count_computes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.csgraph import connected_components
+from sklearn.base import clone
+from sklearn.linear_model import LinearRegression
+
+import dcfa
+from dcfa.cfa.hierarchy import Merges, correlation_merges, cut, relevance_merges
+from dcfa.cfa.selection import comembership, ols_skill, within_noise
+from dcfa.datasets import make_regions_field
+from dcfa.geo import group_patches
+from dcfa.neighbors import grid_adjacency
+from dcfa.skill import blocked_cv
+
+############################################################################################
+# cut
+
+
+def test_cut_counts_groups_and_numbers_them_by_first_item():
+    merges = Merges(5, np.array([3, 0]), np.array([4, 1]), np.array([0.9, 0.8]))
+    assert cut(merges, 0).tolist() == [0, 1, 2, 3, 4]
+    assert cut(merges, 1).tolist() == [0, 1, 2, 3, 3]
+    assert cut(merges, 2).tolist() == [0, 0, 1, 2, 2]
+    assert merges.min_groups == 3
+    with pytest.raises(ValueError, match="k: expected 0 <= k <= 2"):
+        cut(merges, 3)
+
+
+############################################################################################
+# the first stage: correlation merges
+
+
+def _field(seed: int, shape=(6, 8), n=60, n_signals=3, noise=0.7):
+    rng = np.random.default_rng(seed)
+    region = rng.integers(0, n_signals, shape)
+    z = rng.normal(size=(n, n_signals))
+    X = z[:, region.ravel()] + noise * rng.normal(size=(n, region.size))
+    return X - X.mean(axis=0), grid_adjacency(shape, 1)
+
+
+def _group_corr(S, labels, A):
+    """Brute force: the correlation of every adjacent pair of groups' sums."""
+    k = labels.max() + 1
+    sums = np.stack([S[labels == g].sum(axis=0) for g in range(k)])
+    C = np.corrcoef(sums)
+    rows, cols = sp.triu(A, k=1).nonzero()
+    pairs = {
+        (min(a, b), max(a, b)) for a, b in zip(labels[rows], labels[cols], strict=True) if a != b
+    }
+    return sums, {p: C[p] for p in pairs}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), levels=st.sets(st.sampled_from([0.9, 0.7, 0.5, 0.3]), min_size=1)
+)
+def test_correlation_merges_stop_where_no_adjacent_pair_reaches_the_level(seed, levels):
+    X, A = _field(seed)
+    S = np.ascontiguousarray(X.T)
+    snaps: dict = {}
+    merges = correlation_merges(S, A, floor=min(levels), levels=levels, snapshots=snaps)
+    assert np.array_equal(S, X.T)  # not changed
+    assert set(snaps) == set(levels)
+    assert np.all(merges.value >= min(levels))
+    for level, (done, labels, sums) in snaps.items():
+        # the groups of the level are the first ``done`` merges
+        assert np.array_equal(_canonical(cut(merges, done)), _canonical(labels))
+        brute, corr = _group_corr(S, labels, A)
+        np.testing.assert_allclose(sums, brute, rtol=1e-12, atol=1e-9)
+        assert all(r < level for r in corr.values()), (level, max(corr.values()))
+        for g in range(labels.max() + 1):  # every group one connected patch
+            members = np.flatnonzero(labels == g)
+            n, _ = connected_components(A[members][:, members], directed=False)
+            assert n == 1
+
+
+def _canonical(labels):
+    _, first = np.unique(labels, return_index=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)
+    return rank[labels]
+
+
+def test_correlation_merges_join_a_region_and_not_its_neighbour():
+    """Two halves of a grid with independent signals: at level 0.5 each half is one group."""
+    rng = np.random.default_rng(3)
+    n, shape = 200, (4, 6)
+    z = rng.normal(size=(n, 2))
+    half = (np.arange(24) % 6 >= 3).astype(int)
+    X = z[:, half] + 0.5 * rng.normal(size=(n, 24))
+    snaps: dict = {}
+    correlation_merges(np.ascontiguousarray((X - X.mean(0)).T), grid_adjacency(shape, 1),
+                       floor=0.5, levels=(0.5,), snapshots=snaps)  # fmt: skip
+    labels = snaps[0.5][1]
+    assert np.array_equal(_canonical(labels), half)
+
+
+############################################################################################
+# the second stage: relevance merges
+
+
+def _kruskal(S, y, A):
+    """Kruskal's order written out: edges by (larger |corr with y|, -corr), union-find."""
+    rel = np.abs([np.corrcoef(s, y)[0, 1] for s in S])
+    rows, cols = sp.triu(A, k=1).nonzero()
+    edges = sorted(
+        (max(rel[a], rel[b]), -np.corrcoef(S[a], S[b])[0, 1], a, b)
+        for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
+    )
+    parent = list(range(len(S)))
+
+    def find(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    out = []
+    for w, _, a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[rb] = ra
+            out.append((a, b, w))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_relevance_merges_are_kruskal_on_the_larger_relevance(seed):
+    X, A = _field(seed, shape=(5, 5))
+    rng = np.random.default_rng(seed)
+    y = X[:, :3].sum(axis=1) + rng.normal(size=X.shape[0])
+    y = y - y.mean()
+    S = np.ascontiguousarray(X.T)
+    merges = relevance_merges(S.copy(), y, A)
+    expected = _kruskal(S, y, A)
+    assert list(zip(merges.a.tolist(), merges.b.tolist(), strict=True)) == [
+        (a, b) for a, b, _ in expected
+    ]
+    np.testing.assert_allclose(merges.value, [w for *_, w in expected], rtol=1e-12)
+    assert np.all(np.diff(merges.value) >= 0)  # least relevant pairs first
+    assert len(merges) == 24  # a spanning tree of the connected 5 x 5 grid
+
+
+def test_a_relevant_piece_merges_after_the_background():
+    """Pieces 0-2 say nothing of the target, piece 3 drives it: 3 merges last."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(300, 4))
+    y = z[:, 3] - z[:, 3].mean()
+    S = np.ascontiguousarray((z - z.mean(0)).T)
+    A = sp.csr_array(np.ones((4, 4)) - np.eye(4))
+    merges = relevance_merges(S, y, A)
+    assert 3 in (merges.a[-1], merges.b[-1])
+    assert 3 not in np.concatenate([merges.a[:-1], merges.b[:-1]])
+
+
+############################################################################################
+# selection and stability
+
+
+def test_within_noise_takes_the_smallest_map_within_the_paired_noise():
+    # fold difficulty varies a lot, but candidate 1 trails the best by a steady 0.01
+    hard = np.array([0.2, 0.9, 0.5, 0.7, 0.4])
+    skill = np.stack([hard + 0.02, hard + 0.01, hard - 0.2])
+    sizes = np.array([30, 8, 3])
+    assert within_noise(skill, sizes, parsimony=1.0) == 0  # steady gap: outside the noise
+    noisy = np.stack([hard + 0.02, hard + [0.05, -0.03, 0.04, -0.02, 0.0], hard - 0.2])
+    assert within_noise(noisy, sizes, parsimony=1.0) == 1
+    assert within_noise(noisy, sizes, parsimony=0.0) == 0  # the best
+    with_nan = noisy.copy()
+    with_nan[1, 2] = np.nan
+    assert within_noise(with_nan, sizes) == 0  # a candidate not scored everywhere is out
+    with pytest.raises(ValueError, match="no candidate"):
+        within_noise(np.full((2, 3), np.nan), np.array([1, 2]))
+
+
+def test_comembership_is_the_mean_jaccard_of_each_cell_region():
+    final = np.array([0, 0, 0, 1, 1, -1])
+    same = comembership(final, [final.copy()])
+    np.testing.assert_array_equal(same[:5], 1.0)
+    assert np.isnan(same[5])
+    other = np.array([0, 0, 1, 1, 1, 1])  # cell 2 moved to the other region
+    jac = comembership(final, [other])
+    # each region with all its cells (cell 5, unused in ``final``, is in ``other``'s second):
+    # cells 0, 1: {0,1,2} vs {0,1} -> 2/3; cell 2: {0,1,2} vs {2,3,4,5} -> 1/6;
+    # cells 3, 4: {3,4} vs {2,3,4,5} -> 2/4
+    np.testing.assert_allclose(jac[:5], [2 / 3, 2 / 3, 1 / 6, 1 / 2, 1 / 2])
+    np.testing.assert_allclose(comembership(final, [final, other])[:5], (1 + jac[:5]) / 2)
+
+
+def test_ols_skill_is_scikit_learn_linear_regression():
+    rng = np.random.default_rng(1)
+    G = rng.normal(size=(3, 50))
+    y = G.T @ [1.0, -2.0, 0.5] + rng.normal(size=50)
+    train, test = np.arange(35), np.arange(35, 50)
+    model = LinearRegression().fit(G[:, train].T, y[train])
+    assert ols_skill(G, y, train, test) == pytest.approx(model.score(G[:, test].T, y[test]))
+
+
+############################################################################################
+# the estimator
+
+
+def _purity(labels, region, driving):
+    """Share of each driving region's cells in groups that hold no other region's cells."""
+    out = []
+    for r in driving:
+        cells = region == r
+        pure = [g for g in np.unique(labels[cells]) if np.all(region[labels == g] == r)]
+        out.append(np.isin(labels[cells], pure).mean())
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def regions_field():
+    return make_regions_field(
+        240, (24, 48), 12, n_active=3, land_fraction=0.2, time_chunk=240, seed=5
+    ).load()
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_regions_cv_finds_the_driving_regions_pure_and_contiguous(seed):
+    ds = make_regions_field(240, (24, 48), 12, n_active=3, land_fraction=0.2, time_chunk=240,
+                            seed=seed).load()  # fmt: skip
+    model = dcfa.RegionsCV().fit(ds.field, ds.target)
+    region = ds.region.values.ravel()
+    labels = model.labels_
+    driving = np.flatnonzero(ds.beta.values != 0)
+    assert np.all(_purity(labels, region, driving) >= 0.95)
+    assert model.n_features_out_ < 12  # the background merged
+    assert np.all(group_patches(model.label_map_, periodic=True) == 1)
+    truth = np.stack(
+        [ds.field.values.reshape(240, -1)[:, region == r].mean(1) for r in range(12)], 1
+    )
+    oracle = blocked_cv(LinearRegression(), truth, ds.target.values).mean
+    ours = blocked_cv(LinearRegression(), model.transform(ds.field).values, ds.target.values).mean
+    assert ours >= 0.95 * oracle
+
+
+def test_regions_cv_fitted_values(regions_field):
+    ds = regions_field
+    model = dcfa.RegionsCV(n_splits=4).fit(ds.field, ds.target)
+    assert model.level_ in dcfa.cfa.regions.LEVELS
+    path = model.cv_path_
+    assert isinstance(path, xr.Dataset)
+    assert path["r2"].dims == ("level", "n_groups", "fold")
+    assert path.sizes["fold"] == 4 and model.fold_ari_.shape == (4,)
+    kept = model.labels_ >= 0
+    assert np.all(np.isnan(model.stability_[~kept]))
+    assert np.all((model.stability_[kept] >= 0) & (model.stability_[kept] <= 1))
+    assert model.stability_map_.dims == ("lat", "lon")
+    assert model.label_map_.dims == ("lat", "lon")
+    # the features are the plain means of the regions' cells, in the field's units
+    Xt = model.transform(ds.field)
+    assert Xt.dims == ("time", "group") and Xt.attrs.get("units") == "K"
+    X = ds.field.values.reshape(240, -1).astype(np.float64)
+    expected = np.stack(
+        [X[:, model.labels_ == g].mean(axis=1) for g in range(model.n_features_out_)], 1
+    )
+    np.testing.assert_allclose(Xt.values, expected, rtol=1e-6)
+    record = model.fit_record()
+    assert record["level"] == model.level_ and "cv_path" in record
+
+
+def test_regions_cv_same_map_from_numpy_dask_and_xarray(regions_field):
+    ds = regions_field
+    ref = dcfa.RegionsCV().fit(ds.field, ds.target)
+    lazy = ds.field.chunk({"time": 60, "lat": 12})
+    assert np.array_equal(dcfa.RegionsCV().fit(lazy, ds.target).labels_, ref.labels_)
+    X = ds.field.values.reshape(240, -1)
+    A = grid_adjacency((24, 48), 1, periodic=(1,))
+    flat = dcfa.RegionsCV(neighbors=A).fit(X, ds.target.values)
+    assert np.array_equal(flat.labels_, ref.labels_)
+    chunked = dcfa.RegionsCV(neighbors=A).fit(da.from_array(X, chunks=(80, 500)), ds.target.values)
+    assert np.array_equal(chunked.labels_, ref.labels_)
+    again = clone(ref).fit(ds.field, ds.target, moments=ref.moments_)
+    assert np.array_equal(again.labels_, ref.labels_)
+
+
+def test_regions_cv_max_groups(regions_field):
+    ds = regions_field
+    model = dcfa.RegionsCV(max_groups=3).fit(ds.field, ds.target)
+    assert model.n_features_out_ <= 3
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"levels": []}, "levels: expected correlations in"),
+        ({"levels": [0.5, 1.5]}, "levels: expected correlations in"),
+        ({"gap": 100}, "gap: 100 samples"),
+        ({"parsimony": -1}, "parsimony"),
+    ],
+)
+def test_regions_cv_bad_parameters_are_named_before_any_pass(regions_field, params, match):
+    ds = regions_field
+    lazy = ds.field.chunk({"time": 60})
+    with count_computes(0), pytest.raises(ValueError, match=match):
+        dcfa.RegionsCV(**params).fit(lazy, ds.target)
+
+
+def test_regions_cv_refuses_a_complete_graph_of_many_features():
+    X = np.zeros((10, 6000))
+    with pytest.raises(ValueError, match="neighbors: None makes all 6,000 features"):
+        dcfa.RegionsCV(neighbors=None).fit(X, np.arange(10.0))
+
+
+def test_regions_cv_refuses_dates_out_of_order(regions_field):
+    ds = regions_field.isel(time=np.r_[1, 0, 2:240])
+    with pytest.raises(ValueError, match="RegionsCV's blocked folds"):
+        dcfa.RegionsCV().fit(ds.field, ds.target)
+
+
+def test_regions_cv_memory_budget_before_any_pass(regions_field):
+    ds = regions_field
+    with dask.config.set({"dcfa.memory_budget": "1MB"}), count_computes(0):
+        with pytest.raises(dcfa.MemoryBudgetError, match="RegionsCV holds the series"):
+            dcfa.RegionsCV().fit(ds.field.chunk({"time": 60}), ds.target)
+
+
+def test_plot_stability_draws_the_map_with_region_borders(regions_field):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dcfa.plot import plot_stability
+
+    model = dcfa.RegionsCV().fit(regions_field.field, regions_field.target)
+    ax = plot_stability(model.stability_map_, region=model.label_map_, coastlines=False)
+    mesh = ax.collections[0]
+    values = np.ma.getdata(mesh.get_array()).reshape(24, 48)
+    kept = model.label_map_.values >= 0
+    np.testing.assert_allclose(values[kept], model.stability_map_.values[kept])
+    assert np.ma.getmaskarray(mesh.get_array()).reshape(24, 48)[~kept].all()
+    with pytest.raises(ValueError, match="stability: expected a 2-D"):
+        plot_stability(model.stability_map_.expand_dims(variable=["a"]))
