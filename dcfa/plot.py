@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.colors import Colormap
 
-__all__ = ["map_projection", "plot_drift", "plot_embedding", "plot_regions"]
+__all__ = ["map_projection", "plot_drift", "plot_embedding", "plot_regions", "plot_stability"]
 
 _MAX_ANNOTATED_GROUPS = 30
 _UNUSED_COLOUR = (0.85, 0.85, 0.85, 1.0)  # light grey: cells not used (land, no data)
@@ -50,6 +50,45 @@ def _cartopy_crs():
 
 ############################################################################################
 # regions
+
+
+def _lat_lon_values(grid: xr.DataArray, lat: str, lon: str, name: str):
+    """``(lats, lons, values)`` of a 2-D lat/lon DataArray: both coordinates ascending (a
+    grid across its convention's seam made contiguous), ``values`` float64 (n_lat, n_lon)."""
+    import xarray as xr
+
+    if not isinstance(grid, xr.DataArray):
+        raise TypeError(f"{name}: expected an xarray.DataArray, got {type(grid).__name__}")
+    if grid.ndim != 2:
+        # a multi-variable fit's label_map_ has a variable dim (or a window / lag one): one
+        # map per value, which the message names
+        extra = [d for d in grid.dims if d not in (lat, lon, *_LAT_NAMES, *_LON_NAMES)]
+        hint = (
+            f"; select one map, e.g. {name}.sel({extra[0]}=...) or {name}.isel({extra[0]}=0)"
+            if grid.ndim > 2 and extra
+            else ""
+        )
+        raise ValueError(f"{name}: expected a 2-D (lat, lon) grid, got dims {grid.dims}{hint}")
+    lat_name = _grid_coord(grid, lat, _LAT_NAMES, "latitude")
+    lon_name = _grid_coord(grid, lon, _LON_NAMES, "longitude")
+    lat_dim, lon_dim = grid[lat_name].dims[0], grid[lon_name].dims[0]
+    if lat_dim == lon_dim:
+        raise ValueError(
+            f"{name}: latitude {lat_name!r} and longitude {lon_name!r} share the dim {lat_dim!r}"
+        )
+    grid = grid.transpose(lat_dim, lon_dim).sortby([lat_name, lon_name])
+    lats = np.asarray(grid[lat_name].values, dtype=np.float64)
+    lons = np.asarray(grid[lon_name].values, dtype=np.float64)
+    for coord, c in ((lat_name, lats), (lon_name, lons)):
+        if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
+            raise ValueError(f"{name}: coordinate {coord!r} has repeated or non-finite values")
+    values = np.asarray(grid.values, dtype=np.float64)
+    # a grid across its convention's seam (350, 0, 10 in 0..360) is drawn as one piece
+    seamless = _seamless(lons)
+    if seamless is not lons:
+        order = np.argsort(seamless, kind="stable")
+        lons, values = seamless[order], values[:, order]
+    return lats, lons, values
 
 
 def plot_regions(
@@ -111,59 +150,15 @@ def plot_regions(
     first and last centres, so regular and irregular grids are both drawn exactly. Latitude
     edges are clipped to [-90, 90].
     """
-    import xarray as xr
-
-    if not isinstance(region, xr.DataArray):
-        raise TypeError(f"region: expected an xarray.DataArray, got {type(region).__name__}")
-    if region.ndim != 2:
-        # a multi-variable fit's label_map_ has a variable dim (or a window / lag one): one
-        # map per value, which the message names
-        extra = [d for d in region.dims if d not in (lat, lon, *_LAT_NAMES, *_LON_NAMES)]
-        hint = (
-            f"; select one map, e.g. region.sel({extra[0]}=...) or region.isel({extra[0]}=0)"
-            if region.ndim > 2 and extra
-            else ""
-        )
-        raise ValueError(f"region: expected a 2-D (lat, lon) grid, got dims {region.dims}{hint}")
-    lat_name = _grid_coord(region, lat, _LAT_NAMES, "latitude")
-    lon_name = _grid_coord(region, lon, _LON_NAMES, "longitude")
-    lat_dim, lon_dim = region[lat_name].dims[0], region[lon_name].dims[0]
-    if lat_dim == lon_dim:
-        raise ValueError(
-            f"region: latitude {lat_name!r} and longitude {lon_name!r} share the dim {lat_dim!r}"
-        )
-    grid = region.transpose(lat_dim, lon_dim).sortby([lat_name, lon_name])
-    lats = np.asarray(grid[lat_name].values, dtype=np.float64)
-    lons = np.asarray(grid[lon_name].values, dtype=np.float64)
-    for name, c in ((lat_name, lats), (lon_name, lons)):
-        if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
-            raise ValueError(f"region: coordinate {name!r} has repeated or non-finite values")
-    labels = np.asarray(grid.values, dtype=np.float64)
-    # a grid across its convention's seam (350, 0, 10 in 0..360) is drawn as one piece
-    seamless = _seamless(lons)
-    if seamless is not lons:
-        order = np.argsort(seamless, kind="stable")
-        lons, labels = seamless[order], labels[:, order]
+    lats, lons, labels = _lat_lon_values(region, lat, lon, "region")
     used = np.isfinite(labels) & (labels >= 0)
     if np.any(labels[used] != np.round(labels[used])):
         raise ValueError("region: group labels must be integers (-1 or NaN for unused cells)")
     values = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
     groups = np.unique(values.compressed())
 
-    lat_edges = _edges(lats)
-    if np.all(np.abs(lats) <= 90):
-        lat_edges = np.clip(lat_edges, -90.0, 90.0)
-    lon_edges = _edges(lons)
-
-    plt = _pyplot()
-    ccrs = _cartopy_crs() if coastlines else None
-    if ax is None:
-        if ccrs is not None:
-            _, ax = plt.subplots(subplot_kw={"projection": _projection(ccrs, lons)})
-        else:
-            _, ax = plt.subplots()
-    geo = ccrs is not None and hasattr(ax, "coastlines")
-    kw: dict[str, Any] = {"transform": ccrs.PlateCarree()} if geo else {}
+    lat_edges, lon_edges = _lat_edges(lats), _edges(lons)
+    ax, kw = _map_axes(ax, coastlines, lons)
 
     colormap, norm = _categorical(cmap, int(groups.max()) + 1 if groups.size else 1)
     ax.pcolormesh(lon_edges, lat_edges, values, cmap=colormap, norm=norm, shading="flat", **kw)
@@ -190,7 +185,87 @@ def plot_regions(
                 **kw,
             )
 
+    _finish_map(ax, bool(kw), lat_edges, lon_edges, title)
+    return ax
+
+
+def plot_stability(
+    stability: xr.DataArray,
+    *,
+    ax: Axes | None = None,
+    coastlines: bool = True,
+    title: str | None = None,
+    cmap: str | Colormap = "viridis",
+    region: xr.DataArray | None = None,
+    lat: str = "lat",
+    lon: str = "lon",
+) -> Axes:
+    """Map of how much each cell's region recurs across cross-validation folds.
+
+    Parameters
+    ----------
+    stability : xarray.DataArray of shape (n_lat, n_lon)
+        Values in [0, 1], e.g. ``stability_map_`` of a fitted :class:`dcfa.RegionsCV` or the
+        ``stability`` variable of a result store: 1 where the cell's region holds the same
+        cells in every fold's map. NaN (cells not used) is drawn in light grey.
+    ax, coastlines, title, lat, lon
+        As in :func:`plot_regions`.
+    cmap : str or matplotlib.colors.Colormap, default="viridis"
+    region : xarray.DataArray, optional
+        The region map on the same grid (``label_map_``): its borders are drawn in white.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax.collections[0]`` is the QuadMesh of the values, with a colour bar.
+    """
+    lats, lons, values = _lat_lon_values(stability, lat, lon, "stability")
+    lat_edges, lon_edges = _lat_edges(lats), _edges(lons)
+    ax, kw = _map_axes(ax, coastlines, lons)
+    masked = np.ma.masked_invalid(values)
+    import matplotlib as mpl
+
+    colormap = mpl.colormaps[cmap] if isinstance(cmap, str) else cmap
+    colormap = colormap.with_extremes(bad=_UNUSED_COLOUR)
+    mesh = ax.pcolormesh(lon_edges, lat_edges, masked, cmap=colormap, vmin=0.0, vmax=1.0,
+                         shading="flat", **kw)  # fmt: skip
+    ax.figure.colorbar(mesh, ax=ax, shrink=0.7, label="region recurrence across folds")
+    if region is not None:
+        _, rlons, labels = _lat_lon_values(region, lat, lon, "region")
+        if labels.shape != values.shape or not np.allclose(rlons, lons):
+            raise ValueError("region: expected the grid of stability")
+        # a border between two cells of different groups: contours of each group's mask
+        for g in np.unique(labels[np.isfinite(labels) & (labels >= 0)]):
+            ax.contour(lons, lats, (labels == g).astype(float), levels=[0.5], colors="w",
+                       linewidths=0.8, **kw)  # fmt: skip
+    _finish_map(ax, bool(kw), lat_edges, lon_edges, title)
+    return ax
+
+
+def _lat_edges(lats: np.ndarray) -> np.ndarray:
+    edges = _edges(lats)
+    return np.clip(edges, -90.0, 90.0) if np.all(np.abs(lats) <= 90) else edges
+
+
+def _map_axes(ax, coastlines: bool, lons: np.ndarray):
+    """The Axes to draw a map on (a new one: a cartopy map when asked and available) and the
+    keyword arguments that put data on it."""
+    plt = _pyplot()
+    ccrs = _cartopy_crs() if coastlines else None
+    if ax is None:
+        if ccrs is not None:
+            _, ax = plt.subplots(subplot_kw={"projection": _projection(ccrs, lons)})
+        else:
+            _, ax = plt.subplots()
+    geo = ccrs is not None and hasattr(ax, "coastlines")
+    return ax, ({"transform": ccrs.PlateCarree()} if geo else {})
+
+
+def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
+    """Coastlines, gridlines and extent of a cartopy map (``geo``), or plain axes' limits and
+    labels."""
     if geo:
+        ccrs = _cartopy_crs()
         _add_coastlines(ax)
         gl = ax.gridlines(draw_labels=True, linewidth=0.3, color="grey", alpha=0.6)
         gl.top_labels = gl.right_labels = False
@@ -208,7 +283,6 @@ def plot_regions(
         ax.set_ylabel("latitude (°N)")
     if title is not None:
         ax.set_title(title)
-    return ax
 
 
 def _add_coastlines(ax) -> None:

@@ -149,9 +149,15 @@ def application(reduction: Reduction, prep) -> dict:
 
 
 def region_on_grid(labels: np.ndarray, keep: np.ndarray, has_data: xr.DataArray):
-    grid = np.full(has_data.size, -1, dtype=np.int32)
-    grid[keep] = labels
-    return has_data.copy(data=grid.reshape(has_data.shape)).rename("region")
+    return on_grid(labels, keep, has_data, fill=-1, dtype=np.int32).rename("region")
+
+
+def on_grid(values: np.ndarray, keep: np.ndarray, has_data: xr.DataArray, *, fill, dtype):
+    """Per-cell ``values`` of the cells ``keep`` (flat places) on the grid of ``has_data``,
+    ``fill`` elsewhere."""
+    grid = np.full(has_data.size, fill, dtype=dtype)
+    grid[keep] = values
+    return has_data.copy(data=grid.reshape(has_data.shape))
 
 
 def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:

@@ -24,14 +24,18 @@ def result_dataset(
     features=None,
     embedding=None,
     gbmap=None,
+    stability: xr.DataArray | None = None,
     attrs: dict | None = None,
 ) -> xr.Dataset:
     """The result of a fit as a Dataset (lazy when the field is Dask-backed).
 
     ``region`` is the map of groups on the grid (-1 where a cell was not used); by default the
-    model's ``label_map_``. With ``target``, each group's correlation with it is computed from
-    the features in the same pass that writes them. ``features``: ``model.transform(field)``
-    when the caller has it already (computed or persisted).
+    model's ``label_map_``. ``stability``: how much each cell's region recurs across the
+    folds, on the same grid (NaN where a cell was not used); by default the model's
+    ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`). With ``target``, each
+    group's correlation with it is computed from the features in the same pass that writes
+    them. ``features``: ``model.transform(field)`` when the caller has it already (computed
+    or persisted).
     """
     features = model.transform(field) if features is None else features
     region = (model.label_map_ if region is None else region).astype("int32")
@@ -49,6 +53,16 @@ def result_dataset(
         coords={"group": g},
         attrs=dict(attrs or {}),
     )
+    if stability is None:
+        stability = getattr(model, "stability_map_", None)
+    if stability is not None:
+        ds["stability"] = stability.astype("float32").rename(None)
+        ds["stability"].attrs = {
+            "long_name": "recurrence of each cell's region across the CV folds",
+            "description": "mean Jaccard index of the cell's region in the chosen map and in "
+            "each fold's map (1: the same cells in every fold); NaN: cell not used",
+            "units": "1",
+        }
     if target is not None:
         gappy = getattr(model, "missing", "exclude") == "pairwise"  # NaN in the features
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
