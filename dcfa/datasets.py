@@ -5,6 +5,8 @@ authors' code as recorded in ``reference/lincfa.md`` section 4.1, so the publish
 be re-run. :func:`make_regions_field` builds a climate-like ``(time, lat, lon)`` field whose
 cells belong to known regions, with a target made from the regions' signals, lazily and chunked
 like a real archive; :func:`write_regions_store` writes it as a Zarr store.
+:func:`make_smooth_field` builds one with no regions at all: smooth, spatially correlated
+modes of variability, as real sea-surface temperature has.
 
 Real observations, offline: :func:`load_enso` reads monthly HadISST sea-surface temperature,
 NCEP 10 m winds and NOAA CPC's standardized Southern Oscillation Index from data files that
@@ -29,6 +31,7 @@ __all__ = [
     "make_lincfa_bivariate",
     "make_lincfa_tree",
     "make_regions_field",
+    "make_smooth_field",
     "write_regions_store",
     "load_enso",
     "write_enso_store",
@@ -146,6 +149,14 @@ def _field_block(block_info=None, *, signals, regions, loading, offset, noise, s
     return x.astype(np.float32)
 
 
+def _global_grid(nlat: int, nlon: int):
+    """Cell centres of a global grid and a kelvin-like mean field, warmest at the equator."""
+    lat = np.linspace(-90 + 90 / nlat, 90 - 90 / nlat, nlat)
+    lon = np.linspace(180 / nlon, 360 - 180 / nlon, nlon)
+    offset = 273.15 + 25 * np.cos(np.deg2rad(lat))[:, None] * np.ones((1, nlon))
+    return lat, lon, offset
+
+
 def make_regions_field(
     n_time: int = 240,
     shape: tuple[int, int] = (36, 72),
@@ -213,9 +224,7 @@ def make_regions_field(
     beta = np.zeros(n_regions)
     active = rng.choice(n_regions, size=min(n_active, n_regions), replace=False)
     beta[active] = rng.uniform(0.5, 1.5, active.size) * rng.choice([-1, 1], active.size)
-    lat = np.linspace(-90 + 90 / nlat, 90 - 90 / nlat, nlat)
-    lon = np.linspace(180 / nlon, 360 - 180 / nlon, nlon)
-    offset = 273.15 + 25 * np.cos(np.deg2rad(lat))[:, None] * np.ones((1, nlon))
+    lat, lon, offset = _global_grid(nlat, nlon)
     loadings = rng.uniform(loading[0], loading[1], size=shape)
     land = rng.uniform(size=shape) < land_fraction
     space_chunks = space_chunks or shape
@@ -247,6 +256,93 @@ def make_regions_field(
         },
         coords={"time": time, "lat": lat, "lon": lon, "region_id": np.arange(n_regions)},
         attrs={"title": "dcfa synthetic regions field", "seed": seed},
+    )
+
+
+def make_smooth_field(
+    n_time: int = 240,
+    shape: tuple[int, int] = (36, 72),
+    n_modes: int = 30,
+    *,
+    n_active: int = 3,
+    scale: float = 20.0,
+    noise: float = 0.5,
+    target_noise: float = 0.5,
+    land_fraction: float = 0.0,
+    ar: float = 0.6,
+    seed: int = 0,
+) -> xr.Dataset:
+    """A ``(time, lat, lon)`` field of smooth modes of variability, and a target built from some.
+
+    Mode ``m`` is a smooth random pattern ``L_m`` (white noise smoothed by a Gaussian kernel of
+    ``scale`` degrees, periodic in longitude, scaled to unit mean square) with an AR(1) unit
+    signal ``z_m(t)``, weighted by ``1 / sqrt(1 + m)`` (a red spectrum: a few modes carry most
+    of the variance, as the EOFs of a real field). Cell ``c`` is
+    ``offset + sum_m L_m(c) z_m(t) / sqrt(1 + m) + noise * e``. There are no regions: the
+    nearest to them are the lobes of the modes the target is made of,
+    ``sum_{m active} beta_m z_m + target_noise * e``. The reference for a map of regions is the
+    skill of the best linear predictor on all cells.
+
+    Parameters
+    ----------
+    n_time : int, default=240
+        Months, from January 1950.
+    shape : (int, int), default=(36, 72)
+        ``(n_lat, n_lon)`` cells of a global grid (as :func:`make_regions_field`).
+    n_modes : int, default=30
+    n_active : int, default=3
+        Modes the target is made of, drawn at random among all (not the leading ones).
+    scale : float, default=20.0
+        Standard deviation of the smoothing kernel, in degrees of latitude.
+    noise, target_noise : float, default=0.5
+        Standard deviations of each cell's own noise and of the target's.
+    land_fraction : float, default=0.0
+        Share of cells drawn as land (NaN in every month).
+    ar : float, default=0.6
+        Lag-one autocorrelation of the modes' signals.
+    seed : int, default=0
+
+    Returns
+    -------
+    xarray.Dataset with ``field`` (time, lat, lon; float32), ``target`` (time), ``pattern``
+    (mode, lat, lon), ``beta`` (mode: the target's coefficient of each mode's signal, 0 for
+    the inactive ones), attributes ``title`` and ``seed``.
+    """
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng([seed, 10])
+    nlat, nlon = shape
+    sigma = scale / (180.0 / nlat)
+    patterns = np.empty((n_modes, nlat, nlon))
+    for m in range(n_modes):
+        f = gaussian_filter(rng.normal(size=shape), sigma=sigma, mode=("nearest", "wrap"))
+        patterns[m] = f / np.sqrt(np.mean(f * f))
+    amplitude = 1.0 / np.sqrt(1.0 + np.arange(n_modes))
+    signals = _signals(n_time, n_modes, seed, ar=ar)
+    lat, lon, offset = _global_grid(nlat, nlon)
+    field = (signals * amplitude) @ patterns.reshape(n_modes, -1)
+    field += noise * rng.normal(size=field.shape)
+    field = field.reshape(n_time, nlat, nlon) + offset
+    land = rng.uniform(size=shape) < land_fraction
+    field[:, land] = np.nan
+    beta = np.zeros(n_modes)
+    active = rng.choice(n_modes, size=min(n_active, n_modes), replace=False)
+    beta[active] = rng.uniform(0.5, 1.5, active.size) * rng.choice([-1, 1], active.size)
+    target = signals @ beta + target_noise * rng.normal(size=n_time)
+    time = pd.date_range("1950-01-01", periods=n_time, freq="MS")
+    return xr.Dataset(
+        {
+            "field": (
+                ("time", "lat", "lon"),
+                field.astype(np.float32),
+                {"units": "K", "long_name": "synthetic smooth field"},
+            ),
+            "target": ("time", target, {"long_name": "target built from some modes"}),
+            "pattern": (("mode", "lat", "lon"), patterns, {"long_name": "mode pattern"}),
+            "beta": ("mode", beta),
+        },
+        coords={"time": time, "lat": lat, "lon": lon, "mode": np.arange(n_modes)},
+        attrs={"title": "dcfa synthetic smooth field", "seed": seed},
     )
 
 
