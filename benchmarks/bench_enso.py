@@ -15,7 +15,7 @@ predicted by the model fitted on every month before it less ``lead`` months (the
 Every model is a pipeline from the raw fields: :class:`dcfa.Anomalies` (the climatology of the
 training months only), then the reduction and OLS, or the regression; inner choices (PCA modes,
 PLS components, Lasso's alpha, GenLinCFACV's eps) by time-ordered CV on the training months.
-The models are :func:`dcfa.batch.demo.comparison_models`, which ``dcfa demo`` scores too. Fit
+The models are :func:`dcfa.batch.comparison.comparison_models`, which ``dcfa demo`` scores too. Fit
 time is the mean over the folds of fitting one pipeline (in memory, one BLAS thread).
 """
 
@@ -25,7 +25,7 @@ import argparse
 import logging
 import time
 
-from dcfa.batch.demo import comparison_models, score_models, tested_months
+from dcfa.batch.comparison import comparison_models, score_models, tested_months
 from dcfa.datasets import enso_task, load_enso
 from dcfa.skill import HEADER
 
@@ -40,7 +40,7 @@ def main() -> None:
         default=["sst", "sst,u10"],
         help="predictor sets, each a comma-separated list (default: sst sst,u10)",
     )
-    parser.add_argument("--leads", nargs="+", type=int, default=[0, 3], help="months ahead")
+    parser.add_argument("--leads", nargs="+", type=int, default=[0, 3, 6], help="months ahead")
     parser.add_argument("--splits", type=int, default=5, help="test blocks (default 5)")
     parser.add_argument("--quick", action="store_true", help="without LassoCV, GenLinCFACV")
     args = parser.parse_args()

@@ -29,7 +29,7 @@ import netCDF4  # noqa: E402
 
 import dcfa  # noqa: E402
 from dcfa import GenLinCFA, LinCFA  # noqa: E402
-from dcfa.batch.demo import (  # noqa: E402
+from dcfa.batch.comparison import (  # noqa: E402
     MIN_TRAIN,
     BoxMean,
     PCAByCV,
