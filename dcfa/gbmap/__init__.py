@@ -18,6 +18,7 @@ _EXPORTS = {
     "GBMAPKNeighborsClassifier": "dcfa.gbmap._neighbors",
     "GBMAPKNeighborsRegressor": "dcfa.gbmap._neighbors",
     "GBMAPRegressor": "dcfa.gbmap._estimator",
+    "InactiveLearnersWarning": "dcfa.gbmap._base",
     "Standardizer": "dcfa.gbmap._losses",
     "drift_experiment": "dcfa.gbmap.experiment",
     "drift_score": "dcfa.gbmap.drift",

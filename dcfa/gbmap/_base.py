@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import warnings
 from numbers import Integral, Real
 
 import dask.array as da
@@ -45,7 +46,7 @@ from dcfa._validation import (
 from dcfa.gbmap._checkpoint import check_directory, load_checkpoint, save_checkpoint
 from dcfa.gbmap._embedding import _EmbeddingMixin
 from dcfa.gbmap._learners import Learners
-from dcfa.gbmap._losses import ACTIVATIONS, embed_block
+from dcfa.gbmap._losses import ACTIVATIONS, LOSSES, embed_block
 from dcfa.gbmap._rows import column_stats, make_data, should_persist
 from dcfa.gbmap._solver import boost
 
@@ -53,6 +54,14 @@ logger = logging.getLogger("dcfa")
 
 # Probabilities of a classifier ``f0`` are clipped to [eps, 1 - eps] before the logit.
 _PROBA_EPS = 1e-15
+#: a step that lowers the training loss by less than this share of the loss before the first
+#: step did nothing a user can see (the regressor's: 0.1 % of the target's variance)
+INACTIVE_SHARE = 1e-3
+
+
+class InactiveLearnersWarning(UserWarning):
+    """Some GBMAP steps lowered the training loss by (almost) nothing: their learners are
+    switched off, and their embedding coordinates carry (almost) nothing."""
 
 
 def _f0_block(X, f0, method: str, feature_names) -> np.ndarray:
@@ -77,6 +86,25 @@ def _is_fitted(estimator) -> bool:
     except NotFittedError:
         return False
     return True
+
+
+def inactive_steps(initial_loss: float, train_loss: np.ndarray) -> np.ndarray:
+    """Steps whose training loss fell by less than :data:`INACTIVE_SHARE` of
+    ``initial_loss`` (the loss before the first step)."""
+    before = np.concatenate([[initial_loss], train_loss[:-1]])
+    return (before - train_loss) < INACTIVE_SHARE * abs(initial_loss)
+
+
+def _mean_loss(loss: str, target: np.ndarray, F0) -> float:
+    """The mean training loss of the initial model: its score ``F0`` (None: 0) on ``target``
+    (standardised, or labels in {-1, +1}). A lazy ``F0`` (an estimator ``f0`` on Dask input)
+    is computed."""
+    F = 0.0 if F0 is None else F0
+    if isinstance(F, da.Array):
+        from dcfa._compute import compute
+
+        (F,) = compute(F)
+    return float(np.mean(LOSSES[loss].pointwise_loss(target, np.asarray(F))))
 
 
 class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -105,7 +133,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self,
         n_boosts: int = 10,
         *,
-        beta: float = 1.0,
+        beta: float = 10.0,
         penalty: float = 1e-3,
         max_iter: int = 100,
         tol: float = 1e-3,
@@ -188,6 +216,8 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 learners = learners.head(self.n_boosts)
                 logger.info("%s: resuming after step %d", type(self).__name__, len(learners))
 
+        F0 = self._initial_score(inp.data)
+        initial_loss = _mean_loss(self._loss, target, F0)
         persisted = False
         n_evals = 0
         if len(learners) < self.n_boosts:
@@ -200,7 +230,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 learners=learners,
                 beta=float(self.beta),
                 activation=self._activation,
-                F0=self._initial_score(inp.data),
+                F0=F0,
             )
 
             def save(fitted: Learners) -> None:
@@ -236,6 +266,9 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.intercept_ = learners.intercept.copy()
         self.signs_ = learners.sign.copy()
         self.train_loss_ = learners.train_loss.copy()
+        self.initial_loss_ = initial_loss
+        self.inactive_steps_ = inactive_steps(initial_loss, self.train_loss_)
+        self._warn_inactive()
         self.step_n_iter_ = learners.n_iter.copy()
         self.step_n_evals_ = learners.n_evals.copy()
         self.n_iter_ = int(learners.n_iter.sum())
@@ -245,6 +278,25 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._train_scores = self._scores(self.train_embedding_, inp.data)
         del self._fit_target
         return self
+
+    def _warn_inactive(self) -> None:
+        steps = np.flatnonzero(self.inactive_steps_)
+        if steps.size == 0:
+            return
+        before = np.concatenate([[self.initial_loss_], self.train_loss_[:-1]])
+        drops = ", ".join(
+            f"step {j + 1}: {before[j] - self.train_loss_[j]:.2g}" for j in steps[:4]
+        ) + (", ..." if steps.size > 4 else "")
+        warnings.warn(
+            f"{type(self).__name__}: {steps.size} of {self.n_boosts} boosting steps lowered "
+            f"the training loss by less than {INACTIVE_SHARE:.1%} of its value before the first "
+            f"step ({self.initial_loss_:.4g}; {drops}): their learners are switched off and "
+            "carry nothing to the embedding. A larger beta (now "
+            f"{self.beta:g}: a learner bends only if its output spans about 1/beta of the "
+            f"target) or fewer n_boosts (now {self.n_boosts}) may help; see inactive_steps_.",
+            InactiveLearnersWarning,
+            stacklevel=3,
+        )
 
     def _fingerprint(self, n: int, p: int, mean, scale, target: np.ndarray) -> tuple[dict, dict]:
         rs = self.random_state
