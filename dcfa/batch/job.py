@@ -53,6 +53,7 @@ from dcfa.batch.output import (
     application,
     check_output,
     no_room,
+    on_grid,
     print_groups,
     region_on_grid,
     work_dir,
@@ -283,7 +284,7 @@ def _run_passes(
     # computes them (from the raw field: the anomalies are folded into the sums)
     reduction = Reduction.of(estimator, keep)
     features = region_series(field, prep, reduction, sample_dim=dim)
-    embedding = None
+    embedding = gbmap_skill = None
     if gbmap is not None:
         t = time.perf_counter()
         # samples x groups is small: fit GBMAP in memory, not one round trip to the
@@ -295,7 +296,11 @@ def _run_passes(
             f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
             f"features in {time.perf_counter() - t:.1f} s"
         )
+        gbmap_skill = _gbmap_summary(gbmap, features, target, tgt["lead"], echo)
     region = region_on_grid(estimator.labels_, keep, prep.has_data)
+    stability = None
+    if hasattr(estimator, "stability_"):  # how much each region recurs across the folds
+        stability = on_grid(estimator.stability_, keep, prep.has_data, fill=np.nan, dtype="f8")
     dataset = io.result_dataset(
         estimator,
         cells,
@@ -305,6 +310,7 @@ def _run_passes(
         features=features,
         embedding=embedding,
         gbmap=gbmap,
+        stability=stability,
         attrs=provenance(
             config.raw,
             method=type(estimator).__name__,
@@ -315,6 +321,8 @@ def _run_passes(
         ),
     )
     dataset = dataset.assign(application(reduction, prep))
+    if gbmap_skill is not None:
+        dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)
     record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
     dataset.attrs.update(record)
     if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
@@ -337,6 +345,28 @@ def _run_passes(
         overwrite=config.output["overwrite"],
         storage_options=config.output["storage_options"],
     )
+
+
+def _gbmap_summary(gbmap, features, target, lead: int, echo) -> dict | None:
+    """Say which GBMAP steps switched off, and whether GBMAP beats the linear models on the
+    same features (forward-chaining CV, purged by the lead); the comparison, or None when
+    the record is too short for it."""
+    from dcfa.batch.gbmap_check import gbmap_against_linear, verdict_line
+
+    off = np.flatnonzero(gbmap.inactive_steps_) + 1
+    if off.size:
+        echo(
+            f"      GBMAP: step(s) {', '.join(map(str, off))} of {gbmap.n_boosts} lowered the "
+            "training loss by less than 0.1 % of its first value: switched off (see "
+            f"gbmap.beta, now {gbmap.beta:g}, and gbmap.n_boosts)"
+        )
+    try:
+        skill = gbmap_against_linear(gbmap, features.values, target.values, gap=lead)
+    except ValueError as exc:  # too few samples for the folds
+        echo(f"      GBMAP against the linear models: not scored ({exc})")
+        return None
+    echo("      " + verdict_line(skill, features.shape[1]))
+    return skill
 
 
 def _fit_gbmap(gbmap, features, target, workdir: WorkDir, reduction: Reduction) -> None:

@@ -1,0 +1,171 @@
+"""Does GBMAP earn its place in a job? Its skill next to the linear models on the same features.
+
+A job fits GBMAP on the region features; :func:`gbmap_against_linear` scores it by
+forward-chaining cross-validation (scikit-learn's ``TimeSeriesSplit``, purged by the lead)
+next to OLS and ridge (regression) or a logistic regression (classification) on the very same
+features, refitting every model on every training window. The job prints the verdict and
+keeps it in the result store (``gbmap_skill``): a GBMAP that does not beat the linear model is
+said so. :func:`extremes_separation` asks the embedding's own question: do the months at the
+target's extremes (its lowest and highest quintiles) lie apart in the embedding, better than
+in the region features themselves? Both use the features of a partition fitted on all
+months, so they compare GBMAP with the linear models, not the reduction with anything else.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+__all__ = ["extremes_separation", "gbmap_against_linear", "verdict_line"]
+
+
+def _folds(n: int, n_splits: int, gap: int):
+    from sklearn.model_selection import TimeSeriesSplit
+
+    return list(TimeSeriesSplit(n_splits, gap=gap).split(np.zeros((n, 1))))
+
+
+def _quiet_clone(gbmap):
+    from sklearn.base import clone
+
+    return clone(gbmap).set_params(checkpoint=None)
+
+
+def gbmap_against_linear(gbmap, features, target, *, gap: int = 0, n_splits: int = 5) -> dict:
+    """Forward-chaining CV of GBMAP (its parameters, refitted per fold) against linear models.
+
+    Parameters
+    ----------
+    gbmap : GBMAPRegressor or GBMAPClassifier
+        Cloned (without its checkpoint) and refitted on every training window.
+    features : array-like of shape (n_samples, n_features)
+        The region features, in time order.
+    target : array-like of shape (n_samples,)
+    gap : int, default=0
+        Samples between each training window and its test block (the forecast lead).
+    n_splits : int, default=5
+
+    Returns
+    -------
+    dict
+        ``metric`` ("r2" or "accuracy"), ``n_splits``, ``gap``, ``scores`` (model name to
+        the per-fold scores), ``mean`` (model name to the mean), ``best_linear`` (its
+        name) and ``beats`` (whether GBMAP's mean is above the best linear model's).
+    """
+    from sklearn.base import is_classifier
+    from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from dcfa.gbmap import InactiveLearnersWarning
+
+    X = np.asarray(features, dtype=np.float64)
+    y = np.asarray(target).reshape(-1)
+    if is_classifier(gbmap):
+        metric = "accuracy"
+        linear = {"logistic": make_pipeline(StandardScaler(), LogisticRegression())}
+    else:
+        metric = "r2"
+        linear = {
+            "ols": LinearRegression(),
+            "ridge": make_pipeline(StandardScaler(), RidgeCV(np.logspace(-3, 3, 13))),
+        }
+    cv = _folds(len(y), n_splits, gap)
+    scores = {}
+    with warnings.catch_warnings():  # the job's own fit said so already
+        warnings.simplefilter("ignore", InactiveLearnersWarning)
+        for name, model in {"gbmap": _quiet_clone(gbmap), **linear}.items():
+            scores[name] = cross_val_score(model, X, y, cv=cv, scoring=metric).tolist()
+    mean = {name: float(np.mean(s)) for name, s in scores.items()}
+    best = max(linear, key=mean.get)
+    return {
+        "metric": metric,
+        "n_splits": n_splits,
+        "gap": gap,
+        "scores": scores,
+        "mean": mean,
+        "best_linear": best,
+        "beats": bool(mean["gbmap"] > mean[best]),
+    }
+
+
+def verdict_line(result: dict, n_features: int) -> str:
+    """One line for a job's summary: GBMAP's skill, the linear models', and the verdict."""
+    metric = "R²" if result["metric"] == "r2" else "accuracy"
+    m = result["mean"]
+    others = " and ".join(
+        f"{'OLS' if k == 'ols' else k} {v:+.2f}" if metric == "R²" else f"{k} {v:.2f}"
+        for k, v in m.items()
+        if k != "gbmap"
+    )
+    own = f"{m['gbmap']:+.2f}" if metric == "R²" else f"{m['gbmap']:.2f}"
+    verdict = (
+        "GBMAP beats the linear model"
+        if result["beats"]
+        else "GBMAP does not beat the linear model on this task"
+    )
+    return (
+        f"GBMAP forward-CV {metric} {own} against {others} on the same {n_features} features "
+        f"({result['n_splits']} folds, gap {result['gap']}): {verdict}"
+    )
+
+
+def _extremes(y: np.ndarray, rows: np.ndarray, bounds) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rows`` at or beyond the two ``bounds`` of ``y``, and 1 for the upper ones."""
+    lo, hi = bounds
+    keep = rows[(y[rows] <= lo) | (y[rows] >= hi)]
+    return keep, (y[keep] >= hi).astype(int)
+
+
+def extremes_separation(
+    gbmap, features, target, *, gap: int = 0, n_splits: int = 5, quantile: float = 0.2, k: int = 5
+) -> dict:
+    """How well the months at the target's extremes are told apart in GBMAP's embedding and
+    in the features themselves, out of sample.
+
+    In every forward-chaining fold, GBMAP is refitted on the training window; the training
+    months in the lowest and highest ``quantile`` of the training target are two classes, and
+    a ``k``-nearest-neighbour classifier on them (in the embedding, and in the standardised
+    features) labels the test months beyond the same thresholds.
+
+    Returns
+    -------
+    dict
+        ``embedding`` and ``features``: the mean test accuracy over the folds; ``folds``:
+        both per fold; ``n_test``: test months at the extremes per fold.
+    """
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.preprocessing import StandardScaler
+
+    from dcfa.gbmap import InactiveLearnersWarning
+
+    X = np.asarray(features, dtype=np.float64)
+    y = np.asarray(target, dtype=np.float64).reshape(-1)
+    acc = {"embedding": [], "features": []}
+    n_test = []
+    for train, test in _folds(len(y), n_splits, gap):
+        bounds = np.quantile(y[train], [quantile, 1.0 - quantile])
+        tr, ytr = _extremes(y, train, bounds)
+        te, yte = _extremes(y, test, bounds)
+        n_test.append(int(te.size))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InactiveLearnersWarning)
+            model = _quiet_clone(gbmap).fit(X[train], y[train])
+        scaler = StandardScaler().fit(X[train])
+        spaces = {
+            "embedding": (model.transform(X[tr]), model.transform(X[te])),
+            "features": (scaler.transform(X[tr]), scaler.transform(X[te])),
+        }
+        for name, (a, b) in spaces.items():
+            knn = KNeighborsClassifier(min(k, len(tr))).fit(a, ytr)
+            acc[name].append(float(knn.score(b, yte)) if te.size else float("nan"))
+    return {
+        "embedding": float(np.nanmean(acc["embedding"])),
+        "features": float(np.nanmean(acc["features"])),
+        "folds": acc,
+        "n_test": n_test,
+        "quantile": quantile,
+        "k": k,
+    }
