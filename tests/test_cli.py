@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -24,35 +25,39 @@ def run(*args, cwd=None):
 
 def test_demo_on_real_observations(tmp_path):
     """``dcfa demo``: the ENSO store, the forecast job (SST and zonal wind -> the SOI 3 months
-    later, genlincfacv with neighbors=1) on a LocalCluster, the forward-CV table at leads 0 and
-    3, a PNG map; the result store holds what an in-memory GenLinCFA fit with the chosen eps
-    gives."""
-    from dcfa import GenLinCFA
+    later, regionscv) on a LocalCluster, GBMAP against the linear models, the forward-CV table
+    at leads 0 and 3, the El Niño / La Niña separation, a PNG map; the result store holds what
+    an in-memory RegionsCV fit gives, and each cell's stability."""
+    from dcfa import RegionsCV
     from dcfa.datasets import enso_task
 
     proc = run("demo", "--workdir", str(tmp_path), "-q")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "[5/5]" in out and "345 samples in common" in out and "lead 3:" in out
-    assert "eps = " in out and "chosen by forward CV" in out
+    assert "GBMAP forward-CV R²" in out and "against OLS" in out and "linear model" in out
     assert "lead 0: R²" in out and "lead 3: R²" in out
-    for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "GenLinCFA(neighbors=1) -> OLS"):
+    for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "RegionsCV() -> OLS"):
         assert model in out
     assert "Pacific" in out  # where the regions are
+    assert "El Niño and La Niña months" in out and "GBMAP's embedding" in out
     assert (tmp_path / "regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     result = xr.open_zarr(tmp_path / "result.zarr").load()
-    assert result.attrs["method"] == "GenLinCFACV"
+    assert result.attrs["method"] == "RegionsCV"
     assert result.region.dims == ("variable", "lat", "lon")
     sst = xr.open_zarr(tmp_path / "enso.zarr").sst
     land = sst.isnull().all("time").values
     assert land.sum() == 228 and np.isnan(result.region.sel(variable="sst").values[land]).all()
+    assert np.isnan(result.stability.sel(variable="sst").values[land]).all()
     assert int(result.group_size.sum()) == 513 + 286
     assert result.features.shape == (345, result.sizes["group"])
-    assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (345, 2)
+    assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (345, 4)
+    skill = json.loads(result.attrs["gbmap_skill"])
+    assert set(skill["mean"]) == {"gbmap", "ols", "ridge"} and skill["gap"] == 3
 
     X, y = enso_task(lead=3, variables=["sst", "u10"])  # in memory, no cluster
-    ref = GenLinCFA(neighbors=1, eps=float(result.attrs["eps"])).fit(X, y)
+    ref = RegionsCV(gap=3).fit(X, y)
     np.testing.assert_array_equal(
         np.nan_to_num(result.region.values, nan=-1),
         ref.label_map_.transpose(*result.region.dims).values,
@@ -60,6 +65,12 @@ def test_demo_on_real_observations(tmp_path):
     np.testing.assert_allclose(result.features.values, ref.transform(X).values, rtol=1e-5)
     corr = [np.corrcoef(f, y)[0, 1] for f in ref.transform(X).values.T]
     np.testing.assert_allclose(result.group_target_corr.values, corr, rtol=1e-5)
+    kept = result.region.values >= 0
+    np.testing.assert_allclose(
+        result.stability.values[kept],
+        ref.stability_map_.transpose(*result.region.dims).values[kept],
+        rtol=1e-6,
+    )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

@@ -27,12 +27,13 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
-    name = "lincfa"               # lincfa | nonlincfa | genlincfa | genlincfacv | nonlincfacv
+    name = "regionscv"            # regionscv (default) | lincfa | nonlincfa | genlincfa |
+                                  # genlincfacv | nonlincfacv
     [method.params]               # the estimator's parameters
-    neighbors = 1
-    random_state = 0              # default 0 (printed, and recorded in the result's
-                                  # parameters): a job gives the same result run again or
-                                  # resumed; another value draws another shuffle
+    gap = 3                       # months purged around each test block: the lead
+                                  # (a method that shuffles takes random_state: default 0,
+                                  # printed and recorded in the result's parameters, so a
+                                  # job gives the same result run again or resumed)
 
     [gbmap]                       # optional: GBMAP on the reduced features
     n_boosts = 4                  # (random_state: default 0 too)
@@ -77,7 +78,7 @@ from typing import Any
 
 __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
 
-METHODS = ("lincfa", "nonlincfa", "genlincfa", "genlincfacv", "nonlincfacv")
+METHODS = ("regionscv", "lincfa", "nonlincfa", "genlincfa", "genlincfacv", "nonlincfacv")
 CLUSTER_KINDS = ("local", "slurm", "pbs")
 
 
@@ -109,7 +110,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "storage_options": (dict, {}),
     },
     "method": {
-        "name": (str, "lincfa"),
+        "name": (str, "regionscv"),
         "params": (dict, {}),
     },
     "gbmap": {},  # free-form: the GBMAP estimator's parameters

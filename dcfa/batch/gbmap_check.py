@@ -13,7 +13,9 @@ months, so they compare GBMAP with the linear models, not the reduction with any
 
 from __future__ import annotations
 
+import logging
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -24,6 +26,23 @@ def _folds(n: int, n_splits: int, gap: int):
     from sklearn.model_selection import TimeSeriesSplit
 
     return list(TimeSeriesSplit(n_splits, gap=gap).split(np.zeros((n, 1))))
+
+
+@contextmanager
+def _quiet():
+    """The refits of the folds, without their warnings (the job's own fit gave them) and
+    their log lines (one per step and fold)."""
+    from dcfa.gbmap import InactiveLearnersWarning
+
+    log = logging.getLogger("dcfa")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InactiveLearnersWarning)
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def _quiet_clone(gbmap):
@@ -59,8 +78,6 @@ def gbmap_against_linear(gbmap, features, target, *, gap: int = 0, n_splits: int
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from dcfa.gbmap import InactiveLearnersWarning
-
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(target).reshape(-1)
     if is_classifier(gbmap):
@@ -74,8 +91,7 @@ def gbmap_against_linear(gbmap, features, target, *, gap: int = 0, n_splits: int
         }
     cv = _folds(len(y), n_splits, gap)
     scores = {}
-    with warnings.catch_warnings():  # the job's own fit said so already
-        warnings.simplefilter("ignore", InactiveLearnersWarning)
+    with _quiet():
         for name, model in {"gbmap": _quiet_clone(gbmap), **linear}.items():
             scores[name] = cross_val_score(model, X, y, cv=cv, scoring=metric).tolist()
     mean = {name: float(np.mean(s)) for name, s in scores.items()}
@@ -139,8 +155,6 @@ def extremes_separation(
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.preprocessing import StandardScaler
 
-    from dcfa.gbmap import InactiveLearnersWarning
-
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(target, dtype=np.float64).reshape(-1)
     acc = {"embedding": [], "features": []}
@@ -150,8 +164,7 @@ def extremes_separation(
         tr, ytr = _extremes(y, train, bounds)
         te, yte = _extremes(y, test, bounds)
         n_test.append(int(te.size))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InactiveLearnersWarning)
+        with _quiet():
             model = _quiet_clone(gbmap).fit(X[train], y[train])
         scaler = StandardScaler().fit(X[train])
         spaces = {

@@ -38,9 +38,10 @@ def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
 
 
 def _method_class(name: str):
-    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
+    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV, RegionsCV
 
     return {
+        "regionscv": RegionsCV,
         "lincfa": LinCFA,
         "nonlincfa": NonLinCFA,
         "genlincfa": GenLinCFA,
