@@ -283,6 +283,16 @@ def main(argv=None) -> None:
         print_summary(summary)
         results[name] = {"draws": [asdict(d) | {"ratio": d.ratio, "gap": d.gap} for d in draws],
                          "summary": summary}  # fmt: skip
+    if len(results) == 2:  # --compare: the cost of the recommended call against one fit
+        a, b = (results[name]["draws"] for name in estimators)
+        ratio = np.array([x["fit_s"] / y["fit_s"] for x, y in zip(a, b, strict=True)])
+        names = list(estimators)
+        print(
+            f"\nfit time {names[0]} / {names[1]} on the same draws: median {np.median(ratio):.2f}, "
+            f"worst {ratio.max():.2f} (1 degree: median "
+            f"{np.median(ratio[[d['resolution'] == 1.0 for d in a]]):.2f})"
+        )
+        results["time_ratio"] = {"median": float(np.median(ratio)), "worst": float(ratio.max())}
     if args.json is not None:
         record = {
             "command": "python benchmarks/bench_panel.py " + " ".join(argv or sys.argv[1:]),

@@ -348,3 +348,12 @@ def test_plot_stability_draws_the_map_with_region_borders(regions_field):
     assert np.ma.getmaskarray(mesh.get_array()).reshape(24, 48)[~kept].all()
     with pytest.raises(ValueError, match="stability: expected a 2-D"):
         plot_stability(model.stability_map_.expand_dims(variable=["a"]))
+
+
+def test_regions_cv_execution_for_checks_the_budget_reading_nothing(regions_field):
+    lazy = regions_field.field.chunk({"time": 60})
+    with count_computes(0):
+        assert dcfa.RegionsCV().execution_for(lazy) == "series"
+        with dask.config.set({"dcfa.memory_budget": "1MB"}):
+            with pytest.raises(dcfa.MemoryBudgetError, match="RegionsCV holds the series"):
+                dcfa.RegionsCV().execution_for(lazy)

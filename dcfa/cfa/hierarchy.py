@@ -28,10 +28,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["Merges", "correlation_merges", "cut", "relevance_merges"]
+__all__ = ["Merges", "correlation_merges", "cut", "membership", "relevance_merges"]
 
-# rows per block of the first pass over the adjacent pairs (bounds its temporary memory)
-_PAIR_BLOCK = 1 << 16
+# bytes of the two blocks of series a pass over the adjacent pairs gathers at a time: small
+# enough to stay in cache-friendly sizes, large enough for few NumPy calls
+_PAIR_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,10 @@ def cut(merges: Merges, k: int) -> np.ndarray:
     return rank[comp]
 
 
-def _membership(labels: np.ndarray, n_groups: int) -> sp.csr_array:
+def membership(labels: np.ndarray, n_groups: int | None = None) -> sp.csr_array:
+    """The ``n_groups x n_items`` 0/1 matrix of which items each group holds (labels 0..)."""
+    if n_groups is None:
+        n_groups = int(labels.max()) + 1
     return sp.csr_array(
         (np.ones(labels.size), (labels, np.arange(labels.size))), shape=(n_groups, labels.size)
     )
@@ -86,7 +90,7 @@ def _membership(labels: np.ndarray, n_groups: int) -> sp.csr_array:
 
 def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
     """The pairs ``p < q`` of groups that hold adjacent items."""
-    M = _membership(labels, n_groups)
+    M = membership(labels, n_groups)
     B = sp.triu(sp.csr_array(M @ adjacency @ M.T), k=1).tocoo()
     return B.row.astype(np.int64), B.col.astype(np.int64)
 
@@ -94,8 +98,9 @@ def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
 def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks."""
     out = np.empty(rows.size)
-    for lo in range(0, rows.size, _PAIR_BLOCK):
-        hi = min(lo + _PAIR_BLOCK, rows.size)
+    step = max(1, _PAIR_BYTES // (8 * max(S.shape[1], 1)))
+    for lo in range(0, rows.size, step):
+        hi = min(lo + step, rows.size)
         out[lo:hi] = np.einsum("ij,ij->i", S[rows[lo:hi]], S[cols[lo:hi]])
     return out
 
@@ -205,7 +210,7 @@ def correlation_merges(
             uf.union_all(rep[rows[best]], rep[cols[best]], rho[best], out)
             labels = uf.labels()
             g = int(labels.max()) + 1
-            sums = _membership(labels, g) @ S
+            sums = membership(labels, g) @ S
         if snapshots is not None and level in {float(v) for v in levels}:
             snapshots[level] = (len(out[0]), labels.copy(), sums.copy())
     a, b, v = out

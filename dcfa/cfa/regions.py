@@ -43,7 +43,7 @@ from dcfa._validation import (
     validate_params,
 )
 from dcfa.cfa.base import BaseCFA
-from dcfa.cfa.hierarchy import correlation_merges, cut, relevance_merges
+from dcfa.cfa.hierarchy import correlation_merges, cut, membership, relevance_merges
 from dcfa.cfa.selection import comembership, ols_skill, within_noise
 
 __all__ = ["RegionsCV", "LEVELS", "SIZES"]
@@ -53,8 +53,9 @@ logger = logging.getLogger("dcfa")
 #: default levels of the first stage: the correlation of two pieces' means below which they
 #: stay apart (high: many small pieces; low: few large ones)
 LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
-#: the numbers of regions the cross-validation scores (those the path reaches)
-SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100, 120, 150, 200)
+#: the numbers of regions the cross-validation scores (those the path reaches): a map of more
+#: than 100 regions is no small map
+SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
 # above this many features, neighbors=None (every pair adjacent) is refused: O(D^2) pairs
 _COMPLETE_GRAPH_LIMIT = 5000
 
@@ -194,8 +195,7 @@ class RegionsCV(BaseCFA):
         -------
         self
         """
-        from dcfa.cfa.series import SeriesData, over_budget
-        from dcfa.memory import MemoryBudgetError
+        from dcfa.cfa.series import SeriesData
         from dcfa.neighbors import resolve_grid
         from dcfa.skill import blocked_folds
 
@@ -221,16 +221,14 @@ class RegionsCV(BaseCFA):
             )
         folds = blocked_folds(n, self.n_splits, self.gap)
         grid = resolve_grid(self.neighbors, D, inp.layout, periodic=self.periodic)
-        why = over_budget(n, D)
-        if why is not None:
-            raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
+        _check_budget(n, D)
 
         if moments is not None:
             moments = self._check_moments(moments, inp, Y, None, "series")
         t0 = time.perf_counter()
         data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
         cols, yv = data.cols, Y[:, 0].astype(np.float64)
-        adjacency = _kept_adjacency(grid, cols, D)
+        adjacency = _kept_adjacency(grid, cols)
         # the first stage, once: the pieces at every level (X only)
         snapshots: dict = {}
         correlation_merges(
@@ -247,14 +245,19 @@ class RegionsCV(BaseCFA):
         if sizes.size == 0 or (self.max_groups is not None and sizes.max() < self.max_groups):
             sizes = np.unique(np.append(sizes, self.max_groups))
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
+        scored: dict[int, np.ndarray] = {}  # levels with as many pieces have the same ones
         for i, lv in enumerate(levels):
             pieces = stages[lv]
+            if pieces.n in scored:
+                r2[i] = scored[pieces.n]
+                continue
             for f, (train, test) in enumerate(folds):
                 path = pieces.regions(yv, train)
                 for j, k in enumerate(sizes):
                     if path.min_groups <= k <= pieces.n:
                         G = pieces.means(cut(path, pieces.n - k))
                         r2[i, j, f] = ols_skill(G, yv, train, test)
+            scored[pieces.n] = r2[i]
         flat = r2.reshape(-1, len(folds))
         pick = within_noise(flat, np.tile(sizes, levels.size), self.parsimony)
         i, j = divmod(pick, sizes.size)
@@ -329,11 +332,24 @@ class RegionsCV(BaseCFA):
         }
 
     def execution_for(self, X) -> str:
-        """Always ``"series"``: the pieces are made from the series held in memory."""
+        """Always ``"series"``: the pieces are made from the series held in memory. Raises
+        :class:`dcfa.MemoryBudgetError` when they would not fit, reading no data."""
+        validate_params(self)
+        inp = check_X(X, sample_dim=self.sample_dim)
+        _check_budget(inp.n_samples, inp.n_features)
         return "series"
 
     def grid_pass_request(self, X) -> None:
         return None
+
+
+def _check_budget(n_samples: int, n_features: int) -> None:
+    from dcfa.cfa.series import over_budget
+    from dcfa.memory import MemoryBudgetError
+
+    why = over_budget(n_samples, n_features)
+    if why is not None:
+        raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 
 
 class _Pieces:
@@ -349,7 +365,7 @@ class _Pieces:
     @classmethod
     def from_snapshot(cls, adjacency, snapshot) -> _Pieces:
         _, labels, sums = snapshot
-        M = _membership(labels)
+        M = membership(labels)
         B = sp.csr_array(M @ adjacency @ M.T)
         B.setdiag(0)
         B.eliminate_zeros()
@@ -364,21 +380,14 @@ class _Pieces:
 
     def means(self, piece_labels: np.ndarray) -> np.ndarray:
         """Each region's mean series (regions x samples), up to a constant per region."""
-        M = _membership(piece_labels)
+        M = membership(piece_labels)
         return (M @ self.sums) / (M @ self.size)[:, None]
 
     def cells(self, piece_labels: np.ndarray) -> np.ndarray:
         return piece_labels[self.cell_labels]
 
 
-def _membership(labels: np.ndarray) -> sp.csr_array:
-    k = int(labels.max()) + 1
-    return sp.csr_array(
-        (np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size)
-    )
-
-
-def _kept_adjacency(grid, cols: np.ndarray, D: int) -> sp.csr_array:
+def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:
     """The neighbour graph among the kept features; never across two blocks."""
     if grid.adjacency is None:
         A = sp.csr_array(np.ones((cols.size, cols.size), dtype=bool))

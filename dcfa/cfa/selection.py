@@ -23,9 +23,14 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
     slices or index arrays."""
     A, b = G[:, train].T, y[train]
     am, bm = A.mean(axis=0), b.mean()
-    # a complete orthogonal factorisation (gelsy): the minimum-norm solution as gelsd gives
-    # it, several times faster at hundreds of groups
-    coef = scipy.linalg.lstsq(A - am, b - bm, lapack_driver="gelsy", check_finite=False)[0]
+    A = A - am
+    try:  # the normal equations, when they are well posed: the cheapest solve
+        factor = scipy.linalg.cho_factor(A.T @ A, check_finite=False)
+        coef = scipy.linalg.cho_solve(factor, A.T @ (b - bm), check_finite=False)
+        if not np.all(np.isfinite(coef)):
+            raise np.linalg.LinAlgError
+    except np.linalg.LinAlgError:  # more groups than rows, or collinear: the minimum norm
+        coef = scipy.linalg.lstsq(A, b - bm, lapack_driver="gelsy", check_finite=False)[0]
     pred = bm + (G[:, test].T - am) @ coef
     yt = y[test]
     sst = np.sum((yt - yt.mean()) ** 2)
