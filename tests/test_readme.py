@@ -1,6 +1,6 @@
 """The README's runnable Python example runs as printed, in a fresh interpreter, and gives the
-numbers the README quotes next to it (the demo's chosen tolerance and regions, and the lead-3
-skill row of the comparison table); its job file runs as printed with ``dcfa fit``."""
+numbers the README quotes next to it (the demo's regions and the level of their pieces, and
+the lead-3 skill row of the comparison table); its job file runs as printed with ``dcfa fit``."""
 
 from __future__ import annotations
 
@@ -19,17 +19,23 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+def _demo_regions(text: str) -> tuple[str, str]:
+    """The demo's number of regions and the level of their pieces, as the README quotes."""
+    found = re.search(
+        r"demo: (\d+) regions \(RegionsCV: .*? pieces at correlation ([\d.]+)\)", text
+    )
+    return found.groups()
+
+
 def test_the_enso_example_runs_as_printed_and_gives_the_quoted_numbers(tmp_path):
     text = README.read_text()
     block = next(b for b in python_blocks(text) if "write_enso_store" in b)
-    n_regions, eps = re.search(r"demo: (\d+) regions \(GenLinCFACV: eps = ([\d.]+)", text).groups()
-    # "GenLinCFA(neighbors=1) -> OLS   +0.67 ± 0.17   17-30   +0.21 ± 0.29   9-16": lead 3
-    quoted = re.search(
-        r"GenLinCFA\(neighbors=1\) -> OLS +\S+ ± \S+ +\S+ +(\S+) ± (\S+) +(\S+)", text
-    ).groups()
+    n_regions, level = _demo_regions(text)
+    # "RegionsCV() -> OLS   +0.62 ± 0.24   10-17   +0.14 ± 0.17   4-7": lead 3
+    quoted = re.search(r"RegionsCV\(\) -> OLS +\S+ ± \S+ +\S+ +(\S+) ± (\S+) +(\S+)", text).groups()
     script = tmp_path / "example.py"
     *lines, last = block.rstrip().splitlines()  # the last line shows the skill row
-    lines += [f"print('ROW', {last})", "print('FIT', model.eps_, model.n_features_out_)"]
+    lines += [f"print('ROW', {last})", "print('FIT', model.level_, model.n_features_out_)"]
     script.write_text("\n".join(lines) + "\n")
     run = subprocess.run(
         [sys.executable, str(script)],
@@ -41,7 +47,7 @@ def test_the_enso_example_runs_as_printed_and_gives_the_quoted_numbers(tmp_path)
     )
     assert run.returncode == 0, run.stderr[-3000:]
     fit = next(line.split()[1:] for line in run.stdout.splitlines() if line.startswith("FIT"))
-    assert float(fit[0]) == float(eps) and int(fit[1]) == int(n_regions), (fit, eps, n_regions)
+    assert float(fit[0]) == float(level) and int(fit[1]) == int(n_regions), (fit, level)
     row = next(line for line in run.stdout.splitlines() if line.startswith("ROW"))
     mean, sd, features = re.search(r"([+-]\d\.\d+) ± (\d\.\d+) +(\S+)", row).groups()
     assert (f"{float(mean):+.2f}", f"{float(sd):.2f}", features) == quoted, row
@@ -55,7 +61,7 @@ def test_the_enso_job_file_runs_as_printed(tmp_path):
     the demo's regions and writes its result store next to it, nothing else."""
     text = README.read_text()
     toml = next(b for b in re.findall(r"```toml\n(.*?)```", text, flags=re.S) if "enso" in b)
-    n_regions, eps = re.search(r"demo: (\d+) regions \(GenLinCFACV: eps = ([\d.]+)", text).groups()
+    n_regions, _ = _demo_regions(text)
     (tmp_path / "job.toml").write_text(toml)
     subprocess.run(
         [sys.executable, "-c", "from dcfa.datasets import write_enso_store as w; w('enso.zarr')"],
@@ -70,7 +76,6 @@ def test_the_enso_job_file_runs_as_printed(tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"eps = {float(eps):g} chosen" in run.stdout, run.stdout
     assert re.search(rf"\[5/5\] \S+: {n_regions} groups", run.stdout), run.stdout
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["enso-regions.zarr", "enso.zarr", "job.toml"], names
