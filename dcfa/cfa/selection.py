@@ -15,6 +15,10 @@ import scipy.linalg
 
 __all__ = ["comembership", "ols_skill", "within_noise"]
 
+# the Cholesky factor's smallest diagonal over its largest below which the normal equations'
+# solution is left to least squares (a condition number of the Gram matrix above 1e8)
+_CONDITION = 1e-4
+
 
 def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
     """R^2 on ``test`` rows of ``LinearRegression()`` fitted on ``train`` rows of ``y`` on the
@@ -24,13 +28,16 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
     A, b = G[:, train].T, y[train]
     am, bm = A.mean(axis=0), b.mean()
     A = A - am
-    try:  # the normal equations, when they are well posed: the cheapest solve
-        factor = scipy.linalg.cho_factor(A.T @ A, check_finite=False)
-        coef = scipy.linalg.cho_solve(factor, A.T @ (b - bm), check_finite=False)
-        if not np.all(np.isfinite(coef)):
+    try:  # the normal equations, when they are well conditioned: the cheapest solve
+        if A.shape[1] >= A.shape[0]:  # as many groups as rows: no unique solution
             raise np.linalg.LinAlgError
+        factor = scipy.linalg.cho_factor(A.T @ A, check_finite=False)
+        diag = np.abs(np.diag(factor[0]))
+        if diag.min() <= _CONDITION * diag.max():  # near-collinear groups: lose digits
+            raise np.linalg.LinAlgError
+        coef = scipy.linalg.cho_solve(factor, A.T @ (b - bm), check_finite=False)
     except np.linalg.LinAlgError:  # more groups than rows, or collinear: the minimum norm
-        coef = scipy.linalg.lstsq(A, b - bm, lapack_driver="gelsy", check_finite=False)[0]
+        coef = np.linalg.lstsq(A, b - bm, rcond=None)[0]  # as LinearRegression (SVD)
     pred = bm + (G[:, test].T - am) @ coef
     yt = y[test]
     sst = np.sum((yt - yt.mean()) ** 2)

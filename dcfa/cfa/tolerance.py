@@ -44,6 +44,7 @@ from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_bounded
+from dcfa.cfa.selection import ols_skill
 from dcfa.stats.columns import ColumnMoments
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
@@ -60,19 +61,6 @@ _PATH_PARAMETERS: dict = {
     "gap": [Interval(Integral, 0, None, closed="left")],
     "max_groups": [None, Interval(Integral, 1, None, closed="left")],
 }
-
-
-def ols_skill(G: np.ndarray, y: np.ndarray, train: slice, test: slice) -> float:
-    """R^2 on ``test`` rows of ``LinearRegression()`` fitted on ``train`` rows of ``y`` on the
-    groups ``G`` (groups x samples): centred least squares, the minimum-norm solution when there
-    are more groups than training rows, as scikit-learn solves it."""
-    A, b = G[:, train].T, y[train]
-    am, bm = A.mean(axis=0), b.mean()
-    coef = np.linalg.lstsq(A - am, b - bm, rcond=None)[0]
-    pred = bm + (G[:, test].T - am) @ coef
-    yt = y[test]
-    sst = np.sum((yt - yt.mean()) ** 2)
-    return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
 
 
 def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
