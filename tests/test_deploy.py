@@ -37,7 +37,12 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 BASH = shutil.which("bash") or "/bin/bash"
 
-ESTIMATORS = {"lincfa": dcfa.LinCFA, "nonlincfa": dcfa.NonLinCFA, "genlincfa": dcfa.GenLinCFA}
+ESTIMATORS = {
+    "regionscv": dcfa.RegionsCV,
+    "lincfa": dcfa.LinCFA,
+    "nonlincfa": dcfa.NonLinCFA,
+    "genlincfa": dcfa.GenLinCFA,
+}
 QUEUES = {
     # kind: (jobqueue module attribute, driver script, submit/cancel commands, fake submit output)
     "slurm": ("SLURMCluster", "dcfa-job.sbatch", ("sbatch", "scancel"), "Submitted batch job"),

@@ -56,7 +56,7 @@ def test_config_errors_name_the_key(tmp_path):
         "target": {"path": "t"},
         "output": {"store": "o"},
     }
-    assert load_config(base=good).method["name"] == "lincfa"
+    assert load_config(base=good).method["name"] == "regionscv"  # the recommended call
     cases = [
         ({**good, "inputs": {}}, "unknown section"),
         ({**good, "input": {"store": "a"}}, "missing required key input.variables"),
