@@ -28,7 +28,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["Merges", "correlation_merges", "cut", "membership", "relevance_merges"]
+__all__ = [
+    "Merges",
+    "correlation_merges",
+    "cut",
+    "group_adjacency",
+    "membership",
+    "relevance_merges",
+]
 
 # bytes of the two blocks of series a pass over the adjacent pairs gathers at a time: small
 # enough to stay in cache-friendly sizes, large enough for few NumPy calls
@@ -88,10 +95,19 @@ def membership(labels: np.ndarray, n_groups: int | None = None) -> sp.csr_array:
     )
 
 
+def group_adjacency(adjacency, labels: np.ndarray, n_groups: int | None = None) -> sp.csr_array:
+    """Which groups hold adjacent items: a symmetric boolean ``n_groups x n_groups`` matrix
+    without its diagonal."""
+    M = membership(labels, n_groups)
+    B = sp.csr_array(M @ sp.csr_array(adjacency) @ M.T)
+    B.setdiag(0)
+    B.eliminate_zeros()
+    return sp.csr_array(B > 0)
+
+
 def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
     """The pairs ``p < q`` of groups that hold adjacent items."""
-    M = membership(labels, n_groups)
-    B = sp.triu(sp.csr_array(M @ adjacency @ M.T), k=1).tocoo()
+    B = sp.triu(group_adjacency(adjacency, labels, n_groups), k=1).tocoo()
     return B.row.astype(np.int64), B.col.astype(np.int64)
 
 
@@ -140,7 +156,13 @@ class _UnionFind:
                 out[2].append(v)
 
     def labels(self) -> np.ndarray:
-        roots = np.array([self.find(i) for i in range(self.parent.size)])
+        """Each item's group, ``0 ..`` in the order of the groups' roots."""
+        roots = self.parent
+        while True:  # every item's root at once: follow the parents until they stop moving
+            up = roots[roots]
+            if np.array_equal(up, roots):
+                break
+            roots = up
         _, lab = np.unique(roots, return_inverse=True)
         return lab
 

@@ -43,7 +43,13 @@ from dcfa._validation import (
     validate_params,
 )
 from dcfa.cfa.base import BaseCFA
-from dcfa.cfa.hierarchy import correlation_merges, cut, membership, relevance_merges
+from dcfa.cfa.hierarchy import (
+    correlation_merges,
+    cut,
+    group_adjacency,
+    membership,
+    relevance_merges,
+)
 from dcfa.cfa.selection import comembership, ols_skill, within_noise
 
 __all__ = ["RegionsCV", "LEVELS", "SIZES"]
@@ -365,11 +371,7 @@ class _Pieces:
     @classmethod
     def from_snapshot(cls, adjacency, snapshot) -> _Pieces:
         _, labels, sums = snapshot
-        M = membership(labels)
-        B = sp.csr_array(M @ adjacency @ M.T)
-        B.setdiag(0)
-        B.eliminate_zeros()
-        return cls(labels, sums, sp.csr_array(B > 0))
+        return cls(labels, sums, group_adjacency(adjacency, labels))
 
     def regions(self, y: np.ndarray, rows):
         """The second stage on the samples ``rows``: its merges of these pieces."""

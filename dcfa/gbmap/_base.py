@@ -88,11 +88,15 @@ def _is_fitted(estimator) -> bool:
     return True
 
 
+def loss_drops(initial_loss: float, train_loss: np.ndarray) -> np.ndarray:
+    """How much each step lowered the training loss (``initial_loss``: before the first)."""
+    return np.concatenate([[initial_loss], train_loss[:-1]]) - train_loss
+
+
 def inactive_steps(initial_loss: float, train_loss: np.ndarray) -> np.ndarray:
     """Steps whose training loss fell by less than :data:`INACTIVE_SHARE` of
     ``initial_loss`` (the loss before the first step)."""
-    before = np.concatenate([[initial_loss], train_loss[:-1]])
-    return (before - train_loss) < INACTIVE_SHARE * abs(initial_loss)
+    return loss_drops(initial_loss, train_loss) < INACTIVE_SHARE * abs(initial_loss)
 
 
 def _mean_loss(loss: str, target: np.ndarray, F0) -> float:
@@ -283,10 +287,10 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         steps = np.flatnonzero(self.inactive_steps_)
         if steps.size == 0:
             return
-        before = np.concatenate([[self.initial_loss_], self.train_loss_[:-1]])
-        drops = ", ".join(
-            f"step {j + 1}: {before[j] - self.train_loss_[j]:.2g}" for j in steps[:4]
-        ) + (", ..." if steps.size > 4 else "")
+        drop = loss_drops(self.initial_loss_, self.train_loss_)
+        drops = ", ".join(f"step {j + 1}: {drop[j]:.2g}" for j in steps[:4]) + (
+            ", ..." if steps.size > 4 else ""
+        )
         warnings.warn(
             f"{type(self).__name__}: {steps.size} of {self.n_boosts} boosting steps lowered "
             f"the training loss by less than {INACTIVE_SHARE:.1%} of its value before the first "
