@@ -6,11 +6,15 @@
 ``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series (and GBMAP
                            prediction) for the months of another archive
 
-Exit status: 0 on success, 2 for a bad configuration or input (the message names the key or
-path, and nothing is written), 1 for any other failure, 141 (128 + SIGPIPE, as a shell tool killed
+Exit status: 0 on success; 2 for dcfa's own bad-input errors only (see :func:`_bad_input`: a
+configuration error, bad input data, the memory budget, an output path dcfa refuses, an input path
+that is not there, a scheduler it cannot reach; the message names the key or path, and nothing is
+written); 1 for any other exception (a fault, or a bug in dcfa: a ``TypeError`` or ``KeyError`` is
+never reported as bad input), on one line with its type; 141 (128 + SIGPIPE, as a shell tool killed
 by SIGPIPE) when stdout was closed early, e.g. ``dcfa inspect STORE | head``: quietly, as Python's
 documented recipe does (https://docs.python.org/3/library/signal.html#note-on-sigpipe); a fit
-stopped so keeps its finished passes for ``--resume``.
+stopped so keeps its finished passes for ``--resume``. ``--traceback`` prints the traceback before
+the line (exit 1 or 2 alike).
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ EXIT_STDOUT_CLOSED = 128 + 13  # as a process killed by SIGPIPE: `dcfa inspect x
 _EXIT_STATUS = """\
 exit status:
   0    success
-  1    a fault (a lost worker, Ctrl-C, a full disk): one line; a fit keeps its finished
-       passes for --resume
-  2    a bad configuration or input: one line naming the key or path; nothing is written
+  1    any error that is not 2: a fault (a lost worker, Ctrl-C, a full disk) or a bug
+       in dcfa; one line with its type (--traceback for the traceback); a fit keeps its
+       finished passes for --resume
+  2    a bad configuration, bad input data or the memory budget (dcfa's own input
+       checks): one line naming the key or path; nothing is written
   141  stdout was closed early (e.g. piped into head); quietly, as SIGPIPE would
 """
 
@@ -46,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress bars or logs")
     common.add_argument(
-        "--traceback", action="store_true", help="on an unexpected error, print the traceback"
+        "--traceback", action="store_true", help="on an error, print its traceback too"
     )
     sub = p.add_subparsers(dest="command")
 
@@ -187,9 +193,7 @@ def _run(args) -> int:
         sys.stdout.flush()  # a closed stdout is found here, not in the interpreter's exit
     except BrokenPipeError as exc:
         if not _stdout_closed():  # a pipe of something else: a fault, not bad input
-            if args.traceback:
-                raise
-            _fault(exc)
+            _fault(exc, args.traceback)
             return EXIT_FAILED
         # Python's recipe: stdout to devnull, so the exit's flush raises nothing more
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -202,29 +206,49 @@ def _run(args) -> int:
                 file=sys.stderr,
             )
         return EXIT_STDOUT_CLOSED
-    except (
-        ValueError,
-        TypeError,
-        KeyError,
-        FileNotFoundError,
-        FileExistsError,
-        ConnectionError,
-    ) as exc:
-        _error(exc)
-        return EXIT_BAD_INPUT
-    except ImportError as exc:  # an optional dependency (the demo's data, matplotlib)
-        _error(exc)
-        return EXIT_FAILED
     except KeyboardInterrupt as exc:
         why = str(exc) or "rerun with --resume to continue"
         print(f"dcfa: interrupted; {why}", file=sys.stderr)
         return EXIT_FAILED
-    except Exception as exc:  # a fault (a worker lost, a disk full): one line, not a traceback
+    except Exception as exc:
+        if isinstance(exc, ImportError):  # an optional dependency (the demo's data, matplotlib)
+            code = EXIT_FAILED
+        elif _bad_input(exc):
+            code = EXIT_BAD_INPUT
+        else:  # a fault (a worker lost, a disk full) or a bug in dcfa: its type too
+            _fault(exc, args.traceback)
+            return EXIT_FAILED
         if args.traceback:
-            raise
-        _fault(exc)
-        return EXIT_FAILED
+            _traceback(exc)
+        _error(exc)
+        return code
     return EXIT_OK
+
+
+def _bad_input(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of dcfa's own bad-input errors (exit 2), not a fault or a bug.
+
+    - ``ValueError``: :class:`~dcfa.batch.config.ConfigError`,
+      :class:`~dcfa.batch.inputs.InputDataError` and :class:`dcfa.MemoryBudgetError` are
+      ValueErrors, and so is what the input checks of :mod:`dcfa.io`, :mod:`dcfa.batch` and the
+      estimators' parameter checks raise, naming the key (``input.variables: ...``,
+      ``ARCHIVE: ...``, ``--connect-timeout must ...``): dozens of call sites raise a plain
+      ValueError for a bad input, so ValueError as a whole stays bad input;
+    - :class:`~dcfa.io.store.OutputError`: an output path dcfa refuses (not any
+      ``FileExistsError``);
+    - ``FileNotFoundError`` and ``ConnectionError`` that dcfa raised itself, naming the key
+      (``input.store: no Zarr store at ...``, ``--scheduler: cannot reach ...``); one from the
+      operating system (it carries an ``errno``: a connection reset, a file gone during the
+      run) is a fault.
+
+    Anything else (``TypeError``, ``KeyError``, ``AttributeError``, ``IndexError``, ...) is a
+    fault or a bug in dcfa, never reported as a configuration mistake.
+    """
+    from dcfa.io.store import OutputError
+
+    if isinstance(exc, ValueError | OutputError):
+        return True
+    return isinstance(exc, FileNotFoundError | ConnectionError) and exc.errno is None
 
 
 def _line(text: str) -> None:
@@ -299,9 +323,20 @@ def _error(exc, message: str | None = None) -> None:
         print(f"dcfa: {escape(str(note))}", file=sys.stderr)
 
 
-def _fault(exc: BaseException) -> None:
-    """A fault, not bad input: its type and message, and where the details are."""
-    _error(exc, f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
+def _traceback(exc: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+
+
+def _fault(exc: BaseException, traceback: bool = False) -> None:
+    """A fault or a bug, not bad input: its type and message on one line, after the
+    traceback with ``--traceback``, else with where the details are."""
+    if traceback:
+        _traceback(exc)
+        _error(exc, f"{type(exc).__name__}: {exc}")
+    else:
+        _error(exc, f"{type(exc).__name__}: {exc} (rerun with --traceback for details)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,123 @@
+"""Exit codes (issue 37, item 8): 2 only for dcfa's own bad-input errors (the configuration,
+the input data, the memory budget), 1 for anything else: a bug in dcfa (a ``KeyError``, a
+``TypeError``) must not read as a configuration mistake."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+
+import pytest
+from test_job import cli, write_job
+
+from dcfa.cli import main
+from dcfa.memory import MemoryBudgetError
+
+
+def entries(root) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def one_line(err: str) -> str:
+    """The whole of stderr, asserted to be one ``dcfa: error:`` line."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dcfa: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [  # a ConfigError, and a plain ValueError of the archive's check naming the key
+        (dict(output__ovewrite=True), "unknown key(s) ['output.ovewrite']"),
+        (dict(input__variables=["slp"]), "input.variables: ['slp'] not in"),
+    ],
+)
+def test_a_genuine_bad_input_exits_2_on_one_line_naming_the_key(tmp_path, change, needle):
+    job = write_job(tmp_path, **change)
+    before = entries(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in one_line(proc.stderr)
+    assert entries(tmp_path) == before  # nothing written
+
+
+# a bug in dcfa, raised in the middle of a real job: after the output, archive and target
+# checks, before the cluster; the script runs the real command line in its own process
+BUG = """\
+import sys
+import dcfa.batch.job
+
+def build_estimator(method):
+    raise KeyError("x")
+
+dcfa.batch.job.build_estimator = build_estimator
+from dcfa.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_with_bug(job, *extra):
+    return subprocess.run(
+        [sys.executable, "-c", BUG, "fit", str(job), *extra],
+        capture_output=True,
+        text=True,
+        cwd=job.parent,
+        timeout=600,
+    )
+
+
+def test_a_bug_exits_1_on_one_line_and_traceback_prints_it(tmp_path):
+    job = write_job(tmp_path)
+    before = entries(tmp_path)
+    proc = run_with_bug(job)
+    assert proc.returncode == 1, proc.stderr
+    line = one_line(proc.stderr)
+    assert line == "dcfa: error: KeyError: 'x' (rerun with --traceback for details)", line
+    assert "Traceback" not in proc.stderr
+    assert entries(tmp_path) == before
+
+    proc = run_with_bug(job, "--traceback")
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert err[0] == "Traceback (most recent call last):", proc.stderr
+    assert any("in run_job" in e for e in err) and any("in build_estimator" in e for e in err)
+    assert err[-1] == "dcfa: error: KeyError: 'x'", proc.stderr
+    assert entries(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (KeyError("x"), 1),
+        (TypeError("unsupported operand type(s) for +: 'int' and 'str'"), 1),
+        (AttributeError("'NoneType' object has no attribute 'sizes'"), 1),
+        (IndexError("index 3 is out of bounds for axis 0 with size 3"), 1),
+        (FileExistsError(errno.EEXIST, "File exists", "result.zarr.work/x"), 1),
+        (FileNotFoundError(errno.ENOENT, "No such file or directory", "gone"), 1),
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), 1),
+        (MemoryBudgetError("the dense pass needs 9 GiB; dcfa.memory_budget allows 1 GiB"), 2),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
+)
+def test_only_dcfas_own_input_errors_exit_2(tmp_path, monkeypatch, capsys, exc, code):
+    """The same point of a real job (``dcfa fit``'s own entry point, in this process) raising
+    each kind of error: dcfa's input errors exit 2 with their message, anything else (a bug,
+    an error of the operating system) exits 1 with its type."""
+    import dcfa.batch.job
+
+    def build_estimator(method):
+        raise exc
+
+    job = write_job(tmp_path)
+    before = entries(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(dcfa.batch.job, "build_estimator", build_estimator)
+    assert main(["fit", str(job), "-q"]) == code
+    line = one_line(capsys.readouterr().err)
+    if code == 2:
+        assert line == f"dcfa: error: {exc}"
+    else:
+        assert line.startswith(f"dcfa: error: {type(exc).__name__}: ")
+        assert line.endswith("(rerun with --traceback for details)")
+    assert entries(tmp_path) == before
