@@ -289,3 +289,94 @@ def test_series_on_a_distributed_cluster(client):
     with dask.config.set(scheduler="threads"):
         local = NonLinCFA(mode="full", **params).fit(X, y)
     np.testing.assert_array_equal(on_cluster.labels_, local.labels_)
+
+
+class _Toy:
+    """A fourth execution, written as a contributor would: the dense moments computed in
+    plain NumPy (no Dask), the dense loop. Defined in a function so the registry stays clean."""
+
+    @staticmethod
+    def make():
+        from dcfa.cfa.driver import partition_moments
+        from dcfa.cfa.executions import Execution, Plan
+
+        class Toy(Execution):
+            name = "toy"
+            statistics = dcfa.Moments
+
+            def why_not(self, opts, inp, folds):
+                if folds is not None or opts.neighbors is not None:
+                    return "neighbors", "mode='toy' runs without folds or neighbours"
+                return None
+
+            def plan(self, opts, inp, folds):
+                return Plan(folds=folds)
+
+            def gather(self, opts, data, Y, plan):
+                return dcfa.moments(np.asarray(data), Y)
+
+            def partition(self, opts, stats, inp, plan):
+                return partition_moments([stats], opts.rule, **opts.loop())
+
+        return Toy()
+
+
+@pytest.fixture
+def toy():
+    from dcfa.cfa.executions import MODES, register, unregister
+
+    register(_Toy.make())
+    yield
+    unregister("toy")
+    assert "toy" not in EXECUTIONS and "toy" not in MODES
+
+
+@pytest.mark.usefixtures("toy")
+@pytest.mark.parametrize("cls, params", [(LinCFA, dict(random_state=4)), (GenLinCFA, {})])
+def test_a_new_execution_is_one_class_and_one_registry_entry(cls, params):
+    """Registering a class is all it takes: ``mode="toy"`` is a valid parameter, the fit runs
+    it, stored moments of its kind are reused by it, and its refusal names the parameter."""
+    X, y = field(5)
+    toy = cls(mode="toy", **params).fit(X, y)
+    full = cls(mode="full", **params).fit(X, y)
+    assert toy.execution_ == "toy"
+    np.testing.assert_array_equal(toy.labels_, full.labels_)
+    np.testing.assert_allclose(toy.transform(X), full.transform(X), rtol=1e-9, atol=1e-10)
+    again = cls(mode="toy", **params).fit(X, y, moments=toy.moments_)
+    np.testing.assert_array_equal(again.labels_, full.labels_)
+    with pytest.raises(ValueError, match=r"^neighbors: mode='toy' runs without folds"):
+        cls(mode="toy", neighbors=1, **params).fit(X, y)
+
+
+def test_an_unregistered_execution_is_not_a_mode():
+    X, y = field(5)
+    with pytest.raises(ValueError, match="'mode' parameter of LinCFA must be a str among"):
+        LinCFA(mode="toy").fit(X, y)
+
+
+def test_below_the_estimators_nothing_reads_an_estimator():
+    """The executions, the loops and the memory estimate take FitOptions: no parameter is
+    read by name from an estimator, and no private estimator attribute is reached."""
+    import ast
+    from pathlib import Path
+
+    root = Path(dcfa.__file__).parent
+    below = [
+        *sorted((root / "cfa" / "executions").glob("*.py")),
+        root / "cfa" / "driver.py",
+        root / "cfa" / "grid_partition.py",
+        *sorted((root / "memory").glob("*.py")),
+    ]
+    found = []
+    for path in below:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("get_params", "_accept"):
+                found.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module in (
+                "dcfa.cfa.base",
+                "dcfa.cfa.lincfa",
+                "dcfa.cfa.nonlincfa",
+                "dcfa.cfa.genlincfa",
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno} imports {node.module}")
+    assert not found, found

@@ -18,7 +18,7 @@ from strategies import chunks
 
 import dcfa.cfa.aggregate as agg
 from dcfa import GenLinCFA, LinCFA
-from dcfa.batch.features import Reduction, region_series
+from dcfa.batch.features import region_series
 from dcfa.io.preprocess import apply_preprocessing, preprocessing_pass
 from dcfa.stats.kernels import anomaly_block
 
@@ -153,12 +153,12 @@ def test_the_features_pass_is_the_estimators_transform(estimator, prep_kind):
     cells = prepared.stack(cell=["lat", "lon"]).isel(cell=keep)
     model = estimator.fit(cells, y)
     expected = model.transform(cells).compute()
-    got = region_series(field, prep, Reduction.of(model, keep), sample_dim="time")
+    got = region_series(field, prep, model.reduction_, keep, sample_dim="time")
     assert isinstance(got.data, da.Array) and got.dims == ("time", "group")
     np.testing.assert_array_equal(got.values, expected.values)
     np.testing.assert_array_equal(got.time.values, field.time.values)
     # in memory: NumPy in, NumPy out, the same values
-    eager = region_series(field.load(), prep, Reduction.of(model, keep), sample_dim="time")
+    eager = region_series(field.load(), prep, model.reduction_, keep, sample_dim="time")
     assert isinstance(eager.data, np.ndarray)
     np.testing.assert_array_equal(eager.values, expected.values)
 
@@ -175,7 +175,7 @@ def test_the_features_pass_on_any_chunks(data):
     keep = np.flatnonzero(prep.has_data.values.ravel())
     cells = prepared.stack(cell=["lat", "lon"]).isel(cell=keep)
     model = LinCFA(neighbors=1).fit(cells, y)
-    got = region_series(field, prep, Reduction.of(model, keep), sample_dim="time").values
+    got = region_series(field, prep, model.reduction_, keep, sample_dim="time").values
     np.testing.assert_allclose(got, model.transform(cells).values, rtol=1e-12, atol=1e-12)
 
 

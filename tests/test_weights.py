@@ -27,7 +27,7 @@ def weighted_reference(model, X):
     """sum_k w_k s_k (x_k - mu_k) / sum_k w_k over each group, with NumPy."""
     x = X.values.reshape(X.sizes["time"], -1).astype(np.float64)
     w = np.broadcast_to(np.cos(np.deg2rad(X.lat.values))[:, None], X.shape[1:]).ravel()
-    s, mu, labels = np.nan_to_num(model.scale_), model._centre, model.labels_
+    s, mu, labels = np.nan_to_num(model.scale_), model.reduction_.centre, model.labels_
     out = np.empty((x.shape[0], model.n_features_out_))
     for g in range(model.n_features_out_):
         k = labels == g
@@ -69,7 +69,7 @@ def test_gaps_average_the_observed_members_by_weight():
     out = model.transform(X).values
     x = X.values.reshape(120, -1)
     w = np.repeat(np.cos(np.deg2rad(X.lat.values)), 12)
-    s, mu = np.nan_to_num(model.scale_), model._centre
+    s, mu = np.nan_to_num(model.scale_), model.reduction_.centre
     g = model.labels_[2 * 12 + 3]
     k = np.flatnonzero(model.labels_ == g)
     obs = k[np.isfinite(x[5, k])]

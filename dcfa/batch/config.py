@@ -76,9 +76,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dcfa.cfa.methods import METHODS
+
 __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
 
-METHODS = ("regionscv", "lincfa", "nonlincfa", "genlincfa", "genlincfacv", "nonlincfacv")
 CLUSTER_KINDS = ("local", "slurm", "pbs")
 
 
@@ -290,7 +291,7 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
     if c["method"]["name"] not in METHODS:
         raise ConfigError(
-            f"{where} method.name must be one of {METHODS}, got {c['method']['name']!r}"
+            f"{where} method.name must be one of {tuple(METHODS)}, got {c['method']['name']!r}"
         )
     if c["cluster"]["kind"] not in CLUSTER_KINDS:
         raise ConfigError(

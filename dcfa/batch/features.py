@@ -13,83 +13,49 @@ skipped without a gather. The values are those of the anomalies aggregated, bit 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import xarray as xr
 
 from dcfa import io
 from dcfa.cfa.aggregate import aggregate
-from dcfa.cfa.inputs import apply_inputs
+from dcfa.cfa.reduction import Reduction
 from dcfa.io.calendars import months_of
 from dcfa.stacking import stack_features
 
-__all__ = ["Reduction", "region_series"]
-
-
-@dataclass(frozen=True, eq=False)
-class Reduction:
-    """Every cell's place in a fitted reduction: what the features pass needs of the fit.
-
-    ``keep`` holds the flat places on the grid of the reduction's inputs, in its order;
-    ``labels``, ``scale``, ``centre`` and ``weight`` (or None) are theirs. The grid execution
-    reads every cell of the grid, in order (``keep`` is ``arange``); the others the cells that
-    hold data, in the grid's order.
-    """
-
-    keep: np.ndarray
-    labels: np.ndarray
-    scale: np.ndarray
-    centre: np.ndarray
-    weight: np.ndarray | None
-    aggregation: str = "mean"
-    inputs: object = "identity"
-    nan_aware: bool = False
-
-    @classmethod
-    def of(cls, estimator, keep: np.ndarray) -> Reduction:
-        """The reduction a fitted CFA estimator applies to the cells ``keep`` of the grid."""
-        params = estimator.get_params()
-        return cls(
-            keep=np.asarray(keep, dtype=np.int64),
-            labels=np.asarray(estimator.labels_),
-            scale=np.nan_to_num(estimator.scale_),
-            centre=np.asarray(estimator._centre, dtype=np.float64),
-            weight=getattr(estimator, "feature_weights_", None),
-            aggregation=params.get("aggregation", "mean"),
-            inputs=params.get("inputs", "identity"),
-            nan_aware=params.get("missing", "exclude") == "pairwise",
-        )
+__all__ = ["region_series"]
 
 
 def region_series(
-    field: xr.DataArray, prep: io.Preprocessing, reduction: Reduction, *, sample_dim: str
+    field: xr.DataArray,
+    prep: io.Preprocessing,
+    reduction: Reduction,
+    keep: np.ndarray,
+    *,
+    sample_dim: str,
 ) -> xr.DataArray:
     """The ``(sample_dim, group)`` float64 series of ``field`` (raw, on the grid of ``prep``;
-    lazy for a Dask-backed field), with the sample coordinates of ``field``."""
+    lazy for a Dask-backed field), with the sample coordinates of ``field``.
+
+    ``reduction`` is a fitted estimator's ``reduction_``; ``keep`` holds the flat places on
+    the grid of its inputs, in its order. The grid execution reads every cell of the grid, in
+    order (``keep`` is ``arange``); the others the cells that hold data, in the grid's order.
+    """
     r = reduction
+    keep = np.asarray(keep, dtype=np.int64)
     grid = [d for d in field.dims if d != sample_dim]
-    if r.nan_aware or not (isinstance(r.inputs, str) and r.inputs == "identity"):
+    if not r.plain:
         # anomalies first, then the inputs phi(a) and the aggregation (NaN-aware)
         prepared = io.apply_preprocessing(field, prep, sample_dim=sample_dim)
-        cells = prepared.stack(cell=grid).isel(cell=r.keep)
+        cells = prepared.stack(cell=grid).isel(cell=keep)
         data, _ = stack_features(cells, sample_dim)
-        Xt = aggregate(
-            apply_inputs(data, r.inputs),
-            r.labels,
-            r.scale,
-            r.centre,
-            how=r.aggregation,
-            nan_aware=r.nan_aware,
-            weights=r.weight,
-        )
+        Xt = r.apply(data)
     else:  # every cell of the grid, raw; the cells outside the reduction in no group
         data, _ = stack_features(field, sample_dim)
         size = data.shape[1]
 
         def on_grid(values, fill):
             out = np.full(size, fill, dtype=np.asarray(values).dtype)
-            out[r.keep] = values
+            out[keep] = values
             return out
 
         if prep.climatology is not None:
@@ -105,7 +71,7 @@ def region_series(
             on_grid(r.scale, 0.0),
             on_grid(r.centre, 0.0),
             how=r.aggregation,
-            weights=None if r.weight is None else on_grid(r.weight, 0.0),
+            weights=None if r.weights is None else on_grid(r.weights, 0.0),
             anomalies=(clim, spread, months),
         )
     coords = {k: c.variable for k, c in field.coords.items() if set(c.dims) == {sample_dim}}

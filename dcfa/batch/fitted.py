@@ -193,34 +193,37 @@ class FittedResult:
         return self.gbmap
 
     def _series(self, field: xr.DataArray) -> xr.DataArray:
-        from dcfa.batch.features import Reduction, region_series
+        from dcfa.batch.features import region_series
+        from dcfa.cfa.executions import EXECUTIONS
+        from dcfa.cfa.reduction import Reduction
 
         dim = self.sample_dim
         if isinstance(field.data, da.Array):
             field = io.plan_chunks(field, sample_dim=dim)
         estimator = self.estimator
         if "execution" in self.attrs:  # the execution the job ran
-            grid_run = self.attrs["execution"] == "neighbors"
+            execution = self.attrs["execution"]
+            grid_run = execution in EXECUTIONS and EXECUTIONS[execution].whole_grid
         else:  # results written before dcfa recorded it
             grid_run = estimator.grid_pass_request(field) is not None
+            execution = "neighbors"
         if grid_run and not np.array_equal(self.keep, np.arange(self.region.size)):
             # the job's grid execution: the reduction read every cell of the grid, in order
             raise ValueError(
                 f"result {self.path!r}: cell_index does not cover the grid in order, as "
-                f"mode={estimator.get_params().get('mode')!r} has it"
+                f"mode={execution!r} has it"
             )
-        params = estimator.get_params()
+        opts = estimator.fit_options()
         reduction = Reduction(
-            keep=self.keep,
             labels=self.labels,
             scale=self.scale,
             centre=self.centre,
-            weight=self.weight,
+            weights=self.weight,
             aggregation=self.aggregation,
-            inputs=params.get("inputs", "identity"),
-            nan_aware=params.get("missing", "exclude") == "pairwise",
+            inputs=opts.inputs,
+            nan_aware=opts.missing == "pairwise",
         )
-        out = region_series(field, self.preprocessing, reduction, sample_dim=dim)
+        out = region_series(field, self.preprocessing, reduction, self.keep, sample_dim=dim)
         out.attrs = {"long_name": f"{self.method} group aggregates"}
         return out
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -38,7 +37,7 @@ import xarray as xr
 from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa.batch.config import JobConfig
-from dcfa.batch.features import Reduction, region_series
+from dcfa.batch.features import region_series
 from dcfa.batch.identity import job_identity
 from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
 from dcfa.batch.method import (
@@ -59,6 +58,8 @@ from dcfa.batch.output import (
     work_dir,
 )
 from dcfa.batch.workdir import WorkDir
+from dcfa.cfa.reduction import Reduction
+from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import location, open_zarr
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
@@ -270,9 +271,7 @@ def _run_passes(
         f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
         f"{time.perf_counter() - t:.1f} s"
     )
-    gaps = sum(
-        "values missing (use missing='pairwise'" in why for why in estimator.excluded_.values()
-    )
+    gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
     if gaps:  # a cell with one missing month is left out whole: say why, and the remedy
         echo(
             f"      {gaps} of the excluded cells miss some months (each cell must be complete "
@@ -282,15 +281,15 @@ def _run_passes(
 
     # the features pass: computed once, for GBMAP and the result store, as dcfa apply
     # computes them (from the raw field: the anomalies are folded into the sums)
-    reduction = Reduction.of(estimator, keep)
-    features = region_series(field, prep, reduction, sample_dim=dim)
+    reduction = estimator.reduction_
+    features = region_series(field, prep, reduction, keep, sample_dim=dim)
     embedding = gbmap_skill = None
     if gbmap is not None:
         t = time.perf_counter()
         # samples x groups is small: fit GBMAP in memory, not one round trip to the
         # cluster per L-BFGS evaluation; else keep it on the workers
         features = features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
-        _fit_gbmap(gbmap, features, target, workdir, reduction)
+        _fit_gbmap(gbmap, features, target, workdir, _partition_digest(reduction, keep))
         embedding = gbmap.transform(features).rename(None)
         echo(
             f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
@@ -320,7 +319,7 @@ def _run_passes(
             n_common=n_common,
         ),
     )
-    dataset = dataset.assign(application(reduction, prep))
+    dataset = dataset.assign(application(reduction, keep, prep))
     if gbmap_skill is not None:
         dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)
     record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
@@ -369,7 +368,7 @@ def _gbmap_summary(gbmap, features, target, lead: int, echo) -> dict | None:
     return skill
 
 
-def _fit_gbmap(gbmap, features, target, workdir: WorkDir, reduction: Reduction) -> None:
+def _fit_gbmap(gbmap, features, target, workdir: WorkDir, partition: str) -> None:
     """Fit GBMAP with its checkpoints in the work directory: resumed when the checkpoint was
     written for the same ``[gbmap]`` settings (but ``n_boosts``: boosting is stagewise) and the
     same partition, else discarded, said so, and GBMAP starts afresh."""
@@ -379,27 +378,25 @@ def _fit_gbmap(gbmap, features, target, workdir: WorkDir, reduction: Reduction) 
         for k, v in gbmap.get_params().items()
         if k not in ("n_boosts", "persist", "checkpoint")
     )
-    where = workdir.gbmap_checkpoint(settings, _partition_digest(reduction))
+    where = workdir.gbmap_checkpoint(settings, partition)
     gbmap.set_params(checkpoint=str(where))
     try:
         gbmap.fit(features, target)
-    except ValueError as exc:  # a checkpoint that still does not fit these data
-        if not (str(exc).startswith("checkpoint:") and where.is_dir() and any(where.iterdir())):
-            raise
-        found = re.search(r"written by a different fit \((.*)\); use another", str(exc))
-        workdir.discard_gbmap(f"it does not match this fit ({found.group(1) if found else exc})")
+    except CheckpointMismatch as exc:  # a checkpoint that still does not fit these data
+        workdir.discard_gbmap(f"it does not match this fit ({exc.details})")
         gbmap.fit(features, target)
 
 
-def _partition_digest(reduction: Reduction) -> str:
+def _partition_digest(reduction: Reduction, keep: np.ndarray) -> str:
     """A hash of what the features are made of: every cell's place, group, scale, centre."""
     h = hashlib.sha256()
-    for a in (reduction.keep, reduction.labels, reduction.scale, reduction.centre):
+    keep = np.asarray(keep, dtype=np.int64)
+    for a in (keep, reduction.labels, reduction.scale, reduction.centre):
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
-    if reduction.weight is not None:
-        h.update(np.ascontiguousarray(reduction.weight, dtype=np.float64).tobytes())
+    if reduction.weights is not None:
+        h.update(np.ascontiguousarray(reduction.weights, dtype=np.float64).tobytes())
     h.update(repr((reduction.aggregation, str(reduction.inputs), reduction.nan_aware)).encode())
     return h.hexdigest()
 

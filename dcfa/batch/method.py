@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa.batch.config import ConfigError, JobConfig
+from dcfa.cfa.methods import METHODS
 
 __all__ = ["DEFAULT_RANDOM_STATE", "build_estimator", "build_gbmap", "check_classes", "seeded"]
 
@@ -37,22 +38,9 @@ def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
     return estimator
 
 
-def _method_class(name: str):
-    from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV, RegionsCV
-
-    return {
-        "regionscv": RegionsCV,
-        "lincfa": LinCFA,
-        "nonlincfa": NonLinCFA,
-        "genlincfa": GenLinCFA,
-        "genlincfacv": GenLinCFACV,
-        "nonlincfacv": NonLinCFACV,
-    }[name]
-
-
 def build_estimator(method: dict):
     """The estimator named in ``[method]``, its parameters checked now."""
-    return _checked(_method_class(method["name"]), dict(method["params"]), "method.params")
+    return _checked(METHODS[method["name"]], dict(method["params"]), "method.params")
 
 
 def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
@@ -61,7 +49,7 @@ def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
     keys = []
     method = config.method
     params = method["params"]
-    takes = "random_state" in _method_class(method["name"])().get_params()
+    takes = "random_state" in METHODS[method["name"]]().get_params()
     if takes and "random_state" not in params:
         method = {**method, "params": {**params, "random_state": DEFAULT_RANDOM_STATE}}
         keys.append("method.params.random_state")

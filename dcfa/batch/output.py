@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa.batch.config import ConfigError, JobConfig
-from dcfa.batch.features import Reduction
+from dcfa.cfa.reduction import Reduction
 from dcfa.io.store import check_apart, check_replaceable, check_writable
 
 __all__ = [
@@ -100,13 +100,13 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     check_writable(out, "output.store", so)
 
 
-def application(reduction: Reduction, prep) -> dict:
+def application(reduction: Reduction, keep: np.ndarray, prep) -> dict:
     """What applying the result to new months needs, on the grid: the preprocessing (the
     climatology and spread the features were computed with) and every cell's place in the
     reduction (``features[:, g]`` aggregates ``cell_scale * (x - cell_centre)`` over the cells
     of group ``g``, taken in ``cell_index`` order; see :func:`dcfa.cfa.aggregate.aggregate`):
-    the :class:`~dcfa.batch.features.Reduction` the features were computed with, stored."""
-    keep = reduction.keep
+    the fitted :class:`~dcfa.cfa.reduction.Reduction` the features were computed with, on
+    the cells ``keep`` of the grid, stored."""
 
     def on_grid(values, fill, name, attrs):
         grid = np.full(prep.has_data.size, fill, dtype=np.asarray(values).dtype)
@@ -132,9 +132,9 @@ def application(reduction: Reduction, prep) -> dict:
         ),
         "has_data": prep.has_data.rename("has_data").drop_encoding(),
     }
-    if reduction.weight is not None:  # weights = "area" or given
+    if reduction.weights is not None:  # weights = "area" or given
         out["cell_weight"] = on_grid(
-            reduction.weight,
+            reduction.weights,
             0.0,
             "cell_weight",
             {"long_name": "weight of the cell in its group's mean (method.params.weights)"},

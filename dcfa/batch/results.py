@@ -129,9 +129,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
 
     estimator = build_estimator(config.method)
     estimator.set_params(sample_dim=dim)
-    aggregation = ds["cell_index"].attrs.get(
-        "aggregation", estimator.get_params().get("aggregation", "mean")
-    )
+    aggregation = ds["cell_index"].attrs.get("aggregation", estimator.fit_options().aggregation)
     gbmap, why = _gbmap_of(ds, dim)
     monthly = None
     if dim in ds.coords and calendar_of(ds[dim]) is not None and ds.sizes[dim] > 1:

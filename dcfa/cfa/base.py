@@ -8,6 +8,7 @@ twin, stores the fitted attributes and implements the lazy ``transform``.
 from __future__ import annotations
 
 import logging
+from numbers import Integral
 
 import numpy as np
 import xarray as xr
@@ -16,6 +17,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from dcfa._validation import (
     InputData,
+    Interval,
+    StrOptions,
     check_fitted_X,
     check_n_samples,
     check_X,
@@ -23,25 +26,51 @@ from dcfa._validation import (
     pandas_output,
     validate_params,
 )
-from dcfa.cfa.aggregate import aggregate, broadcast_back
 from dcfa.cfa.basis import MergedMoments
-from dcfa.cfa.executions import EXECUTIONS, choose, execution_for_moments
-from dcfa.cfa.inputs import apply_inputs, feature_weights, output_attrs
+from dcfa.cfa.executions import MODES, choose, reader_of
+from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS, apply_inputs, feature_weights, output_attrs
+from dcfa.cfa.options import FitOptions
+from dcfa.cfa.reduction import Reduction
+from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
+from dcfa.neighbors import PERIODIC_AUTO
 from dcfa.stats.moments import Moments
 
-__all__ = ["BaseCFA"]
+__all__ = ["BaseCFA", "CFA_PARAMETERS", "INPUT_PARAMETERS"]
 
 logger = logging.getLogger("dcfa")
+
+#: The parameters LinCFA, NonLinCFA and GenLinCFA share, checked by ``validate_params``.
+CFA_PARAMETERS: dict = {
+    "compare": [StrOptions(set(COMPARE))],
+    "scan": [StrOptions(set(SCANS))],
+    "shuffle": ["boolean"],
+    "random_state": ["random_state"],
+    "neighbors": [None, Interval(Integral, 1, None, closed="left"), "sparse matrix", "array-like"],
+    "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
+    "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
+    "weights": WEIGHTS_OPTIONS,
+    # the live set of the registry: a registered execution is a valid mode
+    "mode": [StrOptions(MODES)],
+    "row_batch": [Interval(Integral, 1, None, closed="left")],
+    "sample_dim": [str],
+}
+#: What NonLinCFA and GenLinCFA add: the inputs and how a group aggregates them.
+INPUT_PARAMETERS: dict = {
+    "inputs": [StrOptions(set(INPUTS)), callable],
+    "aggregation": [StrOptions({"mean", "sum"})],
+    "standardize": ["boolean"],
+}
 
 
 class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Base class of the feature-aggregation estimators (not for direct use).
 
-    Subclasses implement ``_accept()`` (their rule with its parameters bound) and, when the
-    rule reads folds, ``_folds(inp)``; where the statistics come from is an execution of
-    :mod:`dcfa.cfa.executions` (``mode``), the same for every rule. Parameters ``inputs``,
-    ``aggregation`` and ``standardize``, when a subclass has them, choose the inputs and how
-    groups are aggregated (LinCFA: identity, mean of standardised features).
+    Subclasses implement ``_accept()`` (their rule with its parameters bound); ``fit``
+    resolves the parameters once into :class:`~dcfa.cfa.options.FitOptions`
+    (:meth:`fit_options`), and an execution of :mod:`dcfa.cfa.executions` (``mode``), the
+    same for every rule, reads them. Parameters ``inputs``, ``aggregation`` and
+    ``standardize``, when a subclass has them, choose the inputs and how groups are
+    aggregated (LinCFA: identity, mean of standardised features).
     """
 
     _min_samples = 4  # the LinCFA test divides by n - 3
@@ -72,45 +101,42 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self
         """
         validate_params(self)
+        opts = self.fit_options()
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
-        folds = self._folds(inp)
+        folds = opts.folds(inp.n_samples)
         # checked before the pass; used by transform
-        weights = feature_weights(self.weights, inp) if hasattr(self, "weights") else None
+        weights = feature_weights(self.weights, inp) if "weights" in self.get_params() else None
         if moments is None:
             # auto: the first execution that runs these options within dcfa.memory_budget;
             # refused here, before any compute, when none does
-            name = choose(self, inp, folds)
+            execution = choose(opts, inp, folds)
         else:
             moments = _computed(moments)
-            name = execution_for_moments(self, inp, folds, moments)
-        execution = EXECUTIONS[name]
-        extras = execution.prepare(self, inp, folds)
+            execution = reader_of(opts, inp, folds, moments)
+        plan = execution.plan(opts, inp, folds)
         logger.info(
             "%s: %d samples x %d features (%s), mode=%r",
-            type(self).__name__,
+            opts.estimator,
             inp.n_samples,
             inp.n_features,
             "dask" if inp.is_dask else "in memory",
-            name,
+            execution.name,
         )
-        data = apply_inputs(inp.data, self._inputs)
+        data = apply_inputs(inp.data, opts.inputs)
         if moments is None:
-            stats = execution.gather(self, data, Y, extras)
+            stats = execution.gather(opts, data, Y, plan)
         else:
-            stats = self._check_moments(moments, inp, Y, folds, name)
-            if name == "neighbors":
-                execution.check_reused(stats, inp, extras)
-            stats = execution.reuse(self, stats, data, Y, extras)
-        labels = execution.partition(self, stats, inp, extras)
+            stats = checked_moments(execution, opts, moments, inp, Y, folds)
+            stats = execution.reuse(opts, stats, inp, data, Y, plan)
+        labels = execution.partition(opts, stats, inp, plan)
         if folds is not None:
             self.folds_ = folds
         if isinstance(stats, list | tuple):  # one Moments per row segment (NonLinCFA)
             self.segment_moments_ = list(stats)
-        self.execution_ = name
-        self._set_fitted(inp, execution.summary(stats), labels)
-        self.feature_weights_ = weights
+        self.execution_ = execution.name
+        self._set_fitted(inp, execution.summary(stats), labels, opts, weights)
         if weights is not None:
             total = np.bincount(labels[labels >= 0], weights=weights[labels >= 0])
             if np.any(total <= 0):
@@ -120,89 +146,16 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 )
         return self
 
-    def _check_moments(self, moments, inp: InputData, Y, folds, name: str):
-        """Stored ``moments`` checked against this fit: their form (kind, samples, features,
-        targets, treatment of missing values) and that they describe this ``y``."""
-        stats = self._moments_form(moments, inp, Y, folds, name)
-        _check_target_moments(stats, inp, Y, folds, self._inputs)
-        return stats
-
-    def _moments_form(self, moments, inp: InputData, Y, folds, name: str):
-        if name in ("neighbors", "seed-rows", "series"):
-            from dcfa.stats.columns import ColumnMoments
-            from dcfa.stats.grid import GridMoments
-
-            kind = GridMoments if name == "neighbors" else ColumnMoments
-            if name == "series" and isinstance(moments, list | tuple):
-                raise TypeError(
-                    "moments: mode='series' reuses one ColumnMoments (of all rows); a list "
-                    "of them, one per row segment, is what mode='seed-rows' reuses"
-                )
-            if isinstance(moments, list | tuple):
-                # NonLinCFA's folds: one per row segment, checked against the folds after
-                if not moments or not all(isinstance(m, kind) for m in moments):
-                    raise TypeError(
-                        f"moments: expected a list of {kind.__name__} (one per segment)"
-                    )
-                segments = 0 if folds is None else folds.n_segments
-                if kind is ColumnMoments and len(moments) != segments:
-                    expect = "one value" if folds is None else f"one per row segment ({segments})"
-                    raise ValueError(
-                        f"moments: {len(moments)} {kind.__name__}, expected {expect} for this "
-                        "estimator"
-                    )
-                n = sum(m.n for m in moments)
-                if n != inp.n_samples or moments[0].n_features != inp.n_features:
-                    raise ValueError(
-                        f"moments: they describe {n} samples x {moments[0].n_features} "
-                        f"features, but X has {inp.n_samples} x {inp.n_features}"
-                    )
-                return list(moments)
-            if not isinstance(moments, kind):
-                raise TypeError(
-                    f"moments: mode={name!r} reuses {kind.__name__}, got {type(moments).__name__}"
-                )
-            if name == "seed-rows" and folds is not None:
-                raise ValueError(
-                    f"moments: mode='seed-rows' reuses one ColumnMoments per row segment of "
-                    f"the folds ({folds.n_segments}, segment_moments_), got one value"
-                )
-            if moments.n != inp.n_samples or moments.n_features != inp.n_features:
-                raise ValueError(
-                    f"moments: they describe {moments.n} samples x {moments.n_features} "
-                    f"features, but X has {inp.n_samples} x {inp.n_features}"
-                )
-            return moments
-        parts = [moments] if isinstance(moments, Moments) else list(moments)
-        if not parts or not all(isinstance(p, Moments) for p in parts):
-            raise TypeError("moments: expected a Moments value (or a list of them)")
-        expect = 1 if folds is None else folds.n_segments
-        if len(parts) != expect:
-            raise ValueError(
-                f"moments: expected {expect} Moments for this estimator, got {len(parts)}"
-            )
-        n = sum(p.n for p in parts)
-        if parts[0].n_features != inp.n_features or n != inp.n_samples:
-            raise ValueError(
-                f"moments: they describe {n} samples x {parts[0].n_features} features, but X "
-                f"has {inp.n_samples} x {inp.n_features}"
-            )
-        if parts[0].n_targets != Y.shape[1]:
-            raise ValueError(f"moments: {parts[0].n_targets} targets, expected {Y.shape[1]}")
-        if getattr(self, "missing", "exclude") != parts[0].missing:
-            raise ValueError(
-                f"moments: computed with missing={parts[0].missing!r}, the estimator has "
-                f"missing={getattr(self, 'missing', 'exclude')!r}"
-            )
-        return moments if isinstance(moments, Moments) else parts
-
-    def _folds(self, inp: InputData):
-        """The cross-validation folds the rule reads (NonLinCFA), or None."""
-        return None
-
     def _accept(self):
         """The rule of :mod:`dcfa.cfa.rules` with this estimator's parameters bound."""
-        raise NotImplementedError
+        return None
+
+    def fit_options(self) -> FitOptions:
+        """The parameters resolved as ``fit`` reads them: one frozen value that the
+        executions, the driver and the memory estimate take (checks nothing)."""
+        return FitOptions.of(
+            self.get_params(deep=False), estimator=type(self).__name__, rule=self._accept()
+        )
 
     def fit_record(self) -> dict:
         """How this fit was made, as attributes a result store keeps (JSON-able): the
@@ -217,20 +170,9 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         :class:`dcfa.MemoryBudgetError` when no execution fits the memory budget.
         """
         validate_params(self)
+        opts = self.fit_options()
         inp = check_X(X, sample_dim=self.sample_dim)
-        return choose(self, inp, self._folds(inp))
-
-    @property
-    def _inputs(self):
-        return getattr(self, "inputs", "identity")
-
-    @property
-    def _aggregation(self) -> str:
-        return getattr(self, "aggregation", "mean")
-
-    @property
-    def _standardize(self) -> bool:
-        return getattr(self, "standardize", True)
+        return choose(opts, inp, opts.folds(inp.n_samples)).name
 
     _min_samples_reason = "the aggregation test divides by n - 3"
 
@@ -250,18 +192,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         are checked as ``fit`` checks them.
         """
         validate_params(self)
+        opts = self.fit_options()
         inp = check_X(X, sample_dim=self.sample_dim)
-        folds = self._folds(inp)
-        if folds is not None or choose(self, inp, folds) != "neighbors":
+        folds = opts.folds(inp.n_samples)
+        if folds is not None:
             return None  # per-fold grid moments come from the estimator's own passes
-        extras = EXECUTIONS["neighbors"].prepare(self, inp, folds)
-        return {
-            "radius": extras["reach"],
-            "periodic": extras["periodic"],
-            "blocks": extras["blocks"],
-        }
+        execution = choose(opts, inp, folds)
+        return execution.grid_pass(execution.plan(opts, inp, folds))
 
-    def _set_fitted(self, inp: InputData, m: Moments, labels: np.ndarray) -> None:
+    def _set_fitted(
+        self, inp: InputData, m: Moments, labels: np.ndarray, opts: FitOptions, weights
+    ) -> None:
         D = inp.n_features
         self.n_features_in_ = D
         if inp.feature_names is not None:
@@ -277,8 +218,20 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         used = labels >= 0
         self.mean_ = np.where(used, mean, np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
-            scale = 1.0 / std if self._standardize else np.ones(D)
+            scale = 1.0 / std if opts.standardize else np.ones(D)
         self.scale_ = np.where(used, scale, np.nan)
+        self.feature_weights_ = weights
+        self.reduction_ = Reduction(
+            labels=labels,
+            scale=np.nan_to_num(self.scale_),
+            # subtracted before aggregating: the means for standardised aggregation, nothing
+            # otherwise (a group is then the plain mean or sum of its inputs)
+            centre=np.nan_to_num(self.mean_) if opts.standardize else np.zeros(D),
+            weights=weights,
+            aggregation=opts.aggregation,
+            inputs=opts.inputs,
+            nan_aware=opts.missing == "pairwise",
+        )
         self._moments = m
         self._layout = inp.layout
         if inp.layout is not None:
@@ -342,15 +295,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         inp = check_fitted_X(
             self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim
         )
-        Xt = aggregate(
-            apply_inputs(inp.data, self._inputs),
-            self.labels_,
-            np.nan_to_num(self.scale_),
-            self._centre,
-            how=self._aggregation,
-            nan_aware=getattr(self, "missing", "exclude") == "pairwise",
-            weights=getattr(self, "feature_weights_", None),
-        )
+        reduction = self.reduction_
+        Xt = reduction.apply(inp.data)
         if inp.layout is None:
             return Xt
         out = inp.layout.samples(
@@ -359,7 +305,9 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             coords={"group": np.arange(self.n_features_out_)},
             name=f"{type(self).__name__.lower()}_features",
             attrs=output_attrs(
-                inp.layout.attrs, inputs=self._inputs, standardized=self._standardize
+                inp.layout.attrs,
+                inputs=reduction.inputs,
+                standardized=self.fit_options().standardize,
             ),
         )
         return pandas_output(self, out)
@@ -382,13 +330,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"Xt: expected shape (n_samples, {self.n_features_out_}), got {values.shape}"
             )
-        X = broadcast_back(
-            values,
-            self.labels_,
-            np.nan_to_num(self.scale_, nan=1.0),
-            self._centre,
-            how=self._aggregation,
-        )
+        X = self.reduction_.back(values)
         if not labelled:
             return X
         dim = layout.sample_dim if layout.sample_dim in Xt.dims else Xt.dims[0]
@@ -401,19 +343,19 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             attrs=dict(layout.attrs),
         )
 
-    @property
-    def _centre(self) -> np.ndarray:
-        """What is subtracted before aggregating: the means for standardised aggregation,
-        nothing otherwise (a group is then the plain mean or sum of its inputs)."""
-        if self._standardize:
-            return np.nan_to_num(self.mean_)
-        return np.zeros(self.n_features_in_)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.allow_nan = True
         return tags
+
+
+def checked_moments(execution, opts: FitOptions, moments, inp: InputData, Y, folds):
+    """Stored ``moments`` checked against this fit: their form (kind, samples, features,
+    targets, treatment of missing values) and that they describe this ``y``."""
+    stats = execution.checked(opts, moments, inp, Y, folds)
+    _check_target_moments(stats, inp, Y, folds, opts.inputs)
+    return stats
 
 
 def _computed(moments):

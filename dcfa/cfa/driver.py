@@ -94,13 +94,18 @@ def drive(
         :func:`dcfa.neighbors.feature_blocks_of`); a group never holds features of two
         blocks, with or without ``neighbors``. None: one block.
     """
-    from sklearn.utils import check_random_state
-
-    valid = np.flatnonzero(whole.valid)
     labels = np.full(whole.n_features, -1, dtype=np.int64)
-    if valid.size == 0:
+    if not np.any(whole.valid):
         return labels
-    basis = make_basis(valid, feature_scale(whole, standardize))
+    sequential = strategy != "greedy"  # the greedy variant visits no order
+    valid, scale, visit = prologue(
+        whole,
+        standardize=standardize,
+        order=order if sequential else None,
+        shuffle=shuffle and sequential,
+        random_state=random_state,
+    )
+    basis = make_basis(valid, scale)
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
     blocks = None if blocks is None else np.asarray(blocks, dtype=np.int64)[valid]
     if strategy == "greedy":
@@ -111,11 +116,6 @@ def drive(
             )
         sub = greedy_partition(basis, accept, neighbors=adj, blocks=blocks, progress=progress)
     else:
-        base = _base_order(order, valid, whole.n_features)
-        visit = base
-        if shuffle:
-            perm = check_random_state(random_state).permutation(valid.size)
-            visit = perm if base is None else base[perm]
         sub = sequential_partition(
             basis,
             accept,
@@ -129,6 +129,27 @@ def drive(
         )
     labels[valid] = sub
     return labels
+
+
+def prologue(
+    whole, *, standardize: bool, order=None, shuffle: bool = False, random_state=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """What every loop decides before its first group, the same way for every execution.
+
+    Returns the kept features (``whole.valid``, indices), their weights in a group's
+    aggregate (:func:`feature_scale`) and the visiting order as positions among the kept
+    features: ``order`` restricted to them, then permuted with ``shuffle`` (None: in index
+    order).
+    """
+    from sklearn.utils import check_random_state
+
+    valid = np.flatnonzero(whole.valid)
+    scale = feature_scale(whole, standardize)
+    visit = _base_order(order, valid, whole.n_features)
+    if shuffle:
+        perm = check_random_state(random_state).permutation(valid.size)
+        visit = perm if visit is None else visit[perm]
+    return valid, scale, visit
 
 
 def feature_scale(whole, standardize: bool) -> np.ndarray:

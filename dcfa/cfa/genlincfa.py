@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 
 from dcfa._validation import Interval, StrOptions, check_y
-from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.driver import partition_moments
-from dcfa.cfa.nonlincfa import CFA_PARAMETERS
-from dcfa.cfa.rules import genlincfa_bounded
+from dcfa.cfa.rules import RULES
 from dcfa.stats.moments import MISSING_POLICIES, Moments
 
 __all__ = ["GenLinCFA", "genlincfa", "FAMILIES"]
@@ -46,7 +45,7 @@ def genlincfa(
     """
     return partition_moments(
         moments,
-        genlincfa_bounded(eps, curvature, form),
+        RULES["genlincfa"](eps, curvature, form),
         standardize=standardize,
         shuffle=shuffle,
         random_state=random_state,
@@ -131,12 +130,12 @@ class GenLinCFA(BaseCFA):
 
     _parameter_constraints: dict = {
         **CFA_PARAMETERS,
+        **INPUT_PARAMETERS,
         "eps": [Interval(Real, 0, 1, closed="right")],
         "family": [StrOptions(set(FAMILIES))],
         "curvature": [None, Interval(Real, 0, None, closed="left")],
         "form": [StrOptions(set(FORMS))],
         "missing": [StrOptions(set(MISSING_POLICIES))],
-        "row_batch": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -209,4 +208,4 @@ class GenLinCFA(BaseCFA):
         return FAMILIES[self.family] if self.curvature is None else self.curvature
 
     def _accept(self):
-        return genlincfa_bounded(self.eps, self._curvature, self.form)
+        return RULES["genlincfa"](self.eps, self._curvature, self.form)

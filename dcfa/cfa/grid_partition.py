@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dcfa.cfa.basis import Basis, fold_parts
+from dcfa.cfa.driver import prologue
 from dcfa.cfa.rules import PairMoments
 from dcfa.cfa.sequential import GroupNumbering, grow_group
 
@@ -49,8 +50,6 @@ def grid_partition(
     labels : ndarray of shape (D,)
         -1 for excluded cells.
     """
-    from sklearn.utils import check_random_state
-
     need = radius if compare == "seed" and segments is None else 2 * radius
     if gm.radius < need:
         raise ValueError(
@@ -59,17 +58,15 @@ def grid_partition(
         )
     D = gm.n_features
     valid = gm.valid
-    idx = np.flatnonzero(valid)
-    if order is not None:  # the given visiting order, restricted to the valid cells
-        order = np.asarray(order, dtype=np.int64)
-        if order.shape != (D,):
-            raise ValueError(f"order: expected a permutation of {D} cells")
-        idx = order[valid[order]]
-    order = idx[check_random_state(random_state).permutation(idx.size)] if shuffle else idx
+    # the driver's prologue: kept cells, their weights, the visiting order
+    kept, scale, visit = prologue(
+        gm, standardize=standardize, order=order, shuffle=shuffle, random_state=random_state
+    )
+    order = kept if visit is None else kept[visit]
     pos = np.full(D, D, dtype=np.int64)
     pos[order] = np.arange(order.size)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(valid, 1.0 / gm.column_std(ddof=1) if standardize else 1.0, 0.0)
+    w = np.zeros(D)
+    w[kept] = scale
     nbr, _ = gm.neighbours(np.arange(D), radius)
     nbr = np.where((nbr >= 0) & valid[np.maximum(nbr, 0)], nbr, -1)
     labels = np.full(D, -1, dtype=np.int64)

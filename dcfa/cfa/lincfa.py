@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from functools import partial
-from numbers import Integral
-
 import numpy as np
 
-from dcfa._validation import Interval, StrOptions
-from dcfa.cfa.base import BaseCFA
+from dcfa._validation import StrOptions
+from dcfa.cfa.base import CFA_PARAMETERS, BaseCFA
 from dcfa.cfa.basis import seed_rows
 from dcfa.cfa.driver import STRATEGIES, drive, partition_moments
-from dcfa.cfa.executions import MODES, _as_dask
+from dcfa.cfa.executions._base import as_dask
 from dcfa.cfa.grid_partition import grid_partition
-from dcfa.cfa.inputs import WEIGHTS_OPTIONS
-from dcfa.cfa.rules import lincfa_rule
-from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
-from dcfa.neighbors import PERIODIC_AUTO
+from dcfa.cfa.rules import RULES
 from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.grid import GridMoments
 from dcfa.stats.moments import MISSING_POLICIES, Moments
@@ -75,7 +69,7 @@ def lincfa(
     labels : ndarray of shape (n_features,)
         Group of every feature, numbered in order of creation; -1 for excluded features.
     """
-    accept = partial(lincfa_rule, strict=strict)
+    accept = RULES["lincfa"](strict)
     if isinstance(moments, GridMoments):
         if radius is None:
             raise ValueError("radius: the neighbour mode needs the radius of the seed's cells")
@@ -93,7 +87,7 @@ def lincfa(
     if isinstance(moments, ColumnMoments):
         if data is None:
             raise ValueError("data: the seed-row mode computes rows from the data; pass it")
-        whole, make_basis, _ = seed_rows(_as_dask(data), moments, batch_size=row_batch)
+        whole, make_basis, _ = seed_rows(as_dask(data), moments, batch_size=row_batch)
         return drive(
             whole,
             make_basis,
@@ -107,7 +101,7 @@ def lincfa(
         )
     return partition_moments(
         moments,
-        partial(lincfa_rule, strict=strict),
+        accept,
         standardize=True,
         shuffle=shuffle,
         random_state=random_state,
@@ -277,25 +271,10 @@ class LinCFA(BaseCFA):
     """
 
     _parameter_constraints: dict = {
-        "shuffle": ["boolean"],
-        "random_state": ["random_state"],
+        **CFA_PARAMETERS,
         "strict": ["boolean"],
-        "compare": [StrOptions(set(COMPARE))],
-        "scan": [StrOptions(set(SCANS))],
         "strategy": [StrOptions(set(STRATEGIES))],
-        "neighbors": [
-            None,
-            Interval(Integral, 1, None, closed="left"),
-            "sparse matrix",
-            "array-like",
-        ],
-        "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
-        "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
-        "mode": [StrOptions(set(MODES))],
-        "row_batch": [Interval(Integral, 1, None, closed="left")],
         "missing": [StrOptions(set(MISSING_POLICIES))],
-        "weights": WEIGHTS_OPTIONS,
-        "sample_dim": [str],
     }
 
     def __init__(
@@ -332,4 +311,4 @@ class LinCFA(BaseCFA):
         self.sample_dim = sample_dim
 
     def _accept(self):
-        return partial(lincfa_rule, strict=self.strict)
+        return RULES["lincfa"](self.strict)

@@ -2,40 +2,19 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 
-from dcfa._validation import Interval, StrOptions
-from dcfa.cfa.base import BaseCFA
+from dcfa._validation import Interval
+from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.basis import fold_parts
 from dcfa.cfa.driver import partition_moments
-from dcfa.cfa.executions import MODES
-from dcfa.cfa.folds import Folds, make_folds
-from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS
-from dcfa.cfa.rules import nonlincfa_bounded
-from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
-from dcfa.neighbors import PERIODIC_AUTO
+from dcfa.cfa.folds import Folds
+from dcfa.cfa.rules import RULES
 from dcfa.stats.moments import Moments
 
-__all__ = ["NonLinCFA", "nonlincfa", "CFA_PARAMETERS"]
-
-# parameters NonLinCFA and GenLinCFA share
-CFA_PARAMETERS: dict = {
-    "inputs": [StrOptions(set(INPUTS)), callable],
-    "aggregation": [StrOptions({"mean", "sum"})],
-    "standardize": ["boolean"],
-    "compare": [StrOptions(set(COMPARE))],
-    "scan": [StrOptions(set(SCANS))],
-    "shuffle": ["boolean"],
-    "random_state": ["random_state"],
-    "neighbors": [None, Interval(Integral, 1, None, closed="left"), "sparse matrix", "array-like"],
-    "neighborhood": [StrOptions(set(NEIGHBORHOODS))],
-    "periodic": [StrOptions({PERIODIC_AUTO}), "boolean", tuple, list],
-    "weights": WEIGHTS_OPTIONS,
-    "mode": [StrOptions(set(MODES))],
-    "sample_dim": [str],
-}
+__all__ = ["NonLinCFA", "nonlincfa"]
 
 
 def nonlincfa(
@@ -88,7 +67,7 @@ def nonlincfa(
     sets, whole = fold_parts(parts, folds)
     return partition_moments(
         sets,
-        nonlincfa_bounded(eps),
+        RULES["nonlincfa"](eps),
         whole=whole,
         standardize=standardize,
         shuffle=shuffle,
@@ -207,9 +186,9 @@ class NonLinCFA(BaseCFA):
 
     _parameter_constraints: dict = {
         **CFA_PARAMETERS,
+        **INPUT_PARAMETERS,
         "eps": [Interval(Real, 0, 1, closed="left")],
         "cv": ["cv_object"],
-        "row_batch": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -249,8 +228,5 @@ class NonLinCFA(BaseCFA):
         self.row_batch = row_batch
         self.sample_dim = sample_dim
 
-    def _folds(self, inp):
-        return make_folds(self.cv, inp.n_samples)
-
     def _accept(self):
-        return nonlincfa_bounded(self.eps)
+        return RULES["nonlincfa"](self.eps)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -42,7 +43,8 @@ from dcfa._validation import (
     check_X,
     validate_params,
 )
-from dcfa.cfa.base import BaseCFA
+from dcfa.cfa.base import BaseCFA, checked_moments
+from dcfa.cfa.executions import EXECUTIONS
 from dcfa.cfa.hierarchy import (
     correlation_merges,
     cut,
@@ -180,8 +182,9 @@ class RegionsCV(BaseCFA):
         self.gap = gap
         self.sample_dim = sample_dim
 
-    # a region is the plain mean of its cells (BaseCFA's transform reads these)
-    _standardize = False
+    def fit_options(self):
+        # a region is the plain mean of its cells
+        return replace(super().fit_options(), standardize=False)
 
     def fit(self, X, y, *, moments=None):
         """Choose the map by cross-validation, then make it from all samples.
@@ -230,7 +233,9 @@ class RegionsCV(BaseCFA):
         _check_budget(n, D)
 
         if moments is not None:
-            moments = self._check_moments(moments, inp, Y, None, "series")
+            moments = checked_moments(
+                EXECUTIONS["series"], self.fit_options(), moments, inp, Y, None
+            )
         t0 = time.perf_counter()
         data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
         cols, yv = data.cols, Y[:, 0].astype(np.float64)
@@ -280,8 +285,7 @@ class RegionsCV(BaseCFA):
         self.level_ = level
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
         self.cv_path_ = _path_dataset(r2, levels, sizes, stages, folds)
-        self._set_fitted(inp, columns, labels)
-        self.feature_weights_ = None
+        self._set_fitted(inp, columns, labels, self.fit_options(), None)
         self._set_stability(inp, cols, final, fold_maps)
         logger.info(
             "RegionsCV: %d cells -> %d regions (level %.2f: %d pieces; mean CV R^2 %.3f); "

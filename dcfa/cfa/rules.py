@@ -39,7 +39,8 @@ __all__ = [
     "genlincfa_bounded",
     "DriftBoundRule",
     "eq17_threshold",
-    "ACCEPTANCE_RULES",
+    "RULES",
+    "lincfa_bounded",
 ]
 
 # 1 - rho below this is "the same feature", |r_g - r_c| below this "equally relevant":
@@ -369,8 +370,17 @@ def _genlincfa_lower_bound(
     return kappa * (rg + rc) + curvature / 2.0 - eps * (kappa * ru + curvature * (1.0 + hi))
 
 
-ACCEPTANCE_RULES = {
-    "lincfa": lincfa_rule,
-    "nonlincfa": nonlincfa_rule,
-    "genlincfa": genlincfa_rule,
+def lincfa_bounded(strict: bool = True):
+    """:func:`lincfa_rule` with its comparison bound (it needs no bounds on the margin)."""
+    from functools import partial
+
+    return partial(lincfa_rule, strict=strict)
+
+
+#: Every rule by name, as a function of its parameters giving the bound rule the driver
+#: applies; a new rule is its functions above and one entry here.
+RULES = {
+    "lincfa": lincfa_bounded,
+    "nonlincfa": nonlincfa_bounded,
+    "genlincfa": genlincfa_bounded,
 }

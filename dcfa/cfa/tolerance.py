@@ -37,13 +37,13 @@ from dcfa._validation import (
     check_X,
     validate_params,
 )
+from dcfa.cfa.base import checked_moments
 from dcfa.cfa.driver import drive, feature_scale
-from dcfa.cfa.executions import _grid, _loop
-from dcfa.cfa.folds import make_folds
+from dcfa.cfa.executions import EXECUTIONS, grid_of, require
 from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
-from dcfa.cfa.rules import genlincfa_bounded, nonlincfa_bounded
+from dcfa.cfa.rules import RULES
 from dcfa.cfa.selection import ols_skill
 from dcfa.stats.columns import ColumnMoments
 
@@ -143,6 +143,9 @@ class _TolerancePath:
 
     _default_path: tuple = ()
 
+    def _accept(self):
+        return None  # the rule changes along the path: _rule(eps)
+
     def fit(self, X, y, *, moments=None):
         """Choose ``eps`` on the path by forward-chaining CV, then partition all rows with it.
 
@@ -158,10 +161,10 @@ class _TolerancePath:
         -------
         self
         """
-        from dcfa.cfa.executions import EXECUTIONS
         from dcfa.cfa.series import SeriesData
 
         validate_params(self)
+        opts = self.fit_options()
         if self.mode not in ("auto", "series"):
             raise ValueError(
                 f"mode: {type(self).__name__} runs the series execution (the path reads the "
@@ -186,16 +189,9 @@ class _TolerancePath:
             raise ValueError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
         n = inp.n_samples
         splits = self._splits(n)
-        why = EXECUTIONS["series"].why_not(self, inp, None)
-        if why is not None:
-            raise ValueError(f"{why[0]}: {why[1]}")
-        why = EXECUTIONS["series"].fits(self, inp, None)
-        if why is not None:
-            from dcfa.memory import MemoryBudgetError
-
-            raise MemoryBudgetError(why)
+        series = require(EXECUTIONS["series"], opts, inp, None)
         weights = feature_weights(self.weights, inp)
-        grid = _grid(self, inp)
+        grid = grid_of(opts, inp)
         # every row set the path reads, as segment bounds: each fold's training prefix (and
         # NonLinCFA's folds within it), its test block, and the rule's sets on all rows
         fold_sets = [self._row_sets(train) for train, _ in splits]
@@ -204,11 +200,11 @@ class _TolerancePath:
         ranges += [test for _, test in splits]
         bounds = sorted({0, n} | {b for r in ranges for b in r})
         if moments is not None:
-            moments = self._check_moments(moments, inp, Y, None, "series")
+            moments = checked_moments(series, opts, moments, inp, Y, None)
         data = SeriesData.gather(
-            apply_inputs(inp.data, self._inputs), Y[:, 0], bounds=bounds, columns=moments
+            apply_inputs(inp.data, opts.inputs), Y[:, 0], bounds=bounds, columns=moments
         )
-        loop = _loop(self, {"order": grid.order, "feature_blocks": grid.blocks})
+        loop = opts.loop(order=grid.order, blocks=grid.blocks)
         if loop["shuffle"] and not isinstance(loop["random_state"], Integral):
             # None or a RandomState would give every partition of the path its own visiting
             # order: one seed drawn here serves every fold, tolerance and the final fit
@@ -237,14 +233,14 @@ class _TolerancePath:
         fold_groups = np.zeros((E, K), dtype=np.int64)
         groups = np.zeros(E, dtype=np.int64)
         for k, (train, test) in enumerate(splits):
-            scale = feature_scale(fold_columns[k], self._standardize)
+            scale = feature_scale(fold_columns[k], opts.standardize)
             with _fold_rows(data, fold_columns[k]) as rows:
                 for i, eps in enumerate(epsilons):
                     labels = partition(rows, eps, fold_sets[k])
                     G = rows.group_series(
                         labels[rows.cols],
                         None if weights is None else weights[rows.cols],
-                        self._aggregation,
+                        opts.aggregation,
                         scale,
                     )
                     fold_groups[i, k] = G.shape[0]
@@ -291,11 +287,10 @@ class _TolerancePath:
             "mean_cv_r2": mean,
             "splits": [(train, *test) for train, test in splits],
         }
-        if self._folds_of(n) is not None:
-            self.folds_ = self._folds_of(n)
+        if opts.folds(n) is not None:
+            self.folds_ = opts.folds(n)
         self.execution_ = "series"
-        self._set_fitted(inp, data.columns, labels_all[best])
-        self.feature_weights_ = weights
+        self._set_fitted(inp, data.columns, labels_all[best], opts, weights)
         return self
 
     def fit_record(self) -> dict:
@@ -318,16 +313,9 @@ class _TolerancePath:
     def execution_for(self, X) -> str:
         """Always ``"series"``: the path reads every fold's moments from the series (raises
         :class:`dcfa.MemoryBudgetError` when they do not fit the budget)."""
-        from dcfa.cfa.executions import EXECUTIONS
-
         validate_params(self)
         inp = check_X(X, sample_dim=self.sample_dim)
-        why = EXECUTIONS["series"].fits(self, inp, None)
-        if why is not None:
-            from dcfa.memory import MemoryBudgetError
-
-            raise MemoryBudgetError(why)
-        return "series"
+        return require(EXECUTIONS["series"], self.fit_options(), inp, None).name
 
     def grid_pass_request(self, X) -> None:
         return None
@@ -360,7 +348,7 @@ class _TolerancePath:
     def _row_sets(self, n: int) -> list[list[tuple[int, int]]]:
         """The row sets (unions of ranges) the rule reads when partitioning rows ``[0, n)``:
         all of them, or NonLinCFA's folds' training sets then their test sets."""
-        folds = self._folds_of(n)
+        folds = self.fit_options().folds(n)
         if folds is None:
             return [[(0, n)]]
         b = folds.bounds
@@ -471,13 +459,7 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         return (e > 0) & (e <= 1)
 
     def _rule(self, eps: float):
-        return genlincfa_bounded(eps, self._curvature, self.form)
-
-    def _folds_of(self, n: int):
-        return None
-
-    def _accept(self):
-        return self._rule(self.eps_)
+        return RULES["genlincfa"](eps, self._curvature, self.form)
 
 
 class NonLinCFACV(_TolerancePath, NonLinCFA):
@@ -561,10 +543,4 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
         return e >= 0
 
     def _rule(self, eps: float):
-        return nonlincfa_bounded(eps)
-
-    def _folds_of(self, n: int):
-        return make_folds(self.cv, n)
-
-    def _accept(self):
-        return self._rule(self.eps_)
+        return RULES["nonlincfa"](eps)

@@ -13,6 +13,7 @@ KNN-GBMAP); :func:`drift_experiment` is the paper's out-of-distribution experime
 from dcfa._lazy import lazy_attributes
 
 _EXPORTS = {
+    "CheckpointMismatch": "dcfa.gbmap._checkpoint",
     "DriftExperimentResult": "dcfa.gbmap.experiment",
     "GBMAPClassifier": "dcfa.gbmap._estimator",
     "GBMAPKNeighborsClassifier": "dcfa.gbmap._neighbors",

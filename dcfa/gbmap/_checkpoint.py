@@ -25,9 +25,37 @@ import numpy as np
 from dcfa.gbmap._learners import Learners
 from dcfa.io.store import OutputError, atomic_file, check_writable
 
-__all__ = ["CHECKPOINT_FILE", "check_directory", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CheckpointMismatch",
+    "check_directory",
+    "load_checkpoint",
+    "save_checkpoint",
+]
 
 CHECKPOINT_FILE = "gbmap_checkpoint.npz"
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint written by a different fit (other parameters, data or target).
+
+    Attributes
+    ----------
+    path : Path
+        The checkpoint file.
+    details : str
+        What differs, ``"; "``-separated.
+    """
+
+    def __init__(self, path, details: str):
+        super().__init__(
+            f"checkpoint: {path} was written by a different fit ({details}); use another "
+            "checkpoint directory or delete the file to start afresh"
+        )
+        self.path = Path(path)
+        self.details = details
+
+
 _FORMAT = 1
 # Standardisation moments of the same data computed with another chunking (or in memory)
 # differ by rounding only.
@@ -128,11 +156,7 @@ def load_checkpoint(
         ):
             diff.append(f"{name}: the data's column moments differ")
     if diff:
-        details = "; ".join(diff[:6])
-        raise ValueError(
-            f"checkpoint: {path} was written by a different fit ({details}); use another "
-            "checkpoint directory or delete the file to start afresh"
-        )
+        raise CheckpointMismatch(path, "; ".join(diff[:6]))
     learners = Learners(
         **{k[len("learner_") :]: v for k, v in stored.items() if k.startswith("learner_")}
     )

@@ -12,7 +12,7 @@ import math
 from dask.utils import format_bytes
 
 from dcfa.memory.budget import CONFIG_KEY, _budget_setting, memory_budget
-from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments
+from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments, fit_options
 
 __all__ = ["MemoryBudgetError", "check_dense", "check_moments", "gib"]
 
@@ -35,7 +35,7 @@ def check_dense(
 
     Parameters
     ----------
-    estimator : LinCFA, NonLinCFA or GenLinCFA
+    estimator : LinCFA, NonLinCFA, GenLinCFA or their FitOptions
     n_samples, n_features : int
         The shape of ``X`` (an upper bound on ``n_features`` is fine).
     data : ndarray or dask.array.Array, default=None
@@ -104,7 +104,7 @@ def _narrow(data, k: int):
 
 
 def _hint_for(estimator) -> str:
-    name = type(estimator).__name__
+    name = fit_options(estimator).estimator
     return (
         f"{name}(mode='auto') (the default) runs the same partition from the features' "
         "series in memory (n x D float64) when they fit; on an xarray.DataArray grid, "

@@ -350,6 +350,13 @@ def estimate_moments(
     )
 
 
+def fit_options(estimator):
+    """A CFA fit's options (:class:`dcfa.cfa.options.FitOptions`): given, or the
+    estimator's."""
+    resolve = getattr(estimator, "fit_options", None)
+    return estimator if resolve is None else resolve()
+
+
 def _client_active() -> bool:
     from dcfa._compute import active_client
 
@@ -363,8 +370,8 @@ def estimate_dense(
 
     Parameters
     ----------
-    estimator : LinCFA, NonLinCFA or GenLinCFA
-        Its parameters decide the pass (mode, folds, missing values, strategy, inputs).
+    estimator : LinCFA, NonLinCFA, GenLinCFA or their FitOptions
+        Its options decide the pass (mode, folds, missing values, strategy, inputs).
     n_samples, n_features : int
         The shape of ``X`` (an upper bound on ``n_features`` is fine).
     data : ndarray or dask.array.Array, default=None
@@ -378,18 +385,15 @@ def estimate_dense(
     DenseEstimate or None
         None when the execution builds no ``D x D`` matrix.
     """
-    params = estimator.get_params(deep=False)
-    if (mode or params.get("mode", "full")) not in ("full", "auto"):
+    opts = fit_options(estimator)
+    if (mode or opts.mode) not in ("full", "auto"):
         return None
-    missing = params.get("missing", "exclude")
+    missing = opts.missing
     bounds, n_parts = [0, n_samples], 1
-    if "cv" in params:  # NonLinCFA: one Moments per row segment of the folds
-        from dcfa.cfa.folds import make_folds
-
-        folds = make_folds(params["cv"], n_samples)
+    folds = opts.folds(n_samples)
+    if folds is not None:  # NonLinCFA: one Moments per row segment of the folds
         bounds = folds.bounds
         n_parts = 2 * len(folds.splits)  # the partition reads every fold's training and test
-    inputs = params.get("inputs", "identity")
     p = n_features + 1
     M = _F8 * p * p
     S = len(bounds) - 1
@@ -402,7 +406,7 @@ def estimate_dense(
         bounds,
         missing=missing,
         data=data,
-        inputs_copy=not (isinstance(inputs, str) and inputs == "identity"),
+        inputs_copy=opts.copies_inputs,
         split_every=None,
         client_active=client_active,
         tiles=tiled,
@@ -411,7 +415,7 @@ def estimate_dense(
     # upper tiles of a Dask input's pass, else F matrices (one whole matrix in memory)
     R = results // S if results else F * M
     extra, why = 0, f"the moments of {S} row segment(s), {R / M:.2f} matrix each"
-    if "cv" in params:
+    if folds is not None:
         # the folds' training and test sets are read row by row (dcfa.cfa.basis.MergedMoments);
         # the fit then merges all rows (moments_) tile by tile: the running result and the next
         extra = 2 * R
@@ -419,7 +423,7 @@ def estimate_dense(
     if missing == "pairwise":
         extra += 3 * M
         why = f"the {F} pairwise matrices, the correlations and 2 temporaries"
-    if params.get("strategy") == "greedy":
+    if opts.strategy == "greedy":
         extra += (S + 5 + (missing == "pairwise")) * M
         why += ", the greedy variant's copy of them, its list of passing pairs, temporaries"
     # and per-candidate vectors of every part the rule reads
@@ -427,7 +431,7 @@ def estimate_dense(
     if partition > driver:
         driver, terms = partition, ((f"{partition / M:.1f} matrices: {why}", partition),)
     return DenseEstimate(
-        who=type(estimator).__name__,
+        who=opts.estimator,
         n_samples=n_samples,
         n_features=n_features,
         n_targets=1,

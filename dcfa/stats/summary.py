@@ -9,6 +9,25 @@ import numpy as np
 _CONSTANT_RTOL = 1e-10
 
 
+class Exclusion(str):
+    """Why a feature is excluded: the message (a ``str``), and a stable ``code`` that
+    callers match instead of the wording.
+
+    Codes: ``"all-missing"``, ``"gappy"`` (some values missing, ``missing="exclude"``),
+    ``"too-few"`` (fewer than 2 observed values), ``"constant"``.
+    """
+
+    code: str
+
+    def __new__(cls, code: str, message: str) -> Exclusion:
+        self = super().__new__(cls, message)
+        self.code = code
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return self.code, str(self)
+
+
 class ColumnSummary:
     """Per-column statistics of the moment summaries that hold no full matrix (the stencil
     and seed-row modes): they keep ``count``, ``mean`` and the columns' centred sums of
@@ -38,23 +57,25 @@ class ColumnSummary:
         return mask
 
 
-def exclusions(m) -> dict[int, str]:
+def exclusions(m) -> dict[int, Exclusion]:
+    """Every excluded feature of ``m`` (any moments value) with its :class:`Exclusion`."""
     d = m.n_features
     count = m.column_count[:d]
     mean = m.column_mean[:d]
     std = m.column_std(ddof=0)[:d]
-    reasons: dict[int, str] = {}
+    reasons: dict[int, Exclusion] = {}
     for i in np.flatnonzero(count == 0):
-        reasons[int(i)] = "all values missing"
+        reasons[int(i)] = Exclusion("all-missing", "all values missing")
     if not m.pairwise:
         for i in np.flatnonzero((count > 0) & (count < m.n)):
-            reasons[int(i)] = (
+            reasons[int(i)] = Exclusion(
+                "gappy",
                 f"{m.n - int(count[i])} of {m.n} values missing "
-                "(use missing='pairwise' for pairwise-complete statistics)"
+                "(use missing='pairwise' for pairwise-complete statistics)",
             )
     for i in np.flatnonzero((count > 0) & (count < 2)):
-        reasons.setdefault(int(i), "fewer than 2 observed values")
+        reasons.setdefault(int(i), Exclusion("too-few", "fewer than 2 observed values"))
     constant = (count >= 2) & ~(std > _CONSTANT_RTOL * np.abs(mean))
     for i in np.flatnonzero(constant):
-        reasons.setdefault(int(i), f"constant (value {mean[i]:.6g})")
+        reasons.setdefault(int(i), Exclusion("constant", f"constant (value {mean[i]:.6g})"))
     return dict(sorted(reasons.items()))

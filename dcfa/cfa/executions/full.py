@@ -1,0 +1,92 @@
+"""``"full"``: the ``(D+1) x (D+1)`` moments (one per row segment for NonLinCFA's folds).
+
+Every option runs here; memory O(D^2), checked against the budget before the pass.
+"""
+
+from __future__ import annotations
+
+from dcfa.cfa.executions._base import Execution, Plan, grid_of
+from dcfa.stats.moments import Moments
+
+
+def dense_plan(opts, inp, folds) -> Plan:
+    """What the executions over a dense matrix (full, series) pass to their loops."""
+    grid = grid_of(opts, inp)
+    return Plan(folds=folds, neighbors=grid.adjacency, order=grid.order, blocks=grid.blocks)
+
+
+class Full(Execution):
+    name = "full"
+    statistics = Moments
+
+    def fits(self, opts, inp, folds):
+        from dcfa.memory import MemoryBudgetError, check_dense
+
+        try:
+            check_dense(opts, inp.n_samples, inp.n_features, data=inp.data, mode="full")
+        except MemoryBudgetError as exc:
+            return str(exc)
+        return None
+
+    def plan(self, opts, inp, folds):
+        return dense_plan(opts, inp, folds)
+
+    def gather(self, opts, data, Y, plan):
+        from dcfa.stats.moments import moments
+
+        # the partition reads rows: each matrix kept as its upper tiles, never assembled
+        tiles = opts.missing == "exclude"
+        if plan.folds is None:
+            return moments(data, Y, missing=opts.missing, tiles=tiles)
+        bounds = plan.folds.bounds
+        return moments(data, Y, segments=bounds, missing=opts.missing, tiles=tiles)
+
+    def partition(self, opts, stats, inp, plan):
+        from dcfa.cfa.basis import fold_parts
+        from dcfa.cfa.driver import partition_moments
+
+        folds = plan.folds
+        parts, whole = ([stats], stats) if folds is None else fold_parts(stats, folds)
+        return partition_moments(
+            parts,
+            opts.rule,
+            whole=whole,
+            neighbors=plan.neighbors,
+            **opts.loop(order=plan.order, blocks=plan.blocks),
+        )
+
+    def summary(self, stats):
+        from dcfa.cfa.basis import merge_rows
+
+        # NonLinCFA's segments: merged row by row, the p x p matrix built only when asked for
+        # (the fitted moments_), so the fit holds one matrix per segment and no more
+        return merge_rows(stats) if isinstance(stats, list | tuple) else stats
+
+    def reads(self, moments, folds):
+        if isinstance(moments, list | tuple):  # NonLinCFA's: one per row segment
+            return len(moments) > 0 and all(isinstance(m, Moments) for m in moments)
+        return isinstance(moments, Moments)
+
+    def checked(self, opts, moments, inp, Y, folds):
+        parts = [moments] if isinstance(moments, Moments) else list(moments)
+        if not parts or not all(isinstance(p, Moments) for p in parts):
+            raise TypeError("moments: expected a Moments value (or a list of them)")
+        expect = 1 if folds is None else folds.n_segments
+        if len(parts) != expect:
+            raise ValueError(
+                f"moments: expected {expect} Moments for this estimator, got {len(parts)}"
+            )
+        n = sum(p.n for p in parts)
+        if parts[0].n_features != inp.n_features or n != inp.n_samples:
+            raise ValueError(
+                f"moments: they describe {n} samples x {parts[0].n_features} features, but X "
+                f"has {inp.n_samples} x {inp.n_features}"
+            )
+        if parts[0].n_targets != Y.shape[1]:
+            raise ValueError(f"moments: {parts[0].n_targets} targets, expected {Y.shape[1]}")
+        if opts.missing != parts[0].missing:
+            raise ValueError(
+                f"moments: computed with missing={parts[0].missing!r}, the estimator has "
+                f"missing={opts.missing!r}"
+            )
+        return moments if isinstance(moments, Moments) else parts

@@ -1,0 +1,81 @@
+"""``"series"``: the kept features' series held in memory (:mod:`dcfa.cfa.series`).
+
+Every rule and option but ``strategy="greedy"`` and ``missing="pairwise"``; memory O(n D), a
+test O(n) per candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from dcfa.cfa.executions._base import Execution
+from dcfa.cfa.executions.full import dense_plan
+from dcfa.stats.columns import ColumnMoments
+
+logger = logging.getLogger("dcfa")
+
+
+class Series(Execution):
+    name = "series"
+    statistics = ColumnMoments
+
+    def why_not(self, opts, inp, folds):
+        if opts.strategy != "sequential":
+            return "strategy", "mode='series' needs strategy='sequential' (greedy: mode='full')"
+        if opts.missing != "exclude":
+            return "missing", "mode='series' needs missing='exclude' (pairwise: mode='full')"
+        return None
+
+    def fits(self, opts, inp, folds):
+        from dcfa.cfa.series import over_budget
+
+        why = over_budget(inp.n_samples, inp.n_features)
+        return None if why is None else f"mode='series': {why}"
+
+    def plan(self, opts, inp, folds):
+        return dense_plan(opts, inp, folds)
+
+    def gather(self, opts, data, Y, plan, columns=None):
+        from dcfa.cfa.series import SeriesData
+
+        t = time.perf_counter()
+        bounds = parts = None
+        if plan.folds is not None:
+            bounds, splits = plan.folds.bounds, plan.folds.splits
+            parts = [list(tr) for tr, _ in splits] + [list(te) for _, te in splits]
+        stats = SeriesData.gather(data, Y[:, 0], bounds=bounds, parts=parts, columns=columns)
+        logger.info(
+            "%s: the series of %d cells x %d samples (%.0f MiB) gathered in %.1f s",
+            opts.estimator,
+            stats.series.shape[0],
+            stats.series.shape[1],
+            stats.nbytes / 2**20,
+            time.perf_counter() - t,
+        )
+        return stats
+
+    def partition(self, opts, stats, inp, plan):
+        from dcfa.cfa.driver import drive
+
+        return drive(
+            stats.columns,
+            stats.basis,
+            opts.rule,
+            neighbors=plan.neighbors,
+            **opts.loop(order=plan.order, blocks=plan.blocks),
+        )
+
+    def summary(self, stats):
+        return stats.columns
+
+    def checked(self, opts, moments, inp, Y, folds):
+        if isinstance(moments, list | tuple):
+            raise TypeError(
+                "moments: mode='series' reuses one ColumnMoments (of all rows); a list "
+                "of them, one per row segment, is what mode='seed-rows' reuses"
+            )
+        return super().checked(opts, moments, inp, Y, folds)
+
+    def reuse(self, opts, stats, inp, data, Y, plan):
+        return self.gather(opts, data, Y, plan, columns=stats)
