@@ -11,13 +11,11 @@ The statistics come from one pass of dcfa's grid engine (:func:`dcfa.stats.grid.
 with the calendar months as segments: every row block gives, per month and cell, the count
 and the mean, and the sum of squared deviations from it (float64); blocks are merged with the
 pairwise update of Chan, Golub & LeVeque, never from raw sums of squares. ``transform`` is one
-blockwise operation per chunk that keeps the field's chunks (the kernel of
-:func:`dcfa.io.apply_preprocessing`).
+blockwise operation per chunk that keeps the field's chunks
+(:func:`dcfa.stats.graph.lazy_anomalies`, shared with :func:`dcfa.io.apply_preprocessing`).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -35,6 +33,7 @@ from dcfa._validation import (
 )
 from dcfa.io.calendars import months_of
 from dcfa.stacking import FeatureLayout
+from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
 
 __all__ = ["Anomalies"]
@@ -73,41 +72,6 @@ def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
     level = np.abs(np.where(seen > 0, clim, 0.0)).max(axis=0)  # 0 without data
     constant = var <= n * eps * var + (n * level * eps) ** 2
     return clim, np.sqrt(np.where(constant, np.nan, var))
-
-
-############################################################################################
-# dask: one tree reduction to fit, one blockwise operation to transform
-
-
-def _indices(ndim: int) -> str:
-    """Blockwise indices of the data's axes: lowercase letters (new axes are uppercase)."""
-    return "".join(chr(ord("i") + k) for k in range(ndim))
-
-
-def lazy_anomalies(data: da.Array, clim, scale, groups, dtype) -> da.Array:
-    """:func:`anomaly_block` on every block of ``data`` (samples first): one blockwise
-    operation, chunks kept (xarray's ``groupby`` would split the samples one per chunk)."""
-    idx = _indices(data.ndim)
-    spatial = data.chunks[1:]
-    args: list[Any] = [data, idx]
-    if clim is not None:
-        args += [da.from_array(clim, chunks=((clim.shape[0],), *spatial)), "G" + idx[1:]]
-    else:
-        args += [None, None]
-    if scale is not None:
-        args += [da.from_array(scale, chunks=spatial), idx[1:]]
-    else:
-        args += [None, None]
-    args += [da.from_array(groups, chunks=(data.chunks[0],)), idx[0]]
-    return da.blockwise(
-        anomaly_block,
-        idx,
-        *args,
-        dtype=dtype,
-        concatenate=True,
-        meta=np.empty((0,) * data.ndim, dtype=dtype),
-        out_dtype=dtype,
-    )
 
 
 ############################################################################################

@@ -1,6 +1,6 @@
 """The package layout stays what the README's layout section says: subpackages by concept,
-no import cycle between dcfa's modules (counting imports inside functions), and no private
-name imported from another subpackage."""
+imported in one order only (:data:`LAYERS`), no import cycle between dcfa's modules (counting
+imports inside functions), and no private name imported from another subpackage."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_no_private_name_across_subpackages():
 
 
 @pytest.mark.parametrize(
-    "subpackage", ["stats", "cfa", "io", "batch", "gbmap", "forecast", "memory"]
+    "subpackage", ["stats", "cfa", "io", "batch", "gbmap", "forecast", "memory", "storage"]
 )
 def test_subpackages_are_documented(subpackage):
     readme = (ROOT.parent / "README.md").read_text()
@@ -121,3 +121,133 @@ def test_every_public_submodule_is_an_attribute_of_a_plain_import():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# The order of dcfa's parts, bottom first: a part is a subpackage (``stats``) or a top-level
+# module (``geo``); the parts of one layer are independent of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_compute", "_lazy", "geo", "storage"),
+    ("stacking",),
+    ("_validation", "neighbors"),
+    ("stats",),
+    ("memory",),
+    ("io",),
+    ("anomalies", "forecast", "skill"),
+    ("cfa",),
+    ("gbmap",),
+    ("datasets", "plot"),
+    ("batch",),
+    ("cli",),
+)
+# ``python -m dcfa`` is the CLI; the package itself (``dcfa/__init__.py``, the facade of the
+# public names) stands above every layer
+_PART_OF = {"__main__": "cli"}
+_FACADE = "dcfa"
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return _FACADE if len(parts) == 1 else _PART_OF.get(parts[1], parts[1])
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str:
+    """The dcfa module that ``name`` (a module, or a name in one) lives in."""
+    while name not in modules:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _edges(modules: dict[str, Path]):
+    """``(importer, imported module, line number, inside a function, the line)`` for every
+    import of a dcfa module, at module level or inside a function. ``from dcfa import Name``
+    resolves ``Name`` through the facade's table to the module defining it; ``__version__``
+    (set before the facade imports anything) is no edge."""
+    for m, p in modules.items():
+        text = p.read_text()
+        lines = text.splitlines()
+        tree = ast.parse(text)
+        nested = {
+            id(node)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            for node in ast.walk(f)
+        }
+        package = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                if base != "dcfa" and not base.startswith("dcfa."):
+                    continue
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    if full in modules:
+                        targets.append(full)
+                    elif base == _FACADE and alias.name == "__version__":
+                        continue
+                    elif base == _FACADE and alias.name in dcfa._EXPORTS:
+                        targets.append(dcfa._EXPORTS[alias.name])
+                    else:
+                        targets.append(_resolve(base, modules))
+            elif isinstance(node, ast.Import):
+                targets = [
+                    _resolve(a.name, modules)
+                    for a in node.names
+                    if a.name == "dcfa" or a.name.startswith("dcfa.")
+                ]
+            for t in targets:
+                yield m, t, node.lineno, id(node) in nested, lines[node.lineno - 1]
+
+
+def test_layers_name_every_part_once():
+    modules = _modules()
+    listed = [part for layer in LAYERS for part in layer]
+    assert len(listed) == len(set(listed)), listed
+    parts = {_part(m) for m in modules} - {_FACADE}
+    assert parts <= set(listed), f"place {sorted(parts - set(listed))} in LAYERS"
+    assert set(listed) <= parts, f"LAYERS names no part {sorted(set(listed) - parts)}"
+
+
+def test_parts_import_in_one_order():
+    """Every import of another part of dcfa goes down the order of :data:`LAYERS`:
+
+    - an import at module level goes to a part of a lower layer or of the same layer;
+    - an import inside a function goes to a part of a lower layer only, unless its line says
+      why it may not (a ``# layout: ...`` comment) and it stays in the same layer. A lazy
+      import never goes up: it cannot hide a tie the other way (the ties of issue 37 were
+      such imports);
+    - imports within one part (a subpackage's own modules) are free here (the cycle test
+      covers them); so are imports of other packages, lazy or not (optional dependencies);
+    - the package ``dcfa`` itself (the facade of the public names) may import any part; a
+      part imports from it only ``__version__``, or a public name, counted as an import of
+      the module defining it.
+    """
+    modules = _modules()
+    layer = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+    layer[_FACADE] = len(LAYERS)
+    bad = set()
+    for m, target, line, lazy, text in _edges(modules):
+        a, b = _part(m), _part(target)
+        if a == b or a == _FACADE:
+            continue
+        up = layer[b] > layer[a]
+        sideways = layer[b] == layer[a] and lazy and "# layout:" not in text
+        if up or sideways:
+            where = modules[m].relative_to(ROOT.parent)
+            how = "up" if up else "sideways"
+            bad.add(
+                f"{where}:{line}: {m} -> {target} ({a} -> {b}: {how}"
+                f"{', inside a function' if lazy else ''})"
+            )
+    order = " < ".join("/".join(parts) for parts in LAYERS)
+    assert not bad, f"imports against the order {order}:\n" + "\n".join(sorted(bad))
+
+
+def test_the_readme_states_the_order():
+    readme = (ROOT.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    order = " < ".join(", ".join(f"`{p}`" for p in parts) for parts in LAYERS)
+    assert order in " ".join(layout.split()), order

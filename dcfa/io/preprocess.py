@@ -138,7 +138,7 @@ def apply_preprocessing(
     """
     import dask.array as da
 
-    from dcfa.anomalies import lazy_anomalies
+    from dcfa.stats.graph import lazy_anomalies
     from dcfa.stats.kernels import anomaly_block
 
     if prep.climatology is None and prep.std is None:

@@ -45,6 +45,11 @@ from dcfa.memory.budget import CONFIG_KEY, DEFAULT_BUDGET, Budget, memory_budget
 from dcfa.memory.check import MemoryBudgetError, check_dense, check_moments
 from dcfa.memory.check import gib as gib  # dcfa.cfa.executions formats sizes with it
 from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments
+from dcfa.stats.moments import use_budget_check
+
+# dcfa.moments checks its pass with check_moments; the statistics engine lies below this
+# package and cannot import it, so the check is handed down here (README, "Layout")
+use_budget_check(check_moments)
 
 __all__ = [
     "CONFIG_KEY",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import count
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "column_moments",
     "column_summary",
     "combine_tree",
+    "lazy_anomalies",
     "row_moments",
     "segment_rows",
     "tiled_moments",
@@ -452,3 +454,39 @@ def _layer(graph, tile_name, name, dsk, chunks) -> da.Array:
         dependencies={**graph.dependencies, name: {tile_name}},
     )
     return da.Array(hlg, name, chunks=chunks, dtype=np.float64)
+
+
+############################################################################################
+# anomalies: one blockwise operation over the field's chunks
+
+
+def _indices(ndim: int) -> str:
+    """Blockwise indices of the data's axes: lowercase letters (new axes are uppercase)."""
+    return "".join(chr(ord("i") + k) for k in range(ndim))
+
+
+def lazy_anomalies(data: da.Array, clim, scale, groups, dtype) -> da.Array:
+    """:func:`~dcfa.stats.kernels.anomaly_block` on every block of ``data`` (samples first):
+    one blockwise operation, chunks kept (xarray's ``groupby`` would split the samples one per
+    chunk). The transform of :class:`dcfa.Anomalies` and :func:`dcfa.io.apply_preprocessing`."""
+    idx = _indices(data.ndim)
+    spatial = data.chunks[1:]
+    args: list[Any] = [data, idx]
+    if clim is not None:
+        args += [da.from_array(clim, chunks=((clim.shape[0],), *spatial)), "G" + idx[1:]]
+    else:
+        args += [None, None]
+    if scale is not None:
+        args += [da.from_array(scale, chunks=spatial), idx[1:]]
+    else:
+        args += [None, None]
+    args += [da.from_array(groups, chunks=(data.chunks[0],)), idx[0]]
+    return da.blockwise(
+        kernels.anomaly_block,
+        idx,
+        *args,
+        dtype=dtype,
+        concatenate=True,
+        meta=np.empty((0,) * data.ndim, dtype=dtype),
+        out_dtype=dtype,
+    )

@@ -10,6 +10,7 @@ memory the value is ``finalize(chunk(Z))``: NumPy and Dask share the code.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,20 @@ def from_numpy(Z: np.ndarray, n_targets: int, missing: str = "exclude") -> Momen
 
 ############################################################################################
 # the public entry point
+
+
+# The check of a pass against the memory budget: :func:`dcfa.memory.check_moments`. The memory
+# package lies above the statistics engine (its estimates follow this module's passes tile by
+# tile), so it hands its check down when imported, which ``import dcfa`` does before anything
+# here can run (README, "Layout"); this module never imports it.
+_budget_check: Callable[..., None] | None = None
+
+
+def use_budget_check(check: Callable[..., None]) -> None:
+    """Have :func:`moments` call ``check`` with the pass's shapes before it builds a result in
+    memory (:mod:`dcfa.memory` installs :func:`dcfa.memory.check_moments` on import)."""
+    global _budget_check
+    _budget_check = check
 
 
 def moments(
@@ -137,9 +152,9 @@ def moments(
     k = 0 if Y is None else Y.shape[1]
     bounds = _check_segments(segments, n)
     if compute or not inp.is_dask:  # the p x p result is built now: it must fit the budget
-        from dcfa.memory import check_moments
-
-        check_moments(
+        if _budget_check is None:  # dcfa.memory failed to import: never run unchecked
+            raise RuntimeError("dcfa.memory has not installed the memory budget check")
+        _budget_check(
             n,
             inp.n_features,
             n_targets=k,

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from dcfa.stats.symmetric import SymmetricTiles
+from dcfa.storage.objectstore import is_url
+from dcfa.storage.store import OutputError, atomic_store, dcfa_kind
 
 
 class StoredFields:
@@ -97,10 +99,8 @@ def write_zarr_atomic(
     overwrite: bool = False,
 ) -> Path:
     """Write arrays and attributes as a Zarr v3 group, atomically
-    (:func:`dcfa.io.store.atomic_store`; ``overwrite`` replaces only a store dcfa wrote)."""
+    (:func:`dcfa.storage.store.atomic_store`; ``overwrite`` replaces only a store dcfa wrote)."""
     import zarr
-
-    from dcfa.io.store import atomic_store
 
     _check_outside_foreign_store(path)
     with atomic_store(path, overwrite=overwrite) as tmp:
@@ -123,9 +123,6 @@ def _check_outside_foreign_store(path) -> None:
     """Refuse a local ``path`` inside a Zarr store that dcfa did not write (the input
     archive, say): saving there would add a group to someone else's store. Inside dcfa's own
     stores (a result's ``moments/``, a store being written) is fine."""
-    from dcfa.io.objectstore import is_url
-    from dcfa.io.store import OutputError, dcfa_kind
-
     if is_url(path):
         return
     here = Path(os.path.realpath(Path(path).parent))  # links resolved: a link cannot hide it
