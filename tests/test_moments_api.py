@@ -116,7 +116,7 @@ def test_fold_rows_are_the_merge_bit_for_bit_on_a_large_offset(cuts):
     (dcfa.cfa.basis.MergedMoments): every row, mean and diagonal equals Moments.merge_all's
     bit for bit, and keeps its digits at a 1e8 offset (before, the fold rows merged the
     rounded means: 1e-9 off, and no longer the merge's numbers)."""
-    from dcfa.cfa.basis import MergedMoments
+    from dcfa.stats.merged import MergedMoments
 
     X, y = _offset_data(2)
     _, C = _exact(np.column_stack([X, y]))

@@ -26,13 +26,13 @@ from dcfa._validation import (
     pandas_output,
     validate_params,
 )
-from dcfa.cfa.basis import MergedMoments
 from dcfa.cfa.executions import MODES, choose, reader_of
 from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS, apply_inputs, feature_weights, output_attrs
 from dcfa.cfa.options import FitOptions
 from dcfa.cfa.reduction import Reduction
 from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
+from dcfa.stats.merged import MergedMoments
 from dcfa.stats.moments import Moments
 
 __all__ = ["BaseCFA", "CFA_PARAMETERS", "INPUT_PARAMETERS"]
@@ -382,25 +382,12 @@ def _target_stats(m):
     centred sums of squares ``(k,)``, the features' centred cross-products with them
     ``(D, k)``, the features' counts and centred sums of squares ``(D,)``; None when they
     hold no target or are not computed (lazy: nothing is computed here)."""
-    if isinstance(m, Moments):
-        if m.is_lazy or m.n_targets == 0:
-            return None
-        D, k = m.n_features, m.n_targets
-        count = m.column_count
-        ss = m.column_var(ddof=0) * count
-        cross = np.stack([np.asarray(m.cross[:D, D + t]) for t in range(k)], axis=1)
-        return m.column_mean[D:], ss[D:], cross, count[:D], ss[:D]
-    target = getattr(m, "target_cross", None)
+    target = m.target_moments()
     if target is None:
         return None
-    ss = m.target_m2 if hasattr(m, "target_m2") else m.target_ss
-    return (
-        np.array([m.target_mean], dtype=np.float64),
-        np.array([ss], dtype=np.float64),
-        np.asarray(target, dtype=np.float64).reshape(-1, 1),
-        np.asarray(m.count),
-        np.asarray(m.column_m2, dtype=np.float64),
-    )
+    D = m.n_features
+    count = np.asarray(m.column_count)[:D]
+    return target.mean, target.m2, target.cross, count, np.asarray(m.column_m2)[:D]
 
 
 def _check_target_moments(stats, inp: InputData, Y: np.ndarray, folds, inputs) -> None:

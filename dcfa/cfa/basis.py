@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dcfa.stats.kernels import chan_factors, row_blocks
-from dcfa.stats.summary import ColumnSummary
+from dcfa.cfa.rules import PairMoments, SegmentMoments
+from dcfa.stats.kernels import row_blocks
+from dcfa.stats.merged import MergedMoments
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,15 @@ class Basis:
     @property
     def n_features(self) -> int:
         return self.cols.size - 1
+
+    # what the loop asks of any basis (the series' basis answers the same): a group opened at
+    # a seed; a hook told which seeds may come next (the seed rows' basis computes them
+    # ahead); how far a member moves a group (the series' basis: interval bounds), or None
+    prefetch = None
+    member_drift = None
+
+    def open_group(self, seed: int) -> BasisGroup:
+        return BasisGroup(self, seed)
 
     @property
     def n_segments(self) -> int:
@@ -125,6 +135,48 @@ class Basis:
             cols=cols,
             scale=w,
         )
+
+
+class BasisGroup:
+    """Running moments of a group aggregate ``g = sum of its (scaled) members``."""
+
+    def __init__(self, basis: Basis, seed: int):
+        self.basis = basis
+        self.u = basis.row(seed)  # cross(g, every column), (S, D+1)
+        self.q = basis.diag[:, seed].copy()  # cross(g, g), (S,)
+        self.m = basis.mean[:, seed].copy()  # mean(g), (S,)
+        self.nmin = None if basis.count is None else basis.count_row(seed).copy()
+
+    def add(self, j: int) -> None:
+        b = self.basis
+        self.q += 2.0 * self.u[:, j] + b.diag[:, j]
+        self.u += b.row(j)
+        self.m += b.mean[:, j]
+        if self.nmin is not None:
+            np.minimum(self.nmin, b.count_row(j), out=self.nmin)
+
+    def segment_moments(self, cand: np.ndarray) -> SegmentMoments:
+        b = self.basis
+        y = b.n_features
+        if self.nmin is None:
+            n = b.n.astype(np.float64)
+        else:
+            n = self.nmin[cand][None, :].astype(np.float64)
+        return SegmentMoments(
+            n=n,
+            gg=self.q,
+            gc=self.u[:, cand],
+            gy=self.u[:, y],
+            gm=self.m,
+            cc=b.diag[:, cand],
+            cy=b.target[:, cand],
+            yy=b.target[:, y],
+            cm=b.mean[:, cand],
+            ym=b.mean[:, y],
+        )
+
+    def pair_moments(self, cand: np.ndarray) -> PairMoments:
+        return self.segment_moments(cand).pair_moments()
 
 
 @dataclass(frozen=True)
@@ -218,88 +270,3 @@ def _cross_column(m, rows: np.ndarray, c: int) -> np.ndarray:
 
 def _cross_diagonal(m) -> np.ndarray:
     return m.column_m2 if isinstance(m, MergedMoments) else m.cross.diagonal()
-
-
-def _lo(m) -> np.ndarray | float:
-    """The rounding error of ``m.mean`` (:class:`dcfa.Moments`' ``mean_lo``; 0 when unknown)."""
-    return 0.0 if m.mean_lo is None else m.mean_lo
-
-
-class MergedMoments(ColumnSummary):
-    """``Moments.merge_all(parts)`` without its ``p x p`` matrix: the same numbers, by rows.
-
-    Merging disjoint row sets (a cross-validation fold's training segments) builds a new
-    ``p x p`` matrix per merge, plus temporaries. The partition reads only a few rows of each,
-    so they are computed when asked for: counts, means and the diagonal at once (O(S p)), a row
-    or a column of the cross-products as the same chain of Chan updates that
-    :meth:`dcfa.Moments.merge` applies to the whole matrix, restricted to that row. Every
-    operation is elementwise, so each number equals the merged matrix's bit for bit.
-
-    Answers what the partition needs (``n``, ``n_features``, ``valid``, ``column_std``, ``mean``
-    and the rows of :class:`Basis`) in O(S p) memory besides the parts.
-    """
-
-    pairwise = False
-    missing = "exclude"
-
-    def __init__(self, parts):
-        parts = list(parts)
-        if not parts or any(p.pairwise or p.n == 0 for p in parts):
-            raise ValueError("MergedMoments: non-empty parts of missing='exclude' moments only")
-        first = parts[0]
-        self.parts = parts
-        self.n_targets = first.n_targets
-        n, mean, count = first.n, first.mean, first.count
-        lo = _lo(first)
-        diag = first.cross.diagonal()
-        self._steps = []
-        for p in parts[1:]:  # Moments.merge's chain: differences of the exact means
-            n, w, f = chan_factors(n, p.n)
-            d = ((p.mean - mean) + _lo(p)) - lo  # (mean + lo) of p less that of the merge
-            self._steps.append((p.cross, d, f))
-            diag = diag + p.cross.diagonal() + d * d * f
-            rel = lo + d * w
-            mean, previous = mean + (p.mean - mean) * w + 0.0, mean
-            lo = (previous - mean) + rel
-            count = count + p.count
-        self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
-
-    @property
-    def n_columns(self) -> int:
-        return self.mean.size
-
-    @property
-    def n_features(self) -> int:
-        return self.n_columns - self.n_targets
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.n_columns, self.n_columns)
-
-    def row(self, c: int, cols=None) -> np.ndarray:
-        """Row ``c`` of the merged cross-products, at ``cols`` (every column by default)."""
-        r = np.array(self.parts[0].cross[c], dtype=np.float64)
-        t = np.empty_like(r)
-        for cross, d, f in self._steps:  # r + cross[c] + d[c] * d * f, in place
-            np.multiply(d[c], d, out=t)
-            t *= f
-            r += cross[c]
-            r += t
-        return r if cols is None else r[cols]
-
-    def column(self, rows, c: int) -> np.ndarray:
-        """Column ``c`` of the merged cross-products, at ``rows``."""
-        r = self.parts[0].cross[rows, c]
-        for cross, d, f in self._steps:
-            r = r + cross[rows, c] + d[rows] * d[c] * f
-        return r
-
-    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The merged cross-products at ``np.ix_(rows, cols)`` (a copy)."""
-        return np.stack([self.row(c, cols) for c in rows])
-
-    def materialize(self):
-        """``Moments.merge_all(parts)``: the merged value with its ``p x p`` matrix."""
-        from dcfa.stats.moments import Moments
-
-        return Moments.merge_all(self.parts)

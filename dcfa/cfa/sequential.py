@@ -35,8 +35,7 @@ from functools import partial
 import numpy as np
 import scipy.sparse as sp
 
-from dcfa.cfa.basis import Basis
-from dcfa.cfa.rules import PairMoments, SegmentMoments
+from dcfa.cfa.basis import Basis, BasisGroup
 from dcfa.cfa.skips import Allowances, DriftSkips
 
 COMPARE = ("seed", "mean")
@@ -46,48 +45,6 @@ SCANS = ("single", "restart")
 
 
 NEIGHBORHOODS = ("group", "seed")
-
-
-class _Group:
-    """Running moments of a group aggregate ``g = sum of its (scaled) members``."""
-
-    def __init__(self, basis: Basis, seed: int):
-        self.basis = basis
-        self.u = basis.row(seed)  # cross(g, every column), (S, D+1)
-        self.q = basis.diag[:, seed].copy()  # cross(g, g), (S,)
-        self.m = basis.mean[:, seed].copy()  # mean(g), (S,)
-        self.nmin = None if basis.count is None else basis.count_row(seed).copy()
-
-    def add(self, j: int) -> None:
-        b = self.basis
-        self.q += 2.0 * self.u[:, j] + b.diag[:, j]
-        self.u += b.row(j)
-        self.m += b.mean[:, j]
-        if self.nmin is not None:
-            np.minimum(self.nmin, b.count_row(j), out=self.nmin)
-
-    def segment_moments(self, cand: np.ndarray) -> SegmentMoments:
-        b = self.basis
-        y = b.n_features
-        if self.nmin is None:
-            n = b.n.astype(np.float64)
-        else:
-            n = self.nmin[cand][None, :].astype(np.float64)
-        return SegmentMoments(
-            n=n,
-            gg=self.q,
-            gc=self.u[:, cand],
-            gy=self.u[:, y],
-            gm=self.m,
-            cc=b.diag[:, cand],
-            cy=b.target[:, cand],
-            yy=b.target[:, y],
-            cm=b.mean[:, cand],
-            ym=b.mean[:, y],
-        )
-
-    def pair_moments(self, cand: np.ndarray) -> PairMoments:
-        return self.segment_moments(cand).pair_moments()
 
 
 def sequential_partition(
@@ -137,7 +94,7 @@ def sequential_partition(
     labels = np.full(D, -1, dtype=np.int64)
     unassigned = np.ones(D, dtype=bool)
     adj = None if neighbors is None else sp.csr_array(neighbors)
-    prefetch = getattr(basis, "prefetch", None)
+    prefetch = basis.prefetch
     # a rule that bounds its margin lets a growing group keep verdicts (dcfa.cfa.skips)
     skips = _skips(basis, accept) if compare == "mean" else None
     numbering = GroupNumbering(labels, progress)
@@ -203,7 +160,7 @@ def grow_group(
     ``skips`` (:mod:`dcfa.cfa.skips`, ``compare="mean"``) leaves out
     candidates whose last verdict provably still holds: the same members, fewer tests."""
     fixed = compare == "seed"
-    group = basis.open_group(seed) if hasattr(basis, "open_group") else _Group(basis, seed)
+    group = basis.open_group(seed)
     members = [seed]
     unassigned[seed] = False
     front = _Frontier(adj, unassigned, grow=neighborhood == "group")
@@ -255,14 +212,14 @@ def grow_group(
 def _skips(basis, accept):
     """What keeps verdicts for this rule and basis: interval bounds (series bases), a drift
     bound, or nothing."""
-    if getattr(accept, "bounds", None) is not None and hasattr(basis, "member_drift"):
+    if getattr(accept, "bounds", None) is not None and basis.member_drift is not None:
         return Allowances(basis, accept)
     if getattr(accept, "lower_bound", None) is not None:
         return DriftSkips(basis.n_features, accept)
     return None
 
 
-def _test(accept, group: _Group, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
+def _test(accept, group: BasisGroup, verdict: dict | None, cand: np.ndarray) -> np.ndarray:
     if verdict is None:
         return accept(group.pair_moments(cand))
     new = np.array([c for c in cand.tolist() if c not in verdict], dtype=np.int64)

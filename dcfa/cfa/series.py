@@ -253,6 +253,8 @@ class SeriesBasis:
     def n_features(self) -> int:
         return self.data.series.shape[0]
 
+    prefetch = None  # the series are all in memory
+
     def open_group(self, seed: int) -> _SeriesGroup:
         return _SeriesGroup(self, seed)
 
@@ -290,7 +292,8 @@ class SeriesBasis:
 
 
 class _SeriesGroup:
-    """A growing group: its aggregate's series and per-segment moments (as ``_Group``)."""
+    """A growing group: its aggregate's series and per-segment moments (as
+    :class:`~dcfa.cfa.basis.BasisGroup` on dense moments)."""
 
     def __init__(self, basis: SeriesBasis, seed: int):
         self.basis = basis

@@ -90,6 +90,10 @@ class GridMoments(StoredFields, ColumnSummary):
     def column_m2(self) -> np.ndarray:
         return self.diag
 
+    @property
+    def target_m2(self) -> float | None:  # the name every statistics value uses
+        return self.target_ss
+
     def neighbours(self, cells: np.ndarray, radius: int | None = None):
         """Flat indices of the cells within ``radius`` of each of ``cells`` (-1 off the grid).
 

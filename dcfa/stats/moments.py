@@ -409,6 +409,23 @@ class Moments:
     def target_var(self, ddof: int = 1) -> np.ndarray:
         return self.column_var(ddof)[self.n_features :]
 
+    @property
+    def column_m2(self) -> np.ndarray:
+        """Every column's centred sum of squares (features, then targets)."""
+        return self.column_var(ddof=0) * self.column_count
+
+    def target_moments(self):
+        """The targets' statistics (:class:`~dcfa.stats.summary.TargetMoments`), or None
+        without a target or while lazy (nothing is computed here)."""
+        from dcfa.stats.summary import TargetMoments
+
+        if self.is_lazy or self.n_targets == 0:
+            return None
+        D, k = self.n_features, self.n_targets
+        m2 = self.column_m2
+        cross = np.stack([np.asarray(self.cross[:D, D + t]) for t in range(k)], axis=1)
+        return TargetMoments(mean=self.column_mean[D:], m2=m2[D:], cross=cross)
+
     def _corr_block(self, rows: slice, cols: slice) -> np.ndarray:
         if "corr" in self._cache:
             return self._cache["corr"][rows, cols]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
 import numpy as np
 
 # A column whose standard deviation is below this fraction of its mean magnitude is
@@ -26,6 +29,54 @@ class Exclusion(str):
 
     def __getnewargs__(self) -> tuple[str, str]:
         return self.code, str(self)
+
+
+@dataclass(frozen=True, eq=False)
+class TargetMoments:
+    """The target(s) of a statistics value: their means ``(k,)``, centred sums of squares
+    ``(k,)``, and the features' centred cross-products with them ``(D, k)``."""
+
+    mean: np.ndarray
+    m2: np.ndarray
+    cross: np.ndarray
+
+
+class Statistics(Protocol):
+    """What every statistics value answers, by the same names: :class:`dcfa.Moments`,
+    :class:`~dcfa.stats.grid.GridMoments`, :class:`~dcfa.stats.columns.ColumnMoments` and
+    :class:`~dcfa.stats.merged.MergedMoments`. Their consumers (the executions, the driver,
+    the checks of stored statistics) read these and nothing else."""
+
+    n: int
+    pairwise: bool
+    missing: str
+
+    @property
+    def n_features(self) -> int: ...
+
+    @property
+    def n_targets(self) -> int: ...
+
+    @property
+    def column_count(self) -> np.ndarray: ...
+
+    @property
+    def column_mean(self) -> np.ndarray: ...
+
+    @property
+    def column_m2(self) -> np.ndarray:
+        """Every column's centred sum of squares."""
+
+    def column_std(self, ddof: int = 1) -> np.ndarray: ...
+
+    @property
+    def excluded(self) -> dict[int, Exclusion]: ...
+
+    @property
+    def valid(self) -> np.ndarray: ...
+
+    def target_moments(self) -> TargetMoments | None:
+        """The target's statistics, or None when there is no target (or, lazy, not yet)."""
 
 
 class ColumnSummary:
@@ -55,6 +106,20 @@ class ColumnSummary:
         mask = np.ones(self.n_features, dtype=bool)
         mask[list(self.excluded)] = False
         return mask
+
+    # one target at most: its cross-products (D,), mean and centred sum of squares
+    target_cross: np.ndarray | None = None
+    target_mean: float | None = None
+    target_m2: float | None = None
+
+    def target_moments(self) -> TargetMoments | None:
+        if self.target_cross is None:
+            return None
+        return TargetMoments(
+            mean=np.array([self.target_mean], dtype=np.float64),
+            m2=np.array([self.target_m2], dtype=np.float64),
+            cross=np.asarray(self.target_cross, dtype=np.float64).reshape(-1, 1),
+        )
 
 
 def exclusions(m) -> dict[int, Exclusion]:
