@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -190,17 +191,39 @@ def run_job(
 def _run_passes(
     config, field, target, n_common, estimator, gbmap, workdir, out, client, echo
 ) -> None:
-    inp, tgt = config.input, config.target
-    dim = inp["sample_dim"]
-    grid = [d for d in field.dims if d != dim]
-    work = workdir.path
-
-    # the execution the fit will run, chosen as fit chooses it; a fit that cannot run
-    # within the memory budget is refused before the first pass (metadata only)
+    """The job's steps, in order: plan, prepare, fit, features, write."""
+    dim = config.input["sample_dim"]
     estimator.set_params(sample_dim=dim)
+    planned = _plan(estimator, field, dim, echo)
+    workdir.open()  # the first write of the run: the cluster runs, the checks are done
+    field = io.plan_chunks(field, sample_dim=dim)
+    field = _held_if_small(field, client, echo)
+    step = _prepare(config, field, target, estimator, workdir, echo)
+    _fit(estimator, step, target, planned, workdir, echo)
+    features, embedding, gbmap_skill = _features(
+        config, field, target, estimator, gbmap, step, workdir, echo
+    )
+    _write(
+        config,
+        out,
+        estimator,
+        gbmap,
+        step,
+        target,
+        n_common,
+        features,
+        embedding,
+        gbmap_skill,
+        echo,
+    )
+
+
+def _plan(estimator, field: xr.DataArray, dim: str, echo) -> str:
+    """The execution the fit will run, chosen as fit chooses it: a fit that cannot run
+    within the memory budget is refused before the first pass (metadata only)."""
     from dcfa.memory import MemoryBudgetError
 
-    n_grid = int(np.prod([field.sizes[d] for d in grid]))
+    n_grid = int(np.prod([s for d, s in field.sizes.items() if d != dim]))
     try:
         planned = estimator.execution_for(field)
     except MemoryBudgetError as exc:
@@ -209,11 +232,29 @@ def _run_passes(
             "known only after the first pass)"
         ) from None
     echo(f"      execution: {planned}")
-    workdir.open()  # the first write of the run: the cluster runs, the checks are done
-    field = io.plan_chunks(field, sample_dim=dim)
-    field = _held_if_small(field, client, echo)
+    return planned
 
-    estimator.set_params(sample_dim=dim)
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """What the preprocessing pass (or an interrupted run) gives the fit: the
+    preprocessing, the grid moments when the fit gathers them from that pass, the cells the
+    fit reads and their flat places on the grid (``keep``)."""
+
+    prep: io.Preprocessing
+    moments: object
+    cells: xr.DataArray
+    keep: np.ndarray
+    grid_pass: bool
+    action: str
+
+
+def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepared:
+    """The preprocessing pass (climatology, spread, and the grid moments a grid fit reads),
+    or what an interrupted run kept of it; then the cells the fit reads."""
+    inp = config.input
+    dim = inp["sample_dim"]
+    work = workdir.path
     # an estimator that gathers grid moments gets them from the preprocessing pass
     request = estimator.grid_pass_request(field)
     prep_path = workdir.reuse("preprocessing.zarr")
@@ -255,19 +296,24 @@ def _run_passes(
     else:  # the other executions skip the cells without data; the stacked cells keep
         # their place on the grid, so a neighbors radius and the visiting order are the
         # grid's (dcfa.stacking.CellGrid)
+        grid = [d for d in field.dims if d != dim]
         cells, keep = _cells_with_data(prepared, prep.has_data, grid)
+    return _Prepared(prep, moments, cells, keep, request is not None, action)
 
-    if request is None:  # the cells that hold data, known now: the execution fit will run
-        chosen = estimator.execution_for(cells)
+
+def _fit(estimator, step: _Prepared, target, planned: str, workdir: WorkDir, echo) -> None:
+    """The estimator's fit on the prepared cells; its moments kept for --resume."""
+    if not step.grid_pass:  # the cells that hold data, known now: the execution fit will run
+        chosen = estimator.execution_for(step.cells)
         if chosen != planned:
-            echo(f"      execution: {chosen} for the {keep.size:,} cells that hold data")
+            echo(f"      execution: {chosen} for the {step.keep.size:,} cells that hold data")
     t = time.perf_counter()
-    estimator.fit(cells, target, moments=moments)
-    if moments is None:
-        _save_moments(work, estimator)
+    estimator.fit(step.cells, target, moments=step.moments)
+    if step.moments is None:
+        _save_moments(workdir.path, estimator)
         workdir.record("moments")
     echo(
-        f"[3/5] moments {action} and partition: {keep.size} cells -> "
+        f"[3/5] moments {step.action} and partition: {step.keep.size} cells -> "
         f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
         f"{time.perf_counter() - t:.1f} s"
     )
@@ -279,30 +325,46 @@ def _run_passes(
             "(pairwise-complete statistics, the dense execution)"
         )
 
-    # the features pass: computed once, for GBMAP and the result store, as dcfa apply
-    # computes them (from the raw field: the anomalies are folded into the sums)
+
+def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir, echo):
+    """The features pass: computed once, for GBMAP and the result store, as dcfa apply
+    computes them (from the raw field: the anomalies are folded into the sums); then GBMAP
+    on them. Returns the features, the embedding and GBMAP's skill (None without GBMAP)."""
     reduction = estimator.reduction_
-    features = region_series(field, prep, reduction, keep, sample_dim=dim)
-    embedding = gbmap_skill = None
-    if gbmap is not None:
-        t = time.perf_counter()
-        # samples x groups is small: fit GBMAP in memory, not one round trip to the
-        # cluster per L-BFGS evaluation; else keep it on the workers
-        features = features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
-        _fit_gbmap(gbmap, features, target, workdir, _partition_digest(reduction, keep))
-        embedding = gbmap.transform(features).rename(None)
-        echo(
-            f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
-            f"features in {time.perf_counter() - t:.1f} s"
-        )
-        gbmap_skill = _gbmap_summary(gbmap, features, target, tgt["lead"], echo)
-    region = region_on_grid(estimator.labels_, keep, prep.has_data)
+    dim = config.input["sample_dim"]
+    features = region_series(field, step.prep, reduction, step.keep, sample_dim=dim)
+    if gbmap is None:
+        return features, None, None
+    t = time.perf_counter()
+    # samples x groups is small: fit GBMAP in memory, not one round trip to the cluster per
+    # L-BFGS evaluation; else keep it on the workers
+    features = features.compute() if features.nbytes < _IN_MEMORY_BYTES else features.persist()
+    _fit_gbmap(gbmap, features, target, workdir, _partition_digest(reduction, step.keep))
+    embedding = gbmap.transform(features).rename(None)
+    echo(
+        f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
+        f"features in {time.perf_counter() - t:.1f} s"
+    )
+    skill = _gbmap_summary(gbmap, features, target, config.target["lead"], echo)
+    return features, embedding, skill
+
+
+def _write(
+    config, out, estimator, gbmap, step, target, n_common, features, embedding, gbmap_skill, echo
+) -> None:
+    """The result store: the region map, the features, GBMAP, every cell's place in the
+    reduction and the provenance, written atomically."""
+    inp, tgt = config.input, config.target
+    dim = inp["sample_dim"]
+    region = region_on_grid(estimator.labels_, step.keep, step.prep.has_data)
     stability = None
     if hasattr(estimator, "stability_"):  # how much each region recurs across the folds
-        stability = on_grid(estimator.stability_, keep, prep.has_data, fill=np.nan, dtype="f8")
+        stability = on_grid(
+            estimator.stability_, step.keep, step.prep.has_data, fill=np.nan, dtype="f8"
+        )
     dataset = io.result_dataset(
         estimator,
-        cells,
+        step.cells,
         region=region,
         target=target.values,
         sample_dim=dim,
@@ -319,17 +381,17 @@ def _run_passes(
             n_common=n_common,
         ),
     )
-    dataset = dataset.assign(application(reduction, keep, prep))
+    dataset = dataset.assign(application(estimator.reduction_, step.keep, step.prep))
     if gbmap_skill is not None:
         dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)
-    record = estimator.fit_record()  # the execution (how dcfa apply reads the cells), ...
-    dataset.attrs.update(record)
-    if "eps_path" in record:  # a tolerance chosen by CV: say which, among what
-        path = json.loads(record["eps_path"])
+    # the execution (how dcfa apply reads the cells), and what the estimator chose
+    dataset.attrs.update(estimator.fit_record())
+    if hasattr(estimator, "eps_"):  # a tolerance chosen by CV: say which, among what
+        path = estimator.cv_path_
         echo(
-            f"      eps = {record['eps']:g} chosen by forward CV among "
+            f"      eps = {estimator.eps_:g} chosen by forward CV among "
             + ", ".join(
-                f"{e:g} ({g} groups, R2 {float('nan') if r is None else r:.2f})"
+                f"{e:g} ({g} groups, R2 {r:.2f})"
                 for e, g, r in zip(path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True)
             )
         )
