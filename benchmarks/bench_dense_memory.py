@@ -1,4 +1,4 @@
-"""Peak memory of dense (``mode="full"``) fits, in units of their ``D x D`` float64 matrix.
+"""Peak memory of dense (``mode="dense"``) fits, in units of their ``D x D`` float64 matrix.
 
     python benchmarks/bench_dense_memory.py            # D = 11 340 cells (63 x 180), ~1 GiB matrix
     python benchmarks/bench_dense_memory.py --quick    # D = 3 000 cells (30 x 100)

@@ -10,7 +10,7 @@ to a temporary directory, chunked 120 months x the whole grid. Target: the field
 series in a CSV file. Both timings use the same LocalCluster (2 worker processes, 1 thread
 each), started before either is measured: the read pass is ``field.sum().compute()`` of the
 opened store; the job is :func:`dcfa.batch.job.run_job` with LinCFA on the grid (``neighbors = 1``,
-``mode = "neighbors"``), anomalies and standardisation, timed from start to the result store
+``mode = "grid"``), anomalies and standardisation, timed from start to the result store
 written (the cluster is not started by the job: it gets the scheduler's address). Each is run
 ``--repeat`` times; the best is kept.
 
@@ -62,7 +62,7 @@ name = "lincfa"
 
 [method.params]
 neighbors = 1
-mode = "neighbors"
+mode = "grid"
 neighborhood = "seed"
 random_state = 0
 

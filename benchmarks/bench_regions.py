@@ -75,7 +75,7 @@ SETTINGS = [
     (
         "LinCFA-grid",
         LinCFA,
-        {"neighbors": 1, "neighborhood": "seed", "mode": "neighbors", "random_state": 0},
+        {"neighbors": 1, "neighborhood": "seed", "mode": "grid", "random_state": 0},
     ),
     ("LinCFA", LinCFA, {"neighbors": 1, "random_state": 0}),
     ("GenLinCFA", GenLinCFA, {"neighbors": 1}),

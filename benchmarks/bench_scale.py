@@ -99,12 +99,12 @@ def main() -> None:
     sizes = [10_000, 40_000] if args.quick else [10_000, 100_000, 1_000_000]
     for D in sizes:
         field, y, D = field_of(D)
-        model = LinCFA(mode="neighbors", neighbors=1, neighborhood="seed", random_state=0)
+        model = LinCFA(mode="grid", neighbors=1, neighborhood="seed", random_state=0)
         run("neighbour mode, r = 1", model, field, y, D)
     D = 10_000 if args.quick else 50_000
     field, y, D = field_of(D)
     field = field.persist()  # each batch of rows is one pass: keep the data in memory
-    run("seed-row mode", LinCFA(mode="seed-rows", row_batch=512, random_state=0), field, y, D)
+    run("seed-row mode", LinCFA(mode="rows", row_batch=512, random_state=0), field, y, D)
 
 
 if __name__ == "__main__":

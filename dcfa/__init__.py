@@ -37,6 +37,7 @@ _EXPORTS = {
     "GenLinCFA": "dcfa.cfa.genlincfa",
     "GenLinCFACV": "dcfa.cfa.tolerance",
     "GridMoments": "dcfa.stats.grid",
+    "InputError": "dcfa._errors",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
     "LinCFA": "dcfa.cfa.lincfa",

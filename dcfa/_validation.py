@@ -14,15 +14,21 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 import xarray as xr
-from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-export)
+from sklearn.utils._param_validation import (  # noqa: F401 (re-export)
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+)
 from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, isel_positions, stack_features
 
 __all__ = [
     "Interval",
+    "InvalidParameterError",
     "StrOptions",
     "InputData",
     "align_features",
@@ -66,9 +72,9 @@ class InputData:
 
 def _check_numeric(dtype, name: str) -> None:
     if np.issubdtype(dtype, np.complexfloating):
-        raise ValueError(f"{name}: Complex data not supported; expected a real dtype, got {dtype}")
+        raise InputError(f"{name}: Complex data not supported; expected a real dtype, got {dtype}")
     if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
-        raise TypeError(f"{name}: expected a numeric dtype, got {dtype}")
+        raise InputTypeError(f"{name}: expected a numeric dtype, got {dtype}")
 
 
 def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
@@ -77,7 +83,7 @@ def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
         try:
             return values.astype(np.float64)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name}: expected a numeric dtype, got object ({exc})") from None
+            raise InputTypeError(f"{name}: expected a numeric dtype, got object ({exc})") from None
     _check_numeric(values.dtype, name)
     return values
 
@@ -87,12 +93,12 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     layout = None
     feature_names = None
     if isinstance(X, xr.Dataset):
-        raise TypeError(
+        raise InputTypeError(
             f"{name}: got an xarray.Dataset; select one variable (ds['sst']) or use "
             "dcfa.io.open_archive to stack several"
         )
     if sp.issparse(X):
-        raise TypeError(
+        raise InputTypeError(
             f"{name}: sparse input is not supported; pass a dense NumPy array, or a Dask array "
             "for data larger than memory"
         )
@@ -116,14 +122,14 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
             hint = " (use an xarray.DataArray with a named sample dim to stack grids)"
         else:
             hint = ". Reshape your data with X.reshape(-1, 1) if it is a single feature"
-        raise ValueError(
+        raise InputError(
             f"{name}: expected a 2-D array (samples x features), got {data.ndim}-D with "
             f"shape {data.shape}{hint}"
         )
     if any(np.isnan(s) for s in data.shape):
-        raise ValueError(f"{name}: the array has unknown chunk sizes; call X.compute_chunk_sizes()")
+        raise InputError(f"{name}: the array has unknown chunk sizes; call X.compute_chunk_sizes()")
     if data.shape[1] == 0:
-        raise ValueError(
+        raise InputError(
             f"{name}: 0 feature(s) (shape={data.shape}) while a minimum of 1 is required."
         )
     return InputData(data=data, layout=layout, feature_names=feature_names)
@@ -132,7 +138,7 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
 def check_n_features(estimator, n_features: int) -> None:
     """``X`` has the number of features ``estimator`` was fitted on (scikit-learn's message)."""
     if n_features != estimator.n_features_in_:
-        raise ValueError(
+        raise InputError(
             f"X has {n_features} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input"
         )
@@ -195,15 +201,15 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
     dim = layout.sample_dim
     grid = tuple(layout.feature_dims)
     if dim not in X.dims:
-        raise ValueError(
+        raise InputError(
             f"{name}: the sample dim {dim!r} is not among the dims {X.dims}; the estimator was "
             f"fitted on dims {(dim, *grid)}"
         )
     if len(X.dims) != len(grid) + 1 or set(X.dims) != {dim, *grid}:
-        raise ValueError(f"{name}: expected dims {(dim, *grid)} (in any order), got {X.dims}")
+        raise InputError(f"{name}: expected dims {(dim, *grid)} (in any order), got {X.dims}")
     for d, size in zip(grid, layout.feature_shape, strict=True):
         if X.sizes[d] != size:
-            raise ValueError(
+            raise InputError(
                 f"{name}: dim {d!r} has {X.sizes[d]} entries, the training data had {size}"
             )
     coords = layout.feature_coords
@@ -222,7 +228,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
         circular = {n for n in names if is_longitude(n, coords.get(n, ours).attrs)}
         positions = label_positions(a, b, circular)
         if positions is None:
-            raise ValueError(
+            raise InputError(
                 f"{name}: the {d!r} coordinate differs from the training data's "
                 f"({_label_difference(a, b)}); the estimator was fitted on another grid"
             )
@@ -233,7 +239,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
             continue
         theirs = X[k]
         if set(theirs.dims) != set(ours.dims):
-            raise ValueError(
+            raise InputError(
                 f"{name}: coordinate {k!r} has dims {theirs.dims}, the training data's {ours.dims}"
             )
         if _is_lazy(ours) or _is_lazy(theirs.variable):
@@ -245,7 +251,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
             circular=is_longitude(str(k), ours.attrs),
         )
         if not same:
-            raise ValueError(
+            raise InputError(
                 f"{name}: coordinate {k!r} differs from the training data's; the estimator "
                 "was fitted on another grid"
             )
@@ -382,7 +388,7 @@ def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
         text = str(pd.Timestamp(v)) if isinstance(v, np.datetime64) else str(v)
         return text.removesuffix(" 00:00:00")
 
-    raise ValueError(
+    raise InputError(
         f"{name}: its {dim!r} labels are not increasing ({show(values[bad - 1])} then "
         f"{show(values[bad])}, samples {bad - 1} and {bad}); {why} reads the samples in time "
         f"order: sort them first ({name}.sortby({dim!r}), and y with it)"
@@ -391,7 +397,7 @@ def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
 
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:
     if n < minimum:
-        raise ValueError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")
+        raise InputError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")
 
 
 def check_y(
@@ -409,7 +415,7 @@ def check_y(
     target must fail before the pass over ``X``, not after.
     """
     if y is None:
-        raise ValueError(
+        raise InputError(
             f"{name}: a target is required: this estimator requires y to be passed, but the "
             "target y is None"
         )
@@ -424,9 +430,9 @@ def check_y(
     else:
         values = np.asarray(y)
     if values.ndim == 0 or values.ndim > 2:
-        raise ValueError(f"{name}: expected a 1-D or 2-D target, got shape {values.shape}")
+        raise InputError(f"{name}: expected a 1-D or 2-D target, got shape {values.shape}")
     if values.shape[0] != n_samples:
-        raise ValueError(
+        raise InputError(
             f"{name}: X has {n_samples} samples but {name} has {values.shape[0]}; they must "
             "have the same length"
         )
@@ -436,11 +442,11 @@ def check_y(
     values = _numeric_array(values, name).astype(np.float64)
     if not np.isfinite(values).all():
         bad = int((~np.isfinite(values)).sum())
-        raise ValueError(f"{name}: contains {bad} NaN or infinite values; drop those samples")
+        raise InputError(f"{name}: contains {bad} NaN or infinite values; drop those samples")
     if not allow_constant:
         span = values.max(axis=0) - values.min(axis=0)
         if np.any(span == 0):
-            raise ValueError(f"{name}: the target is constant; there is nothing to predict")
+            raise InputError(f"{name}: the target is constant; there is nothing to predict")
     return values
 
 
@@ -465,12 +471,12 @@ def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name:
         return
     dim = layout.sample_dim
     if dim not in y.dims:
-        raise ValueError(f"{name}: expected the sample dim {dim!r} of X among {y.dims}")
+        raise InputError(f"{name}: expected the sample dim {dim!r} of X among {y.dims}")
     if dim in y.coords and dim in layout.sample_coords:
         ours = np.asarray(layout.sample_coords[dim].values)
         theirs = np.asarray(y[dim].values)
         if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
-            raise ValueError(
+            raise InputError(
                 f"{name}: its {dim!r} coordinate differs from X's; align them first, e.g. "
                 f"X, y = xarray.align(X, y, join='inner')"
             )

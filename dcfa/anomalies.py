@@ -23,6 +23,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import (
     StrOptions,
     _check_numeric,
@@ -178,7 +179,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         data, groups, labelled, _ = self._check_input(X, reset=True)
         if self.standardize and np.bincount(groups).max(initial=0) < 2:
             per = "calendar month present" if self.by == "month" else "cell"
-            raise ValueError(
+            raise InputError(
                 f"standardize: every {per} has a single sample in X ({data.shape[0]} "
                 "samples), so the anomalies are all 0 and have no spread to divide by; fit "
                 "on at least two samples of a "
@@ -210,13 +211,13 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if reset:
             self._grid_dims = None
         elif self._grid_dims is not None:
-            raise TypeError(
+            raise InputTypeError(
                 f"X: {type(self).__name__} was fitted on an xarray.DataArray; transform needs "
                 f"one too (with dims {(self.sample_dim, *self._grid_dims)}), got "
                 f"{type(X).__name__}"
             )
         if self.by == "month":
-            raise ValueError(
+            raise InputError(
                 f"by: 'month' needs the dates of the samples, which a {type(X).__name__} does "
                 "not carry; pass an xarray.DataArray with a date coordinate "
                 f"{self.sample_dim!r}, or use by=None (the overall mean)"
@@ -224,7 +225,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         inp = check_X(X) if reset else check_fitted_X(self, X)  # column names, count
         data = inp.data
         if data.shape[0] == 0:
-            raise ValueError(
+            raise InputError(
                 f"X: 0 sample(s) (shape={data.shape}) while a minimum of 1 is required."
             )
         if reset:
@@ -239,9 +240,9 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         _check_numeric(X.dtype, "X")
         dim = self.sample_dim
         if dim not in X.dims:
-            raise ValueError(f"sample_dim: {dim!r} is not a dim of X, whose dims are {X.dims}")
+            raise InputError(f"sample_dim: {dim!r} is not a dim of X, whose dims are {X.dims}")
         if not reset and self._grid_dims is None:
-            raise TypeError(
+            raise InputTypeError(
                 f"X: {type(self).__name__} was fitted on an array; transform needs an array "
                 "too, got an xarray.DataArray"
             )
@@ -249,13 +250,13 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         # the training grid's dims, sizes and labels (in any order, any longitude convention)
         order = {} if reset else feature_order(X, self._fitted_layout, name="X")
         if X.sizes[dim] == 0:
-            raise ValueError(f"X: 0 samples along {dim!r}; at least 1 is required")
+            raise InputError(f"X: 0 samples along {dim!r}; at least 1 is required")
         X = X.transpose(dim, *grid_dims)
         if self.by == "month":
             try:
                 groups = months_of(X[dim], "X") - 1
-            except ValueError as exc:
-                raise ValueError(f"{exc} (or use by=None, the overall mean)") from None
+            except InputError as exc:
+                raise InputError(f"{exc} (or use by=None, the overall mean)") from None
         else:
             groups = np.zeros(X.sizes[dim], dtype=np.int64)
         if reset:
@@ -322,7 +323,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if self.by == "month":
             missing = np.setdiff1d(np.unique(groups) + 1, self.months_)
             if missing.size:
-                raise ValueError(
+                raise InputError(
                     f"X: month(s) {missing.tolist()} do not occur in the training data, so "
                     f"they have no climatology (fitted on months {self.months_.tolist()}); "
                     "fit on rows covering every month to transform"

@@ -6,10 +6,11 @@
 ``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series (and GBMAP
                            prediction) for the months of another archive
 
-Exit status: 0 on success; 2 for dcfa's own bad-input errors only (see :func:`_bad_input`: a
-configuration error, bad input data, the memory budget, an output path dcfa refuses, an input path
-that is not there, a scheduler it cannot reach; the message names the key or path, and nothing is
-written); 1 for any other exception (a fault, or a bug in dcfa: a ``TypeError`` or ``KeyError`` is
+Exit status: 0 on success; 2 for dcfa's own bad-input errors only (a :class:`dcfa.InputError`
+or a bad estimator parameter, see :func:`_bad_input`: a configuration error, bad input data, the
+memory budget, an output path dcfa refuses, an input path that is not there, a scheduler it cannot
+reach; the message names the key or path, and nothing is written); 1 for any other exception (a
+fault, or a bug in dcfa or a library: a plain ``ValueError``, a ``TypeError`` or a ``KeyError`` is
 never reported as bad input), on one line with its type; 141 (128 + SIGPIPE, as a shell tool killed
 by SIGPIPE) when stdout was closed early, e.g. ``dcfa inspect STORE | head``: quietly, as Python's
 documented recipe does (https://docs.python.org/3/library/signal.html#note-on-sigpipe); a fit
@@ -24,6 +25,8 @@ import logging
 import os
 import sys
 
+from dcfa._errors import InputError
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -33,10 +36,11 @@ _EXIT_STATUS = """\
 exit status:
   0    success
   1    any error that is not 2: a fault (a lost worker, Ctrl-C, a full disk) or a bug
-       in dcfa; one line with its type (--traceback for the traceback); a fit keeps its
-       finished passes for --resume
-  2    a bad configuration, bad input data or the memory budget (dcfa's own input
-       checks): one line naming the key or path; nothing is written
+       in dcfa or a library (a plain ValueError included); one line with its type
+       (--traceback for the traceback); a fit keeps its finished passes for --resume
+  2    dcfa's own input checks only (dcfa.InputError): a bad configuration or
+       parameter, bad input data, an input or output path, the memory budget; one line
+       naming the key or path; nothing is written
   141  stdout was closed early (e.g. piped into head); quietly, as SIGPIPE would
 """
 
@@ -228,27 +232,24 @@ def _run(args) -> int:
 def _bad_input(exc: BaseException) -> bool:
     """Whether ``exc`` is one of dcfa's own bad-input errors (exit 2), not a fault or a bug.
 
-    - ``ValueError``: :class:`~dcfa.batch.config.ConfigError`,
-      :class:`~dcfa.batch.inputs.InputDataError` and :class:`dcfa.MemoryBudgetError` are
-      ValueErrors, and so is what the input checks of :mod:`dcfa.io`, :mod:`dcfa.batch` and the
-      estimators' parameter checks raise, naming the key (``input.variables: ...``,
-      ``ARCHIVE: ...``, ``--connect-timeout must ...``): dozens of call sites raise a plain
-      ValueError for a bad input, so ValueError as a whole stays bad input;
-    - :class:`~dcfa.io.store.OutputError`: an output path dcfa refuses (not any
-      ``FileExistsError``);
-    - ``FileNotFoundError`` and ``ConnectionError`` that dcfa raised itself, naming the key
-      (``input.store: no Zarr store at ...``, ``--scheduler: cannot reach ...``); one from the
-      operating system (it carries an ``errno``: a connection reset, a file gone during the
-      run) is a fault.
+    - :class:`dcfa.InputError`, what dcfa's input checks raise, naming the key, argument or
+      path (``input.variables: ...``, ``ARCHIVE: ...``, ``--connect-timeout must ...``):
+      :class:`~dcfa.batch.config.ConfigError`, :class:`~dcfa.batch.inputs.InputDataError`,
+      :class:`dcfa.MemoryBudgetError`, :class:`~dcfa.io.store.OutputError` (an output path
+      dcfa refuses), an input path that is not there (``input.store: no Zarr store at ...``)
+      and a scheduler it cannot reach (``--scheduler: cannot reach ...``) among them;
+    - scikit-learn's ``InvalidParameterError``: a bad estimator parameter (a job wraps the
+      parameters of its file in a ConfigError; this is for one found later, by ``fit``).
 
-    Anything else (``TypeError``, ``KeyError``, ``AttributeError``, ``IndexError``, ...) is a
-    fault or a bug in dcfa, never reported as a configuration mistake.
+    Anything else is a fault or a bug in dcfa, never reported as a configuration mistake: a
+    plain ``ValueError`` (of a bug, or of a library), ``TypeError``, ``KeyError``, a
+    ``FileNotFoundError`` or ``ConnectionError`` of the operating system, ...
     """
-    from dcfa.io.store import OutputError
-
-    if isinstance(exc, ValueError | OutputError):
+    if isinstance(exc, InputError):
         return True
-    return isinstance(exc, FileNotFoundError | ConnectionError) and exc.errno is None
+    # loaded with every estimator; an InvalidParameterError cannot be raised without it
+    checks = sys.modules.get("dcfa._validation")
+    return checks is not None and isinstance(exc, checks.InvalidParameterError)
 
 
 def _line(text: str) -> None:
@@ -278,9 +279,9 @@ def _storage_options(args) -> dict | None:
     try:
         options = json.loads(args.storage_options)
     except ValueError as exc:
-        raise ValueError(f"--storage-options: not valid JSON ({exc})") from None
+        raise InputError(f"--storage-options: not valid JSON ({exc})") from None
     if not isinstance(options, dict):
-        raise ValueError("--storage-options: expected a JSON object")
+        raise InputError("--storage-options: expected a JSON object")
     return options
 
 

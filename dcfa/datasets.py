@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError
+
 __all__ = [
     "make_cfa_synthetic",
     "make_lincfa_bivariate",
@@ -98,7 +100,7 @@ def make_cfa_synthetic(
     import random
 
     if target not in ("linear", "quadratic"):
-        raise ValueError(f"target: expected 'linear' or 'quadratic', got {target!r}")
+        raise InputError(f"target: expected 'linear' or 'quadratic', got {target!r}")
     rng = np.random.default_rng(seed=0)
     py = random.Random(30)
     X = np.empty((n_samples, n_features))
@@ -567,7 +569,7 @@ def enso_task(
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in (*names, "soi") if v not in ds.data_vars]
     if not names or missing:
-        raise ValueError(
+        raise InputError(
             f"ds: needs the variables {names} and 'soi' (load_enso()); {missing} missing"
         )
     if isinstance(variables, str):

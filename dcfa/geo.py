@@ -18,6 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dcfa._errors import InputError
+
 __all__ = [
     "circular_mean",
     "group_circular_mean",
@@ -84,7 +86,7 @@ def circular_mean(lon, weights=None, *, lower: float | None = None) -> float:
     values = np.asarray(lon, dtype=np.float64).ravel()
     w = np.ones_like(values) if weights is None else np.asarray(weights, np.float64).ravel()
     if w.shape != values.shape:
-        raise ValueError(f"weights: expected {values.shape[0]} values, got {w.shape[0]}")
+        raise InputError(f"weights: expected {values.shape[0]} values, got {w.shape[0]}")
     ok = np.isfinite(values) & np.isfinite(w)
     lower = longitude_convention(values) if lower is None else float(lower)
     labels = np.zeros(values.size, dtype=np.int64)
@@ -274,19 +276,19 @@ def group_patches(label_map, periodic: bool = False, *, n_groups: int | None = N
 
     values = np.asarray(getattr(label_map, "values", label_map))
     if values.ndim != 2:
-        raise ValueError(f"label_map: expected a 2-D (lat, lon) map, got shape {values.shape}")
+        raise InputError(f"label_map: expected a 2-D (lat, lon) map, got shape {values.shape}")
     if values.dtype.kind == "f":
         if np.any(np.isfinite(values) & (values != np.round(values))):
-            raise ValueError("label_map: expected integer group labels")
+            raise InputError("label_map: expected integer group labels")
         values = np.where(np.isfinite(values), values, -1)
     elif values.dtype.kind not in "iu":
-        raise ValueError(f"label_map: expected integer group labels, got dtype {values.dtype}")
+        raise InputError(f"label_map: expected integer group labels, got dtype {values.dtype}")
     labels = values.astype(np.int64)
     top = int(labels.max(initial=-1)) + 1
     if n_groups is None:
         n_groups = top
     elif int(n_groups) != n_groups or n_groups < top:
-        raise ValueError(f"n_groups: expected an int >= {top} (max label + 1), got {n_groups!r}")
+        raise InputError(f"n_groups: expected an int >= {top} (max label + 1), got {n_groups!r}")
     n_groups = int(n_groups)
     nlat, nlon = labels.shape
     index = np.arange(labels.size).reshape(labels.shape)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa.stacking import BLOCK_DIMS
 
 __all__ = [
@@ -63,9 +64,9 @@ def block_labels(dims, shape, coords, block_dims=None) -> np.ndarray:
         elif name in dims:
             var = xr.Variable(name, np.arange(sizes[name]))
         else:
-            raise ValueError(f"block_dims: {name!r} is no dim or coordinate of the features")
+            raise InputError(f"block_dims: {name!r} is no dim or coordinate of the features")
         if not set(var.dims) <= set(dims):
-            raise ValueError(f"block_dims: {name!r} runs along a dim that is not a feature dim")
+            raise InputError(f"block_dims: {name!r} runs along a dim that is not a feature dim")
         columns.append(var.set_dims(sizes).transpose(*dims).values.ravel())
     if not columns:
         return np.zeros(n, dtype=np.int64)
@@ -97,7 +98,7 @@ def grid_adjacency(
     scipy.sparse.csr_array of shape (D, D), bool, without the diagonal.
     """
     if not is_radius(radius) or radius < 1:  # 1.0 or True are no number of steps
-        raise ValueError(f"neighbors: expected an int radius >= 1 grid steps, got {radius!r}")
+        raise InputError(f"neighbors: expected an int radius >= 1 grid steps, got {radius!r}")
     radius = int(radius)
     shape = tuple(int(s) for s in shape)
     D = int(np.prod(shape))
@@ -162,7 +163,7 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
     dims, coords = _grid_of(grid, sample_dim)
     if isinstance(periodic, str):
         if periodic != PERIODIC_AUTO:
-            raise ValueError(
+            raise InputError(
                 f"periodic: expected 'auto', a bool or a tuple of dim names, got {periodic!r}"
             )
         lons = longitude_axes(dims, coords)
@@ -188,9 +189,9 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
                 if stacked
                 else "the dims of X but the sample dim"
             )
-            raise ValueError(f"periodic: {unknown} not among the grid dims {dims} ({whose})")
+            raise InputError(f"periodic: {unknown} not among the grid dims {dims} ({whose})")
         return tuple(sorted({dims.index(d) for d in periodic}))
-    raise TypeError(
+    raise InputTypeError(
         f"periodic: expected 'auto', a bool or a tuple of dim names, got {type(periodic).__name__}"
     )
 
@@ -200,7 +201,7 @@ def _grid_of(grid, sample_dim: str) -> tuple[tuple, dict]:
     if hasattr(grid, "grid_dims"):
         return tuple(grid.grid_dims), dict(grid.grid_coords)
     if not hasattr(grid, "dims") or not hasattr(grid, "coords"):
-        raise TypeError(
+        raise InputTypeError(
             f"grid: expected an xarray.DataArray or a FeatureLayout, got {type(grid).__name__}"
         )
     dims = tuple(d for d in grid.dims if d != sample_dim)
@@ -266,7 +267,7 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
         return None
     if is_radius(neighbors):
         if layout is None:
-            raise ValueError(
+            raise InputError(
                 "neighbors: an int radius needs the grid, i.e. an xarray.DataArray X whose "
                 "feature dims are the grid; for other inputs pass a sparse (D, D) adjacency"
             )
@@ -278,7 +279,7 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
             A = sp.csr_array(A[cells][:, cells])
         return A
     if isinstance(neighbors, bool | np.bool_):
-        raise TypeError(
+        raise InputTypeError(
             f"neighbors: {neighbors!r} is not a radius; pass an int number of grid steps, "
             "e.g. neighbors=1, or None for no restriction"
         )
@@ -292,7 +293,7 @@ def resolve_neighbors(neighbors, n_features: int, layout=None, *, periodic="auto
             "; for a networkx graph pass networkx.to_scipy_sparse_array(G, nodelist=...) with "
             "the nodes in the order of the features"
         )
-    raise TypeError(
+    raise InputTypeError(
         f"neighbors: expected None, an int radius or a sparse (D, D) matrix, got "
         f"{type(neighbors).__name__}{hint}"
     )
@@ -307,19 +308,19 @@ def _adjacency_matrix(neighbors, n_features: int) -> sp.csr_array:
     neither).
     """
     if neighbors.ndim != 2 or neighbors.shape != (n_features, n_features):
-        raise ValueError(
+        raise InputError(
             f"neighbors: expected an adjacency of shape ({n_features}, {n_features}), "
             f"got {neighbors.shape}"
         )
     if neighbors.dtype.kind not in "biuf":
-        raise TypeError(
+        raise InputTypeError(
             f"neighbors: expected a numeric or bool adjacency, got dtype {neighbors.dtype}"
         )
     A = sp.coo_array(neighbors, copy=True)
     A.sum_duplicates()  # scipy's meaning of repeated entries: their sum (the user's untouched)
     data = np.asarray(A.data)
     if A.dtype.kind == "f" and not np.isfinite(data).all():
-        raise ValueError(
+        raise InputError(
             f"neighbors: the adjacency has {int((~np.isfinite(data)).sum())} NaN or infinite "
             "entries; store an edge as any non-zero number and no edge as 0"
         )
@@ -363,7 +364,7 @@ def resolve_grid(
     The grid, its periodic dims and the canonical visiting order only exist for an int
     radius on an xarray input; for ``neighbors=None`` or a matrix, ``periodic`` is ignored
     and the features are visited in the given order. ``adjacency=False`` skips building the
-    matrix (the neighbour mode reads the grid itself).
+    matrix (the grid execution reads the grid itself).
     """
     axes: tuple[int, ...] = ()
     order = None

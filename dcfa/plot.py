@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dcfa._errors import InputError
+
 if TYPE_CHECKING:
     import xarray as xr
     from matplotlib.axes import Axes
@@ -153,7 +155,7 @@ def plot_regions(
     lats, lons, labels = _lat_lon_values(region, lat, lon, "region")
     used = np.isfinite(labels) & (labels >= 0)
     if np.any(labels[used] != np.round(labels[used])):
-        raise ValueError("region: group labels must be integers (-1 or NaN for unused cells)")
+        raise InputError("region: group labels must be integers (-1 or NaN for unused cells)")
     values = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
     groups = np.unique(values.compressed())
 
@@ -233,7 +235,7 @@ def plot_stability(
     if region is not None:
         _, rlons, labels = _lat_lon_values(region, lat, lon, "region")
         if labels.shape != values.shape or not np.allclose(rlons, lons):
-            raise ValueError("region: expected the grid of stability")
+            raise InputError("region: expected the grid of stability")
         # a border between two cells of different groups: contours of each group's mask
         for g in np.unique(labels[np.isfinite(labels) & (labels >= 0)]):
             ax.contour(lons, lats, (labels == g).astype(float), levels=[0.5], colors="w",
@@ -334,12 +336,12 @@ def _grid_coord(region: xr.DataArray, name: str, standard: Sequence[str], what: 
         if c in region.coords:
             coord = region.coords[c]
             if coord.ndim != 1 or coord.dims[0] not in region.dims:
-                raise ValueError(
+                raise InputError(
                     f"region: {what} coordinate {c!r} must be 1-D along one of the dims "
                     f"{region.dims}, got dims {coord.dims}"
                 )
             return c
-    raise ValueError(
+    raise InputError(
         f"region: no {what} coordinate (looked for {candidates}); coordinates are "
         f"{list(region.coords)}. Pass the name with lat=/lon=."
     )
@@ -447,13 +449,13 @@ def plot_embedding(
     if E.ndim == 1:
         E = E[:, None]
     if E.ndim != 2:
-        raise ValueError(f"embedding: expected shape (n_samples, m), got {E.shape}")
+        raise InputError(f"embedding: expected shape (n_samples, m), got {E.shape}")
     n, m = E.shape
     yv = None
     if y is not None:
         yv = np.asarray(y).reshape(-1)
         if yv.shape[0] != n:
-            raise ValueError(f"y: expected {n} values (one per sample), got {yv.shape[0]}")
+            raise InputError(f"y: expected {n} values (one per sample), got {yv.shape[0]}")
     y_label = _name(y, "y")
 
     plt = _pyplot()
@@ -482,9 +484,9 @@ def _components(components: Sequence[int], m: int) -> tuple[int, int]:
     try:
         i, j = (int(c) for c in components)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"components: expected two column indices, got {components!r}") from err
+        raise InputError(f"components: expected two column indices, got {components!r}") from err
     if not (0 <= i < m and 0 <= j < m) or i == j:
-        raise ValueError(
+        raise InputError(
             f"components: expected two distinct columns in 0..{m - 1}, got {components!r}"
         )
     return i, j
@@ -533,12 +535,12 @@ def plot_drift(
     """
     s = np.asarray(score, dtype=np.float64)
     if s.ndim != 1:
-        raise ValueError(f"score: expected shape (n_samples,), got {s.shape}")
+        raise InputError(f"score: expected shape (n_samples,), got {s.shape}")
     n = s.shape[0]
     if time is not None:
         x = np.asarray(time)
         if x.shape != (n,):
-            raise ValueError(f"time: expected shape ({n},), got {x.shape}")
+            raise InputError(f"time: expected shape ({n},), got {x.shape}")
         x_label = _name(time, "time")
     else:
         x, x_label = _sample_axis(score, n)

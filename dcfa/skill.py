@@ -30,6 +30,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
 
+from dcfa._errors import InputError
 from dcfa._validation import check_time_order
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
@@ -102,7 +103,7 @@ def _check_y(y) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     bad = np.flatnonzero(~np.isfinite(y))
     if bad.size:
-        raise ValueError(
+        raise InputError(
             f"y: {bad.size} of {y.size} values are NaN or infinite (the first at sample "
             f"{bad[0]}); drop those samples from X and y first (keep = np.isfinite(y); "
             "X[keep], y[keep])"
@@ -116,7 +117,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     y = _check_y(y)
     if isinstance(X, xr.DataArray):
         if X.ndim < 2:
-            raise ValueError(
+            raise InputError(
                 f"X: expected samples along the first dim and features along the others, got "
                 f"dims {X.dims}"
             )
@@ -130,7 +131,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     else:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
-            raise ValueError(
+            raise InputError(
                 f"X: expected a 2-D (n_samples, n_features) array, got shape {X.shape}"
             )
     if X.shape[0] != y.shape[0]:
@@ -223,7 +224,7 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None
         X, y = _check_inputs(X, y)
     n = X.shape[0]
     if not _is_int(n_splits, 2) or n_splits > n // 4:
-        raise ValueError(
+        raise InputError(
             f"n_splits: expected an int in [2, {n // 4}] (4 samples per block), got {n_splits!r}"
         )
     folds = blocked_folds(n, int(n_splits), gap)
@@ -237,13 +238,13 @@ def blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.
     each trained on the other samples less ``gap`` on either side of it (``gap`` checked
     against ``n``: a ValueError names it when a fold would train on too few samples)."""
     if not _is_int(gap, 0):
-        raise ValueError(f"gap: expected an int >= 0, got {gap!r}")
+        raise InputError(f"gap: expected an int >= 0, got {gap!r}")
     folds = _purged_blocks(n, n_splits, int(gap))
     fewest = min(train.size for train, _ in folds)
     if fewest < MIN_TRAIN:
         fits = [g for g in range(gap) if _fewest_train(n, n_splits, g) >= MIN_TRAIN]
         need = f"need gap <= {fits[-1]}" if fits else "even gap=0 does not"
-        raise ValueError(
+        raise InputError(
             f"gap: {gap} samples on each side of a test block leave {fewest} of the {n} "
             f"samples to train a fold on (n_splits={n_splits}), fewer than {MIN_TRAIN}; {need}"
         )
@@ -293,7 +294,7 @@ def _forward_splitter(
     shortest = max(MIN_TRAIN, min_train or 0)
     if max_train_size is not None and max_train_size < shortest:
         why = f"min_train={min_train}" if (min_train or 0) > MIN_TRAIN else "a fit"
-        raise ValueError(
+        raise InputError(
             f"max_train_size: expected None or an int >= {shortest} (the samples {why} "
             f"needs to train on), got {max_train_size}"
         )

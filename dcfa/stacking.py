@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError
+
 __all__ = ["BLOCK_DIMS", "CellGrid", "FeatureLayout", "isel_positions", "stack_features"]
 
 BLOCK_DIMS = ("variable", "window", "lag")
@@ -60,7 +62,7 @@ class CellGrid:
         }
         codes = np.stack([np.asarray(c, dtype=np.int64) for c in index.codes])
         if (codes < 0).any():
-            raise ValueError(f"X: the {dim!r} index has missing level values (NaN in a level)")
+            raise InputError(f"X: the {dim!r} index has missing level values (NaN in a level)")
         cells = np.ravel_multi_index(tuple(codes), shape) if codes.size else codes[0]
         return cls(dims=dims, shape=shape, coords=coords, cells=cells)
 

@@ -3,7 +3,7 @@
 
 Two small jobs are fitted once: A (anomalies, LinCFA over the cells with data, a GBMAP, an
 archive stored in blocks of grid rows so the reduction sums several cell blocks) and B
-(winter months only, standardised, LinCFA's grid execution ``mode = "neighbors"``). Applied to
+(winter months only, standardised, LinCFA's grid execution ``mode = "grid"``). Applied to
 their own archives they give their stored ``features`` bit for bit; applied to months appended
 to the archive they give a NumPy reference's values; bad input exits 2 naming what differs
 and writes nothing. A third job (C, tests/test_job_forecast.py's) has trailing windows, lags and
@@ -67,7 +67,7 @@ def job_b(tmp_path_factory, client):
     """Winter months only (a climatology of December, January and February), standardised,
     LinCFA's grid execution."""
     d = tmp_path_factory.mktemp("b")
-    params = {"random_state": 0, "neighbors": 1, "neighborhood": "seed", "mode": "neighbors"}
+    params = {"random_state": 0, "neighbors": 1, "neighborhood": "seed", "mode": "grid"}
     job = _job(
         d,
         lambda ds: ds.sel(time=ds.time.dt.month.isin([12, 1, 2])).chunk({"time": 12}),

@@ -48,10 +48,10 @@ def test_adjacency_never_links_two_blocks():
     assert B.nnz == 2 * grid_adjacency((6, 9), 1).nnz
 
 
-@pytest.mark.parametrize("mode", ["full", "neighbors"])
+@pytest.mark.parametrize("mode", ["dense", "grid"])
 def test_groups_stay_within_a_variable(mode):
-    field, y = two_variables(chunks=(40, 1, 3, 9) if mode == "neighbors" else None)
-    kw = {"neighborhood": "seed"} if mode == "neighbors" else {}
+    field, y = two_variables(chunks=(40, 1, 3, 9) if mode == "grid" else None)
+    kw = {"neighborhood": "seed"} if mode == "grid" else {}
     model = LinCFA(neighbors=1, mode=mode, random_state=0, **kw).fit(field, y)
     labels = model.label_map_.values  # (variable, lat, lon)
     used = labels >= 0
@@ -68,7 +68,7 @@ def test_the_grid_execution_is_the_dense_partition_with_blocks():
     field, y = two_variables(n=150, shape=(5, 7), seed=2)
     dense = LinCFA(neighbors=1, neighborhood="seed", random_state=1).fit(field, y)
     lazy = field.chunk({"time": 50, "variable": 1, "lat": 2})
-    grid = LinCFA(neighbors=1, neighborhood="seed", mode="neighbors", random_state=1).fit(lazy, y)
+    grid = LinCFA(neighbors=1, neighborhood="seed", mode="grid", random_state=1).fit(lazy, y)
     np.testing.assert_array_equal(grid.labels_, dense.labels_)
 
 
@@ -98,7 +98,7 @@ def test_a_two_variable_global_grid_runs_on_the_grid():
         coords={"lon": np.arange(0.0, 360.0, 2.5), "lat": np.linspace(-90, 90, 49)},
     )
     y = X[:, 0, 20, 30] + rng.normal(size=40)
-    model = LinCFA(neighbors=1, neighborhood="seed", mode="neighbors", random_state=0)
+    model = LinCFA(neighbors=1, neighborhood="seed", mode="grid", random_state=0)
     model.fit(field, y)
     labels = model.label_map_.values
     assert not set(labels[0].ravel()) & set(labels[1].ravel()) - {-1}

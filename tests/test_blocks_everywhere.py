@@ -48,13 +48,13 @@ def _mixed(labels: np.ndarray, blocks: np.ndarray) -> int:
 
 
 ESTIMATORS = {
-    "LinCFA full": lambda: dcfa.LinCFA(shuffle=False, mode="full"),
-    "LinCFA seed-rows": lambda: dcfa.LinCFA(shuffle=False, mode="seed-rows"),
+    "LinCFA full": lambda: dcfa.LinCFA(shuffle=False, mode="dense"),
+    "LinCFA seed-rows": lambda: dcfa.LinCFA(shuffle=False, mode="rows"),
     "LinCFA greedy": lambda: dcfa.LinCFA(strategy="greedy"),
     "LinCFA mean": lambda: dcfa.LinCFA(shuffle=False, compare="mean"),
-    "GenLinCFA full": lambda: dcfa.GenLinCFA(mode="full"),
+    "GenLinCFA full": lambda: dcfa.GenLinCFA(mode="dense"),
     "GenLinCFA series": lambda: dcfa.GenLinCFA(mode="series"),
-    "NonLinCFA full": lambda: dcfa.NonLinCFA(eps=1e-2, mode="full"),
+    "NonLinCFA full": lambda: dcfa.NonLinCFA(eps=1e-2, mode="dense"),
     "NonLinCFA series": lambda: dcfa.NonLinCFA(eps=1e-2, mode="series"),
 }
 

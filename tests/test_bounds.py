@@ -203,4 +203,4 @@ def test_candidates_the_bounds_cannot_decide_get_the_rule(monkeypatch):
     got = NonLinCFA(**params).fit(X, y).labels_
     assert taken["n"] > 0
     np.testing.assert_array_equal(got, _PlainNonLinCFA(**params).fit(X, y).labels_)
-    np.testing.assert_array_equal(got, NonLinCFA(mode="full", eps=EPS).fit(X, y).labels_)
+    np.testing.assert_array_equal(got, NonLinCFA(mode="dense", eps=EPS).fit(X, y).labels_)

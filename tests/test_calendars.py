@@ -320,6 +320,7 @@ def test_cli_on_a_noleap_archive_past_2262(tmp_path):
     assert len(expected) == 78  # 2258-01 .. 2264-06 before input.time
 
 
+@pytest.mark.slow
 def test_cli_target_months_that_never_overlap_exit_2(tmp_path):
     job, _, _ = _job(tmp_path, (2190, 1))  # 2190-01 .. 2196-12: before the archive
     proc = _cli(job, tmp_path)

@@ -109,11 +109,11 @@ def test_variables_never_mix_on_stacked_cells():
 def test_the_grid_execution_refuses_stacked_cells_before_any_compute():
     field, y = field_with_land(3, shape=(8, 18), n_time=120)
     cells = ocean_cells(field).chunk({"time": 40})
-    model = dcfa.LinCFA(neighbors=1, neighborhood="seed", mode="neighbors")
-    with pytest.raises(ValueError, match="neighbors: mode='neighbors' reads the whole grid"):
+    model = dcfa.LinCFA(neighbors=1, neighborhood="seed", mode="grid")
+    with pytest.raises(ValueError, match="neighbors: mode='grid' reads the whole grid"):
         model.fit(cells, y)
     # auto picks an execution that runs them
-    assert dcfa.LinCFA(neighbors=1, neighborhood="seed").fit(cells, y).execution_ != "neighbors"
+    assert dcfa.LinCFA(neighbors=1, neighborhood="seed").fit(cells, y).execution_ != "grid"
 
 
 @settings(max_examples=80, deadline=None)

@@ -121,8 +121,8 @@ def test_a_netcdf_round_trip_keeps_the_grid(tmp_path):
 def test_the_grid_execution_refuses_reset_cells():
     field, y = field_with_land(3, shape=(8, 18), n_time=120)
     reset = field.stack(cell=("lat", "lon")).dropna("cell", how="all").reset_index("cell")
-    model = dcfa.LinCFA(neighbors=1, neighborhood="seed", mode="neighbors")
-    with pytest.raises(ValueError, match="neighbors: mode='neighbors' reads the whole grid"):
+    model = dcfa.LinCFA(neighbors=1, neighborhood="seed", mode="grid")
+    with pytest.raises(ValueError, match="neighbors: mode='grid' reads the whole grid"):
         model.fit(reset.chunk({"time": 40}), y)
 
 

@@ -31,7 +31,7 @@ def refit_path(model, cls, X, y, base: dict) -> tuple[np.ndarray, np.ndarray]:
     skill = np.zeros_like(path["cv_r2"])
     for i, eps in enumerate(path["eps"]):
         for k, (train, start, stop) in enumerate(path["splits"]):
-            fold = cls(eps=eps, mode="full", **base).fit(X[:train], y[:train])
+            fold = cls(eps=eps, mode="dense", **base).fit(X[:train], y[:train])
             F = np.asarray(fold.transform(X))
             ols = LinearRegression().fit(F[:train], y[:train])
             groups[i, k] = fold.n_features_out_
@@ -49,7 +49,7 @@ def assert_path_is_the_refit(model, cls, X, y, base: dict, *, determined: bool =
         assert (groups < train_rows - 1).all()
     np.testing.assert_array_equal(model.cv_path_["fold_groups"], groups)
     np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
-    whole = cls(eps=model.eps_, mode="full", **base).fit(X, y)
+    whole = cls(eps=model.eps_, mode="dense", **base).fit(X, y)
     np.testing.assert_array_equal(model.labels_, whole.labels_)
 
 
@@ -106,7 +106,7 @@ def test_max_groups_that_no_tolerance_meets_warns_and_takes_the_smallest_map(reg
         capped = GenLinCFACV(max_groups=1, **params).fit(X, y)
     assert capped.n_features_out_ == fewest
     assert capped.eps_ == free.cv_path_["eps"][np.argmin(free.cv_path_["n_groups"])]
-    reference = GenLinCFA(neighbors=1, eps=capped.eps_, mode="full").fit(X, y)
+    reference = GenLinCFA(neighbors=1, eps=capped.eps_, mode="dense").fit(X, y)
     np.testing.assert_array_equal(capped.labels_, reference.labels_)
 
 

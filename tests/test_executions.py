@@ -1,6 +1,6 @@
 """Every rule in every execution gives the dense partition; ``mode="auto"`` picks one that fits.
 
-The reference is the dense execution (``mode="full"``, the ``D x D`` moments the papers' rules
+The reference is the dense execution (``mode="dense"``, the ``D x D`` moments the papers' rules
 were checked against in test_lincfa / test_nonlincfa / test_genlincfa / test_papers).
 """
 
@@ -54,7 +54,7 @@ def test_series_gives_the_dense_partition(rule, neighbors, neighborhood, t, a, s
     cls, params = RULES[rule]
     X, y = field(seed, t_chunks=t, s_chunks=(a, 9))
     params = dict(params, neighbors=neighbors, neighborhood=neighborhood)
-    full = cls(mode="full", **params).fit(X, y)
+    full = cls(mode="dense", **params).fit(X, y)
     series = cls(mode="series", **params).fit(X, y)
     assert series.execution_ == "series"
     np.testing.assert_array_equal(series.labels_, full.labels_)
@@ -67,7 +67,7 @@ def test_series_gives_the_dense_partition(rule, neighbors, neighborhood, t, a, s
 def test_every_rule_runs_in_memory_and_on_dask_alike(cls, params):
     """NumPy input: the kernels run on the whole array (no Dask), the same labels."""
     X, y = field(3)
-    dense = cls(mode="full", neighbors=1, **params).fit(X, y)
+    dense = cls(mode="dense", neighbors=1, **params).fit(X, y)
     series = cls(mode="series", neighbors=1, **params).fit(X.compute(), y)
     np.testing.assert_array_equal(series.labels_, dense.labels_)
 
@@ -89,10 +89,10 @@ def test_grid_execution_runs_every_rule(cls, params):
     execution (neighborhood="seed"), exactly the dense partition."""
     X, y = field(5)
     params = dict(params, neighbors=1, neighborhood="seed")
-    grid = cls(mode="neighbors", **params).fit(X, y)
-    full = cls(mode="full", **params).fit(X, y)
+    grid = cls(mode="grid", **params).fit(X, y)
+    full = cls(mode="dense", **params).fit(X, y)
     np.testing.assert_array_equal(grid.labels_, full.labels_)
-    assert grid.execution_ == "neighbors"
+    assert grid.execution_ == "grid"
 
 
 @settings(max_examples=5, deadline=None)
@@ -106,8 +106,8 @@ def test_grid_execution_runs_every_rule(cls, params):
 def test_nonlincfa_grid_gives_the_dense_partition(t, a, seed, eps, compare):
     X, y = field(seed, t_chunks=t, s_chunks=(a, 9))
     params = dict(eps=eps, compare=compare, neighbors=1, neighborhood="seed")
-    grid = NonLinCFA(mode="neighbors", **params).fit(X, y)
-    full = NonLinCFA(mode="full", **params).fit(X, y)
+    grid = NonLinCFA(mode="grid", **params).fit(X, y)
+    full = NonLinCFA(mode="dense", **params).fit(X, y)
     np.testing.assert_array_equal(grid.labels_, full.labels_)
     assert grid.excluded_ == full.excluded_
     np.testing.assert_allclose(grid.scale_, full.scale_, rtol=1e-10)
@@ -115,7 +115,7 @@ def test_nonlincfa_grid_gives_the_dense_partition(t, a, seed, eps, compare):
     X = X.compute()
     with count_computes(0):
         again = NonLinCFA(**params).fit(X, y, moments=grid.segment_moments_)
-    assert again.execution_ == "neighbors"
+    assert again.execution_ == "grid"
     np.testing.assert_array_equal(again.labels_, grid.labels_)
 
 
@@ -147,8 +147,8 @@ def test_merged_segment_grid_moments_are_those_of_all_rows(periodic):
 def test_seed_rows_run_genlincfa():
     X, y = field(6)
     params = dict(eps=0.6, compare="seed", scan="single", inputs="square")
-    rows = GenLinCFA(mode="seed-rows", **params).fit(X, y)
-    full = GenLinCFA(mode="full", **params).fit(X, y)
+    rows = GenLinCFA(mode="rows", **params).fit(X, y)
+    full = GenLinCFA(mode="dense", **params).fit(X, y)
     np.testing.assert_array_equal(rows.labels_, full.labels_)
 
 
@@ -172,16 +172,16 @@ def test_nonlincfa_seed_rows_give_the_dense_partition(t, a, seed, eps, cv, stand
     X[:, 5] = 2.0  # constant: excluded in every execution
     cv = TimeSeriesSplit(3) if cv == "time" else cv
     params = dict(eps=eps, compare="seed", cv=cv, standardize=standardize)
-    rows = NonLinCFA(mode="seed-rows", row_batch=batch, **params).fit(X, y)
-    full = NonLinCFA(mode="full", **params).fit(X, y)
-    assert rows.execution_ == "seed-rows"
+    rows = NonLinCFA(mode="rows", row_batch=batch, **params).fit(X, y)
+    full = NonLinCFA(mode="dense", **params).fit(X, y)
+    assert rows.execution_ == "rows"
     np.testing.assert_array_equal(rows.labels_, full.labels_)
     assert rows.excluded_ == full.excluded_ and 5 in rows.excluded_
     np.testing.assert_allclose(rows.scale_, full.scale_, rtol=1e-10)
     n = sum(m.n for m in rows.segment_moments_)
     assert n == 96 and len(rows.segment_moments_) == rows.folds_.n_segments
     again = NonLinCFA(**params).fit(X.compute(), y, moments=rows.segment_moments_)
-    assert again.execution_ == "seed-rows"
+    assert again.execution_ == "rows"
     np.testing.assert_array_equal(again.labels_, rows.labels_)
 
 
@@ -190,12 +190,12 @@ def test_seed_rows_moments_of_another_form_are_named():
     wrong number of them, is refused naming moments; the series execution reuses one."""
     X, y = field(3)
     X = X.stack(cell=("lat", "lon")).values
-    rows = NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y)
+    rows = NonLinCFA(mode="rows", compare="seed", eps=1e-2).fit(X, y)
     parts = rows.segment_moments_
-    with pytest.raises(ValueError, match=r"^moments: mode='seed-rows' reuses one ColumnMoments"):
-        NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y, moments=rows.moments_)
+    with pytest.raises(ValueError, match=r"^moments: mode='rows' reuses one ColumnMoments"):
+        NonLinCFA(mode="rows", compare="seed", eps=1e-2).fit(X, y, moments=rows.moments_)
     with pytest.raises(ValueError, match=r"^moments: 2 ColumnMoments, expected one per row"):
-        NonLinCFA(mode="seed-rows", compare="seed", eps=1e-2).fit(X, y, moments=parts[:2])
+        NonLinCFA(mode="rows", compare="seed", eps=1e-2).fit(X, y, moments=parts[:2])
     with pytest.raises(TypeError, match=r"^moments: mode='series' reuses one ColumnMoments"):
         NonLinCFA(mode="series", compare="seed", eps=1e-2).fit(X, y, moments=parts)
     series = NonLinCFA(mode="series", compare="seed", eps=1e-2).fit(X, y, moments=rows.moments_)
@@ -204,7 +204,7 @@ def test_seed_rows_moments_of_another_form_are_named():
 
 def test_seed_rows_over_the_budget_name_the_row_batch_that_fits():
     """Each pass holds ``row_batch`` rows per row segment: over the driver's budget an
-    explicit mode='seed-rows' is refused before any pass, naming the row_batch that fits,
+    explicit mode='rows' is refused before any pass, naming the row_batch that fits,
     which is then accepted."""
     import re
 
@@ -212,16 +212,16 @@ def test_seed_rows_over_the_budget_name_the_row_batch_that_fits():
     X, y = rng.normal(size=(60, 3000)), rng.normal(size=60)
     with dask.config.set({"dcfa.memory_budget": "20MiB"}):
         with count_computes(0), pytest.raises(dcfa.MemoryBudgetError) as info:
-            NonLinCFA(mode="seed-rows", compare="seed").fit(X, y)
+            NonLinCFA(mode="rows", compare="seed").fit(X, y)
         fit = int(re.search(r"row_batch=(\d+) fits", str(info.value)).group(1))
         assert "in each of 5 row segments" in str(info.value)
         assert 16 * 5 * fit * 3001 <= 20 * 2**20 < 16 * 5 * (fit + 1) * 3001
-        ok = NonLinCFA(mode="seed-rows", compare="seed", row_batch=fit)
-        assert ok.execution_for(X) == "seed-rows"  # no data read
+        ok = NonLinCFA(mode="rows", compare="seed", row_batch=fit)
+        assert ok.execution_for(X) == "rows"  # no data read
 
 
 def test_registry_lists_every_execution():
-    assert set(EXECUTIONS) == {"full", "series", "neighbors", "seed-rows"}
+    assert set(EXECUTIONS) == {"dense", "series", "grid", "rows"}
     for cls in (LinCFA, NonLinCFA, GenLinCFA):
         assert cls().get_params()["mode"] == "auto"
 
@@ -229,11 +229,11 @@ def test_registry_lists_every_execution():
 @pytest.mark.parametrize(
     "cls, params, match",
     [
-        (NonLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
-        (GenLinCFA, dict(mode="seed-rows"), "compare: mode='seed-rows'"),
+        (NonLinCFA, dict(mode="rows"), "compare: mode='rows'"),
+        (GenLinCFA, dict(mode="rows"), "compare: mode='rows'"),
         (LinCFA, dict(mode="series", strategy="greedy"), "strategy: mode='series'"),
         (LinCFA, dict(mode="series", missing="pairwise"), "missing: mode='series'"),
-        (GenLinCFA, dict(mode="neighbors", neighbors=1), "neighborhood: mode='neighbors'"),
+        (GenLinCFA, dict(mode="grid", neighbors=1), "neighborhood: mode='grid'"),
     ],
 )
 def test_an_explicit_mode_that_cannot_run_is_refused_before_the_pass(cls, params, match):
@@ -244,15 +244,15 @@ def test_an_explicit_mode_that_cannot_run_is_refused_before_the_pass(cls, params
 
 def test_auto_runs_the_series_when_the_matrix_does_not_fit():
     """Budget between the series and the dense matrices: auto runs the series, same labels;
-    an explicit mode='full' is refused before any compute."""
+    an explicit mode='dense' is refused before any compute."""
     X, y = field(7, n=200, shape=(30, 40))  # D = 1 200: dense ~ 11.5 MiB a matrix
     params = dict(neighbors=1, eps=0.7)
-    reference = GenLinCFA(mode="full", **params).fit(X, y)
+    reference = GenLinCFA(mode="dense", **params).fit(X, y)
     with dask.config.set({"dcfa.memory_budget": "4 MiB"}):  # series: 1.9 MiB
         auto = GenLinCFA(**params).fit(X, y)
         assert auto.execution_ == "series"
         with count_computes(0), pytest.raises(dcfa.MemoryBudgetError, match="memory budget"):
-            GenLinCFA(mode="full", **params).fit(X, y)
+            GenLinCFA(mode="dense", **params).fit(X, y)
     np.testing.assert_array_equal(auto.labels_, reference.labels_)
 
 
@@ -260,15 +260,15 @@ def test_auto_falls_back_to_the_grid_then_says_what_would_fit():
     X, y = field(8, n=200, shape=(30, 40))
     with dask.config.set({"dcfa.memory_budget": "1 MiB"}):  # neither matrix nor series
         seed = LinCFA(neighbors=1, neighborhood="seed", random_state=0)
-        assert seed.execution_for(X) == "neighbors"
+        assert seed.execution_for(X) == "grid"
         fitted = seed.fit(X, y)
-        assert fitted.execution_ == "neighbors"
+        assert fitted.execution_ == "grid"
         with count_computes(0), pytest.raises(dcfa.MemoryBudgetError) as err:
             NonLinCFA(neighbors=1).fit(X, y)
     message = str(err.value)
-    assert "mode='series'" in message and "mode='neighbors'" in message
+    assert "mode='series'" in message and "mode='grid'" in message
     assert "Nothing was computed" in message
-    reference = LinCFA(mode="full", neighbors=1, neighborhood="seed", random_state=0).fit(X, y)
+    reference = LinCFA(mode="dense", neighbors=1, neighborhood="seed", random_state=0).fit(X, y)
     np.testing.assert_array_equal(fitted.labels_, reference.labels_)
 
 
@@ -287,7 +287,7 @@ def test_series_on_a_distributed_cluster(client):
     params = dict(neighbors=1, eps=1e-2)
     on_cluster = NonLinCFA(mode="series", **params).fit(X, y)
     with dask.config.set(scheduler="threads"):
-        local = NonLinCFA(mode="full", **params).fit(X, y)
+        local = NonLinCFA(mode="dense", **params).fit(X, y)
     np.testing.assert_array_equal(on_cluster.labels_, local.labels_)
 
 
@@ -338,7 +338,7 @@ def test_a_new_execution_is_one_class_and_one_registry_entry(cls, params):
     it, stored moments of its kind are reused by it, and its refusal names the parameter."""
     X, y = field(5)
     toy = cls(mode="toy", **params).fit(X, y)
-    full = cls(mode="full", **params).fit(X, y)
+    full = cls(mode="dense", **params).fit(X, y)
     assert toy.execution_ == "toy"
     np.testing.assert_array_equal(toy.labels_, full.labels_)
     np.testing.assert_allclose(toy.transform(X), full.transform(X), rtol=1e-9, atol=1e-10)
@@ -380,3 +380,25 @@ def test_below_the_estimators_nothing_reads_an_estimator():
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno} imports {node.module}")
     assert not found, found
+
+
+@pytest.mark.parametrize(
+    "old, new", [("full", "dense"), ("neighbors", "grid"), ("seed-rows", "rows")]
+)
+def test_the_old_execution_names_still_run_with_a_future_warning(old, new):
+    """The executions are named after what they hold; the names before the rename run the
+    same execution for one release, saying the new name."""
+    X, y = field(2)
+    kw = dict(neighbors=1, neighborhood="seed") if new == "grid" else {}
+    with pytest.warns(FutureWarning, match=f"mode='{old}' is now mode='{new}'"):
+        model = LinCFA(mode=old, random_state=0, **kw).fit(X, y)
+    assert model.execution_ == new
+    ref = LinCFA(mode=new, random_state=0, **kw).fit(X, y)
+    np.testing.assert_array_equal(model.labels_, ref.labels_)
+
+
+def test_a_result_written_with_an_old_execution_name_is_read_by_the_new_one():
+    from dcfa.cfa.executions import EXECUTIONS, current_name
+
+    assert current_name("neighbors") == "grid" and EXECUTIONS[current_name("neighbors")].whole_grid
+    assert current_name("full") == "dense" and current_name("series") == "series"

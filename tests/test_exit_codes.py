@@ -1,6 +1,7 @@
 """Exit codes (issue 37, item 8): 2 only for dcfa's own bad-input errors (the configuration,
-the input data, the memory budget), 1 for anything else: a bug in dcfa (a ``KeyError``, a
-``TypeError``) must not read as a configuration mistake."""
+the input data, the memory budget: a :class:`dcfa.InputError`), 1 for anything else: a bug in
+dcfa or a library (a ``KeyError``, a ``TypeError``, a plain ``ValueError``) must not read as a
+configuration mistake."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ import subprocess
 import sys
 
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 from test_job import cli, write_job
 
+from dcfa import InputError
+from dcfa._errors import InputNotFoundError, InputTypeError
+from dcfa.batch.cluster import SchedulerUnreachable
+from dcfa.batch.config import ConfigError
+from dcfa.batch.inputs import InputDataError
 from dcfa.cli import main
+from dcfa.io.store import OutputError
 from dcfa.memory import MemoryBudgetError
 
 
@@ -26,9 +34,10 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, needle",
-    [  # a ConfigError, and a plain ValueError of the archive's check naming the key
+    [  # a ConfigError, and an InputError of the archive's check naming the key
         (dict(output__ovewrite=True), "unknown key(s) ['output.ovewrite']"),
         (dict(input__variables=["slp"]), "input.variables: ['slp'] not in"),
     ],
@@ -57,9 +66,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def run_with_bug(job, *extra):
+def run_with_bug(job, *extra, bug=BUG):
     return subprocess.run(
-        [sys.executable, "-c", BUG, "fit", str(job), *extra],
+        [sys.executable, "-c", bug, "fit", str(job), *extra],
         capture_output=True,
         text=True,
         cwd=job.parent,
@@ -67,6 +76,7 @@ def run_with_bug(job, *extra):
     )
 
 
+@pytest.mark.slow
 def test_a_bug_exits_1_on_one_line_and_traceback_prints_it(tmp_path):
     job = write_job(tmp_path)
     before = entries(tmp_path)
@@ -96,7 +106,19 @@ def test_a_bug_exits_1_on_one_line_and_traceback_prints_it(tmp_path):
         (FileExistsError(errno.EEXIST, "File exists", "result.zarr.work/x"), 1),
         (FileNotFoundError(errno.ENOENT, "No such file or directory", "gone"), 1),
         (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), 1),
+        # a plain ValueError is a bug (in dcfa or a library), not an input check of dcfa's
+        (ValueError("operands could not be broadcast together with shapes (3,) (4,)"), 1),
+        (FileNotFoundError("gone"), 1),  # dcfa's own checks raise InputNotFoundError
+        (ConnectionError("lost"), 1),
         (MemoryBudgetError("the dense pass needs 9 GiB; dcfa.memory_budget allows 1 GiB"), 2),
+        (InputError("input.windows: expected ints, got 'x' in ['x']"), 2),
+        (ConfigError("cluster.memory_limit must be a size per worker such as '2GiB'"), 2),
+        (InputDataError("input.variables: ['sst'] in 'sst.zarr' hold no data"), 2),
+        (InputTypeError("X: got an xarray.Dataset; select one variable"), 2),
+        (InputNotFoundError("input.store: no Zarr store at 'sst.zarr'"), 2),
+        (OutputError("output.path: 'out.zarr' exists; set output.overwrite"), 2),
+        (SchedulerUnreachable("--scheduler: cannot reach 'tcp://127.0.0.1:1': timed out"), 2),
+        (InvalidParameterError("The 'alpha' parameter of LinCFA must be a float, got 'x'."), 2),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
 )
@@ -120,4 +142,21 @@ def test_only_dcfas_own_input_errors_exit_2(tmp_path, monkeypatch, capsys, exc, 
     else:
         assert line.startswith(f"dcfa: error: {type(exc).__name__}: ")
         assert line.endswith("(rerun with --traceback for details)")
+    assert entries(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_a_plain_value_error_of_a_bug_exits_1_on_one_line(tmp_path):
+    """A ValueError that no input check of dcfa raised (a bug, or a library's) is a fault:
+    exit 1, its type on the one line, never read as a configuration mistake."""
+    job = write_job(tmp_path)
+    before = entries(tmp_path)
+    bug = BUG.replace('raise KeyError("x")', 'raise ValueError("shapes (3,) and (4,) not aligned")')
+    proc = run_with_bug(job, bug=bug)
+    assert proc.returncode == 1, proc.stderr
+    line = one_line(proc.stderr)
+    assert line == (
+        "dcfa: error: ValueError: shapes (3,) and (4,) not aligned "
+        "(rerun with --traceback for details)"
+    ), line
     assert entries(tmp_path) == before

@@ -183,10 +183,8 @@ def test_dataframe_columns_are_checked_by_name(make):
 
 MOMENT_FITS = {
     "LinCFA full": lambda: dcfa.LinCFA(random_state=0),
-    "LinCFA seed-rows": lambda: dcfa.LinCFA(mode="seed-rows", random_state=0),
-    "GenLinCFA neighbors": lambda: dcfa.GenLinCFA(
-        neighbors=1, mode="neighbors", neighborhood="seed"
-    ),
+    "LinCFA seed-rows": lambda: dcfa.LinCFA(mode="rows", random_state=0),
+    "GenLinCFA neighbors": lambda: dcfa.GenLinCFA(neighbors=1, mode="grid", neighborhood="seed"),
     "NonLinCFA segments": lambda: dcfa.NonLinCFA(cv=3),
     "GenLinCFACV series": lambda: dcfa.GenLinCFACV(n_splits=2, epsilons=(0.5,)),
 }

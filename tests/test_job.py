@@ -238,7 +238,7 @@ def test_cli_fit_and_inspect(tmp_path):
 
 
 def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
-    """mode = "neighbors" reads the grid itself and gives the full mode's regions."""
+    """mode = "grid" reads the grid itself and gives the dense execution's regions."""
     job = write_job(
         tmp_path, method__params={"random_state": 0, "neighbors": 1, "neighborhood": "seed"}
     )
@@ -273,7 +273,7 @@ def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, para
     np.testing.assert_array_equal(a.region.values, b.region.values)
     np.testing.assert_allclose(a.features.values, b.features.values, atol=1e-5)
     assert type(load_moments(series / "moments")).__name__ == "ColumnMoments"
-    assert (a.attrs["execution"], b.attrs["execution"]) == ("full", "series")
+    assert (a.attrs["execution"], b.attrs["execution"]) == ("dense", "series")
 
 
 def test_job_chooses_the_tolerance(tmp_path):

@@ -408,7 +408,7 @@ def test_neighbour_mode_agrees_with_the_full_mode_on_a_global_grid(compare):
     for conv, write in CONVENTIONS.items():
         X = write(field)
         full = dcfa.LinCFA(**kw).fit(X, y)
-        near = dcfa.LinCFA(mode="neighbors", **kw).fit(X, y)
+        near = dcfa.LinCFA(mode="grid", **kw).fit(X, y)
         np.testing.assert_array_equal(near.labels_, full.labels_, err_msg=conv)
         assert near.moments_.periodic == (1,)
         assert spans_the_array_edge(near.label_map_), conv
@@ -416,7 +416,7 @@ def test_neighbour_mode_agrees_with_the_full_mode_on_a_global_grid(compare):
         if reference is None:
             reference = labels
         np.testing.assert_array_equal(labels, reference, err_msg=conv)
-        flat = dcfa.LinCFA(mode="neighbors", periodic=False, **kw).fit(X, y)
+        flat = dcfa.LinCFA(mode="grid", periodic=False, **kw).fit(X, y)
         assert flat.moments_.periodic == () and not spans_the_array_edge(flat.label_map_)
         np.testing.assert_array_equal(
             flat.labels_, dcfa.LinCFA(periodic=False, **kw).fit(X, y).labels_
@@ -426,7 +426,7 @@ def test_neighbour_mode_agrees_with_the_full_mode_on_a_global_grid(compare):
 def test_stored_grid_moments_must_wrap_like_the_estimator():
     field, y = global_field()
     gm = grid_moments(field, y.values, radius=1)  # periodic=(): computed without wrapping
-    model = dcfa.LinCFA(mode="neighbors", neighbors=1, neighborhood="seed")
+    model = dcfa.LinCFA(mode="grid", neighbors=1, neighborhood="seed")
     with pytest.raises(ValueError, match="periodic grid dims"):
         model.fit(field, y, moments=gm)
     model.set_params(periodic=False).fit(field, y, moments=gm)  # as computed: accepted

@@ -73,7 +73,7 @@ def test_dask_input_too_large_is_refused_before_any_compute():
     memory_budget()  # imports (psutil, distributed) done before timing
     t = time.perf_counter()
     with count_computes(0), pytest.raises(MemoryBudgetError) as info:
-        LinCFA(mode="full").fit(X, y)
+        LinCFA(mode="dense").fit(X, y)
     assert time.perf_counter() - t < 1.0
     msg = str(info.value)
     assert "LinCFA" in msg and "GiB" in msg and "60,001 x 60,001" in msg
@@ -89,18 +89,18 @@ def test_numpy_input_too_large_is_refused_with_the_message():
     X = np.zeros((N, D_BIG), dtype=np.float32)
     y = np.random.default_rng(1).normal(size=N)
     with pytest.raises(MemoryBudgetError, match=r"dense pass would hold about [\d,.]+ GiB"):
-        LinCFA(mode="full").fit(X, y)
+        LinCFA(mode="dense").fit(X, y)
 
 
 @pytest.mark.parametrize("cls", [LinCFA, NonLinCFA, GenLinCFA])
 def test_the_natural_call_runs_without_the_matrix(cls):
     """The reported case (200 x 300 cells) no longer builds the 26.8 GiB matrix: ``mode="auto"``
-    runs the series (96 MB); ``mode="full"`` is refused, naming what runs instead."""
+    runs the series (96 MB); ``mode="dense"`` is refused, naming what runs instead."""
     field = xr.DataArray(da.zeros((N, 200, 300), chunks=(N, 100, 150)), dims=("time", "y", "x"))
     with count_computes(0):
         assert cls(neighbors=1).execution_for(field) == "series"
         with pytest.raises(MemoryBudgetError) as info:
-            cls(neighbors=1, mode="full").fit(field, np.arange(N) % 7)
+            cls(neighbors=1, mode="dense").fit(field, np.arange(N) % 7)
     msg = str(info.value)
     assert f"{cls.__name__}(mode='auto') (the default) runs the same partition" in msg
     assert "coarsen" in msg and "features would fit" in msg
@@ -121,12 +121,12 @@ def test_neighbour_and_seed_row_modes_of_the_same_size_are_not_refused():
         dims=("time", "lat", "lon"),
     )
     y = np.random.default_rng(3).normal(size=N)
-    near = LinCFA(mode="neighbors", neighbors=1, neighborhood="seed")
+    near = LinCFA(mode="grid", neighbors=1, neighborhood="seed")
     assert check_dense(near, N, D_BIG) is None
     with dask.config.set({"dcfa.memory_budget": "1GiB"}):
         near.fit(field, y)
     assert near.labels_.shape == (D_BIG,)
-    assert check_dense(LinCFA(mode="seed-rows"), N, D_BIG) is None
+    assert check_dense(LinCFA(mode="rows"), N, D_BIG) is None
 
 
 def test_metadata_check_for_a_batch_job():
@@ -149,10 +149,10 @@ def test_the_config_key_sets_the_budget():
     need = estimate_dense(LinCFA(), 60, 400, data=X).driver_bytes
     with dask.config.set({"dcfa.memory_budget": need - 1}):
         with pytest.raises(MemoryBudgetError, match=r"\(dcfa.memory_budget = [\d.]+ MiB\)"):
-            LinCFA(mode="full").fit(X, y)
+            LinCFA(mode="dense").fit(X, y)
         assert LinCFA().fit(X, y).execution_ == "series"  # auto: the next that fits
     with dask.config.set({"dcfa.memory_budget": need}):
-        assert LinCFA().fit(X, y).execution_ == "full"
+        assert LinCFA().fit(X, y).execution_ == "dense"
     with dask.config.set({"dcfa.memory_budget": "1 MiB"}):
         assert memory_budget().driver == 2**20
         with pytest.raises(MemoryBudgetError):
@@ -161,7 +161,7 @@ def test_the_config_key_sets_the_budget():
     with dask.config.set({"dcfa.memory_budget": 1e-9}):
         assert memory_budget().driver < 2**10
         with pytest.raises(MemoryBudgetError, match=r"1e-09 x .* available"):
-            LinCFA(mode="full").fit(X, y)
+            LinCFA(mode="dense").fit(X, y)
     assert dask.config.get("dcfa.memory_budget") == 0.5
     assert 0 < memory_budget().driver < float("inf")
     # raising it lets the reported case through the check (we stop before computing)
@@ -212,7 +212,7 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         # columns: 2 x 7.3 MiB
         wide = da.from_array(X, chunks=(100, 3000))
         with get_task_stream(client) as stream, pytest.raises(MemoryBudgetError) as info:
-            LinCFA(mode="full").fit(wide, y)
+            LinCFA(mode="dense").fit(wide, y)
         assert not stream.data  # refused before any task ran
         msg = str(info.value)
         assert "on a worker" in msg and "memory_limit of worker" in msg
@@ -220,15 +220,15 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         # a 3001 x 3001 result fits the driver; 500-column tiles fit the workers
         narrow = da.from_array(X, chunks=(100, 500))
         model = LinCFA(random_state=0).fit(narrow, y)
-        assert model.execution_ == "full"
+        assert model.execution_ == "dense"
         np.testing.assert_array_equal(model.labels_, LinCFA(random_state=0).fit(X, y).labels_)
         # workers too small for the finished tiles themselves: no rechunking helps
         with (
             dask.config.set({"dcfa.memory_budget": 0.25}),
             pytest.raises(MemoryBudgetError, match="finished tiles, held by the workers"),
         ):
-            LinCFA(mode="full").fit(narrow, y)
-        assert LinCFA(random_state=0).fit(narrow, y).execution_ == "full"
+            LinCFA(mode="dense").fit(narrow, y)
+        assert LinCFA(random_state=0).fit(narrow, y).execution_ == "dense"
         # an absolute budget is capped by a worker's memory_limit
         with dask.config.set({"dcfa.memory_budget": "1TiB"}):
             assert {b for b, _, _ in memory_budget().workers.values()} == set(limits.values())

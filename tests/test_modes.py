@@ -115,7 +115,7 @@ def test_lincfa_neighbour_mode(compare):
     )
     kw = dict(neighbors=1, neighborhood="seed", compare=compare, random_state=3)
     full = LinCFA(**kw).fit(field, y)
-    near = LinCFA(mode="neighbors", **kw).fit(field, y)
+    near = LinCFA(mode="grid", **kw).fit(field, y)
     np.testing.assert_array_equal(near.labels_, full.labels_)
     np.testing.assert_allclose(
         near.transform(field).values, full.transform(field).values, atol=1e-9
@@ -130,7 +130,7 @@ def test_seed_row_mode_is_the_full_partition(seed, row_batch):
     X, y = grid_data(seed, land=seed == 0)
     flat = X.reshape(120, -1)
     full = LinCFA(random_state=seed).fit(flat, y)
-    rows = LinCFA(random_state=seed, mode="seed-rows", row_batch=row_batch).fit(
+    rows = LinCFA(random_state=seed, mode="rows", row_batch=row_batch).fit(
         da.from_array(flat, chunks=(40, 25)), y
     )
     np.testing.assert_array_equal(rows.labels_, full.labels_)
@@ -153,38 +153,38 @@ def test_no_mode_but_full_holds_a_d_by_d_matrix():
     field = xr.DataArray(da.from_array(X, chunks=(50, 20, 60)), dims=("time", "lat", "lon"))
     dd = 3600 * 3600 * 8
     near = _largest_result(
-        lambda: LinCFA(mode="neighbors", neighbors=1, neighborhood="seed").fit(field, y)
+        lambda: LinCFA(mode="grid", neighbors=1, neighborhood="seed").fit(field, y)
     )
-    rows = _largest_result(lambda: LinCFA(mode="seed-rows", row_batch=64).fit(field, y))
+    rows = _largest_result(lambda: LinCFA(mode="rows", row_batch=64).fit(field, y))
     dense = LinCFA()
     full = _largest_result(lambda: dense.fit(field, y))
     assert near < dd / 20 and rows < dd / 20, (near, rows)
     assert full < dd / 20, full  # tiles: no task holds the matrix in one piece
     # the full mode does hold the upper D x D tiles when gathered: the bound can tell
-    assert dense.execution_ == "full" and dense.moments_.cross.nbytes > dd / 2
+    assert dense.execution_ == "dense" and dense.moments_.cross.nbytes > dd / 2
 
 
 def test_stored_moments_of_every_mode(tmp_path):
     X, y = grid_data(2)
     field = xr.DataArray(X, dims=("time", "lat", "lon"))
-    for mode, kw in [("neighbors", dict(neighbors=1, neighborhood="seed")), ("seed-rows", {})]:
+    for mode, kw in [("grid", dict(neighbors=1, neighborhood="seed")), ("rows", {})]:
         first = LinCFA(mode=mode, random_state=1, **kw).fit(field, y)
         back = load_moments(first.moments_.save(tmp_path / f"{mode}.zarr"))
         again = LinCFA(mode=mode, random_state=1, **kw).fit(field, y, moments=back)
         np.testing.assert_array_equal(again.labels_, first.labels_)
-    with pytest.raises(TypeError, match="moments: mode='seed-rows' reuses ColumnMoments"):
-        LinCFA(mode="seed-rows").fit(field, y, moments=dcfa.moments(X.reshape(120, -1), y))
+    with pytest.raises(TypeError, match="moments: mode='rows' reuses ColumnMoments"):
+        LinCFA(mode="rows").fit(field, y, moments=dcfa.moments(X.reshape(120, -1), y))
 
 
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(mode="neighbors"), "neighbors: mode='neighbors' needs an int radius"),
-        (dict(mode="neighbors", neighbors=1), "neighborhood: mode='neighbors' keeps a group"),
-        (dict(mode="seed-rows", compare="mean"), "compare: mode='seed-rows'"),
-        (dict(mode="seed-rows", strategy="greedy"), "strategy: mode='seed-rows'"),
-        (dict(mode="neighbors", neighbors=1, neighborhood="seed", missing="pairwise"), "missing"),
-        (dict(mode="rows"), "mode"),
+        (dict(mode="grid"), "neighbors: mode='grid' needs an int radius"),
+        (dict(mode="grid", neighbors=1), "neighborhood: mode='grid' keeps a group"),
+        (dict(mode="rows", compare="mean"), "compare: mode='rows'"),
+        (dict(mode="rows", strategy="greedy"), "strategy: mode='rows'"),
+        (dict(mode="grid", neighbors=1, neighborhood="seed", missing="pairwise"), "missing"),
+        (dict(mode="columns"), "mode"),  # no such execution
     ],
 )
 def test_mode_options_are_checked_before_the_pass(params, match):
@@ -206,7 +206,7 @@ def test_known_regions_are_recovered():
     active = np.flatnonzero(ds.beta.values != 0)
     for kw in (
         dict(neighbors=1, compare="mean"),
-        dict(neighbors=1, neighborhood="seed", mode="neighbors"),
+        dict(neighbors=1, neighborhood="seed", mode="grid"),
     ):
         model = LinCFA(random_state=0, **kw).fit(ds.field, ds.target)
         labels = model.labels_

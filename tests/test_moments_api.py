@@ -172,7 +172,7 @@ def test_the_features_the_refusal_says_would_fit_do_fit(who, kind):
     def run(X):
         if who == "moments":
             return dcfa.moments(X, y, compute=False)  # the check runs for an in-memory X
-        return dcfa.LinCFA(mode="full").fit(X, y)
+        return dcfa.LinCFA(mode="dense").fit(X, y)
 
     budget = "60MB" if kind == "dask" else "100MB"
     # the local scheduler (a session cluster left as the default client would make it a
@@ -190,7 +190,7 @@ def test_the_features_the_refusal_says_would_fit_do_fit(who, kind):
             estimate = estimate_moments(2000, k, n_targets=1, data=fits)
             assert estimate.driver_bytes <= dcfa.memory.memory_budget().driver
         else:
-            dcfa.memory.check_dense(dcfa.LinCFA(mode="full"), 2000, k, data=fits)
+            dcfa.memory.check_dense(dcfa.LinCFA(mode="dense"), 2000, k, data=fits)
 
 
 # -- the estimate bounds the measured peak under the local scheduler ------------------------

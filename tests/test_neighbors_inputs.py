@@ -3,7 +3,7 @@ errors that name the argument to change.
 
 References are independent of dcfa: adjacency built cell by cell from the coordinates with
 NumPy, groups checked with :func:`scipy.sparse.csgraph.connected_components`, and the dense
-execution (``mode="full"``) as the partition every other execution must give.
+execution (``mode="dense"``) as the partition every other execution must give.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def test_opposite_weights_do_not_cancel_an_edge():
     W = np.triu(A).astype(float) - np.tril(A).astype(float)
     np.testing.assert_array_equal(resolve_neighbors(sp.csr_array(W), A.shape[0]).toarray(), A)
     for weights in (sp.csr_matrix(W), sp.csr_array(W), W, 2.5 * W):
-        got = GenLinCFA(neighbors=weights, mode="full").fit(X, y).labels_
-        ref = GenLinCFA(neighbors=sp.csr_array(A), mode="full").fit(X, y).labels_
+        got = GenLinCFA(neighbors=weights, mode="dense").fit(X, y).labels_
+        ref = GenLinCFA(neighbors=sp.csr_array(A), mode="dense").fit(X, y).labels_
         np.testing.assert_array_equal(got, ref)
         assert_contiguous(got, A)
         assert got.max() < got.size - 1  # groups did form
@@ -178,13 +178,13 @@ def test_the_grid_execution_refuses_a_narrow_grid_by_name(lat, lon, params, dim)
     radius the user never gave, no parameter named); auto now takes what runs, with the
     partition of the dense execution."""
     X, y = field(6, lat, lon)
-    model = GenLinCFA(mode="neighbors", neighborhood="seed", **params)
-    with count_computes(0), pytest.raises(ValueError, match=f"^neighbors: mode='neighbors'.*{dim}"):
+    model = GenLinCFA(mode="grid", neighborhood="seed", **params)
+    with count_computes(0), pytest.raises(ValueError, match=f"^neighbors: mode='grid'.*{dim}"):
         model.fit(X, y)
-    with pytest.raises(ValueError, match="mode='series' or 'full' run this grid"):
+    with pytest.raises(ValueError, match="mode='series' or 'dense' run this grid"):
         model.execution_for(X)
     auto = GenLinCFA(neighborhood="seed", **params).fit(X, y)
-    full = GenLinCFA(mode="full", neighborhood="seed", **params).fit(X, y)
+    full = GenLinCFA(mode="dense", neighborhood="seed", **params).fit(X, y)
     np.testing.assert_array_equal(auto.labels_, full.labels_)
 
 
@@ -198,11 +198,11 @@ def test_auto_under_a_small_budget_says_why_the_grid_does_not_run():
 
 
 def test_seed_rows_names_neighbors():
-    """With compare='seed' the setting that stops mode='seed-rows' is neighbors; the error
+    """With compare='seed' the setting that stops mode='rows' is neighbors; the error
     named compare."""
     X, y = field(8, LAT, LON)
-    with count_computes(0), pytest.raises(ValueError, match="^neighbors: mode='seed-rows'"):
-        LinCFA(neighbors=1, mode="seed-rows").fit(X, y)
+    with count_computes(0), pytest.raises(ValueError, match="^neighbors: mode='rows'"):
+        LinCFA(neighbors=1, mode="rows").fit(X, y)
 
 
 def test_periodic_names_the_stacked_dims():
@@ -244,15 +244,15 @@ def test_groups_are_connected_in_every_execution(seed, n_lat, n_lon, convention,
         "nonlincfa": (NonLinCFA, dict(eps=0.05)),
     }[rule]
     for neighborhood in ("group", "seed"):
-        full = cls(neighbors=1, neighborhood=neighborhood, mode="full", **kw).fit(X, y)
+        full = cls(neighbors=1, neighborhood=neighborhood, mode="dense", **kw).fit(X, y)
         assert_contiguous(full.labels_, A)
-        modes = ["series", "auto"] + (["neighbors"] if neighborhood == "seed" else [])
+        modes = ["series", "auto"] + (["grid"] if neighborhood == "seed" else [])
         for mode in modes:
             model = cls(neighbors=1, neighborhood=neighborhood, mode=mode, **kw)
             try:
                 model.fit(X, y)
             except ValueError as exc:  # only the grid execution may refuse, by name
-                assert mode == "neighbors" and str(exc).startswith("neighbors: mode="), exc
+                assert mode == "grid" and str(exc).startswith("neighbors: mode="), exc
                 continue
             np.testing.assert_array_equal(model.labels_, full.labels_)
             assert model.label_map_.dims == ("lat", "lon")

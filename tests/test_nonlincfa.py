@@ -206,7 +206,7 @@ def test_the_fit_holds_one_matrix_per_segment_and_merges_them_when_read(rng):
     as one pass over all rows."""
     X, y = correlated_data(rng, n=120, D=8)
     X = X + 300.0  # kelvin-like offsets
-    model = NonLinCFA(eps=1e-3, mode="full").fit(da.from_array(X, chunks=(25, 4)), y)
+    model = NonLinCFA(eps=1e-3, mode="dense").fit(da.from_array(X, chunks=(25, 4)), y)
     assert not isinstance(model.__dict__["_moments"], dcfa.Moments)  # no p x p built yet
     merged = dcfa.Moments.merge_all(model.segment_moments_)
     m = model.moments_

@@ -650,7 +650,7 @@ def test_dense_job_over_the_memory_budget_exits_2_before_any_pass(tmp_path, sche
         "LinCFA",
         "the dense pass would hold about",
         "memory budget",
-        "mode='neighbors'",
+        "mode='grid'",
         "DASK_DCFA__MEMORY_BUDGET",
     )
     assert "[2/5]" not in proc.stdout, last  # refused before the first pass

@@ -130,17 +130,17 @@ def test_in_memory_tiles_are_one_tile_of_the_kernels_matrix(rng):
 
 @pytest.mark.parametrize("name", ["LinCFA", "GenLinCFA", "NonLinCFA"])
 def test_a_dense_fit_keeps_its_moments_as_tiles(rng, name):
-    """mode='full' on Dask input: the partition reads the tiles; refitting from the fitted
+    """mode='dense' on Dask input: the partition reads the tiles; refitting from the fitted
     moments, and fitting in memory, give the same labels."""
     X = rng.normal(size=(100, 5)).repeat(4, axis=1) + 0.4 * rng.normal(size=(100, 20))
     y = X[:, 0] - X[:, 10] + rng.normal(size=100)
-    est = getattr(dcfa, name)(mode="full", random_state=0)
+    est = getattr(dcfa, name)(mode="dense", random_state=0)
     got = est.fit(da.from_array(X, chunks=(25, 7)), y)
     stats = getattr(got, "segment_moments_", None) or [got.moments_]
     assert all(isinstance(m.cross, SymmetricTiles) for m in stats)
-    ref = getattr(dcfa, name)(mode="full", random_state=0).fit(X, y)
+    ref = getattr(dcfa, name)(mode="dense", random_state=0).fit(X, y)
     np.testing.assert_array_equal(got.labels_, ref.labels_)
-    again = getattr(dcfa, name)(mode="full", random_state=0).fit(
+    again = getattr(dcfa, name)(mode="dense", random_state=0).fit(
         X, y, moments=stats if name == "NonLinCFA" else stats[0]
     )
     np.testing.assert_array_equal(again.labels_, ref.labels_)

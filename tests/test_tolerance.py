@@ -40,17 +40,17 @@ def test_the_path_equals_refitting_on_every_fold(regions, cv_cls, cls, params):
     path = model.cv_path_
     for i, eps in enumerate(path["eps"]):
         for k, (train, start, stop) in enumerate(path["splits"]):
-            fold = cls(eps=eps, mode="full", **base).fit(X[:train], y[:train])
+            fold = cls(eps=eps, mode="dense", **base).fit(X[:train], y[:train])
             F = fold.transform(X).values
             ols = LinearRegression().fit(F[:train], y[:train])
             expected = r2_score(y[start:stop], ols.predict(F[start:stop]))
             assert path["fold_groups"][i, k] == fold.n_features_out_
             assert path["cv_r2"][i, k] == pytest.approx(expected, abs=1e-8)
-        whole = cls(eps=eps, mode="full", **base).fit(X, y)
+        whole = cls(eps=eps, mode="dense", **base).fit(X, y)
         assert path["n_groups"][i] == whole.n_features_out_
     best = int(np.nanargmax(path["mean_cv_r2"]))
     assert model.eps_ == path["eps"][best]
-    reference = cls(eps=model.eps_, mode="full", **base).fit(X, y)
+    reference = cls(eps=model.eps_, mode="dense", **base).fit(X, y)
     np.testing.assert_array_equal(model.labels_, reference.labels_)
     assert model.execution_ == "series"
 
@@ -101,7 +101,7 @@ def test_the_test_months_never_reach_a_fold(regions):
         (GenLinCFACV, dict(epsilons=[0.5, 1.5]), r"epsilons: expected tolerances in \(0, 1\]"),
         (NonLinCFACV, dict(epsilons=[-1e-3]), "epsilons: expected tolerances >= 0"),
         (GenLinCFACV, dict(epsilons=[]), "epsilons: expected at least one"),
-        (GenLinCFACV, dict(mode="full"), "mode: GenLinCFACV runs the series execution"),
+        (GenLinCFACV, dict(mode="dense"), "mode: GenLinCFACV runs the series execution"),
         (NonLinCFACV, dict(n_splits=200), "n_splits"),
         (NonLinCFACV, dict(n_splits=40, cv=15), "cv: 15 folds need"),
     ],

@@ -16,6 +16,7 @@ from pathlib import Path
 import xarray as xr
 
 from dcfa import io
+from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
@@ -202,19 +203,19 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     key = names["archive"]
     loc = location(archive)
     if not store_exists(loc, so):
-        raise FileNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
+        raise InputNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
     ds = open_zarr(loc, key, chunks={}, **({"storage_options": so} if so else {}))
     missing = [v for v in fitted.variables if v not in ds.data_vars]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"{key}: variable(s) {missing} of the result are not in {str(loc)!r} (it has "
             f"{sorted(map(str, ds.data_vars))})"
         )
     for v in fitted.variables:
         dims = tuple(ds[v].dims)
         if fitted.sample_dim not in dims:
-            raise ValueError(
+            raise InputError(
                 f"{key}: {v!r} has dims {dims}, without the result's sample dim "
                 f"{fitted.sample_dim!r}"
             )
@@ -223,16 +224,16 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
         if len(fitted.variables) > 1:  # open_archive stacks them along "variable"
             expect = tuple(d for d in expect if d != "variable")
         if set(grid) != set(expect):
-            raise ValueError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
+            raise InputError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
     try:
         field = io.open_archive(
             loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so
         )
-    except ValueError as exc:  # messages of the job's keys, about this archive
+    except InputError as exc:  # messages of the job's keys, about this archive
         text = str(exc)
         for prefix in ("input.variables: ", "input.store: "):
             text = text.removeprefix(prefix)
-        raise ValueError(f"{key}: {text}") from None
+        raise InputError(f"{key}: {text}") from None
     return field
 
 

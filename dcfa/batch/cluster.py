@@ -32,7 +32,14 @@ import subprocess
 import sys
 import threading
 
-__all__ = ["make_cluster", "open_client"]
+from dcfa._errors import InputError
+
+__all__ = ["SchedulerUnreachable", "make_cluster", "open_client"]
+
+
+class SchedulerUnreachable(ConnectionError, InputError):
+    """The scheduler a job names (``--scheduler``, ``cluster.scheduler`` or
+    ``DASK_SCHEDULER_ADDRESS``) cannot be reached: bad input, not a fault of the run."""
 
 
 def make_cluster(cluster: dict, *, on_job=None):
@@ -68,7 +75,7 @@ def make_cluster(cluster: dict, *, on_job=None):
         job = cls(**options)
     except ValueError as exc:  # no or incomplete jobqueue settings: say where they go
         reason = " ".join(str(exc).split())
-        raise ValueError(
+        raise InputError(
             f"cluster.kind: {kind!r} takes the workers' cores, memory, queue and walltime "
             f"from the Dask config's jobqueue.{kind} section (copy deploy/{kind}/jobqueue.yaml "
             f"to ~/.config/dask/ and edit it); dask-jobqueue says: {reason}"
@@ -81,7 +88,7 @@ def _jobqueue_class(kind: str):
     try:
         import dask_jobqueue
     except ImportError:
-        raise ValueError(
+        raise InputError(
             f"cluster.kind: {kind!r} needs dask-jobqueue (pip install 'dcfa[deploy]')"
         ) from None
     return {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
@@ -139,7 +146,7 @@ def open_client(
         try:
             client = Client(address, timeout=wait)
         except OSError as exc:
-            raise ConnectionError(f"--scheduler: cannot reach {address!r}: {exc}") from None
+            raise SchedulerUnreachable(f"--scheduler: cannot reach {address!r}: {exc}") from None
         finally:
             said.cancel()
         with client, _sigterm_interrupts():  # the run stops as on Ctrl-C; the cluster stays

@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dcfa._errors import InputError
 from dcfa.cfa.methods import METHODS
 
 __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
@@ -83,7 +84,7 @@ __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"
 CLUSTER_KINDS = ("local", "slurm", "pbs")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A bad configuration: the message names the key (and the file)."""
 
 
@@ -205,7 +206,7 @@ def _check_protocols(raw: dict) -> None:
         if isinstance(value, str):
             try:
                 check_protocol(value, f"{section}.{key}")
-            except ValueError as exc:
+            except InputError as exc:
                 raise ConfigError(str(exc)) from None
 
 

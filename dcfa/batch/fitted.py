@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
+from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import label_positions, same_coordinates
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
@@ -181,7 +182,7 @@ class FittedResult:
         names = list(methods) if names is None else list(names)
         unknown = [n for n in names if n not in methods]
         if unknown:
-            raise ValueError(f"names: {unknown} are not among this GBMAP's outputs {list(methods)}")
+            raise InputError(f"names: {unknown} are not among this GBMAP's outputs {list(methods)}")
         complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
         filled = features.where(complete, 0.0)  # any finite value: masked below
         return {n: methods[n](filled).where(complete).rename(n) for n in names}
@@ -189,12 +190,12 @@ class FittedResult:
     def _require_gbmap(self):
         if self.gbmap is None:
             why = self.gbmap_missing or "the result holds no GBMAP"
-            raise ValueError(f"result {self.path!r}: {why}")
+            raise InputError(f"result {self.path!r}: {why}")
         return self.gbmap
 
     def _series(self, field: xr.DataArray) -> xr.DataArray:
         from dcfa.batch.features import region_series
-        from dcfa.cfa.executions import EXECUTIONS
+        from dcfa.cfa.executions import EXECUTIONS, current_name
         from dcfa.cfa.reduction import Reduction
 
         dim = self.sample_dim
@@ -202,14 +203,14 @@ class FittedResult:
             field = io.plan_chunks(field, sample_dim=dim)
         estimator = self.estimator
         if "execution" in self.attrs:  # the execution the job ran
-            execution = self.attrs["execution"]
+            execution = current_name(self.attrs["execution"])
             grid_run = execution in EXECUTIONS and EXECUTIONS[execution].whole_grid
         else:  # results written before dcfa recorded it
             grid_run = estimator.grid_pass_request(field) is not None
-            execution = "neighbors"
+            execution = "grid"
         if grid_run and not np.array_equal(self.keep, np.arange(self.region.size)):
             # the job's grid execution: the reduction read every cell of the grid, in order
-            raise ValueError(
+            raise InputError(
                 f"result {self.path!r}: cell_index does not cover the grid in order, as "
                 f"mode={execution!r} has it"
             )
@@ -237,7 +238,7 @@ class FittedResult:
         if isinstance(field, xr.Dataset):
             missing = [v for v in self.variables if v not in field.data_vars]
             if missing:
-                raise ValueError(
+                raise InputError(
                     f"{key}: variable(s) {missing} of the result are not in it (it has "
                     f"{sorted(map(str, field.data_vars))})"
                 )
@@ -246,16 +247,16 @@ class FittedResult:
             else:
                 for v in self.variables:
                     if dim not in field[v].dims:
-                        raise ValueError(
+                        raise InputError(
                             f"{key}: {v!r} has dims {field[v].dims}, without the sample dim {dim!r}"
                         )
                 field = field[self.variables].to_array("variable")
         if not isinstance(field, xr.DataArray):
-            raise TypeError(
+            raise InputTypeError(
                 f"{key}: expected an xarray Dataset or DataArray, got {type(field).__name__}"
             )
         if dim not in field.dims:
-            raise ValueError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
+            raise InputError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
         grid = tuple(d for d in field.dims if d != dim)
         expect = self.archive_grid  # the windows and lags are made here, not given
         if set(grid) != set(expect):
@@ -265,10 +266,10 @@ class FittedResult:
                     f"; give it without the {list(self.added_dims)} dims, as the archive stores "
                     "it: the result's windows and lags are computed from it"
                 )
-            raise ValueError(f"{key}: its grid dims {grid} differ from the result's {expect}{hint}")
+            raise InputError(f"{key}: its grid dims {grid} differ from the result's {expect}{hint}")
         for d in expect:
             if field.sizes[d] != self.region.sizes[d]:
-                raise ValueError(
+                raise InputError(
                     f"{key}: dim {d!r} has {field.sizes[d]} cells, the result's grid "
                     f"{self.region.sizes[d]}"
                 )
@@ -278,9 +279,9 @@ class FittedResult:
             field = field.isel({d: isel_positions(p) for d, p in order.items()})
         self._check_coords(field, key, archive=True)
         if field.dtype.kind not in "iuf":
-            raise ValueError(f"{key}: holds {field.dtype} values; expected numbers")
+            raise InputError(f"{key}: holds {field.dtype} values; expected numbers")
         if field.sizes[dim] == 0:
-            raise ValueError(f"{key}: no samples")
+            raise InputError(f"{key}: no samples")
         field = self._time_scaled(field, names, time)
         self._check_sampling(field[dim], names)
         self._check_months(field[dim], names)
@@ -294,7 +295,7 @@ class FittedResult:
         _, first, counts = np.unique(_months(coord), return_index=True, return_counts=True)
         if (counts > 1).any():
             at = int(first[np.flatnonzero(counts > 1)[0]])
-            raise ValueError(
+            raise InputError(
                 f"{names['archive']}: holds {int(counts.max())} samples in one calendar month "
                 f"(first {_date(coord.values[at])}): finer than the result's, which was fitted "
                 "on one sample per month; give monthly means (e.g. ds.resample(time='MS')"
@@ -327,14 +328,14 @@ class FittedResult:
             if bool(added & set(coord.dims)) == archive:
                 continue
             if name not in field.coords:
-                raise ValueError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
+                raise InputError(f"{key}: it has no coordinate {name!r}; the result's grid has one")
             theirs = field[name]
             # a longitude is the same point in either convention (180 is -180)
             circular = is_longitude(str(name), coord.attrs) or is_longitude(str(name), theirs.attrs)
             if set(theirs.dims) != set(coord.dims) or not same_coordinates(
                 coord.values, theirs.transpose(*coord.dims).values, circular=circular
             ):
-                raise ValueError(
+                raise InputError(
                     f"{key}: coordinate {name!r} differs from the result's grid "
                     f"({_first_difference(coord, field[name])})"
                 )
@@ -352,20 +353,20 @@ class FittedResult:
             if v != default
         )
         if n <= need:
-            raise ValueError(
+            raise InputError(
                 f"{key}: holds {n} sample(s) along {dim!r}; the result's {what} need {need} "
                 f"earlier sample(s) before the first one computed, so at least {need + 1}"
             )
         if time is not None:
             if isinstance(time, str | bytes) or len(time) != 2:
                 got = time if isinstance(time, str | bytes) else list(time)
-                raise ValueError(f"{names['time']}: expected START END, got {got!r}")
+                raise InputError(f"{names['time']}: expected START END, got {got!r}")
             where = str(field.attrs.get("source", key))
             position = xr.DataArray(np.arange(n), dims=dim, coords={dim: field[dim].variable})
             chosen = select_time(position, time, sample_dim=dim, key=names["time"], where=where)
             first, last = int(chosen.values[0]), int(chosen.values[-1])
             if first < need:
-                raise ValueError(
+                raise InputError(
                     f"{names['time']}: its first sample, {_date(field[dim].values[first])}, "
                     f"has {first} earlier sample(s) in {key}; the result's {what} need {need}: "
                     f"start {names['time']} at {_date(field[dim].values[need])} or later, or "
@@ -392,7 +393,7 @@ class FittedResult:
             return
         key = names["archive"]
         if calendar_of(coord) is None:
-            raise ValueError(
+            raise InputError(
                 f"{key}: its sample coordinate {coord.name!r} holds {coord.dtype} values, not "
                 "dates; the result's monthly climatology needs dates"
             )
@@ -401,7 +402,7 @@ class FittedResult:
         outside = [int(m) for m in months if int(m) not in known]
         if outside:
             first = coord.isel({coord.dims[0]: np.flatnonzero(coord.dt.month.isin(outside))[:1]})
-            raise ValueError(
+            raise InputError(
                 f"{key}: calendar month(s) {outside} of its samples (first "
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"

@@ -10,10 +10,12 @@ import os
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError
+
 __all__ = ["InputDataError", "alignment", "reading", "target_at_lead", "time_scales"]
 
 
-class InputDataError(ValueError):
+class InputDataError(InputError):
     """Bad input data found by a pass (no data at all, an undecodable chunk): the run's work
     directory, finished passes included, is removed (nothing of it is worth resuming)."""
 
@@ -24,10 +26,10 @@ def time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
     dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
     try:
         return _windows_and_lags(field, inp)
-    except ValueError as exc:  # the forecast functions name their arguments: name the keys
+    except InputError as exc:  # the forecast functions name their arguments: name the keys
         text = str(exc)
         if text.startswith(("lags:", "windows:")):
-            raise ValueError(f"input.{text}") from None
+            raise InputError(f"input.{text}") from None
         raise
 
 
@@ -64,7 +66,7 @@ def target_at_lead(target: xr.DataArray, lead: int, dim: str):
     if not lead:
         return target, valid, "sample"
     if lead >= valid.size - 3:
-        raise ValueError(
+        raise InputError(
             f"target.lead = {lead} (time steps of the dates) leaves at most "
             f"{max(valid.size - lead, 0)} of the target's {valid.size} values to predict; "
             "need >= 4"
@@ -73,8 +75,8 @@ def target_at_lead(target: xr.DataArray, lead: int, dim: str):
         return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
     try:
         _, later, how = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
-    except ValueError as exc:
-        raise ValueError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
+    except InputError as exc:
+        raise InputError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
     return later.drop_vars("target_time"), later["target_time"].values, how.step
 
 
@@ -112,7 +114,7 @@ def reading(store: str, variables: list[str], key: str = "input.store"):
     try:
         yield
     except Exception as exc:
-        if isinstance(exc, ValueError) or not _from_codec(exc):
+        if isinstance(exc, InputError) or not _from_codec(exc):
             raise
         raise InputDataError(
             f"{key}: a chunk of {variables} in {store!r} cannot be decoded (a truncated "

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError, InputNotFoundError
+
 __all__ = ["describe"]
 
 
@@ -32,10 +34,10 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     check_protocol(store, "store")
     path = location(store)
     if not exists(path, storage_options):
-        raise FileNotFoundError(f"store: no Zarr store at {store!r}")
+        raise InputNotFoundError(f"store: no Zarr store at {store!r}")
     reason = incomplete_reason(path, storage_options)
     if reason is not None:
-        raise ValueError(f"store: {escape(reason)}")
+        raise InputError(f"store: {escape(reason)}")
     kind = dcfa_kind(path, storage_options)
     if kind in _MOMENTS_KINDS:  # Zarr arrays without dims, which xarray cannot open
         return "\n".join(escape(line) for line in _describe_moments(path, kind, storage_options))

@@ -37,6 +37,7 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
+from dcfa._errors import InputError
 from dcfa.batch.config import JobConfig
 from dcfa.batch.features import region_series
 from dcfa.batch.identity import job_identity
@@ -117,7 +118,7 @@ def run_job(
     field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
     _, position, _ = io.align_target(field, position, sample_dim=dim, match=tgt["match"])
     if n_common < 4:
-        raise ValueError(
+        raise InputError(
             f"target: only {n_common} samples in common with the input"
             + (f" at target.lead = {tgt['lead']}" if tgt["lead"] else "")
             + "; need >= 4"

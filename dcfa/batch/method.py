@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError
 from dcfa.batch.config import ConfigError, JobConfig
 from dcfa.cfa.methods import METHODS
 
@@ -70,14 +71,14 @@ def check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
         f" ({', '.join(f'{v:g}' for v in values[:4])}{', ...' if values.size > 4 else ''})"
     )
     if config.method["params"].get("family") == "bernoulli":
-        raise ValueError(
+        raise InputError(
             f"method.params.family: 'bernoulli' needs a target of two classes; "
             f"{config.target['variable']!r} holds {found}"
         )
     from dcfa import GBMAPClassifier
 
     if isinstance(gbmap, GBMAPClassifier):
-        raise ValueError(
+        raise InputError(
             f"gbmap.task: 'classification' needs a target of two classes; "
             f'{config.target["variable"]!r} holds {found} (use task = "regression")'
         )

@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
+from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult, _months
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr
@@ -64,21 +65,21 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     loc = location(path)
     key = _key
     if not store_exists(loc, storage_options):
-        raise FileNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
+        raise InputNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
     reason = incomplete_reason(loc, storage_options)
     if reason is not None:
-        raise ValueError(f"{key}: {reason}")
+        raise InputError(f"{key}: {reason}")
     so = {"storage_options": storage_options} if storage_options and isinstance(loc, str) else {}
     ds = open_zarr(loc, key, **so)
     if ds.attrs.get("dcfa_kind") != "result" or "region" not in ds:
-        raise ValueError(
+        raise InputError(
             f"{key}: {str(loc)!r} is not a result of dcfa fit (no dcfa_kind = 'result' "
             "attribute and region map)"
         )
     needed = ["cell_index", "cell_scale", "cell_centre", "has_data"]
     absent = [v for v in needed if v not in ds]
     if absent or "config" not in ds.attrs:
-        raise ValueError(
+        raise InputError(
             f"{key}: {str(loc)!r} lacks {absent or ['its configuration']}, which applying it "
             "needs (written by an earlier dcfa); run the job again with this version"
         )
@@ -93,7 +94,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
         if inp.get(flag) and name not in ds
     ]
     if lost:
-        raise ValueError(
+        raise InputError(
             f"{key}: {str(loc)!r} lacks {', '.join(lost)}, which its features were computed "
             "with; the store is damaged or incomplete: run the job again"
         )
@@ -104,7 +105,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     used = np.flatnonzero(index >= 0)
     keep = np.empty(used.size, dtype=np.int64)
     if not np.array_equal(np.sort(index[used]), np.arange(used.size)):
-        raise ValueError(f"{key}: {str(loc)!r}: cell_index is not a permutation of its cells")
+        raise InputError(f"{key}: {str(loc)!r}: cell_index is not a permutation of its cells")
     keep[index[used]] = used
     region_values = small["region"].values
     if region_values.dtype.kind == "f":  # decoded with its _FillValue -1 as NaN
@@ -167,7 +168,7 @@ def _config_of(ds: xr.Dataset, key: str, loc):
         raw = json.loads(ds.attrs["config"])
         config = load_config(base=raw)
     except (ValueError, TypeError, ConfigError) as exc:
-        raise ValueError(
+        raise InputError(
             f"{key}: the job configuration stored in {str(loc)!r} cannot be read by this dcfa "
             f"({exc})"
         ) from None
@@ -178,7 +179,7 @@ def _config_of(ds: xr.Dataset, key: str, loc):
         if k not in _INPUT_KEYS and v != (defaults[k][1] if k in defaults else None)
     )
     if other:
-        raise ValueError(
+        raise InputError(
             f"{key}: {str(loc)!r} was fitted with input key(s) {other}, which dcfa apply "
             "does not reproduce yet"
         )

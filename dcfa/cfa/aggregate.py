@@ -27,6 +27,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from dcfa._errors import InputError
 from dcfa.stats.kernels import subtract_by_group
 
 __all__ = ["group_matrix", "group_rows", "aggregate", "broadcast_back"]
@@ -70,7 +71,7 @@ def aggregate(
     mean = np.where(labels >= 0, mean, 0.0)
     if nan_aware:
         if anomalies is not None:
-            raise ValueError("anomalies: not with nan_aware=True (apply them first)")
+            raise InputError("anomalies: not with nan_aware=True (apply them first)")
         mats = {
             "W0": group_matrix(labels, scale, how="sum", weights=weights),
             "C": group_matrix(labels, np.asarray(scale) * mean, how="sum", weights=weights),
@@ -212,7 +213,7 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
             )
         )
     if not parts:
-        raise ValueError("X: no feature of X is used by any group")
+        raise InputError("X: no feature of X is used by any group")
     total = parts[0] if len(parts) == 1 else da.stack(parts).sum(axis=0)
     if finish is None:
         return total

@@ -15,6 +15,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from dcfa._errors import InputError
 from dcfa._validation import (
     InputData,
     Interval,
@@ -140,7 +141,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if weights is not None:
             total = np.bincount(labels[labels >= 0], weights=weights[labels >= 0])
             if np.any(total <= 0):
-                raise ValueError(
+                raise InputError(
                     f"weights: group(s) {np.flatnonzero(total <= 0)[:5].tolist()} have zero "
                     "total weight; their weighted mean is undefined"
                 )
@@ -179,14 +180,14 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _check_target(self, y, inp: InputData) -> np.ndarray:
         Y = check_y(y, inp.n_samples, layout=inp.layout)
         if Y.shape[1] != 1:
-            raise ValueError(f"y: expected a single target, got {Y.shape[1]} columns")
+            raise InputError(f"y: expected a single target, got {Y.shape[1]} columns")
         return Y
 
     def grid_pass_request(self, X) -> dict | None:
         """The grid pass a fit on ``X`` gathers its moments from, or None.
 
         ``{"radius": R, "periodic": dims, "blocks": dims}`` when the fit runs the grid
-        execution (``mode="neighbors"``, or what ``"auto"`` picks): a caller that makes its own
+        execution (``mode="grid"``, or what ``"auto"`` picks): a caller that makes its own
         pass over the same data (the batch job's preprocessing pass) gathers them there with
         :func:`dcfa.grid_moments` and passes them to ``fit(X, y, moments=...)``. Parameters
         are checked as ``fit`` checks them.
@@ -231,6 +232,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             aggregation=opts.aggregation,
             inputs=opts.inputs,
             nan_aware=opts.missing == "pairwise",
+            standardized=opts.standardize,
         )
         self._moments = m
         self._layout = inp.layout
@@ -243,7 +245,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         elif hasattr(self, "label_map_"):
             del self.label_map_
         if self.n_features_out_ == 0:
-            raise ValueError(
+            raise InputError(
                 "X: every feature was excluded: "
                 + "; ".join(f"{k}: {v}" for k, v in list(self.excluded_.items())[:5])
             )
@@ -307,7 +309,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             attrs=output_attrs(
                 inp.layout.attrs,
                 inputs=reduction.inputs,
-                standardized=self.fit_options().standardize,
+                standardized=reduction.standardized,
             ),
         )
         return pandas_output(self, out)
@@ -327,7 +329,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Xt = Xt.transpose(layout.sample_dim, ...)
         values = Xt.values if isinstance(Xt, xr.DataArray) else np.asarray(Xt)
         if values.ndim != 2 or values.shape[1] != self.n_features_out_:
-            raise ValueError(
+            raise InputError(
                 f"Xt: expected shape (n_samples, {self.n_features_out_}), got {values.shape}"
             )
         X = self.reduction_.back(values)
@@ -410,7 +412,7 @@ def _check_target_moments(stats, inp: InputData, Y: np.ndarray, folds, inputs) -
         lo, hi = bounds[s], bounds[s + 1]
         where = "" if len(parts) == 1 else f" (segment {s}, rows {lo}:{hi})"
         if part.n != hi - lo:
-            raise ValueError(
+            raise InputError(
                 f"moments: they describe {part.n} samples{where}, y has {hi - lo} there"
             )
         found = _target_stats(part)
@@ -427,7 +429,7 @@ def _check_target_moments(stats, inp: InputData, Y: np.ndarray, folds, inputs) -
         if np.any(bad_mean | bad_ss):
             t = int(np.flatnonzero(bad_mean | bad_ss)[0])
             n = max(hi - lo, 1)
-            raise ValueError(
+            raise InputError(
                 f"moments: they were computed with another target{where}: their mean and "
                 f"variance of y are {mean[t]:.6g} and {ss[t] / n:.6g}, this y's "
                 f"{y_mean[t]:.6g} and {y_ss[t] / n:.6g}; pass the y they were computed with "
@@ -448,7 +450,7 @@ def _check_target_moments(stats, inp: InputData, Y: np.ndarray, folds, inputs) -
         bad = np.abs(ours - cross[j]) > tol
         if np.any(bad):
             t = int(np.flatnonzero(bad)[0])
-            raise ValueError(
+            raise InputError(
                 f"moments: they do not match this y in the order of the samples{where}: "
                 f"the centred cross-product of feature {j} with y is {ours[t]:.6g} here, "
                 f"{cross[j, t]:.6g} in the moments (y reordered, or moments of other data); "

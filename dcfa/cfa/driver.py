@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dcfa._errors import InputError
 from dcfa.cfa.basis import Basis, merge_rows
 from dcfa.cfa.greedy import greedy_partition
 from dcfa.cfa.sequential import sequential_partition
@@ -110,7 +111,7 @@ def drive(
     blocks = None if blocks is None else np.asarray(blocks, dtype=np.int64)[valid]
     if strategy == "greedy":
         if adj is not None and neighborhood != "group":
-            raise ValueError(
+            raise InputError(
                 "neighborhood: strategy='greedy' merges adjacent groups (neighborhood='group'); "
                 f"got {neighborhood!r}"
             )
@@ -165,7 +166,7 @@ def _base_order(order, valid: np.ndarray, n_features: int) -> np.ndarray | None:
         return None
     order = np.asarray(order, dtype=np.int64)
     if order.shape != (n_features,):
-        raise ValueError(f"order: expected a permutation of {n_features} features")
+        raise InputError(f"order: expected a permutation of {n_features} features")
     where = np.full(n_features, -1, dtype=np.int64)
     where[valid] = np.arange(valid.size)
     base = where[order]

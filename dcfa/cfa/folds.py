@@ -15,6 +15,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import KFold, check_cv
 
+from dcfa._errors import InputError, InputTypeError
+
 __all__ = ["Folds", "make_folds"]
 
 _MAX_RUNS = 4  # contiguous ranges per train/test set; more means shuffled folds
@@ -64,20 +66,20 @@ def _describe(cv) -> str:
 def _fold_indices(fold, k: int, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
     """Fold ``k``'s training and test indices as 1-D int arrays within ``[0, n_samples)``."""
     if not (hasattr(fold, "__len__") and len(fold) == 2):
-        raise ValueError(
+        raise InputError(
             f"cv: fold {k} is not a (train, test) pair of index arrays (got {_describe(fold)})"
         )
     out = []
     for part, idx in zip(("train", "test"), fold, strict=True):
         idx = np.asarray(idx)
         if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(
+            raise InputError(
                 f"cv: fold {k}'s {part} set is not a 1-D array of row indices (dtype "
                 f"{idx.dtype}, shape {idx.shape})"
             )
         if idx.size and (idx.min() < 0 or idx.max() >= n_samples):
             bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
-            raise ValueError(
+            raise InputError(
                 f"cv: fold {k}'s {part} set holds row {bad}, not among the {n_samples} "
                 "samples: its (train, test) pairs were made for other data (a fixed list of "
                 "folds suits one number of samples; pass an int or a splitter where several "
@@ -107,9 +109,9 @@ def make_folds(cv, n_samples: int, *, min_train: int = 4, min_test: int = 2) -> 
         cv = 5
     if isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
-            raise ValueError(f"cv: expected at least 2 folds, got {cv}")
+            raise InputError(f"cv: expected at least 2 folds, got {cv}")
         if n_samples < cv * min_test:
-            raise ValueError(
+            raise InputError(
                 f"cv: {cv} folds need at least {cv * min_test} samples, got {n_samples}"
             )
         cv = KFold(int(cv))
@@ -119,7 +121,7 @@ def make_folds(cv, n_samples: int, *, min_train: int = 4, min_test: int = 2) -> 
     except (TypeError, ValueError):
         cv = None
     if cv is None or isinstance(given, str | bytes | bool | np.bool_):
-        raise TypeError(
+        raise InputTypeError(
             "cv: expected an int, a cross-validation splitter or an iterable of (train, "
             f"test) index arrays, got {_describe(given)}"
         )
@@ -127,24 +129,24 @@ def make_folds(cv, n_samples: int, *, min_train: int = 4, min_test: int = 2) -> 
         raw = list(cv.split(np.zeros((n_samples, 1))))
     except ValueError as exc:
         if not hasattr(given, "split"):  # an iterable whose items are no (train, test) pairs
-            raise ValueError(
+            raise InputError(
                 f"cv: expected an iterable of (train, test) index array pairs ({exc})"
             ) from None
-        raise ValueError(f"cv: {exc}") from None
+        raise InputError(f"cv: {exc}") from None
     if not raw:
-        raise ValueError(f"cv: {_describe(given)} yields no folds for {n_samples} samples")
+        raise InputError(f"cv: {_describe(given)} yields no folds for {n_samples} samples")
     cuts = {0, n_samples}
     runs = []
     for k, fold in enumerate(raw):
         train, test = _fold_indices(fold, k, n_samples)
         tr, te = _runs(train), _runs(test)
         if len(tr) > _MAX_RUNS or len(te) > _MAX_RUNS:
-            raise ValueError(
+            raise InputError(
                 f"cv: fold {k} is not made of contiguous row ranges (shuffled folds?); use "
                 "KFold without shuffle or TimeSeriesSplit, so fold moments come from one pass"
             )
         if len(train) < min_train or len(test) < min_test:
-            raise ValueError(
+            raise InputError(
                 f"cv: fold {k} trains on {len(train)} and tests on {len(test)} samples; need at "
                 f"least {min_train} and {min_test} (too few samples for {len(raw)} folds)"
             )

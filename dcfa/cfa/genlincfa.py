@@ -6,6 +6,7 @@ from numbers import Real
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa._validation import Interval, StrOptions, check_y
 from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.driver import partition_moments
@@ -87,10 +88,10 @@ class GenLinCFA(BaseCFA):
     inputs, aggregation, standardize, compare, scan, shuffle, random_state, neighbors,
     neighborhood, periodic, weights, sample_dim
         As in :class:`NonLinCFA`.
-    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
+    mode : {"auto", "dense", "series", "grid", "rows"}, default="auto"
         Where the statistics come from (see :class:`LinCFA`).
     row_batch : int, default=256
-        ``mode="seed-rows"``: seeds whose rows one pass computes.
+        ``mode="rows"``: seeds whose rows one pass computes.
     missing : {"exclude", "pairwise"}, default="exclude"
         As in :class:`LinCFA`.
 
@@ -108,11 +109,11 @@ class GenLinCFA(BaseCFA):
     covariances with ``ddof=1``), only four correlations per candidate are needed; they come
     from the moments of one pass (reference/nonlincfa-genlincfa.md section 4.1).
 
-    Memory: ``mode="full"`` holds a ``(D+1) x (D+1)`` float64 matrix (on Dask input its
+    Memory: ``mode="dense"`` holds a ``(D+1) x (D+1)`` float64 matrix (on Dask input its
     upper tiles, about half of it). Before the pass, ``fit`` compares it with the Dask config
     key ``dcfa.memory_budget`` (default 0.5 of the available memory; see :mod:`dcfa.memory`):
     ``mode="auto"`` then runs the series execution (``n x D`` float64 in memory, the same
-    partition), an explicit ``"full"`` raises :class:`dcfa.MemoryBudgetError` (a
+    partition), an explicit ``"dense"`` raises :class:`dcfa.MemoryBudgetError` (a
     ``ValueError``), computing nothing.
 
     Examples
@@ -185,18 +186,18 @@ class GenLinCFA(BaseCFA):
         if self.family != "bernoulli":
             Y = super()._check_target(y, inp)
             if self.family == "poisson" and Y.min() < 0:
-                raise ValueError(
+                raise InputError(
                     f"y: the poisson family needs non-negative targets (counts), got min "
                     f"{Y.min():g}"
                 )
             return Y
         values = check_y(y, inp.n_samples, layout=inp.layout, numeric=False)
         if values.shape[1] != 1:
-            raise ValueError(f"y: expected a single target, got {values.shape[1]} columns")
+            raise InputError(f"y: expected a single target, got {values.shape[1]} columns")
         classes = np.unique(values[:, 0])
         if classes.size != 2:
             shown = classes[:5].tolist()
-            raise ValueError(
+            raise InputError(
                 f"y: the bernoulli family needs exactly two classes, got {classes.size} "
                 f"({shown}{'...' if classes.size > 5 else ''})"
             )

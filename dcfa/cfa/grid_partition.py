@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa.cfa.basis import Basis, fold_parts
 from dcfa.cfa.driver import prologue
 from dcfa.cfa.rules import PairMoments
@@ -31,7 +32,7 @@ def grid_partition(
     segments=None,
     folds=None,
 ) -> np.ndarray:
-    """The neighbour mode: a group holds its seed and cells within ``radius`` of it.
+    """The grid execution: a group holds its seed and cells within ``radius`` of it.
 
     Works from :class:`~dcfa.stats.grid.GridMoments` (the moments of nearby cells only), never a
     ``D x D`` matrix, and gives exactly the partition of :func:`sequential_partition` with the
@@ -52,7 +53,7 @@ def grid_partition(
     """
     need = radius if compare == "seed" and segments is None else 2 * radius
     if gm.radius < need:
-        raise ValueError(
+        raise InputError(
             f"radius: compare={compare!r} with a radius of {radius} needs the moments of cells "
             f"up to {need} apart; these reach {gm.radius}"
         )

@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from dcfa._errors import InputError
+
 __all__ = [
     "Merges",
     "correlation_merges",
@@ -74,7 +76,7 @@ def cut(merges: Merges, k: int) -> np.ndarray:
     """
     k = int(k)
     if not 0 <= k <= len(merges):
-        raise ValueError(f"k: expected 0 <= k <= {len(merges)} merges, got {k}")
+        raise InputError(f"k: expected 0 <= k <= {len(merges)} merges, got {k}")
     n = merges.n_items
     graph = sp.coo_array(
         (np.ones(k, dtype=np.int8), (merges.a[:k], merges.b[:k])), shape=(n, n)
@@ -202,7 +204,7 @@ def correlation_merges(
     adjacency = sp.csr_array(adjacency)
     pending = sorted({float(v) for v in levels} | {float(floor)}, reverse=True)
     if pending[-1] < floor:
-        raise ValueError(f"levels: every level must be >= floor ({floor})")
+        raise InputError(f"levels: every level must be >= floor ({floor})")
     uf = _UnionFind(n_items)
     out: tuple[list, list, list] = ([], [], [])
     labels = np.arange(n_items)

@@ -9,6 +9,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError
 from dcfa._validation import InputData, StrOptions
 
 INPUTS = ("identity", "square")
@@ -26,7 +27,7 @@ def feature_weights(weights, inp: InputData) -> np.ndarray | None:
     if isinstance(weights, str):  # "area": cos(latitude)
         lat = None if layout is None else _latitude(layout)
         if lat is None:
-            raise ValueError(
+            raise InputError(
                 "weights: 'area' needs an xarray.DataArray X with a latitude coordinate "
                 f"({' or '.join(map(repr, _LATITUDES))}, or CF units 'degrees_north') over its "
                 "feature dims; pass one weight per feature for other inputs"
@@ -37,11 +38,11 @@ def feature_weights(weights, inp: InputData) -> np.ndarray | None:
             weights = weights.transpose(*layout.feature_dims)
         w = np.asarray(weights, dtype=np.float64).ravel()
         if w.size != inp.n_features:
-            raise ValueError(
+            raise InputError(
                 f"weights: {w.size} values for {inp.n_features} features (one per feature)"
             )
     if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("weights: expected finite, non-negative weights")
+        raise InputError("weights: expected finite, non-negative weights")
     return w
 
 
@@ -69,7 +70,7 @@ def apply_inputs(data, inputs):
         return data.map_blocks(func, dtype=np.float64)
     out = np.asarray(func(data))
     if out.shape != np.shape(data):
-        raise ValueError(
+        raise InputError(
             f"inputs: the function must be elementwise (keep the shape {np.shape(data)}), "
             f"returned shape {out.shape}"
         )

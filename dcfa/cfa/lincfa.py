@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa._validation import StrOptions
 from dcfa.cfa.base import CFA_PARAMETERS, BaseCFA
 from dcfa.cfa.basis import seed_rows
@@ -41,8 +42,8 @@ def lincfa(
     Parameters
     ----------
     moments : Moments, GridMoments or ColumnMoments
-        Moments of ``[X, y]`` (:func:`dcfa.moments`; the neighbour mode's
-        :func:`dcfa.grid_moments`, with ``radius``; or the seed-row mode's column moments, with
+        Moments of ``[X, y]`` (:func:`dcfa.moments`; the grid execution's
+        :func:`dcfa.grid_moments`, with ``radius``; or the row execution's column moments, with
         ``data``). Excluded features (all-NaN, constant, ...) get label -1.
     shuffle, random_state, strict, compare, scan, strategy
         As in :class:`LinCFA`.
@@ -62,7 +63,7 @@ def lincfa(
         Seed-row mode: rows computed per pass.
     order : ndarray of shape (n_features,), default=None
         The order features are visited in before any shuffle (see
-        :func:`dcfa.cfa.driver.partition_moments`); not used by the seed-row mode.
+        :func:`dcfa.cfa.driver.partition_moments`); not used by the row execution.
 
     Returns
     -------
@@ -72,7 +73,7 @@ def lincfa(
     accept = RULES["lincfa"](strict)
     if isinstance(moments, GridMoments):
         if radius is None:
-            raise ValueError("radius: the neighbour mode needs the radius of the seed's cells")
+            raise InputError("radius: the grid execution needs the radius of the seed's cells")
         return grid_partition(
             moments,
             accept,
@@ -86,7 +87,7 @@ def lincfa(
         )
     if isinstance(moments, ColumnMoments):
         if data is None:
-            raise ValueError("data: the seed-row mode computes rows from the data; pass it")
+            raise InputError("data: the row execution computes rows from the data; pass it")
         whole, make_basis, _ = seed_rows(as_dask(data), moments, batch_size=row_batch)
         return drive(
             whole,
@@ -145,7 +146,7 @@ class LinCFA(BaseCFA):
         correlated pair of groups that passes the test); ignores ``shuffle``, ``compare``
         and ``scan``. With ``neighbors`` only adjacent groups merge (a merged group borders
         every neighbour of its members), so every group is one connected patch; it runs on
-        the dense moments (``mode="full"``).
+        the dense moments (``mode="dense"``).
     neighbors : int, sparse matrix of shape (n_features, n_features) or None, default=None
         Restrict candidates to features adjacent to the group: an int radius in grid steps
         (needs an xarray input; the grid is its feature dims) or an adjacency (a SciPy sparse
@@ -168,18 +169,18 @@ class LinCFA(BaseCFA):
         longitude, features are visited from longitude 0 east (modulo 360), so 0..360,
         -180..180 or a grid rotated across its seam give the same partition. Ignored
         without an int radius.
-    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
+    mode : {"auto", "dense", "series", "grid", "rows"}, default="auto"
         Which statistics are computed (:mod:`dcfa.cfa.executions`); ``"auto"`` takes the
-        first of full, series, neighbors, seed-rows that runs the options within the memory
-        budget. ``"full"``: the ``D x D`` matrix (every option works). ``"series"``: the
+        first of dense, series, grid, rows that runs the options within the memory
+        budget. ``"dense"``: the ``D x D`` matrix (every option works). ``"series"``: the
         cells' series in memory (not ``strategy="greedy"`` or ``missing="pairwise"``).
-        ``"neighbors"``: only the moments of cells near each other on the grid (memory
+        ``"grid"``: only the moments of cells near each other on the grid (memory
         O(D k), time linear in D); needs an xarray X whose feature dims are the grid, an int
         ``neighbors`` radius, ``neighborhood="seed"`` and every grid dim at least
         ``2 r + 1`` cells wide (``r`` the radius, twice it for ``compare="mean"``).
-        ``"seed-rows"``: per-feature statistics, then the correlation rows of the features
+        ``"rows"``: per-feature statistics, then the correlation rows of the features
         that open a group, ``row_batch`` at a time (memory O(row_batch D)); needs
-        ``compare="seed"`` and no ``neighbors``. All give exactly the full mode's partition
+        ``compare="seed"`` and no ``neighbors``. All give exactly the dense execution's partition
         under the same options.
     row_batch : int, default=256
         Seed-row mode: rows computed per pass over the data.
@@ -242,12 +243,12 @@ class LinCFA(BaseCFA):
     result is a partition. Features are standardised with ``ddof=1``; the authors'
     ``StandardScaler`` (``ddof=0``) changes the threshold by a factor ``n/(n-1)``.
 
-    Memory: ``mode="full"`` holds a ``(D+1) x (D+1)`` float64 matrix (26.8 GiB for
+    Memory: ``mode="dense"`` holds a ``(D+1) x (D+1)`` float64 matrix (26.8 GiB for
     ``D = 60 000``; on Dask input its upper tiles, about half of it). Before the pass,
     ``fit`` estimates the bytes it will hold against the Dask config key
     ``dcfa.memory_budget`` (default 0.5 of the available memory; see :mod:`dcfa.memory`):
     ``mode="auto"`` then runs the next execution that fits (the series, ``n x D`` float64),
-    an explicit ``mode="full"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``),
+    an explicit ``mode="dense"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``),
     computing nothing.
 
     References

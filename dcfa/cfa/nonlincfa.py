@@ -6,6 +6,7 @@ from numbers import Real
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa._validation import Interval
 from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.basis import fold_parts
@@ -57,7 +58,7 @@ def nonlincfa(
         -1 for excluded features.
     """
     if len(parts) != folds.n_segments:
-        raise ValueError(
+        raise InputError(
             f"parts: expected the moments of the {folds.n_segments} segments of folds, "
             f"got {len(parts)}"
         )
@@ -125,7 +126,7 @@ class NonLinCFA(BaseCFA):
         Which grid dims wrap around for an int ``neighbors`` radius (see :class:`LinCFA`).
     weights : {"area"}, array-like or None, default=None
         How ``transform`` averages a group's cells (see :class:`LinCFA`).
-    mode : {"auto", "full", "series", "neighbors", "seed-rows"}, default="auto"
+    mode : {"auto", "dense", "series", "grid", "rows"}, default="auto"
         Where the statistics come from (see :class:`LinCFA`): the per-fold ``D x D`` moments,
         the series in memory (any number of cells; ``"auto"`` picks it when the matrices
         do not fit the memory budget), with ``neighborhood="seed"`` the grid moments of
@@ -133,7 +134,7 @@ class NonLinCFA(BaseCFA):
         the column statistics of every row segment, then the seeds' rows of every segment,
         ``row_batch`` seeds per pass (memory O(S row_batch D), ``S`` the row segments).
     row_batch : int, default=256
-        ``mode="seed-rows"``: seeds whose rows one pass computes.
+        ``mode="rows"``: seeds whose rows one pass computes.
     sample_dim : str, default="time"
 
     Attributes
@@ -143,9 +144,9 @@ class NonLinCFA(BaseCFA):
         As in :class:`LinCFA`; ``moments_`` are those of the inputs over all samples.
     folds_ : Folds
         The row segments and folds used.
-    segment_moments_ : list of Moments (or of GridMoments, ``mode="neighbors"``)
+    segment_moments_ : list of Moments (or of GridMoments, ``mode="grid"``)
         The moments of each row segment of ``folds_`` (pass them to ``fit(..., moments=)`` to
-        refit without a pass); ``mode="full"`` only.
+        refit without a pass); ``mode="dense"`` only.
     execution_ : str
         The execution that ran (see ``mode``).
 
@@ -158,14 +159,14 @@ class NonLinCFA(BaseCFA):
     under the z-scoring that code applies. With ``scan="restart"``, the first passing input in
     order joins and the scan starts again, as in their code.
 
-    Memory: ``mode="full"`` holds one ``(D+1) x (D+1)`` float64 matrix per row segment of
+    Memory: ``mode="dense"`` holds one ``(D+1) x (D+1)`` float64 matrix per row segment of
     the folds, as its upper tiles on Dask input (about half of it: 2.7 matrices for ``cv=5``;
     the partition reads the folds' training sets row by row, without merging them into new
     matrices; the merge of all rows, ``moments_``, is built tile by tile when first read).
     Before the pass, ``fit`` compares them with the Dask config key ``dcfa.memory_budget``
     (default 0.5 of the available memory; see :mod:`dcfa.memory`): ``mode="auto"`` then runs
     the series execution (``n x D`` float64 in memory, the same partition), an explicit
-    ``"full"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
+    ``"dense"`` raises :class:`dcfa.MemoryBudgetError` (a ``ValueError``), computing nothing.
 
     References
     ----------

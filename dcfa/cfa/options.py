@@ -8,11 +8,17 @@ does not have takes the default written here, once.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["FitOptions"]
+__all__ = ["FitOptions", "RENAMED"]
+
+#: The executions' names before they were named after what they hold (``mode``, and the
+#: ``execution`` of results written before): they still run, with a FutureWarning, until
+#: the next release.
+RENAMED = {"full": "dense", "neighbors": "grid", "seed-rows": "rows"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +62,15 @@ class FitOptions:
         here for the others (LinCFA has no ``inputs``, GenLinCFA no ``strategy``)."""
         names = {f.name for f in fields(cls)} - {"estimator", "rule", "reads_folds"}
         given = {k: params[k] for k in names & set(params)}
+        old = given.get("mode")
+        if isinstance(old, str) and old in RENAMED:
+            warnings.warn(
+                f"mode={old!r} is now mode={RENAMED[old]!r} (the executions are named after "
+                "what they hold); the old name stops working in the next release",
+                FutureWarning,
+                stacklevel=4,
+            )
+            given["mode"] = RENAMED[old]
         return cls(estimator=estimator, rule=rule, reads_folds="cv" in params, **given)
 
     def folds(self, n_samples: int):

@@ -36,6 +36,8 @@ class Reduction:
         ``phi``, applied to the data first.
     nan_aware : bool
         A group's value in a sample is the mean over its members observed in that sample.
+    standardized : bool
+        Whether the members are standardised (the aggregates are then unitless).
     """
 
     labels: np.ndarray
@@ -45,6 +47,7 @@ class Reduction:
     aggregation: str = "mean"
     inputs: object = "identity"
     nan_aware: bool = False
+    standardized: bool = False
 
     @property
     def n_groups(self) -> int:

@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 import xarray as xr
 
+from dcfa._errors import InputError
 from dcfa._validation import (
     Interval,
     StrOptions,
@@ -211,7 +212,7 @@ class RegionsCV(BaseCFA):
         validate_params(self)
         levels = np.asarray(self.levels, dtype=np.float64).ravel()
         if levels.size == 0 or not np.all((levels > -1) & (levels <= 1)):
-            raise ValueError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
+            raise InputError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
         levels = np.unique(levels)[::-1]
         inp = check_X(X, sample_dim=self.sample_dim)
         if inp.layout is not None:
@@ -223,7 +224,7 @@ class RegionsCV(BaseCFA):
         Y = self._check_target(y, inp)
         n, D = inp.n_samples, inp.n_features
         if self.neighbors is None and D > _COMPLETE_GRAPH_LIMIT:
-            raise ValueError(
+            raise InputError(
                 f"neighbors: None makes all {D:,} features neighbours of each other "
                 f"(at most {_COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
                 "or an adjacency matrix"

@@ -76,7 +76,7 @@ def sequential_partition(
     neighborhood : {"group", "seed"}, default="group"
         With ``neighbors``: adjacent to any member (groups grow across the grid, the authors'
         climate runs) or to the seed only (a group stays within the seed's neighbourhood; what
-        the banded moments of ``mode="neighbors"`` need).
+        the banded moments of ``mode="grid"`` need).
     blocks : ndarray of int of shape (D,), default=None
         Every feature's block: candidates must be in the seed's block (None: one block).
     progress : callable, default=None

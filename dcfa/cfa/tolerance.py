@@ -30,6 +30,7 @@ import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
 from sklearn.utils import check_random_state
 
+from dcfa._errors import InputError
 from dcfa._validation import (
     Interval,
     check_n_samples,
@@ -166,7 +167,7 @@ class _TolerancePath:
         validate_params(self)
         opts = self.fit_options()
         if self.mode not in ("auto", "series"):
-            raise ValueError(
+            raise InputError(
                 f"mode: {type(self).__name__} runs the series execution (the path reads the "
                 f"folds' moments from the series), got mode={self.mode!r}"
             )
@@ -184,9 +185,9 @@ class _TolerancePath:
             self._default_path if self.epsilons is None else self.epsilons, dtype=np.float64
         ).ravel()
         if epsilons.size == 0:
-            raise ValueError("epsilons: expected at least one tolerance")
+            raise InputError("epsilons: expected at least one tolerance")
         if not np.all(np.isfinite(epsilons)) or not self._valid_eps(epsilons).all():
-            raise ValueError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
+            raise InputError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
         n = inp.n_samples
         splits = self._splits(n)
         series = require(EXECUTIONS["series"], opts, inp, None)
@@ -326,7 +327,7 @@ class _TolerancePath:
         # prefix what is left before them less the gap
         test = n // (self.n_splits + 1)
         if test < 2:  # a skill needs two test samples
-            raise ValueError(
+            raise InputError(
                 f"n_splits: {self.n_splits} forward folds of {n} samples leave test blocks of "
                 f"{test}; need at least 2 samples each: use fewer folds"
             )
@@ -334,11 +335,11 @@ class _TolerancePath:
         if first < self._min_samples:
             ahead = f"{self.n_splits} forward folds of {n} samples (test blocks of {test})"
             if self.gap and first + self.gap >= self._min_samples:
-                raise ValueError(
+                raise InputError(
                     f"gap: {self.gap} leaves {max(first, 0)} samples to train the first of "
                     f"{ahead}; need gap <= {first + self.gap - self._min_samples}"
                 )
-            raise ValueError(
+            raise InputError(
                 f"n_splits: the first of {ahead} trains on {max(first, 0)} samples; "
                 f"too few (at least {self._min_samples}): use fewer folds"
             )

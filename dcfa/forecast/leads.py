@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError
 from dcfa.forecast._checks import _check_sample_dim, _label, _label_steps, _Steps
 from dcfa.stacking import isel_positions
 
@@ -92,18 +93,18 @@ def _as_target(target, sample_dim: str) -> tuple[xr.DataArray, pd.Index | None]:
     none: a NumPy or Dask array, a Series on a default ``0 .. n - 1`` index)."""
     if isinstance(target, xr.Dataset | pd.DataFrame):
         names = list(target.data_vars if isinstance(target, xr.Dataset) else target.columns)
-        raise ValueError(
+        raise InputError(
             f"target: expected one series, got a {type(target).__name__} of {names}; pass the "
             f"one to predict (target[{names[0] if names else 'name'!r}])"
         )
     if isinstance(target, xr.DataArray):
         if sample_dim not in target.dims:
-            raise ValueError(
+            raise InputError(
                 f"target: has no {sample_dim!r} dim (dims {target.dims}); give it the field's "
                 "sample dim"
             )
         if target.ndim != 1:  # several series: which one is predicted is the user's choice
-            raise ValueError(
+            raise InputError(
                 f"target: expected a series along {sample_dim!r}, got dims {target.dims}; "
                 "select one (target.sel(...) or target.isel(...))"
             )
@@ -116,7 +117,7 @@ def _as_target(target, sample_dim: str) -> tuple[xr.DataArray, pd.Index | None]:
         return out, None if plain else index
     data = target if hasattr(target, "ndim") and hasattr(target, "shape") else np.asarray(target)
     if data.ndim != 1:
-        raise ValueError(
+        raise InputError(
             f"target: expected a DataArray, a pandas Series or a 1-D array, got an array of "
             f"shape {data.shape}"
         )
@@ -130,17 +131,17 @@ def _positions(
     target's record does not cover it)."""
     if field_labels is None or target_labels is None:
         if n_target != n:
-            raise ValueError(
+            raise InputError(
                 f"target: has {n_target} samples and the field {n} along {dim!r}; without "
                 "labels on both, the target must hold one value per sample of the field"
             )
         return np.arange(n)
     if not (target_labels.is_unique and target_labels.is_monotonic_increasing):
-        raise ValueError(f"target: its {dim!r} labels must be unique and increasing")
+        raise InputError(f"target: its {dim!r} labels must be unique and increasing")
     pos = np.asarray(target_labels.get_indexer(field_labels))
     missing = pos < 0
     if missing.all():
-        raise ValueError(
+        raise InputError(
             f"target: none of the field's {dim!r} labels ({_label(field_labels[0])} .. "
             f"{_label(field_labels[-1])}{_kind(field_labels)}) is among the target's "
             f"({_label(target_labels[0])} .. {_label(target_labels[-1])}"
@@ -151,7 +152,7 @@ def _positions(
         lost = field_labels[missing]
         inside = np.asarray((lost > target_labels[0]) & (lost < target_labels[-1]))
         if inside.any():
-            raise ValueError(
+            raise InputError(
                 f"target: has no sample labelled {_label(lost[inside][0])}, inside its record "
                 f"({_label(target_labels[0])} .. {_label(target_labels[-1])}), though the "
                 f"field has one ({int(inside.sum())} such sample(s)); give the target every "
@@ -270,13 +271,13 @@ def lead_target(
     """  # noqa: E501
     _check_sample_dim(field, sample_dim)
     if not isinstance(lead, Integral) or isinstance(lead, bool | np.bool_) or lead < 0:
-        raise ValueError(
+        raise InputError(
             f"lead: expected a non-negative int number of time steps of the labels (months "
             f"for monthly dates), got {lead!r}"
         )
     lead = int(lead)
     if not isinstance(min_samples, Integral) or min_samples < 1:
-        raise ValueError(f"min_samples: expected a positive int, got {min_samples!r}")
+        raise InputError(f"min_samples: expected a positive int, got {min_samples!r}")
     y, target_labels = _as_target(target, sample_dim)
     n, n_target = field.sizes[sample_dim], y.sizes[sample_dim]
     field_labels = field.indexes.get(sample_dim)
@@ -292,7 +293,7 @@ def lead_target(
     kept = np.flatnonzero(keep)
     gaps = np.flatnonzero((pos >= 0) & (at_all == -1))
     if kept.size < min_samples:
-        raise ValueError(
+        raise InputError(
             f"lead: lead={lead} leaves {kept.size} pair(s) of predictor and target "
             f"({n} predictor samples, {n_target} target samples along {sample_dim!r}); need "
             f"at least {min_samples}"

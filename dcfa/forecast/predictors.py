@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa.forecast._checks import (
     _check_length,
     _check_new_dim,
@@ -50,7 +51,7 @@ def _rows(
     if steps is None and labels is not None and not labels.is_monotonic_increasing:
         # counting positions in a field stored latest-first would take its future as its
         # past (lag 1 of December = January): refuse rather than leak
-        raise ValueError(
+        raise InputError(
             f"field: its {sample_dim!r} labels do not increase and are on no regular time "
             f"step, so {name} cannot be counted by date; sort it first "
             f"(field.sortby({sample_dim!r}))"
@@ -64,7 +65,7 @@ def _rows(
     if kept.size == 0:
         order = np.argsort(keys, kind="stable")  # in time order, whatever the storage order
         jump = order[int(np.flatnonzero(np.diff(keys[order]) > 1)[0])]
-        raise ValueError(
+        raise InputError(
             f"{name}: {values} leave no sample with all its {name} in the field: its "
             f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
             f"{steps.span(start)} before every sample"
@@ -152,7 +153,7 @@ def _per_variable(
 ) -> xr.Dataset:
     """``func(name, variable)`` on every data variable along ``sample_dim``; others kept."""
     if not any(sample_dim in v.dims for v in ds.data_vars.values()):
-        raise ValueError(f"sample_dim: no data variable of the field has the dim {sample_dim!r}")
+        raise InputError(f"sample_dim: no data variable of the field has the dim {sample_dim!r}")
     out = {name: func(name, v) if sample_dim in v.dims else v for name, v in ds.data_vars.items()}
     return xr.Dataset(out, attrs=dict(ds.attrs))
 
@@ -215,13 +216,13 @@ def _aggregates(aggregate, field) -> Callable[[Any], str]:
     """Which aggregate each variable gets: one for all, or per variable (Dataset only)."""
     if isinstance(aggregate, Mapping):
         if not isinstance(field, xr.Dataset):
-            raise ValueError(
+            raise InputError(
                 "aggregate: a per-variable mapping needs a Dataset field; pass 'mean' or "
                 "'sum' for a DataArray"
             )
         unknown = [k for k in aggregate if k not in field.data_vars]
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"aggregate: {unknown} are not data variables of the field "
                 f"({list(field.data_vars)})"
             )
@@ -230,7 +231,7 @@ def _aggregates(aggregate, field) -> Callable[[Any], str]:
         values = [aggregate]
     for how in values:
         if not isinstance(how, str) or how not in _AGGREGATES:
-            raise ValueError(f"aggregate: expected 'mean' or 'sum', got {how!r}")
+            raise InputError(f"aggregate: expected 'mean' or 'sum', got {how!r}")
     if isinstance(aggregate, Mapping):
         return lambda name: aggregate.get(name, "mean")
     return lambda name: aggregate
@@ -358,7 +359,7 @@ def feature_blocks(
     array([0, 0, 0, 1, 1, 1])
     """
     if isinstance(da, xr.Dataset):
-        raise TypeError(
+        raise InputTypeError(
             'da: expected a DataArray; make one block per variable with ds.to_dataarray("variable")'
         )
     _check_sample_dim(da, sample_dim)
@@ -367,8 +368,8 @@ def feature_blocks(
         block_dims = [block_dims]
     for name in block_dims or ():
         if name not in da.coords and name not in da.dims:
-            raise ValueError(f"block_dims: {name!r} is no dim or coordinate of the predictors")
+            raise InputError(f"block_dims: {name!r} is no dim or coordinate of the predictors")
         if name in da.coords and sample_dim in da.coords[name].dims:
-            raise ValueError(f"block_dims: {name!r} runs along the sample dim {sample_dim!r}")
+            raise InputError(f"block_dims: {name!r} runs along the sample dim {sample_dim!r}")
     coords = {k: c.variable for k, c in da.coords.items() if sample_dim not in c.dims}
     return block_labels(feature_dims, tuple(da.sizes[d] for d in feature_dims), coords, block_dims)

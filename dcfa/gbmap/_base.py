@@ -32,6 +32,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import (
     InputData,
     Interval,
@@ -76,7 +77,7 @@ def _f0_block(X, f0, method: str, feature_names) -> np.ndarray:
         return np.log(p1) - np.log1p(-p1)
     out = np.asarray(getattr(f0, method)(X), dtype=np.float64)
     if out.ndim != 1 and not (out.ndim == 2 and out.shape[1] == 1):
-        raise ValueError(f"f0: expected one output per sample, got shape {out.shape}")
+        raise InputError(f"f0: expected one output per sample, got shape {out.shape}")
     return out.reshape(-1)
 
 
@@ -182,7 +183,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self._activation not in ACTIVATIONS:
             raise ValueError(f"_activation: expected one of {sorted(ACTIVATIONS)}")
         if not np.isfinite(self.beta):
-            raise ValueError(f"beta: expected a finite softplus sharpness > 0, got {self.beta}")
+            raise InputError(f"beta: expected a finite softplus sharpness > 0, got {self.beta}")
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, 2, why="the features are standardised")
         target = self._encode_target(y, inp)  # cheap checks of y first: no pass over X yet
@@ -203,7 +204,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 if empty
                 else " (impute or drop those samples)"
             )
-            raise ValueError(
+            raise InputError(
                 f"X: contains {bad} NaN or infinite values; GBMAP needs finite features{where}"
             )
 
@@ -343,16 +344,16 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._f0_method = None
         if f0 is None or isinstance(f0, Real):
             if f0 is not None and not np.isfinite(f0):
-                raise ValueError(f"f0: expected a finite constant, got {f0}")
+                raise InputError(f"f0: expected a finite constant, got {f0}")
             self.f0_ = None if f0 is None else float(f0)
             return
         if not hasattr(f0, "predict"):
-            raise TypeError(
+            raise InputTypeError(
                 f"f0: expected None, a number or a scikit-learn estimator, got {type(f0).__name__}"
             )
         if not _is_fitted(f0):
             if inp.is_dask:
-                raise ValueError(
+                raise InputError(
                     "f0: an unfitted estimator is fitted on the training data first, which "
                     "needs in-memory X; fit it beforehand for Dask input"
                 )
@@ -362,7 +363,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
 
     def _f0_output_method(self, f0) -> str:
         if is_classifier(f0):
-            raise ValueError("f0: a classifier cannot be the initial model of a regressor")
+            raise InputError("f0: a classifier cannot be the initial model of a regressor")
         return "predict"
 
     def _f0_descriptor(self):

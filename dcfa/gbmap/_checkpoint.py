@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa.gbmap._learners import Learners
 from dcfa.io.store import OutputError, atomic_file, check_writable
 
@@ -36,7 +37,7 @@ __all__ = [
 CHECKPOINT_FILE = "gbmap_checkpoint.npz"
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(InputError):
     """A checkpoint written by a different fit (other parameters, data or target).
 
     Attributes
@@ -94,7 +95,7 @@ def check_directory(directory) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"checkpoint: {path} cannot be a directory ({exc})") from None
+        raise InputError(f"checkpoint: {path} cannot be a directory ({exc})") from None
     try:  # a real probe (os.access says yes to root on a read-only mount)
         check_writable(path / CHECKPOINT_FILE, "checkpoint")
     except OutputError as exc:
@@ -133,12 +134,12 @@ def load_checkpoint(
             meta = json.loads(str(f["meta"]))
             stored = {k: f[k] for k in f.files if k != "meta"}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise ValueError(
+        raise InputError(
             f"checkpoint: {path} cannot be read ({type(exc).__name__}: {exc}); delete it to "
             "start afresh"
         ) from None
     if meta.get("format") != _FORMAT:
-        raise ValueError(f"checkpoint: {path} has an unknown format {meta.get('format')!r}")
+        raise InputError(f"checkpoint: {path} has an unknown format {meta.get('format')!r}")
     theirs = meta["fingerprint"]
     ours = json.loads(json.dumps(fingerprint))  # same normalisation as the stored one
     diff = [

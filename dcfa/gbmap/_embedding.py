@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._compute import compute
+from dcfa._errors import InputError, InputTypeError
 from dcfa.gbmap import drift as _drift
 from dcfa.gbmap._losses import local_coef_block, path_distance_block
 
@@ -98,7 +99,7 @@ class _EmbeddingMixin:
             An estimator ``f0`` is not differentiated: it is not included.
         """
         if not isinstance(standardized, bool | np.bool_):
-            raise TypeError(f"standardized: expected a bool, got {standardized!r}")
+            raise InputTypeError(f"standardized: expected a bool, got {standardized!r}")
         inp = self._check_input(X)
         args = (
             self._standardizer,
@@ -155,7 +156,7 @@ class _EmbeddingMixin:
                 f"X and Y: expected paired rows, got {a.n_samples} and {b.n_samples} samples"
             )
         if isinstance(n_grid, bool) or not isinstance(n_grid, Integral) or n_grid < 2:
-            raise ValueError(f"n_grid: expected an int >= 2, got {n_grid!r}")
+            raise InputError(f"n_grid: expected an int >= 2, got {n_grid!r}")
         args = (*self._learners, int(n_grid))
         A, B = a.data, b.data
         if not isinstance(A, da.Array) and not isinstance(B, da.Array):

@@ -19,6 +19,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
+from dcfa._errors import InputError
 from dcfa._validation import InputData, check_y
 from dcfa.gbmap._base import _BaseGBMAP
 from dcfa.gbmap._base import _f0_block as _f0_block  # named in the Dask graphs of old pickles
@@ -39,7 +40,7 @@ def _labels(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     scores = np.asarray(scores)
     if not np.isfinite(scores).all():
         # a NaN in a row of a lazy X (checked only when computed): no label, not classes_[0]
-        raise ValueError("X: contains NaN or infinite values; GBMAP needs finite features")
+        raise InputError("X: contains NaN or infinite values; GBMAP needs finite features")
     return classes[(scores > 0).astype(np.intp)]
 
 
@@ -56,7 +57,7 @@ def _log_proba(scores: np.ndarray) -> np.ndarray:
 def _target_column(y, n: int, layout, numeric: bool) -> np.ndarray:
     values = check_y(y, n, layout=layout, numeric=numeric, allow_constant=True)
     if values.shape[1] != 1:
-        raise ValueError(f"y: expected a single target column, got {values.shape[1]} columns")
+        raise InputError(f"y: expected a single target column, got {values.shape[1]} columns")
     ndim = getattr(y, "ndim", None)
     if ndim is None:
         ndim = np.asarray(y).ndim
@@ -86,7 +87,7 @@ class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
         values = _target_column(y, inp.n_samples, inp.layout, numeric=True)
         scale = float(values.std())
         if not scale > 0:
-            raise ValueError("y: the target is constant; there is nothing to predict")
+            raise InputError("y: the target is constant; there is nothing to predict")
         self.y_mean_ = float(values.mean())
         self.y_scale_ = scale
         self._y_units = _units_of(y)  # the units of the score and the embedding
@@ -207,25 +208,25 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
         values = _target_column(y, inp.n_samples, inp.layout, numeric=False)
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             bad = int((~np.isfinite(values)).sum())
-            raise ValueError(f"y: contains {bad} NaN or infinite values; drop those samples")
+            raise InputError(f"y: contains {bad} NaN or infinite values; drop those samples")
         try:
             kind = type_of_target(values, input_name="y")
         except TypeError as exc:  # e.g. None among string labels: sorting them fails
-            raise ValueError(
+            raise InputError(
                 f"y: labels of mixed types cannot be ordered ({exc}); missing labels (None) "
                 "must be dropped"
             ) from None
         if kind not in ("binary", "multiclass"):
-            raise ValueError(
+            raise InputError(
                 f"y: Unknown label type: {kind}; {type(self).__name__} needs two class labels "
                 "(use GBMAPRegressor for a continuous target)"
             )
         try:
             classes = np.unique(values)
         except TypeError as exc:
-            raise ValueError(f"y: labels of mixed types cannot be ordered ({exc})") from None
+            raise InputError(f"y: labels of mixed types cannot be ordered ({exc})") from None
         if classes.shape[0] != 2:
-            raise ValueError(
+            raise InputError(
                 f"y: Only binary classification is supported. {type(self).__name__} needs "
                 f"exactly 2 classes, got {classes.shape[0]} class(es): {classes[:10].tolist()}"
             )
@@ -238,7 +239,7 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
             return "predict"  # a regressor's output is taken as the score (logit)
         classes = getattr(f0, "classes_", None)
         if classes is None or not np.array_equal(np.asarray(classes), self.classes_):
-            raise ValueError(
+            raise InputError(
                 f"f0: its classes {None if classes is None else list(classes)} are not "
                 f"{self.classes_.tolist()}"
             )

@@ -17,6 +17,7 @@ import dask.array as da
 import numpy as np
 
 from dcfa._compute import compute
+from dcfa._errors import InputError
 from dcfa._validation import InputData, Interval
 from dcfa.gbmap import drift as _drift
 from dcfa.gbmap._base import _BaseGBMAP
@@ -64,7 +65,7 @@ class _KNeighborsMixin:
 
     def _check_neighbors(self, inp: InputData) -> None:
         if inp.n_samples < self.n_neighbors:
-            raise ValueError(
+            raise InputError(
                 f"n_neighbors: {self.n_neighbors} neighbours requested but the training set "
                 f"has {inp.n_samples} samples"
             )

@@ -32,6 +32,8 @@ from numbers import Integral
 import dask.array as da
 import numpy as np
 
+from dcfa._errors import InputError
+
 __all__ = ["GBMAP_DATASETS", "load_gbmap_dataset", "make_synth_cos"]
 
 
@@ -79,7 +81,7 @@ def make_synth_cos(
     ``X``) and is not done here. The target is centred with its sample mean.
     """
     if task not in ("regression", "classification"):
-        raise ValueError(f"task: expected 'regression' or 'classification', got {task!r}")
+        raise InputError(f"task: expected 'regression' or 'classification', got {task!r}")
     for name, value in (("n", n), ("p", p), ("chunks", chunks)):
         if name == "chunks" and value is None:
             continue
@@ -204,4 +206,4 @@ def load_gbmap_dataset(name: str):
         y = np.where(df.pop("class") == "good", 1.0, -1.0)
         categorical = [c for c in df.columns if df[c].dtype.kind not in "fiub"]
         return pd.get_dummies(df, columns=categorical, dtype=np.float64), y
-    raise ValueError(f"name: expected one of {GBMAP_DATASETS}, got {name!r}")
+    raise InputError(f"name: expected one of {GBMAP_DATASETS}, got {name!r}")

@@ -38,6 +38,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from dcfa._compute import tree_reduce
+from dcfa._errors import InputError
 
 __all__ = ["drift_score", "embedding_distance", "euclid_drift_score", "knn_mean", "knn_reduce"]
 
@@ -156,7 +157,7 @@ def knn_reduce(query, train, values, k: int, *, metric: str = "cityblock", reduc
     top-``k`` lists.
     """
     if metric not in METRICS:
-        raise ValueError(f"metric: expected one of {METRICS}, got {metric!r}")
+        raise InputError(f"metric: expected one of {METRICS}, got {metric!r}")
     reducer = _REDUCERS[reduce]
     lazy = any(isinstance(a, da.Array) for a in (query, train, values))
     if not lazy:
@@ -246,9 +247,9 @@ def _check_knn(query, train, n_neighbors, names=("query", "train")) -> tuple:
     query, train = _as_2d(query, names[0]), _as_2d(train, names[1])
     k = int(n_neighbors)
     if k < 1 or k != n_neighbors:
-        raise ValueError(f"n_neighbors: expected an int >= 1, got {n_neighbors}")
+        raise InputError(f"n_neighbors: expected an int >= 1, got {n_neighbors}")
     if train.shape[0] < k:
-        raise ValueError(
+        raise InputError(
             f"n_neighbors: {k} neighbours requested but the training set has {train.shape[0]} rows"
         )
     if query.shape[1] != train.shape[1]:
@@ -366,7 +367,7 @@ def drift_score(
     )
     scores = _as_1d(scores)
     if scores.shape != (fknn.shape[0],):
-        raise ValueError(f"scores: expected shape ({fknn.shape[0]},), got {scores.shape}")
+        raise InputError(f"scores: expected shape ({fknn.shape[0]},), got {scores.shape}")
     if isinstance(fknn, da.Array) and isinstance(scores, da.Array):
         scores = scores.rechunk(fknn.chunks)
     return abs(scores - fknn)

@@ -35,6 +35,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.utils.multiclass import type_of_target
 
+from dcfa._errors import InputError
 from dcfa.gbmap._estimator import GBMAPClassifier, GBMAPRegressor
 from dcfa.gbmap.drift import euclid_drift_score
 
@@ -181,34 +182,34 @@ def drift_experiment(
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
     if X.shape[1] < 2:
-        raise ValueError("X: the experiment drops the split covariate; it needs >= 2 covariates")
+        raise InputError("X: the experiment drops the split covariate; it needs >= 2 covariates")
     if classification_loss not in ("score", "logistic"):
-        raise ValueError(
+        raise InputError(
             f"classification_loss: expected 'score' or 'logistic', got {classification_loss!r}"
         )
     if not 0.0 < quantile < 1.0:
-        raise ValueError(f"quantile: expected a number in (0, 1), got {quantile}")
+        raise InputError(f"quantile: expected a number in (0, 1), got {quantile}")
     if task == "auto":
         task = "classification" if type_of_target(y) == "binary" else "regression"
     if task not in ("regression", "classification"):
-        raise ValueError(f"task: expected 'auto', 'regression' or 'classification', got {task!r}")
+        raise InputError(f"task: expected 'auto', 'regression' or 'classification', got {task!r}")
     n, p = X.shape
     # checked here, not after the p fits of the covariate search
     if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral) or n_neighbors < 1:
-        raise ValueError(f"n_neighbors: expected an int >= 1, got {n_neighbors!r}")
+        raise InputError(f"n_neighbors: expected an int >= 1, got {n_neighbors!r}")
     if feature is not None:
         if isinstance(feature, bool) or not isinstance(feature, Integral) or not -p <= feature < p:
-            raise ValueError(
+            raise InputError(
                 f"feature: expected None or the index of one of X's {p} columns, got {feature!r}"
             )
         feature = int(feature) % p  # as NumPy indexes: -1 is the last covariate
     if n // 4 < n_neighbors:
-        raise ValueError(f"X: {n} samples leave fewer than n_neighbors={n_neighbors} in a1")
+        raise InputError(f"X: {n} samples leave fewer than n_neighbors={n_neighbors} in a1")
     Xs = _standardize(X)
     if task == "classification":
         classes = np.unique(y)
         if classes.size != 2:
-            raise ValueError(f"y: expected two classes, got {classes.size}")
+            raise InputError(f"y: expected two classes, got {classes.size}")
         t = np.where(y == classes[1], 1.0, -1.0)
         cls = GBMAPClassifier
     else:
@@ -234,7 +235,7 @@ def drift_experiment(
             best = (c, a1, a2, b, keep, model)
 
     if best is None:
-        raise ValueError("y: every split leaves a single class in a1; nothing to train")
+        raise InputError("y: every split leaves a single class in a1; nothing to train")
     c, a1, a2, b, keep, model = best
     test = np.concatenate([a2, b])
     in_b = np.concatenate([np.zeros(a2.size, bool), np.ones(b.size, bool)])

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError, InputNotFoundError
 from dcfa.io.calendars import CFTIME_FALLBACK
 
 _TARGET_CHUNK_BYTES = 64 * 2**20
@@ -39,42 +40,42 @@ def open_archive(
     """
     path = location(store)
     if not exists(path, storage_options):
-        raise FileNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
+        raise InputNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
     so = {"storage_options": storage_options} if storage_options else {}
     ds = open_zarr(path, "input.store", chunks={}, **so)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"input.variables: {missing} not in {str(path)!r} (it has {sorted(ds.data_vars)})"
         )
     dims = {v: ds[v].dims for v in names}
     for v, d in dims.items():
         if sample_dim not in d:
-            raise ValueError(
+            raise InputError(
                 f"input.variables: {v!r} has dims {d}, without the sample dim {sample_dim!r} "
                 "(set input.sample_dim)"
             )
         if len(d) < 2:
-            raise ValueError(f"input.variables: {v!r} has only the sample dim; need a grid")
+            raise InputError(f"input.variables: {v!r} has only the sample dim; need a grid")
     if len({dims[v] for v in names}) > 1:
-        raise ValueError(f"input.variables: the variables must share their dims, got {dims}")
+        raise InputError(f"input.variables: the variables must share their dims, got {dims}")
     for v in names:
         if ds[v].dtype.kind not in "iuf":
-            raise ValueError(
+            raise InputError(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
     empty = [v for v in names if _stores_no_chunks(path, v, storage_options)]
     if empty:
-        raise ValueError(
+        raise InputError(
             f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
             "written: every value is the fill value)"
         )
     index = ds.indexes.get(sample_dim)
     if index is not None and not (index.is_monotonic_increasing and index.is_unique):
         if not index.is_unique:
-            raise ValueError(
+            raise InputError(
                 f"input.store: {str(path)!r} holds repeated {sample_dim!r} labels (e.g. "
                 f"{index[index.duplicated()][0]}); expected one sample per label"
             )
@@ -98,12 +99,12 @@ def select_time(obj, time, *, sample_dim: str, key: str, where: str):
     try:
         obj = obj.sel({sample_dim: slice(time[0], time[1])})
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise ValueError(
+        raise InputError(
             f"{key}: cannot select {list(time)} on the {sample_dim!r} axis of {where!r} "
             f"(expected dates such as '1991-01'): {exc}"
         ) from None
     if obj.sizes[sample_dim] == 0:
-        raise ValueError(f"{key}: no samples of {where!r} in {list(time)}")
+        raise InputError(f"{key}: no samples of {where!r} in {list(time)}")
     return obj
 
 
@@ -145,7 +146,7 @@ def open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
             except (KeyError, ValueError, FileNotFoundError):
                 return xr.open_zarr(path, consolidated=False, **kwargs)
     except Exception as exc:  # zarr raises several types for a non-store
-        raise ValueError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
+        raise InputError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
 
 
 def plan_chunks(

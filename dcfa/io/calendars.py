@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError
+
 
 def date_span(coord: xr.DataArray, calendar: str | None, match: str) -> str:
     """``"noleap calendar, 2250-01 .. 2290-12, 492 samples"``: first and last sample, for
@@ -104,7 +106,7 @@ def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarr
             dates = pd.to_datetime(column)
         except (ValueError, TypeError, OverflowError) as exc:
             reason = str(exc).splitlines()[0].removesuffix(" You might want to try:")
-            raise ValueError(
+            raise InputError(
                 f"target.time_column: {where} holds a value that is not a date of the standard "
                 f"calendar ({reason}); for a model calendar set target.calendar (e.g. 'noleap', "
                 "'360_day')"
@@ -127,7 +129,7 @@ def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarr
             us = int(m.group(7).ljust(6, "0")) if m.group(7) else 0
             dates.append(cftime.datetime(y, mo, d or 1, h, mi, s, us, calendar=calendar))
         except ValueError as exc:
-            raise ValueError(
+            raise InputError(
                 f"target.time_column: {where}, row {row + 1}: {text!r} is not a date of the "
                 f"{calendar!r} calendar (target.calendar) ({exc})"
             ) from None
@@ -142,7 +144,7 @@ def _utc_dates(dates: pd.Series, where: str) -> np.ndarray:
     local = dates.dt.tz_localize(None)
     if local.equals(dates.dt.tz_convert("UTC").dt.tz_localize(None)):  # every offset 0
         return local.to_numpy()
-    raise ValueError(
+    raise InputError(
         f"target.time_column: {where} holds dates in the time zone {dates.dt.tz}; dcfa's dates "
         "are UTC (as CF times): write them in UTC, or without a zone for the local dates"
     )
@@ -151,7 +153,7 @@ def _utc_dates(dates: pd.Series, where: str) -> np.ndarray:
 def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
     """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
     if calendar_of(coord) is None:
-        raise ValueError(
+        raise InputError(
             f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
             "dates; monthly anomalies need dates"
         )

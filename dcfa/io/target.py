@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dcfa._errors import InputError, InputNotFoundError
 from dcfa.io.archive import exists, location, open_zarr
 from dcfa.io.calendars import (
     CALENDARS,
@@ -71,16 +72,16 @@ def open_target(
     """
     p = location(path)
     if not exists(p, storage_options):
-        raise FileNotFoundError(f"target.path: no such file or store {str(p)!r}")
+        raise InputNotFoundError(f"target.path: no such file or store {str(p)!r}")
     if calendar is not None and calendar not in CALENDARS:
-        raise ValueError(
+        raise InputError(
             f"target.calendar: unknown calendar {calendar!r}; one of {sorted(CALENDARS)}"
         )
     remote = isinstance(p, str)
     if os.fspath(p).lower().endswith(".csv"):
         frame = pd.read_csv(p, storage_options=storage_options if remote else None)
         if time_column not in frame.columns:
-            raise ValueError(
+            raise InputError(
                 f"target.time_column: {time_column!r} is not a column of {str(p)!r} "
                 f"({list(frame.columns)})"
             )
@@ -91,7 +92,7 @@ def open_target(
         bad = values.isna() & frame[column].notna()
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
+            raise InputError(
                 f"target.variable: column {column!r} of {str(p)!r} holds a value that is not a "
                 f"number: {frame[column].iloc[row]!r} (row {row + 2} of the file); leave a "
                 "missing value empty"
@@ -109,17 +110,17 @@ def open_target(
             try:
                 ds = _open_netcdf(p, storage_options)
             except Exception as exc:
-                raise ValueError(f"target.path: cannot read {str(p)!r} ({exc})") from None
+                raise InputError(f"target.path: cannot read {str(p)!r} ({exc})") from None
     name = _pick(variable, list(ds.data_vars), p)
     series = ds[name].squeeze(drop=True)
     if series.dims != (sample_dim,):
-        raise ValueError(
+        raise InputError(
             f"target.variable: {name!r} in {str(p)!r} has dims {ds[name].dims}; expected a series "
             f"over {sample_dim!r}"
         )
     found = calendar_of(series[sample_dim]) if sample_dim in series.coords else None
     if calendar is not None and found is not None and not same_calendar(calendar, found):
-        raise ValueError(
+        raise InputError(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
@@ -163,10 +164,10 @@ def _open_netcdf(p, storage_options) -> xr.Dataset:
 def _pick(variable, names, p) -> str:
     if variable is None:
         if len(names) != 1:
-            raise ValueError(f"target.variable: {str(p)!r} has {names}; name the one to use")
+            raise InputError(f"target.variable: {str(p)!r} has {names}; name the one to use")
         return names[0]
     if variable not in names:
-        raise ValueError(f"target.variable: {variable!r} not in {str(p)!r} (it has {names})")
+        raise InputError(f"target.variable: {variable!r} not in {str(p)!r} (it has {names})")
     return variable
 
 
@@ -210,21 +211,21 @@ def align_target(
         samples in common).
     """
     if match not in ("exact", "month"):
-        raise ValueError(f"target.match must be 'exact' or 'month', got {match!r}")
+        raise InputError(f"target.match must be 'exact' or 'month', got {match!r}")
     target = target.isel({sample_dim: np.flatnonzero(target.notnull().values)})
     f_coord, t_coord = field[sample_dim], target[sample_dim]
     f_cal, t_cal = calendar_of(f_coord), calendar_of(t_coord)
     if t_coord.size == 0:
-        raise ValueError("target: every target value is missing (NaN); nothing to fit on")
+        raise InputError("target: every target value is missing (NaN); nothing to fit on")
     if match == "month" or (f_cal is None) != (t_cal is None):
         for cal, coord, what in ((f_cal, f_coord, "input"), (t_cal, t_coord, "target")):
             if cal is None:
-                raise ValueError(
+                raise InputError(
                     f"target.match: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
                     f"dates; matching with target.match = {match!r} needs dates on both sides"
                 )
     if match == "exact" and f_cal is not None and not same_calendar(f_cal, t_cal):
-        raise ValueError(
+        raise InputError(
             f"target.match: the input is on the {f_cal!r} calendar and the target on the "
             f"{t_cal!r} calendar, so no stamp can be identical; use target.match = 'month' to "
             "pair the same calendar months"
@@ -233,12 +234,12 @@ def align_target(
     t_key = sample_keys(t_coord, t_cal, match)
     for key, what in ((f_key, "input"), (t_key, "target")):
         if key.has_duplicates:
-            raise ValueError(
+            raise InputError(
                 f"target.match: the {what} has repeated samples when matched by {match!r}"
             )
     common = f_key.intersection(t_key)
     if len(common) == 0:
-        raise ValueError(
+        raise InputError(
             f"target: no samples in common between the input ({date_span(f_coord, f_cal, match)}) "
             f"and the target ({date_span(t_coord, t_cal, match)}) with target.match = {match!r}"
         )

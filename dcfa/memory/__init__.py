@@ -1,6 +1,6 @@
 """How much memory a dense pass will hold, known before it starts, and the budget it must fit.
 
-The full mode of every estimator (and :func:`dcfa.moments`) builds ``p x p`` float64 matrices,
+The dense execution of every estimator (and :func:`dcfa.moments`) builds ``p x p`` float64 matrices,
 ``p = D + k`` (features and targets): 26.8 GiB each for ``D = 60 000``. Such a pass grows until
 the kernel, the batch system or the nanny kills the process. So before it starts,
 :func:`check_dense` adds up what the pass will hold at its peak from the shapes only

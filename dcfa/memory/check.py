@@ -11,13 +11,14 @@ import math
 
 from dask.utils import format_bytes
 
+from dcfa._errors import InputError
 from dcfa.memory.budget import CONFIG_KEY, _budget_setting, memory_budget
 from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments, fit_options
 
 __all__ = ["MemoryBudgetError", "check_dense", "check_moments", "gib"]
 
 
-class MemoryBudgetError(MemoryError, ValueError):
+class MemoryBudgetError(MemoryError, InputError):
     """A dense pass would hold more memory than ``dcfa.memory_budget`` allows.
 
     Raised before anything is computed. A :class:`ValueError` (the ``dcfa`` command exits

@@ -378,7 +378,7 @@ def estimate_dense(
         ``X`` as the estimator sees it (stacked), for its kind and chunks (not read).
     mode : str, default=None
         The execution to estimate (default: the estimator's ``mode``; ``"auto"`` is
-        estimated as ``"full"``, the execution it tries first).
+        estimated as ``"dense"``, the execution it tries first).
 
     Returns
     -------
@@ -386,7 +386,7 @@ def estimate_dense(
         None when the execution builds no ``D x D`` matrix.
     """
     opts = fit_options(estimator)
-    if (mode or opts.mode) not in ("full", "auto"):
+    if (mode or opts.mode) not in ("dense", "auto"):
         return None
     missing = opts.missing
     bounds, n_parts = [0, n_samples], 1

@@ -26,6 +26,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dcfa._compute import SPLIT_EVERY as _DEFAULT_SPLIT_EVERY
 from dcfa._compute import tree
+from dcfa._errors import InputError
 from dcfa.stats import kernels
 from dcfa.stats.symmetric import SymmetricTiles, tile_columns
 
@@ -85,7 +86,7 @@ def tiled_moments(
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     if split_every < 2:
-        raise ValueError(f"split_every: expected an int >= 2, got {split_every}")
+        raise InputError(f"split_every: expected an int >= 2, got {split_every}")
     X, bounds, seg_of_chunk = _split_at_segments(
         X, segments, tile_columns(X.chunks[1]) if tiles else None
     )
@@ -167,7 +168,7 @@ def _tile_graph(
             per_seg[s].append(key)
         for s, keys in enumerate(per_seg):
             if not keys:
-                raise ValueError(f"segments: segment {s} holds no rows")
+                raise InputError(f"segments: segment {s} holds no rows")
             if fold or fold_tile(blocks[i][2], blocks[j][2]):  # memory over parallelism
                 keys = _fold_chunks(dsk, tile_name, ids, keys, split_every)
             # alias of the root of the tree

@@ -20,6 +20,7 @@ from functools import cached_property, partial
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa.stats.kernels import column_shift, two_sum
 from dcfa.stats.stencil import (
     half_offsets,
@@ -213,7 +214,7 @@ class GridMoments(StoredFields, ColumnSummary):
                 first.blocks,
                 first.n_targets,
             ):
-                raise ValueError("parts: grid moments of different grids cannot be merged")
+                raise InputError("parts: grid moments of different grids cannot be merged")
         n_s = np.array([p.n for p in parts], dtype=np.float64)
         n = n_s.sum()
         # the parts' exact means (mean + mean_lo) relative to the first's: differences of
@@ -306,7 +307,7 @@ def grid_moments(
         differ along them are never neighbours.
     """
     if int(radius) != radius or radius < 1:
-        raise ValueError(f"radius: expected an int >= 1, got {radius!r}")
+        raise InputError(f"radius: expected an int >= 1, got {radius!r}")
     return grid_pass(
         field,
         y,
@@ -389,7 +390,7 @@ def grid_pass(
     R = int(radius)
     if hasattr(field, "dims"):
         if sample_dim not in field.dims:
-            raise ValueError(f"field: no sample dim {sample_dim!r} among {field.dims}")
+            raise InputError(f"field: no sample dim {sample_dim!r} among {field.dims}")
         field = field.transpose(sample_dim, ...)
         data = field.data
     else:
@@ -398,11 +399,11 @@ def grid_pass(
     g = len(shape)
     blocks = tuple(int(b) for b in blocks)
     if any(s < 2 * R + 1 for ax, s in enumerate(shape) if ax not in blocks):
-        raise ValueError(f"radius: {R} is too large for a grid of shape {tuple(shape)}")
+        raise InputError(f"radius: {R} is too large for a grid of shape {tuple(shape)}")
     offsets = half_offsets(g, R, blocks)
     y = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
     if y is not None and y.size != n:
-        raise ValueError(f"y: {y.size} values for {n} samples")
+        raise InputError(f"y: {y.size} values for {n} samples")
     # the target around a reference value, as the field's cells (column_shift): its chunks'
     # means are then merged as small numbers, not as 1e8 +- anomaly (which lost 7 digits)
     y_shift = 0.0
@@ -414,7 +415,7 @@ def grid_pass(
     if segments is not None:
         segments = np.asarray(segments, dtype=np.int64).reshape(-1)
         if segments.size != n or segments.min(initial=0) < 0 or segments.max() >= n_segments:
-            raise ValueError(f"segments: expected {n} labels in 0..{n_segments - 1}")
+            raise InputError(f"segments: expected {n} labels in 0..{n_segments - 1}")
     # the blocks' results (in memory: one) into the whole grid's
     assemble = partial(
         _assemble,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dcfa._errors import InputError
 from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.grid import GridMoments
 from dcfa.stats.moments import Moments
@@ -13,8 +14,8 @@ KINDS = {"Moments": Moments, "GridMoments": GridMoments, "ColumnMoments": Column
 
 
 def load_moments(path: str | os.PathLike):
-    """Read any moments dcfa saves: :class:`Moments`, grid (neighbour mode) or column moments
-    (seed-row mode), by the kind recorded in the store."""
+    """Read any moments dcfa saves: :class:`Moments`, grid (``mode="grid"``) or column moments
+    (``mode="rows"``), by the kind recorded in the store."""
     import zarr
 
     path = Path(path)
@@ -25,5 +26,5 @@ def load_moments(path: str | os.PathLike):
     except zarr.errors.NodeNotFoundError:  # a file, an empty directory, a Zarr array
         kind = None
     if kind not in KINDS:
-        raise ValueError(f"path: {str(path)!r} is not a dcfa moments store")
+        raise InputError(f"path: {str(path)!r} is not a dcfa moments store")
     return KINDS[kind].load(path)

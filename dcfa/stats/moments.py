@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa.stats.kernels import (
     _merge_exclude,
     chan_factors,
@@ -141,13 +142,13 @@ def moments(
     from dcfa.stats.graph import tiled_moments
 
     if missing not in MISSING_POLICIES:
-        raise ValueError(f"missing: expected one of {MISSING_POLICIES}, got {missing!r}")
+        raise InputError(f"missing: expected one of {MISSING_POLICIES}, got {missing!r}")
     if tiles and missing != "exclude":
-        raise ValueError("tiles: tiled cross-products need missing='exclude'")
+        raise InputError("tiles: tiled cross-products need missing='exclude'")
     inp = check_X(X, sample_dim=sample_dim)
     n = inp.n_samples
     if n < 1:
-        raise ValueError(f"X: expected at least 1 sample, got {n}")
+        raise InputError(f"X: expected at least 1 sample, got {n}")
     Y = None if y is None else check_y(y, n, layout=inp.layout, allow_constant=True)
     k = 0 if Y is None else Y.shape[1]
     bounds = _check_segments(segments, n)
@@ -234,11 +235,11 @@ def _check_segments(segments, n: int) -> list[int]:
         return [0, n]
     b = np.asarray(segments)
     if b.ndim != 1 or b.size < 2 or not np.issubdtype(b.dtype, np.integer):
-        raise ValueError(
+        raise InputError(
             f"segments: expected increasing int boundaries [0, ..., {n}], got {segments!r}"
         )
     if b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
-        raise ValueError(
+        raise InputError(
             f"segments: expected strictly increasing boundaries from 0 to n={n}, got {list(b)}"
         )
     return [int(v) for v in b]
@@ -445,7 +446,7 @@ class Moments:
     def merge(self, other: Moments) -> Moments:
         """Moments of the union of two disjoint row sets (same columns, same treatment)."""
         if not isinstance(other, Moments):
-            raise TypeError(f"other: expected Moments, got {type(other).__name__}")
+            raise InputTypeError(f"other: expected Moments, got {type(other).__name__}")
         self._check_computed("merge")
         other._check_computed("merge")
         if (other.n_columns, other.n_targets, other.pairwise) != (
@@ -453,7 +454,7 @@ class Moments:
             self.n_targets,
             self.pairwise,
         ):
-            raise ValueError(
+            raise InputError(
                 "other: can only merge moments of the same columns and missing-value treatment; "
                 f"got {other.n_columns} columns/{other.n_targets} targets/{other.missing} "
                 f"and {self.n_columns}/{self.n_targets}/{self.missing}"
@@ -483,7 +484,7 @@ class Moments:
     def merge_all(cls, parts: list[Moments]) -> Moments:
         """Merge several disjoint row sets (e.g. the training folds of a cross-validation)."""
         if not parts:
-            raise ValueError("parts: need at least one Moments to merge")
+            raise InputError("parts: need at least one Moments to merge")
         out = parts[0]
         for p in parts[1:]:
             out = out.merge(p)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dcfa._errors import InputError
 from dcfa.stats.symmetric import SymmetricTiles
 from dcfa.storage.objectstore import is_url
 from dcfa.storage.store import OutputError, atomic_store, dcfa_kind
@@ -66,7 +67,7 @@ def open_stored(path, kind: str):
     try:
         group = zarr.open_group(str(p), mode="r")
     except zarr.errors.NodeNotFoundError:  # a file, an empty directory, a Zarr array
-        raise ValueError(f"path: {str(path)!r} is not a dcfa {kind} store") from None
+        raise InputError(f"path: {str(path)!r} is not a dcfa {kind} store") from None
     found = group.attrs.get("dcfa_kind")
     if found != kind:
         what = (
@@ -75,7 +76,7 @@ def open_stored(path, kind: str):
             else f"holds dcfa {found}, not {kind} (dcfa.stats.kinds.load_moments reads any "
             "kind of moments dcfa saves)"
         )
-        raise ValueError(f"path: {str(path)!r} {what}")
+        raise InputError(f"path: {str(path)!r} {what}")
     return group
 
 

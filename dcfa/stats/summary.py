@@ -80,8 +80,8 @@ class Statistics(Protocol):
 
 
 class ColumnSummary:
-    """Per-column statistics of the moment summaries that hold no full matrix (the stencil
-    and seed-row modes): they keep ``count``, ``mean`` and the columns' centred sums of
+    """Per-column statistics of the moment summaries that hold no full matrix (the grid
+    and row executions): they keep ``count``, ``mean`` and the columns' centred sums of
     squares ``column_m2``, and exclude columns by the rules of :class:`Moments`."""
 
     @property

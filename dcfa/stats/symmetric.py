@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dcfa._errors import InputError
+
 __all__ = ["SymmetricTiles", "tile_columns", "TILE_COLUMNS"]
 
 # The widest column block of a tiled pass: tiles of 8 MiB at most, so that a D = 11 340 fit
@@ -57,7 +59,7 @@ class SymmetricTiles:
         nb = self.edges.size - 1
         expected = {(i, j) for i in range(nb) for j in range(i, nb)}
         if set(self.tiles) != expected:
-            raise ValueError(f"tiles: expected the {len(expected)} tiles (I, J), I <= J")
+            raise InputError(f"tiles: expected the {len(expected)} tiles (I, J), I <= J")
         p = int(self.edges[-1])
         self.shape = (p, p)
         self._block = np.repeat(np.arange(nb), np.diff(self.edges))

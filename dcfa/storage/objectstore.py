@@ -20,6 +20,8 @@ import os
 import uuid
 from collections.abc import Iterator
 
+from dcfa._errors import InputError
+
 __all__ = [
     "is_url",
     "check_protocol",
@@ -53,7 +55,7 @@ def check_protocol(url, key: str) -> None:
     unknown = [p for p in os.fspath(url).split("://", 1)[0].split("::") if p not in known]
     if unknown:
         protocol = unknown[0]
-        raise ValueError(
+        raise InputError(
             f"{key}: {os.fspath(url)!r}: the protocol {protocol!r} is not known (URLs are "
             "written in lower case, e.g. 's3://bucket/store.zarr')"
         )

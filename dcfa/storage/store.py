@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from dcfa._errors import InputError
 from dcfa.storage import objectstore
 from dcfa.storage.markers import is_stale, marker_payload
 from dcfa.storage.objectstore import INCOMPLETE, is_url
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-class OutputError(FileExistsError):
+class OutputError(FileExistsError, InputError):
     """An output path dcfa refuses to write (the message names the key and the path)."""
 
 

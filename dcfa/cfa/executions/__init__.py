@@ -4,17 +4,17 @@ Every rule (LinCFA, NonLinCFA, GenLinCFA) is a function of :mod:`dcfa.cfa.rules`
 between executions is only where the moments of ``[group, candidate, target]`` come from. Each
 execution is one module:
 
-``"full"`` (:mod:`.full`)
+``"dense"`` (:mod:`.dense`)
     the ``(D+1) x (D+1)`` moments: every option; memory O(D^2).
 ``"series"`` (:mod:`.series`)
     the kept features' series in memory: memory O(n D).
-``"neighbors"`` (:mod:`.grid`)
+``"grid"`` (:mod:`.grid`)
     the moments of cells near each other on an xarray grid: memory O(D k).
-``"seed-rows"`` (:mod:`.seed_rows`)
+``"rows"`` (:mod:`.rows`)
     per-column statistics, then the rows of the features that open a group: memory
     O(row_batch D).
 
-All give the partition of ``"full"`` under the same options (tests). ``mode="auto"`` (the
+All give the partition of ``"dense"`` under the same options (tests). ``mode="auto"`` (the
 estimators' default) takes the first in :data:`EXECUTIONS` that supports the options and fits
 the memory budget (:mod:`dcfa.memory`), so a natural call runs at any size; an explicit
 ``mode`` is an override.
@@ -28,17 +28,19 @@ from __future__ import annotations
 
 import logging
 
+from dcfa._errors import InputError
 from dcfa._validation import InputData
 from dcfa.cfa.executions._base import Execution, Plan, grid_of
-from dcfa.cfa.executions.full import Full
+from dcfa.cfa.executions.dense import Dense
 from dcfa.cfa.executions.grid import Grid
-from dcfa.cfa.executions.seed_rows import SeedRows
+from dcfa.cfa.executions.rows import Rows
 from dcfa.cfa.executions.series import Series
-from dcfa.cfa.options import FitOptions
+from dcfa.cfa.options import RENAMED, FitOptions
 
 __all__ = [
     "EXECUTIONS",
     "MODES",
+    "RENAMED",
     "Execution",
     "Plan",
     "choose",
@@ -47,6 +49,7 @@ __all__ = [
     "register",
     "require",
     "unregister",
+    "current_name",
 ]
 
 logger = logging.getLogger("dcfa")
@@ -55,16 +58,23 @@ logger = logging.getLogger("dcfa")
 EXECUTIONS: dict[str, Execution] = {}
 #: The values of ``mode``: a live set the estimators' parameter check reads.
 MODES: set[str] = {"auto"}
+MODES.update(RENAMED)  # the names before the rename still run, with a FutureWarning
 
 
 def register(execution: Execution) -> Execution:
     """Add ``execution`` to :data:`EXECUTIONS` (last in ``mode="auto"``'s order), so
     ``mode=execution.name`` runs it."""
-    if not execution.name or execution.name in MODES:
+    if not execution.name or execution.name in MODES or execution.name in EXECUTIONS:
         raise ValueError(f"execution: the name {execution.name!r} is empty or taken")
     EXECUTIONS[execution.name] = execution
     MODES.add(execution.name)
     return execution
+
+
+def current_name(name: str) -> str:
+    """An execution's name (a ``mode``, or an ``execution`` attribute of a result written
+    before the rename) as it is today."""
+    return RENAMED.get(name, name)
 
 
 def unregister(name: str) -> None:
@@ -73,7 +83,7 @@ def unregister(name: str) -> None:
     MODES.discard(name)
 
 
-for _execution in (Full(), Series(), Grid(), SeedRows()):
+for _execution in (Dense(), Series(), Grid(), Rows()):
     register(_execution)
 
 
@@ -118,7 +128,7 @@ def require(execution: Execution, opts: FitOptions, inp: InputData, folds) -> Ex
 
     why = execution.why_not(opts, inp, folds)
     if why is not None:
-        raise ValueError(f"{why[0]}: {why[1]}")
+        raise InputError(f"{why[0]}: {why[1]}")
     why = execution.fits(opts, inp, folds)
     if why is not None:
         raise MemoryBudgetError(why)
@@ -138,4 +148,4 @@ def reader_of(opts: FitOptions, inp: InputData, folds, moments) -> Execution:
         return next(iter(EXECUTIONS.values()))
     last = readers[-1]
     why = last.why_not(opts, inp, folds)
-    raise ValueError(f"moments: they are those of mode={last.name!r}; {why[0]}: {why[1]}")
+    raise InputError(f"moments: they are those of mode={last.name!r}; {why[0]}: {why[1]}")

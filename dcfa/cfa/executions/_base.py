@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import InputData
 from dcfa.cfa.options import FitOptions
 
@@ -132,20 +133,20 @@ def _check_stored(name: str, kind: type, moments, inp: InputData, folds):
     """Stored per-column or grid statistics: one value, or NonLinCFA's one per row segment."""
     if isinstance(moments, list | tuple):
         if not moments or not all(isinstance(m, kind) for m in moments):
-            raise TypeError(f"moments: expected a list of {kind.__name__} (one per segment)")
+            raise InputTypeError(f"moments: expected a list of {kind.__name__} (one per segment)")
         n = sum(m.n for m in moments)
         if n != inp.n_samples or moments[0].n_features != inp.n_features:
-            raise ValueError(
+            raise InputError(
                 f"moments: they describe {n} samples x {moments[0].n_features} "
                 f"features, but X has {inp.n_samples} x {inp.n_features}"
             )
         return list(moments)
     if not isinstance(moments, kind):
-        raise TypeError(
+        raise InputTypeError(
             f"moments: mode={name!r} reuses {kind.__name__}, got {type(moments).__name__}"
         )
     if moments.n != inp.n_samples or moments.n_features != inp.n_features:
-        raise ValueError(
+        raise InputError(
             f"moments: they describe {moments.n} samples x {moments.n_features} "
             f"features, but X has {inp.n_samples} x {inp.n_features}"
         )

@@ -1,4 +1,4 @@
-"""``"neighbors"``: the moments of cells near each other on an xarray grid.
+"""``"grid"``: the moments of cells near each other on an xarray grid.
 
 :func:`dcfa.grid_moments` gives them; a group stays within the radius of its seed
 (``neighborhood="seed"``); memory O(D k). For NonLinCFA's folds, one grid pass per row segment
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dcfa._errors import InputError
 from dcfa.cfa.executions._base import Execution, Plan, grid_of, sequential_only
 from dcfa.stats.grid import GridMoments
 
@@ -29,7 +30,7 @@ class GridPlan(Plan):
 
 
 class Grid(Execution):
-    name = "neighbors"
+    name = "grid"
     statistics = GridMoments
     whole_grid = True
 
@@ -38,18 +39,18 @@ class Grid(Execution):
 
         if not is_radius(opts.neighbors) or inp.layout is None:
             return "neighbors", (
-                "mode='neighbors' needs an int radius and an xarray.DataArray X (its feature "
+                "mode='grid' needs an int radius and an xarray.DataArray X (its feature "
                 "dims are the grid)"
             )
         if inp.layout.cell_grid is not None:
             return "neighbors", (
-                "mode='neighbors' reads the whole grid: X's feature dims must be the grid dims, "
+                "mode='grid' reads the whole grid: X's feature dims must be the grid dims, "
                 f"not the stacked cell dim {inp.layout.feature_dims[0]!r} (pass the unstacked "
                 "field, cells without data as NaN: they are excluded)"
             )
         if opts.neighborhood != "seed":
             return "neighborhood", (
-                "mode='neighbors' keeps a group within the radius of its seed; set "
+                "mode='grid' keeps a group within the radius of its seed; set "
                 "neighborhood='seed' (mode='series' grows groups through any member)"
             )
         # NonLinCFA's folds: one grid pass per row segment, merged for exclusions and scales
@@ -120,7 +121,7 @@ def _check_grid(stats, plan: GridPlan, folds) -> None:
     enough, with the same wrapping and blocks."""
     if folds is not None:
         if not isinstance(stats, list) or len(stats) != folds.n_segments:
-            raise ValueError(
+            raise InputError(
                 f"moments: expected the grid moments of the {folds.n_segments} row "
                 "segments of the folds (the estimator's segment_moments_)"
             )
@@ -128,18 +129,18 @@ def _check_grid(stats, plan: GridPlan, folds) -> None:
             _check_grid(part, plan, None)
         return
     if stats.shape != plan.grid or stats.radius < plan.reach:
-        raise ValueError(
+        raise InputError(
             f"moments: grid {stats.shape}, radius {stats.radius}; need grid "
             f"{plan.grid}, radius >= {plan.reach}"
         )
     wraps = tuple(int(a) for a in stats.periodic)
     if wraps != plan.periodic:
-        raise ValueError(
+        raise InputError(
             f"moments: computed with periodic grid dims {wraps}, the estimator's grid "
             f"wraps along {plan.periodic} (see periodic=)"
         )
     if tuple(stats.blocks) != tuple(plan.block_axes):
-        raise ValueError(
+        raise InputError(
             f"moments: computed with block dims {tuple(stats.blocks)} (never "
             f"neighbours), X has {tuple(plan.block_axes)}"
         )
@@ -176,7 +177,7 @@ def _narrow_dim(layout, opts, folds) -> tuple[str, str] | None:
         )
     sizes = ", ".join(f"{d!r} has {s}" for d, s in narrow)
     return "neighbors", (
-        f"mode='neighbors' gathers the moments of cells up to {reach} steps apart "
+        f"mode='grid' gathers the moments of cells up to {reach} steps apart "
         f"(neighbors={int(opts.neighbors)}{why}), so every grid dim needs at least "
-        f"{2 * reach + 1} cells; {sizes} (mode='series' or 'full' run this grid)"
+        f"{2 * reach + 1} cells; {sizes} (mode='series' or 'dense' run this grid)"
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import time
 
+from dcfa._errors import InputTypeError
 from dcfa.cfa.executions._base import Execution
-from dcfa.cfa.executions.full import dense_plan
+from dcfa.cfa.executions.dense import dense_plan
 from dcfa.stats.columns import ColumnMoments
 
 logger = logging.getLogger("dcfa")
@@ -22,9 +23,9 @@ class Series(Execution):
 
     def why_not(self, opts, inp, folds):
         if opts.strategy != "sequential":
-            return "strategy", "mode='series' needs strategy='sequential' (greedy: mode='full')"
+            return "strategy", "mode='series' needs strategy='sequential' (greedy: mode='dense')"
         if opts.missing != "exclude":
-            return "missing", "mode='series' needs missing='exclude' (pairwise: mode='full')"
+            return "missing", "mode='series' needs missing='exclude' (pairwise: mode='dense')"
         return None
 
     def fits(self, opts, inp, folds):
@@ -71,9 +72,9 @@ class Series(Execution):
 
     def checked(self, opts, moments, inp, Y, folds):
         if isinstance(moments, list | tuple):
-            raise TypeError(
+            raise InputTypeError(
                 "moments: mode='series' reuses one ColumnMoments (of all rows); a list "
-                "of them, one per row segment, is what mode='seed-rows' reuses"
+                "of them, one per row segment, is what mode='rows' reuses"
             )
         return super().checked(opts, moments, inp, Y, folds)
 

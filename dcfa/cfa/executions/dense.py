@@ -1,10 +1,11 @@
-"""``"full"``: the ``(D+1) x (D+1)`` moments (one per row segment for NonLinCFA's folds).
+"""``"dense"``: the ``(D+1) x (D+1)`` moments (one per row segment for NonLinCFA's folds).
 
 Every option runs here; memory O(D^2), checked against the budget before the pass.
 """
 
 from __future__ import annotations
 
+from dcfa._errors import InputError, InputTypeError
 from dcfa.cfa.executions._base import Execution, Plan, grid_of
 from dcfa.stats.moments import Moments
 
@@ -15,15 +16,15 @@ def dense_plan(opts, inp, folds) -> Plan:
     return Plan(folds=folds, neighbors=grid.adjacency, order=grid.order, blocks=grid.blocks)
 
 
-class Full(Execution):
-    name = "full"
+class Dense(Execution):
+    name = "dense"
     statistics = Moments
 
     def fits(self, opts, inp, folds):
         from dcfa.memory import MemoryBudgetError, check_dense
 
         try:
-            check_dense(opts, inp.n_samples, inp.n_features, data=inp.data, mode="full")
+            check_dense(opts, inp.n_samples, inp.n_features, data=inp.data, mode="dense")
         except MemoryBudgetError as exc:
             return str(exc)
         return None
@@ -70,22 +71,22 @@ class Full(Execution):
     def checked(self, opts, moments, inp, Y, folds):
         parts = [moments] if isinstance(moments, Moments) else list(moments)
         if not parts or not all(isinstance(p, Moments) for p in parts):
-            raise TypeError("moments: expected a Moments value (or a list of them)")
+            raise InputTypeError("moments: expected a Moments value (or a list of them)")
         expect = 1 if folds is None else folds.n_segments
         if len(parts) != expect:
-            raise ValueError(
+            raise InputError(
                 f"moments: expected {expect} Moments for this estimator, got {len(parts)}"
             )
         n = sum(p.n for p in parts)
         if parts[0].n_features != inp.n_features or n != inp.n_samples:
-            raise ValueError(
+            raise InputError(
                 f"moments: they describe {n} samples x {parts[0].n_features} features, but X "
                 f"has {inp.n_samples} x {inp.n_features}"
             )
         if parts[0].n_targets != Y.shape[1]:
-            raise ValueError(f"moments: {parts[0].n_targets} targets, expected {Y.shape[1]}")
+            raise InputError(f"moments: {parts[0].n_targets} targets, expected {Y.shape[1]}")
         if opts.missing != parts[0].missing:
-            raise ValueError(
+            raise InputError(
                 f"moments: computed with missing={parts[0].missing!r}, the estimator has "
                 f"missing={opts.missing!r}"
             )

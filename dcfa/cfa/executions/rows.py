@@ -1,4 +1,4 @@
-"""``"seed-rows"``: per-column statistics, then the correlation rows of the features that
+"""``"rows"``: per-column statistics, then the correlation rows of the features that
 open a group (``compare="seed"``, no ``neighbors``); memory O(row_batch D).
 
 For NonLinCFA's folds, both per row segment from the same passes, merged into the folds' row
@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 
+from dcfa._errors import InputError
 from dcfa.cfa.executions._base import Execution, Plan, as_dask, grid_of, sequential_only
 from dcfa.stats.columns import ColumnMoments
 
 logger = logging.getLogger("dcfa")
 
 
-class SeedRows(Execution):
-    name = "seed-rows"
+class Rows(Execution):
+    name = "rows"
     statistics = ColumnMoments
 
     def why_not(self, opts, inp, folds):
@@ -24,7 +25,7 @@ class SeedRows(Execution):
             # name the parameter that is set: with compare='seed', it is neighbors
             bad = "compare" if opts.compare != "seed" else "neighbors"
             return bad, (
-                "mode='seed-rows' computes only the seeds' rows: it needs compare='seed' and "
+                "mode='rows' computes only the seeds' rows: it needs compare='seed' and "
                 "no neighbors"
             )
         return sequential_only(self.name, opts)
@@ -41,7 +42,7 @@ class SeedRows(Execution):
         if need > budget.driver:
             fit = max(1, budget.driver // per_row)
             return (
-                f"mode='seed-rows': {batch} rows of {inp.n_features:,} features per pass"
+                f"mode='rows': {batch} rows of {inp.n_features:,} features per pass"
                 + (f" in each of {segments} row segments" if segments > 1 else "")
                 + f" would hold {gib(need)}, over the budget of {gib(budget.driver)} "
                 f"({budget.source}); row_batch={fit} fits"
@@ -90,13 +91,13 @@ class SeedRows(Execution):
             if moments and all(isinstance(m, ColumnMoments) for m in moments):
                 if len(moments) != segments:
                     expect = "one value" if folds is None else f"one per row segment ({segments})"
-                    raise ValueError(
+                    raise InputError(
                         f"moments: {len(moments)} ColumnMoments, expected {expect} for this "
                         "estimator"
                     )
         elif isinstance(moments, ColumnMoments) and folds is not None:
-            raise ValueError(
-                f"moments: mode='seed-rows' reuses one ColumnMoments per row segment of "
+            raise InputError(
+                f"moments: mode='rows' reuses one ColumnMoments per row segment of "
                 f"the folds ({folds.n_segments}, segment_moments_), got one value"
             )
         return super().checked(opts, moments, inp, Y, folds)

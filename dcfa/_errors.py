@@ -1,0 +1,31 @@
+"""dcfa's own bad-input errors: :class:`InputError` and the subclasses that are also another
+built-in error. Below every other part, so that any input check may raise them.
+
+The ``dcfa`` command exits with status 2 for these only (and scikit-learn's
+``InvalidParameterError``, a bad estimator parameter); any other exception, a ValueError of a
+bug or of a library included, exits 1.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InputError", "InputNotFoundError", "InputTypeError"]
+
+
+class InputError(ValueError):
+    """A bad input found by one of dcfa's checks: a configuration key, a command-line argument,
+    a path, an input array or an estimator parameter. The message starts with what is wrong
+    (``input.variables: ...``, ``X: ...``, ``--storage-options: ...``).
+
+    A :class:`ValueError`, so ``except ValueError`` still catches it;
+    :class:`~dcfa.batch.config.ConfigError`, :class:`~dcfa.batch.inputs.InputDataError`,
+    :class:`dcfa.MemoryBudgetError` and :class:`~dcfa.io.store.OutputError` are InputErrors.
+    """
+
+
+class InputTypeError(TypeError, InputError):
+    """An input of the wrong type (a Dataset for ``X``, a sparse matrix): a TypeError too."""
+
+
+class InputNotFoundError(FileNotFoundError, InputError):
+    """An input path that is not there (``input.store: no Zarr store at ...``): a
+    FileNotFoundError too (without an ``errno``: dcfa's check, not the operating system's)."""
