@@ -64,6 +64,7 @@ def test_group_rows_are_the_sparse_product_bit_for_bit(n, D, batch, weighted, fl
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     n=st.integers(2, 40),

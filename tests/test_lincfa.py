@@ -96,6 +96,7 @@ def test_variants_differ_somewhere():
     assert any(len(v) == 1 for v in by_variant.values())
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(row_chunks=chunks(90), col_chunks=chunks(14))
 def test_same_partition_for_numpy_dask_and_any_chunking(row_chunks, col_chunks):

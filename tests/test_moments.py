@@ -202,6 +202,7 @@ def test_merge_of_two_halves_equals_the_whole(split, row_chunks, col_chunks, pai
     np.testing.assert_array_equal(merged.count, whole.count)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(row_chunks=chunks(33), col_chunks=chunks(7))
 def test_same_result_for_any_chunking_and_numpy(row_chunks, col_chunks):

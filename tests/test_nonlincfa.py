@@ -70,6 +70,7 @@ def test_fold_r2_from_moments_is_cross_val_score(rng):
     np.testing.assert_allclose(_cv_r2_univariate(tr, te)[:, 0], sk_uni, rtol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(row_chunks=chunks(120), col_chunks=chunks(10))
 def test_same_partition_for_numpy_dask_and_any_chunking(row_chunks, col_chunks):

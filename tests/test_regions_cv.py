@@ -277,6 +277,7 @@ def test_regions_cv_fitted_values(regions_field):
     assert record["level"] == model.level_ and "cv_path" in record
 
 
+@pytest.mark.slow
 def test_regions_cv_same_map_from_numpy_dask_and_xarray(regions_field):
     ds = regions_field
     ref = dcfa.RegionsCV().fit(ds.field, ds.target)

@@ -40,6 +40,7 @@ def anomalies_numpy(X, months):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(t=chunks(60, 5), a=chunks(7, 3), b=chunks(8, 3), periodic=st.booleans())
 def test_month_segments_give_the_anomalies_moments(t, a, b, periodic):

@@ -69,6 +69,7 @@ def test_tile_columns_cut_wide_chunks_only():
     assert len(tile_columns((11_340,))) == 12
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(row_chunks=chunks(60), col_chunks=chunks(9), cut=st.integers(1, 59))
 def test_tiled_moments_are_the_assembled_moments_bit_for_bit(row_chunks, col_chunks, cut):
