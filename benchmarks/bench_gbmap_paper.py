@@ -39,7 +39,7 @@ Protocol (the paper leaves the test protocol of Table 4 open):
   authors' seed 42 puts 0.297 of ``u``'s squared mass on its 8 largest terms (2nd of their
   seeds 0-99; mean 0.236, sd 0.024), dcfa's draws 0-2 put 0.228 / 0.255 / 0.221 on them.
 
-The same protocol, with fewer repetitions, is asserted by ``tests/test_gbmap_paper.py``.
+The same protocol, with fewer repetitions, is asserted by ``tests/gbmap/test_gbmap_paper.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ settings.load_profile("dcfa")
 FIRST = (
     "tests/test_slurm.py",  # with weka's datasets: the xdist group "apt", 5-6 minutes
     # 4-5 minutes, on a cluster of its own
-    "tests/test_gbmap_paper.py::test_table4_gbmap_synth_cos_at_the_paper_size",
+    "tests/gbmap/test_gbmap_paper.py::test_table4_gbmap_synth_cos_at_the_paper_size",
     "tests/test_notebooks.py",
     "tests/test_processes.py",
 )

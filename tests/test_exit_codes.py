@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
-from test_job import cli, write_job
+from support import cli, write_job
 
 from dcfa import InputError
 from dcfa._errors import InputNotFoundError, InputTypeError

@@ -123,7 +123,7 @@ def test_image_builds_and_reports_its_version(image):
 
 @pytest.mark.timeout(1800)
 def test_image_runs_a_job_on_a_mounted_volume(image, tmp_path):
-    from test_job import write_job
+    from support import write_job
 
     podman, _ = image
     data = tmp_path / "data"

@@ -251,3 +251,26 @@ def test_the_readme_states_the_order():
     layout = readme[readme.index("## Layout") :]
     order = " < ".join(", ".join(f"`{p}`" for p in parts) for parts in LAYERS)
     assert order in " ".join(layout.split()), order
+
+
+def test_the_tests_mirror_the_subpackages():
+    """Every dcfa subpackage has its tests' directory, every test directory is a subpackage,
+    and no test module imports another (what they share is in tests/support.py)."""
+    import ast
+
+    tests = Path(__file__).parent
+    subpackages = {
+        p.name
+        for p in ROOT.iterdir()
+        if (p / "__init__.py").exists() or (p.is_dir() and any(p.glob("*.py")) and p.name != "data")
+    }
+    dirs = {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert dirs <= subpackages, dirs - subpackages
+    missing = {"stats", "cfa", "gbmap", "io", "batch", "memory", "forecast"} - dirs
+    assert not missing, missing
+    crossed = []
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("test_"):
+                crossed.append(f"{path.relative_to(tests)} imports {node.module}")
+    assert not crossed, crossed

@@ -19,6 +19,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+from support import _job
 
 import dcfa
 from dcfa._compute import scheduler_workers
@@ -92,30 +93,6 @@ def dask_cluster(tmp_path, *, n_workers=2, memory_limit="1GB", nanny=True):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
-
-
-def _job(tmp_path, n_time=600):
-    """A job on the demo's synthetic store (regions, land) with the target as CSV."""
-    from dcfa.datasets import write_regions_store
-
-    store = write_regions_store(
-        tmp_path / "field.zarr",
-        n_time=n_time,
-        shape=(24, 48),
-        n_regions=10,
-        land_fraction=0.2,
-        seed=4,
-        time_chunk=50,
-    )
-    ds = xr.open_zarr(store, consolidated=False)
-    ds.target.to_dataframe()[["target"]].to_csv(tmp_path / "target.csv")
-    (tmp_path / "job.toml").write_text(
-        f'[input]\nstore = "{store}"\nvariables = ["field"]\nanomalies = true\n'
-        f'[target]\npath = "{tmp_path / "target.csv"}"\nvariable = "target"\n'
-        '[method]\nname = "lincfa"\n[method.params]\nrandom_state = 0\ncompare = "mean"\n'
-        f'[output]\nstore = "{tmp_path / "result.zarr"}"\n'
-    )
-    return tmp_path / "job.toml"
 
 
 def _reference(tmp_path):

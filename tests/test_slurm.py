@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from test_processes import _job
+from support import _job
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("apt")]  # apt-get: pyproject
 

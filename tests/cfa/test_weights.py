@@ -100,7 +100,7 @@ def test_bad_weights_are_refused_before_the_pass(X, weights, message):
 
 @pytest.mark.slow
 def test_a_job_with_area_weights_records_them(tmp_path):
-    from test_job import write_job
+    from support import write_job
 
     from dcfa.batch.config import load_config
     from dcfa.batch.job import run_job

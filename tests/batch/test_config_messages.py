@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dask
 import pytest
-from test_job import cli, write_job
+from support import cli, write_job
 
 from dcfa.batch.cluster import make_cluster
 from dcfa.batch.config import ConfigError, load_config

@@ -21,7 +21,7 @@ import xarray as xr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import chunks
-from test_memory import _traced_peak
+from support import _traced_peak
 
 import dcfa
 from dcfa.io.store import OutputError

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_job import cli, write_job
+from support import cli, write_job
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job

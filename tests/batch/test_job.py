@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import dask
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_io import make_archive
+from support import cli, write_job
 
 import dcfa
 from dcfa.batch.config import ConfigError, load_config
@@ -21,33 +19,6 @@ from dcfa.batch.job import run_job
 from dcfa.stats.kinds import load_moments
 
 pytestmark = pytest.mark.slow
-
-
-def write_job(tmp_path, **changes):
-    make_archive(tmp_path / "sst.zarr", n=120, shape=(5, 8), land=((0, 0), (4, 7), (2, 3)))
-    time = pd.date_range("1999-06-01", periods=150, freq="MS") + pd.Timedelta(days=14)
-    rng = np.random.default_rng(3)
-    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)
-    anomalies = ds.sst.groupby("time.month") - ds.sst.groupby("time.month").mean()
-    driver = anomalies.isel(lat=slice(1, 3), lon=slice(2, 5)).mean(["lat", "lon"]).values
-    soi = np.concatenate(
-        [rng.normal(size=7), driver + 0.3 * rng.normal(size=120), rng.normal(size=23)]
-    )
-    pd.DataFrame({"time": time, "soi": soi}).to_csv(tmp_path / "soi.csv", index=False)
-    config = {
-        "input": {"store": str(tmp_path / "sst.zarr"), "variables": ["sst"], "anomalies": True},
-        "target": {"path": str(tmp_path / "soi.csv"), "variable": "soi", "match": "month"},
-        "method": {"name": "lincfa", "params": {"random_state": 0, "neighbors": 1}},
-        "output": {"store": str(tmp_path / "result.zarr")},
-        "cluster": {"n_workers": 2, "memory_limit": "1GiB"},
-    }
-    for key, value in changes.items():
-        section, name = key.split("__")
-        config.setdefault(section, {})[name] = value
-    import tomli_w
-
-    (tmp_path / "job.toml").write_text(tomli_w.dumps(config))
-    return tmp_path / "job.toml"
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -146,18 +117,6 @@ def test_resume_reuses_finished_passes(tmp_path):
     changed = load_config(job, ["input.anomalies=false"])
     with pytest.raises(ConfigError, match="--resume: cannot reuse the work in .* configuration"):
         run_job(changed, output=other, resume=True, echo=lambda *a: None)
-
-
-def cli(*args, cwd, env=None):
-    """``python -m dcfa ARGS`` in a separate process, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "dcfa", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Feature blocks (variables, time scales, lags) never share a group without `neighbors` too:
-in every execution and for every rule (tests/test_blocks.py: with the neighbour restriction).
+in every execution and for every rule (tests/cfa/test_blocks.py: with the neighbour restriction).
 
 The reference is the definition: a partition under the block constraint is the union of the
 partitions of each block fitted alone (the rules read a group, a candidate and the target,

@@ -1,7 +1,7 @@
 """A review of "apply a fitted result to new months" as a user tries it: ``dcfa apply``,
 ``dcfa.load_result``, ``dcfa inspect``.
 
-One small job (tests/test_job.py's: anomalies, standardised, LinCFA) is fitted once on the
+One small job (tests/batch/test_job.py's: anomalies, standardised, LinCFA) is fitted once on the
 session's cluster. Each test holds a defect found in the review: the old code failed it.
 """
 
@@ -13,9 +13,8 @@ import shutil
 import numpy as np
 import pytest
 import xarray as xr
+from support import cli, fails, tree, write_job
 from terminal import dcfa_command
-from test_job import cli, write_job
-from test_safety import fails, tree
 
 import dcfa
 from dcfa.batch.apply import apply_result

@@ -6,8 +6,8 @@ archive stored in blocks of grid rows so the reduction sums several cell blocks)
 (winter months only, standardised, LinCFA's grid execution ``mode = "grid"``). Applied to
 their own archives they give their stored ``features`` bit for bit; applied to months appended
 to the archive they give a NumPy reference's values; bad input exits 2 naming what differs
-and writes nothing. A third job (C, tests/test_job_forecast.py's) has trailing windows, lags and
-a lead: applied, it computes the windows and lags itself, from the months before the first
+and writes nothing. A third job (C, tests/batch/test_job_forecast.py's) has trailing windows,
+lags and a lead: applied, it computes the windows and lags itself, from the months before the first
 one selected.
 """
 
@@ -24,9 +24,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from conftest import count_computes
-from test_job import cli, write_job
-from test_job_forecast import numpy_predictors, write_forecast_job
-from test_safety import fails, tree
+from support import cli, fails, numpy_predictors, tree, write_forecast_job, write_job
 
 from dcfa import io
 from dcfa.batch.apply import apply_result
@@ -40,7 +38,7 @@ QUIET = {"echo": lambda *a: None}
 
 
 def _job(d, archive, **changes):
-    """tests/test_job.py's small job, its archive rewritten by ``archive(ds)`` (the archive
+    """tests/batch/test_job.py's small job, its archive rewritten by ``archive(ds)`` (the archive
     and target are made in this process: Dask's synchronous scheduler, not the cluster)."""
     with dask.config.set(scheduler="synchronous"):
         job = write_job(d, **changes)

@@ -11,65 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_io import make_archive
-from test_job import cli
+from support import N, cli, numpy_predictors, write_forecast_job
 
 from dcfa.batch.config import ConfigError, load_config
 from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
-
-N = 120
-
-
-def write_forecast_job(tmp_path, **input_keys):
-    ds = make_archive(tmp_path / "sst.zarr", n=N, shape=(4, 6))
-    rng = np.random.default_rng(1)
-    x = ds.sst.values.astype(np.float64)
-    driver = np.nanmean(x[:, 1:3, 2:5], axis=(1, 2))
-    y = np.r_[np.zeros(3), driver[:-3]] + 0.2 * rng.normal(size=N)  # driven 3 months later
-    time = pd.date_range("2000-01-01", periods=N, freq="MS") + pd.Timedelta(days=14)
-    pd.DataFrame({"time": time, "y": y}).to_csv(tmp_path / "y.csv", index=False)
-    inp = {"windows": [1, 3], "lags": [0, 1], **input_keys}
-    lines = [
-        "[input]",
-        f'store = "{tmp_path / "sst.zarr"}"',
-        'variables = ["sst"]',
-        "anomalies = true",
-        *(f"{k} = {v!r}".replace("'", '"') for k, v in inp.items()),
-        "[target]",
-        f'path = "{tmp_path / "y.csv"}"',
-        'variable = "y"',
-        'match = "month"',
-        "lead = 2",
-        "[method]",
-        'name = "lincfa"',
-        "[method.params]",
-        "neighbors = 1",
-        "random_state = 0",
-        "[output]",
-        f'store = "{tmp_path / "out.zarr"}"',
-        "[cluster]",
-        "n_workers = 2",
-        'memory_limit = "1GiB"',
-    ]
-    (tmp_path / "job.toml").write_text("\n".join(lines) + "\n")
-    return tmp_path / "job.toml", x, y
-
-
-def numpy_predictors(x, windows=(1, 3), lags=(0, 1)):
-    """(time, window, lag, lat, lon): trailing means, then earlier samples, trimmed."""
-    n = x.shape[0]
-    W = np.full((n, len(windows), *x.shape[1:]), np.nan)
-    for k, w in enumerate(windows):
-        for t in range(w - 1, n):
-            W[t, k] = x[t - w + 1 : t + 1].mean(axis=0)
-    W = W[max(windows) - 1 :]
-    m = W.shape[0]
-    L = np.full((m, len(windows), len(lags), *x.shape[1:]), np.nan)
-    for k, lag in enumerate(lags):
-        L[lag:, :, k] = W[: m - lag]
-    return L[max(lags) :], max(windows) - 1 + max(lags)
 
 
 def test_lead_windows_and_lags_against_numpy(tmp_path):

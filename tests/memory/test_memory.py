@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import time
-import tracemalloc
 
 import dask
 import dask.array as da
@@ -13,6 +11,7 @@ import pytest
 import xarray as xr
 from conftest import correlated_data, count_computes
 from sklearn.model_selection import TimeSeriesSplit
+from support import _traced_peak
 
 import dcfa
 from dcfa import GenLinCFA, LinCFA, NonLinCFA
@@ -25,17 +24,6 @@ from dcfa.memory import (
 )
 
 N, D_BIG = 100, 60_000  # the reported case: 26.8 GiB per (D+1) x (D+1) float64 matrix
-
-
-def _traced_peak(fn) -> int:
-    """Peak bytes allocated (NumPy buffers included) while ``fn`` runs, above the start."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # -- the estimate is an upper bound of what a fit holds -------------------------------------

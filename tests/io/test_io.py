@@ -8,42 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from support import make_archive
 
 import dcfa
 from dcfa import io
-
-
-def make_archive(
-    path,
-    *,
-    n=48,
-    shape=(4, 6),
-    zarr_format=3,
-    time_chunk=12,
-    seed=0,
-    land=((0, 0), (3, 5)),
-    extra_var=False,
-):
-    rng = np.random.default_rng(seed)
-    time = pd.date_range("2000-01-01", periods=n, freq="MS")
-    season = 3 * np.sin(2 * np.pi * time.month.values / 12)[:, None, None]
-    sst = (280 + season + rng.normal(size=(n, *shape))).astype("float32")
-    for i, j in land:
-        sst[:, i, j] = np.nan
-    ds = xr.Dataset(
-        {"sst": (("time", "lat", "lon"), sst, {"units": "K"})},
-        coords={
-            "time": time,
-            "lat": np.linspace(-10, 10, shape[0]),
-            "lon": np.linspace(150, 250, shape[1]),
-        },
-    )
-    if extra_var:
-        ds["t2m"] = ds.sst + 5
-        ds["index"] = ("time", rng.normal(size=n))
-    ds = ds.chunk({"time": time_chunk})
-    ds.to_zarr(path, zarr_format=zarr_format, consolidated=False)
-    return ds
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from test_job import cli, write_job
+from support import cli, write_job
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
@@ -232,7 +232,7 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
 def test_a_failed_write_leaves_nothing_on_the_bucket(tmp_path, bucket, client):
     """A chunk fails (a full disk, a refused upload) while the workers upload others: the
     error comes once no upload runs, and the bucket is left as it was."""
-    from test_safety import assert_no_chunk_left_running, slow_write
+    from support import assert_no_chunk_left_running, slow_write
 
     from dcfa.io import write_result
 

@@ -9,7 +9,6 @@ disk before and after, byte for byte.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import signal
@@ -23,40 +22,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_job import cli, write_job
+from support import assert_no_chunk_left_running, cli, fails, interrupt, slow_write, tree, write_job
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
 
 pytestmark = pytest.mark.slow
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every entry under ``root``: relative path -> content hash (or 'dir' / 'link -> target')."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = f"link -> {os.readlink(p)}"
-            elif p.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def fails(proc, code: int, *needles: str) -> str:
-    """Assert the exit code and a one-line message holding every needle."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert "Traceback" not in err, err
-    last = err.splitlines()[-1]
-    assert last.startswith("dcfa: error:"), err
-    for n in needles:
-        assert n in last, (n, last)
-    return last
 
 
 ############################################################################################
@@ -172,17 +143,6 @@ def test_unwritable_output_directory_exits_2(tmp_path):
 
 ############################################################################################
 # --resume reuses only what the same inputs produced
-
-
-def interrupt(config, at: str, scheduler: str, output=None) -> None:
-    """Run the job and stop it (Ctrl-C) when it prints the line starting with ``at``."""
-
-    def echo(line):
-        if line.startswith(at):
-            raise KeyboardInterrupt  # the job is killed here
-
-    with pytest.raises(KeyboardInterrupt):
-        run_job(config, output=output, scheduler=scheduler, echo=echo)
 
 
 def test_resume_refuses_a_changed_target_and_a_changed_archive(tmp_path, scheduler):
@@ -321,39 +281,6 @@ def test_a_running_write_is_left_alone(tmp_path):
     with atomic_store(tmp_path / "r.zarr") as tmp:
         assert remove_leftovers(tmp_path / "r.zarr") == [] and tmp.is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.zarr"]
-
-
-def _full_disk_or_slow(block, log=None, fail=True, block_info=None):
-    """A chunk of a write: the first fails as a full disk does (with ``fail``) once another
-    has started, the others take a second, logging when they start and end."""
-    i = block_info[0]["chunk-location"][0]
-    if i == 0 and fail:
-        deadline = time.monotonic() + 10
-        while not any(Path(log).glob("started-*")) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        raise OSError(28, "No space left on device")
-    (Path(log) / f"started-{i}").touch()
-    time.sleep(1.0)
-    (Path(log) / f"ended-{i}").touch()
-    return block
-
-
-def slow_write(log: Path, fail: bool = True) -> xr.Dataset:
-    """A Dataset of 4 chunks of :func:`_full_disk_or_slow`, logging into ``log``."""
-    import dask.array as da
-
-    log.mkdir()
-    data = da.zeros((8, 3), chunks=(2, 3)).map_blocks(
-        _full_disk_or_slow, log=str(log), fail=fail, dtype=float
-    )
-    return xr.Dataset({"v": (("time", "x"), data)})
-
-
-def assert_no_chunk_left_running(log: Path) -> None:
-    """Every chunk of :func:`slow_write` that started had ended (and one had started)."""
-    started = sorted(p.name[8:] for p in log.glob("started-*"))
-    assert started, "no chunk ran beside the failing one: the test tested nothing"
-    assert sorted(p.name[6:] for p in log.glob("ended-*")) == started
 
 
 @contextlib.contextmanager

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from test_job import cli, write_job
-from test_safety import fails, interrupt, tree
+from support import cli, fails, interrupt, tree, write_job
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
