@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import xarray as xr
+from support import cli
 
 pytestmark = pytest.mark.slow
 
 
 def run(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "dcfa", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
+    return cli(*args, cwd=cwd)
 
 
 def test_demo_on_real_observations(tmp_path):
