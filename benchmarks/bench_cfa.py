@@ -1,7 +1,7 @@
 """NonLinCFA and GenLinCFA from moments vs the authors' per-candidate tests.
 
     python benchmarks/bench_cfa.py            # D = 100 and D = 500 (the brute force at D = 500
-                                              # takes minutes; the README's numbers)
+                                              # takes minutes; docs/evidence/performance.md)
     python benchmarks/bench_cfa.py --quick    # D = 100 only
 
 Data: the papers' synthetic generator (n = 2000 training rows). The brute force is the

@@ -1,6 +1,6 @@
 """Moments pass and LinCFA driver, against the baselines a user would otherwise use.
 
-    python benchmarks/bench_lincfa.py            # the numbers quoted in the README
+    python benchmarks/bench_lincfa.py            # the numbers in docs/evidence/performance.md
     python benchmarks/bench_lincfa.py --quick    # smaller sizes, a smoke run
 
 Every ratio is measured in this run, on this machine, against:

@@ -1,6 +1,7 @@
-"""The package layout stays what the README's layout section says: subpackages by concept,
-imported in one order only (:data:`LAYERS`), no import cycle between dcfa's modules (counting
-imports inside functions), and no private name imported from another subpackage."""
+"""The package layout stays what the layout section of docs/contributing.md says: subpackages
+by concept, imported in one order only (:data:`LAYERS`), no import cycle between dcfa's
+modules (counting imports inside functions), and no private name imported from another
+subpackage."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import dcfa
 
 ROOT = Path(dcfa.__file__).parent
+DOCS = Path(__file__).parents[1] / "docs"
+CONTRIBUTING = DOCS / "contributing.md"  # the layout section, moved out of the README
 
 
 def _modules() -> dict[str, Path]:
@@ -91,14 +94,14 @@ def test_no_private_name_across_subpackages():
     "subpackage", ["stats", "cfa", "io", "batch", "gbmap", "forecast", "memory", "storage"]
 )
 def test_subpackages_are_documented(subpackage):
-    readme = (ROOT.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout") :]
+    page = CONTRIBUTING.read_text()
+    layout = page[page.index("## Layout") :]
     assert f"`dcfa/{subpackage}/`" in layout
 
 
 def test_every_public_submodule_is_an_attribute_of_a_plain_import():
     """After ``import dcfa`` alone (a fresh interpreter), ``dcfa.gbmap.drift_experiment`` and
-    every public subpackage or module is reached as an attribute (the README writes
+    every public subpackage or module is reached as an attribute (the docs write
     ``dcfa.gbmap.drift_experiment``), and the import itself still loads neither xarray nor
     scikit-learn (workers unpickling kernels stay light)."""
     import subprocess
@@ -246,9 +249,9 @@ def test_parts_import_in_one_order():
     assert not bad, f"imports against the order {order}:\n" + "\n".join(sorted(bad))
 
 
-def test_the_readme_states_the_order():
-    readme = (ROOT.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout") :]
+def test_the_docs_state_the_order():
+    page = CONTRIBUTING.read_text()
+    layout = page[page.index("## Layout") :]
     order = " < ".join(", ".join(f"`{p}`" for p in parts) for parts in LAYERS)
     assert order in " ".join(layout.split()), order
 

@@ -26,7 +26,7 @@ def test_plot_regions_names_the_extra_dim_of_a_multi_variable_map():
 
 def test_demo_counts_the_caribbean_and_the_gulf_of_mexico_as_atlantic():
     """The demo's line for a region of four Caribbean cells (15N, 75W-60W, the one the README
-    prints) said 'Pacific 25%, Atlantic 75%': basins were cut at 70W at every latitude."""
+    names) said 'Pacific 25%, Atlantic 75%': basins were cut at 70W at every latitude."""
     from dcfa.batch.demo import _where
 
     lat = np.array([-5.0, 5.0, 15.0, 25.0])

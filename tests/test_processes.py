@@ -154,7 +154,7 @@ def test_moments_of_a_store_larger_than_the_cluster_memory(tmp_path):
     """1.5 GB on disk, 2 workers of 300 MB: no worker killed, the NumPy result.
 
     Chunks of 5 MB: a working worker holds ~190 MiB of libraries and buffers plus about 4
-    chunks (README, Performance: memory)."""
+    chunks (docs/user-guide/memory.md, Worker memory)."""
     n, d = 312_500, 600
     store = tmp_path / "big.zarr"
     X = da.random.default_rng(7).standard_normal((n, d), chunks=(3_125, 200))

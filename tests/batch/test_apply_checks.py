@@ -145,7 +145,7 @@ def test_an_undecodable_chunk_exits_2_naming_the_archive(job, tmp_path):
 
 
 def test_inspect_describes_moments_stores_and_apply_outputs(job, tmp_path, rng):
-    """``dcfa inspect`` exited 2 ('not a readable Zarr store') on a moments store (the README's
+    """``dcfa inspect`` exited 2 ('not a readable Zarr store') on a moments store (the user guide's
     ``m.save("moments.zarr")``, a result's ``moments/``), and described an output of
     ``dcfa apply`` as an archive, without the result and archive it came from."""
     X = rng.normal(size=(50, 4))

@@ -491,7 +491,7 @@ def _check_column(name, col, runs, table, differences=None):
     """The paper's number is a plausible single run of dcfa's protocol: within two spreads
     of one run (the larger of this sample's and the benchmark's) of dcfa's mean, widened by
     two standard errors of that mean (the benchmark's criterion). A documented difference:
-    dcfa's mean stays where the README says, within the same tolerance."""
+    dcfa's mean stays where docs/evidence/gbmap.md says, within the same tolerance."""
     (paper, spread), runs = (table[name][0][col], table[name][1][col]), np.asarray(runs)
     sd = max(runs.std(ddof=1), spread)
     tol = max(2 * sd * (1 + 1 / np.sqrt(runs.size)), 0.005)
@@ -573,9 +573,9 @@ TABLE4_AUC = {
     "diabetes": ((0.63, 0.75), (0.038, 0.118)),
     "german-credit": ((0.65, 0.63), (0.042, 0.104)),
 }
-# Not reproduced: dcfa's mean over 10 seeds (README), and why. The paper leaves open which
-# half is a and the classification ground truth, and its covariate search found no drift on
-# BREAST-CANCER; the authors' code has no drift experiment to settle them.
+# Not reproduced: dcfa's mean over 10 seeds (docs/evidence/gbmap.md), and why. The paper leaves
+# open which half is a and the classification ground truth, and its covariate search found no
+# drift on BREAST-CANCER; the authors' code has no drift experiment to settle them.
 _BETTER = "dcfa's GBMAP drifter ranks the drifting points better than published"
 AUC_DIFFERENCES = {
     ("autompg", 0): (0.986, _BETTER),
