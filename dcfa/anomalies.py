@@ -119,7 +119,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Number of cells (the product of the grid dims' sizes, or the array's columns).
     n_samples_seen_ : int
         Number of training rows.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Column names of a pandas DataFrame ``X``; only defined when fitted on one.
 
     See Also

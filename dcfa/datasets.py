@@ -1,12 +1,13 @@
 """Seeded synthetic data: the papers' recipes, and gridded fields with known regions.
 
 The paper recipes (:func:`make_lincfa_bivariate`, :func:`make_lincfa_tree`) follow the
-authors' code as recorded in ``reference/lincfa.md`` section 4.1, so the published tables can
-be re-run. :func:`make_regions_field` builds a climate-like ``(time, lat, lon)`` field whose
-cells belong to known regions, with a target made from the regions' signals, lazily and chunked
-like a real archive; :func:`write_regions_store` writes it as a Zarr store.
-:func:`make_smooth_field` builds one with no regions at all: smooth, spatially correlated
-modes of variability, as real sea-surface temperature has.
+authors' code of the LinCFA paper (Bonetti, Metelli & Restelli, Data Mining and Knowledge
+Discovery 2024), so the published tables can be re-run. :func:`make_regions_field` builds a
+climate-like ``(time, lat, lon)`` field whose cells belong to known regions, with a target
+made from the regions' signals, lazily and chunked like a real archive;
+:func:`write_regions_store` writes it as a Zarr store. :func:`make_smooth_field` builds one
+with no regions at all: smooth, spatially correlated modes of variability, as real sea-surface
+temperature has.
 
 Real observations, offline: :func:`load_enso` reads monthly HadISST sea-surface temperature,
 NCEP 10 m winds and NOAA CPC's standardized Southern Oscillation Index from data files that
@@ -89,7 +90,7 @@ def make_cfa_synthetic(
     features (Python's ``random.randrange``, seeded 30); standardised over all rows (ddof=0);
     ``y = X w + N(0, sigma^2)`` (``target="linear"``) or ``(X**2) w + N(0, sigma^2)``
     (``"quadratic"``), ``w ~ U[0, 1]``. The random draws follow the authors' code
-    (reference/nonlincfa-genlincfa.md section 6.1), so their repetitions are rows
+    of the paper's experiments, so their repetitions are rows
     ``[3000 t, 3000 t + 3000)``: the first 2000 for training, the rest for testing.
 
     Returns

@@ -107,7 +107,8 @@ class GenLinCFA(BaseCFA):
     -----
     In correlations, with ``k = n/(n-1)`` (the authors z-score with ``ddof=0`` and take
     covariances with ``ddof=1``), only four correlations per candidate are needed; they come
-    from the moments of one pass (reference/nonlincfa-genlincfa.md section 4.1).
+    from the moments of one pass (the Algorithms page of the documentation, section
+    "GenLinCFA").
 
     Memory: ``mode="dense"`` holds a ``(D+1) x (D+1)`` float64 matrix (on Dask input its
     upper tiles, about half of it). Before the pass, ``fit`` compares it with the Dask config

@@ -200,14 +200,14 @@ class LinCFA(BaseCFA):
 
     Attributes
     ----------
-    labels_ : ndarray of shape (n_features_in_,)
+    labels_ : ndarray of shape (``n_features_in_``,)
         Group of each input feature; -1 for excluded features.
     n_features_out_ : int
         Number of groups.
-    group_sizes_ : ndarray of shape (n_features_out_,)
+    group_sizes_ : ndarray of shape (``n_features_out_``,)
     excluded_ : dict of int to str
         Excluded features and why (all-NaN, gappy, constant).
-    mean_, scale_ : ndarray of shape (n_features_in_,)
+    mean_, scale_ : ndarray of shape (``n_features_in_``,)
         Each feature's mean and ``1/std``: the group value is the mean of
         ``scale_ * (x - mean_)`` over its members. NaN for excluded features.
     moments_ : Moments
@@ -219,10 +219,10 @@ class LinCFA(BaseCFA):
     label_map_ : xarray.DataArray
         ``labels_`` on the original feature dims (xarray input only).
     n_features_in_ : int
-    feature_weights_ : ndarray of shape (n_features_in_,) or None
+    feature_weights_ : ndarray of shape (``n_features_in_``,) or None
         The weights ``transform`` averages a group's cells with (``weights``); None for the
         plain mean.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Only when ``X`` has string column names (pandas).
 
     Notes
@@ -234,7 +234,7 @@ class LinCFA(BaseCFA):
         \\hat\\rho_{ij} > 1 - \\frac{2 s^2}{(n-1)(\\hat w_i - \\hat w_j)^2},
 
     with :math:`\\hat w`, :math:`s^2 = RSS/(n-3)` from the OLS of ``y`` on the standardised pair
-    (Eq. 17 and Eq. C12). Written in correlations (reference/lincfa.md section 2.6) it is
+    (Eq. 17 and Eq. C12). Written in correlations (the Algorithms page, section "LinCFA") it is
     :math:`(r_i - r_j)^2 < 2 (1 - R^2_{ij})(1 - \\rho_{ij}) / (n - 3)`, which is what is
     evaluated, for all candidates of a group at once.
 

@@ -152,9 +152,9 @@ class NonLinCFA(BaseCFA):
 
     Notes
     -----
-    Algorithm 1 of the NonLinCFA/GenLinCFA paper with the authors' conventions
-    (reference/nonlincfa-genlincfa.md): the printed ``R2 - R1 - eps`` has its labels swapped,
-    and the rule evaluated is ``CV-R2(biv) - CV-R2(uni) <= eps``. R^2 values are
+    Algorithm 1 of the NonLinCFA/GenLinCFA paper with the authors' conventions (the Algorithms
+    page of the documentation, section "NonLinCFA"): the printed ``R2 - R1 - eps`` has its
+    labels swapped, and the rule evaluated is ``CV-R2(biv) - CV-R2(uni) <= eps``. R^2 values are
     cross-validated on the training data, as in the authors' code; OLS R^2 does not change
     under the z-scoring that code applies. With ``scan="restart"``, the first passing input in
     order joins and the scan starts again, as in their code.

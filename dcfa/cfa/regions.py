@@ -101,7 +101,7 @@ class RegionsCV(BaseCFA):
 
     Attributes
     ----------
-    labels_ : ndarray of shape (n_features_in_,)
+    labels_ : ndarray of shape (``n_features_in_``,)
         The region of each feature, -1 for excluded ones (no finite value, constant).
     label_map_ : xarray.DataArray
         ``labels_`` on the input's grid (xarray input).
@@ -115,7 +115,7 @@ class RegionsCV(BaseCFA):
         ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold (NaN where the
         path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
         and the folds' test blocks (``test_start``, ``test_stop``: fold).
-    stability_ : ndarray of shape (n_features_in_,)
+    stability_ : ndarray of shape (``n_features_in_``,)
         For each cell, the mean over the folds of the Jaccard index of its region in the
         chosen map and its region in the map the fold chose at the same level and size on
         its training months: 1 where the region recurs cell for cell. NaN for excluded cells.

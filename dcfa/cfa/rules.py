@@ -17,7 +17,8 @@ rule            aggregate iff                                               refe
 ==============  ==========================================================  ============
 
 ``r`` are correlations with the target, ``rho_gc`` the correlation of ``g`` and ``c``,
-``R2_gc`` the R^2 of the OLS of ``y`` on ``(g, c)``, ``k = n / (n - 1)`` (ALGORITHMS.md).
+``R2_gc`` the R^2 of the OLS of ``y`` on ``(g, c)``, ``k = n / (n - 1)`` (see the Algorithms
+page of the documentation).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def lincfa_rule(pm: PairMoments, *, strict: bool = True) -> np.ndarray:
     """LinCFA's test (journal Eq. 17 with the bivariate OLS plug-ins), in correlations.
 
     ``rho_gc >(=) 1 - 2 s^2 / ((n - 1)(w_g - w_c)^2)`` with ``w`` and ``s^2 = RSS/(n - 3)`` of the
-    OLS of ``y`` on the standardised pair is, exactly (reference/lincfa.md section 2.6),
+    OLS of ``y`` on the standardised pair is, exactly (the Algorithms page, section "LinCFA"),
     ``(r_g - r_c)^2 <(=) 2 (1 - R2_gc)(1 - rho_gc) / (n - 3)``.
     ``strict`` is the journal's ``>`` (the 2021 preprint and the authors' code use ``>=``).
     Candidates with ``r_g == r_c`` or ``rho_gc == 1`` always aggregate.

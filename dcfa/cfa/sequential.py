@@ -7,7 +7,7 @@ against the group, let the passing ones join. What the loop needs from the data 
 aggregate ``g = sum_k w_k x_k`` is kept as running linear forms of those moments, so a step
 costs O(S D) for all candidates at once and never touches the data.
 
-Loop options (ALGORITHMS.md sections 2 and 3):
+Loop options (the Algorithms page of the documentation, section "The greedy loop"):
 
 ``compare="seed"``
     candidates are tested against the group's first feature (LinCFA, Algorithm 1);

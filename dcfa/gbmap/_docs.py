@@ -116,7 +116,7 @@ _SHARED_PARAMETERS = """
 """
 
 _SHARED_ATTRIBUTES = """
-    coef_ : ndarray of shape (n_boosts, n_features_in_)
+    coef_ : ndarray of shape (n_boosts, ``n_features_in_``)
         ``w_j``: weights of the **standardised** features ``(x - mean_) / scale_`` inside
         the softplus of each learner.
     bias_ : ndarray of shape (n_boosts,)
@@ -126,7 +126,7 @@ _SHARED_ATTRIBUTES = """
         regressor).
     signs_ : ndarray of shape (n_boosts,)
         ``b_j`` in {-1, +1}.
-    mean_, scale_ : ndarray of shape (n_features_in_,)
+    mean_, scale_ : ndarray of shape (``n_features_in_``,)
         Standardisation of ``X``.
     train_loss_ : ndarray of shape (n_boosts,)
         Unpenalised mean training loss after each step (standardised units for regression).
@@ -157,7 +157,7 @@ _SHARED_ATTRIBUTES = """
     f0_ : None, float or estimator
         The initial model used (``f0``, or the clone of it fitted by ``fit``).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Only when ``X`` has string column names (a pandas DataFrame).
 """
 

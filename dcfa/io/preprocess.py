@@ -78,7 +78,8 @@ def preprocessing_pass(
     Calendar months are the pass's segments (:func:`dcfa.stats.grid.grid_pass`): their means
     are the climatology, the moments pooled within them are the anomalies' moments, and the
     anomalies' spread is their diagonal; no second pass over the anomalies, and no
-    ``sum of squares - n mean^2`` (ALGORITHMS.md section 1).
+    ``sum of squares - n mean^2`` (the Algorithms page of the documentation, section "Moments:
+    one pass over the data").
 
     Returns
     -------

@@ -17,7 +17,10 @@ from dcfa._compute import scheduler_workers
 
 __all__ = ["CONFIG_KEY", "DEFAULT_BUDGET", "Budget", "memory_budget"]
 
+#: The Dask config key of the memory budget (``dask.config.set({CONFIG_KEY: "64GiB"})``, or the
+#: environment variable ``DASK_DCFA__MEMORY_BUDGET``).
 CONFIG_KEY = "dcfa.memory_budget"
+#: The key's default: half of the memory available to the driver and to each worker.
 DEFAULT_BUDGET = 0.5
 
 dask.config.update_defaults({"dcfa": {"memory_budget": DEFAULT_BUDGET}})

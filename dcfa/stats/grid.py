@@ -295,7 +295,7 @@ def grid_moments(
 
     Parameters
     ----------
-    field : xarray.DataArray (sample_dim, *grid) or array of that shape
+    field : xarray.DataArray (sample_dim, ``*grid``) or array of that shape
         NumPy or Dask-backed; chunks along any dim.
     y : array-like of shape (n_samples,), default=None
     radius : int

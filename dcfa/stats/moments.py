@@ -1,7 +1,8 @@
 """The :class:`Moments` value: sufficient statistics of ``[X, y]``, and :func:`moments`.
 
 Everything LinCFA, NonLinCFA and GenLinCFA decide is a function of the sample count, the
-column means and the centred cross-product matrix of ``Z = [X, Y]`` (ALGORITHMS.md section 1).
+column means and the centred cross-product matrix of ``Z = [X, Y]`` (the Algorithms page of
+the documentation, section "Moments: one pass over the data").
 The NumPy kernels (chunk, combine) are in :mod:`dcfa.stats.kernels`; :mod:`dcfa.stats.graph`
 runs them over the tiles of a chunked Dask array; ``finalize`` here assembles a value. In
 memory the value is ``finalize(chunk(Z))``: NumPy and Dask share the code.

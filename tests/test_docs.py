@@ -1,0 +1,147 @@
+"""The documentation site (docs/): it builds with warnings as errors, every public name has an
+API page, and no docstring cites a file that is not in the repository."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dcfa
+
+ROOT = Path(__file__).parents[1]
+DOCS = ROOT / "docs"
+
+# the public modules whose exported names (``__all__``) the API reference lists
+PUBLIC = (
+    "dcfa",
+    "dcfa.gbmap",
+    "dcfa.memory",
+    "dcfa.io",
+    "dcfa.forecast",
+    "dcfa.skill",
+    "dcfa.plot",
+    "dcfa.datasets",
+)
+
+
+def public_names() -> list[tuple[str, str]]:
+    """``(module, name)`` for every exported name of the public modules (modules themselves,
+    such as ``dcfa.memory``, and ``__version__`` are not API pages)."""
+    out = []
+    for modname in PUBLIC:
+        module = importlib.import_module(modname)
+        for name in module.__all__:
+            if name == "__version__" or isinstance(getattr(module, name), type(sys)):
+                continue
+            out.append((modname, name))
+    return out
+
+
+def api_entries() -> set[str]:
+    """The fully qualified names listed in the autosummary tables of docs/api.rst."""
+    entries, current, in_table = set(), None, False
+    for line in (DOCS / "api.rst").read_text().splitlines():
+        if m := re.match(r"\.\. currentmodule:: (\S+)", line):
+            current, in_table = m.group(1), False
+        elif line.startswith(".. autosummary::"):
+            in_table = True
+        elif in_table and (m := re.match(r"   (~?[\w.]+)$", line)):
+            entries.add(f"{current}.{m.group(1).lstrip('~')}")
+        elif in_table and line and not line.startswith(" "):
+            in_table = False
+    return entries
+
+
+def documented(modname: str, name: str, entries: set[str]) -> bool:
+    """Listed under its own module, or, for a name a subpackage shares with the top level
+    (``dcfa.gbmap.drift_score`` is ``dcfa.drift_score``), under ``dcfa``."""
+    if f"{modname}.{name}" in entries:
+        return True
+    obj = getattr(importlib.import_module(modname), name)
+    return f"dcfa.{name}" in entries and getattr(dcfa, name, None) is obj
+
+
+def test_every_public_name_is_listed_in_the_api_reference():
+    entries = api_entries()
+    missing = [f"{m}.{n}" for m, n in public_names() if not documented(m, n, entries)]
+    assert not missing, f"add these to docs/api.rst: {missing}"
+
+
+def test_every_api_entry_is_a_public_name():
+    names = {f"{m}.{n}" for m, n in public_names()}
+    stale = sorted(api_entries() - names)
+    assert not stale, f"docs/api.rst lists names that are not exported: {stale}"
+
+
+# paths a docstring or comment may cite: Markdown files, notebooks, and files or folders of the
+# repository's top-level folders
+_CITED = re.compile(
+    r"(?<![\w./-])("
+    r"(?:\.\./)+[\w./-]+"  # outside the repository
+    r"|[\w./-]*[\w-]\.(?:md|ipynb)"
+    r"|(?:tests|benchmarks|notebooks|deploy|docs)/[\w./-]*[\w-]"
+    r")"
+)
+
+
+def cited_paths() -> dict[str, list[str]]:
+    """Every path cited in dcfa/**/*.py, with where."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "dcfa").rglob("*.py")):
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            for cited in _CITED.findall(line):
+                out.setdefault(cited, []).append(f"{path.relative_to(ROOT)}:{lineno}")
+    return out
+
+
+def test_the_citation_scan_finds_paths():
+    found = _CITED.findall(
+        "see ALGORITHMS.md, reference/lincfa.md section 2, ../shared/notes.txt, "
+        "benchmarks/bench_enso.py and deploy/slurm."
+    )
+    assert found == [
+        "ALGORITHMS.md",
+        "reference/lincfa.md",
+        "../shared/notes.txt",
+        "benchmarks/bench_enso.py",
+        "deploy/slurm",
+    ]
+
+
+def test_no_docstring_cites_a_file_outside_the_repository():
+    cited = cited_paths()
+    assert "deploy/example-job.toml" in cited  # the scan sees the citations there are
+    missing = {
+        path: where
+        for path, where in cited.items()
+        if path.startswith("..") or not (ROOT / path).exists()
+    }
+    assert not missing, f"cited but not in the repository: {missing}"
+
+
+@pytest.mark.slow
+def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    out = tmp_path / "html"
+    run = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", "-d", str(tmp_path / "doctrees")]
+        + [str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=500,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    for page in ("index", "api", "algorithms", "search"):
+        assert (out / f"{page}.html").is_file(), page
+    entries = api_entries()
+    pages = {p.stem for p in (out / "generated").glob("*.html")}
+    assert entries <= pages, sorted(entries - pages)
+    # an estimator's page documents its methods; a re-exported constant shows its own comment
+    assert 'id="dcfa.LinCFA.fit"' in (out / "generated" / "dcfa.LinCFA.html").read_text()
+    config_key = (out / "generated" / "dcfa.memory.CONFIG_KEY.html").read_text()
+    assert "Dask config key" in config_key and "str(object" not in config_key
