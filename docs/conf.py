@@ -24,6 +24,8 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
+    # MathJax served from the built site, not a CDN: the pages render offline
+    "sphinx-mathjax-offline",
     "numpydoc",
     "myst_parser",
     "sphinx_copybutton",
