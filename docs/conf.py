@@ -8,11 +8,15 @@ Build (offline, warnings as errors)::
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from sphinx.errors import PycodeError
 from sphinx.pycode import ModuleAnalyzer
 
 import dcfa
+
+# docs/_ext: the evidence pages' tables, read from the benchmarks' results files
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "dcfa"
 author = "the dcfa developers"
@@ -26,6 +30,7 @@ extensions = [
     "sphinx.ext.mathjax",
     # MathJax served from the built site, not a CDN: the pages render offline
     "sphinx-mathjax-offline",
+    "results",
     "numpydoc",
     "myst_parser",
     "sphinx_copybutton",

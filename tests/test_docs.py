@@ -145,3 +145,32 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     assert 'id="dcfa.LinCFA.fit"' in (out / "generated" / "dcfa.LinCFA.html").read_text()
     config_key = (out / "generated" / "dcfa.memory.CONFIG_KEY.html").read_text()
     assert "Dask config key" in config_key and "str(object" not in config_key
+
+
+def test_the_panel_table_is_read_from_its_results_file():
+    """The evidence page's panel table comes from benchmarks/results/panel.json: its cells are
+    the file's draws summarised again here, independently, with NumPy."""
+    import importlib.util
+    import json
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("results", ROOT / "docs/_ext/results.py")
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    record = json.loads((ROOT / "benchmarks/results/panel.json").read_text())
+    header, rows = results.panel_table(record)
+    assert header[1:3] == ["RegionsCV()", "GenLinCFA(neighbors=1)"]
+    cells = {row[0]: row[1:] for row in rows}
+    for col, name in enumerate(header[1:3]):
+        draws = [d for d in record["results"][name]["draws"] if d["kind"] == "regions"]
+        pure = sum(d["pure"] == d["driving"] for d in draws)
+        assert cells["regions: draws with all 4 driving regions pure"][col].startswith(
+            f"{pure} of {len(draws)} "
+        )
+        ratio = np.array([d["r2"] / d["reference"] for d in draws])
+        expect = f"{np.median(ratio):.3f} ({ratio.min():.3f})"
+        assert cells["regions: R2 / oracle, median (worst)"][col] == expect
+    page = (ROOT / "docs/evidence/panel.md").read_text()
+    assert "{results-table} ../../benchmarks/results/panel.json" in page
+    assert "1.006 (1.001)" not in page  # no number copied by hand next to the table
