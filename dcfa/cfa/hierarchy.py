@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from dcfa._errors import InputError
+from dcfa.cfa.rules import correlation
 
 __all__ = [
     "Merges",
@@ -123,13 +124,6 @@ def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray
     return out
 
 
-def _corr(cross, ss_a, ss_b):
-    den = np.sqrt(ss_a * ss_b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(den > 0, cross / den, 0.0)
-    return np.clip(r, -1.0, 1.0)
-
-
 class _UnionFind:
     """Items' groups under successive unions; each union that joins two groups is a merge."""
 
@@ -216,7 +210,7 @@ def correlation_merges(
             if rows.size == 0:
                 break
             ss = np.einsum("ij,ij->i", sums, sums)
-            rho = _corr(_pair_cross(sums, rows, cols), ss[rows], ss[cols])
+            rho = correlation(_pair_cross(sums, rows, cols), ss[rows], ss[cols])
             keep = rho >= level
             if not keep.any():
                 break
@@ -267,8 +261,8 @@ def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
     n_items = S.shape[0]
     rows, cols = _upper_pairs(adjacency)
     ss = np.einsum("ij,ij->i", S, S)
-    rel = np.abs(_corr(S @ y, ss, float(y @ y)))
-    rho = _corr(_pair_cross(S, rows, cols), ss[rows], ss[cols])
+    rel = np.abs(correlation(S @ y, ss, float(y @ y)))
+    rho = correlation(_pair_cross(S, rows, cols), ss[rows], ss[cols])
     weight = np.maximum(rel[rows], rel[cols])
     order = np.lexsort((-rho, weight))
     uf = _UnionFind(n_items)

@@ -130,11 +130,18 @@ class SegmentMoments:
         return PairMoments(n=n, mean=mean, cross=cross)
 
 
+def correlation(cross, ss_a, ss_b) -> np.ndarray:
+    """``cross / sqrt(ss_a ss_b)`` clipped to [-1, 1]: a correlation from a centred
+    cross-product and two centred sums of squares; 0 where either vanishes (undefined)."""
+    den = np.sqrt(np.multiply(ss_a, ss_b, dtype=np.float64))
+    den = np.broadcast_to(den, np.broadcast_shapes(np.shape(cross), den.shape))
+    r = np.divide(cross, den, out=np.zeros(den.shape), where=den > 0)
+    return np.clip(r, -1.0, 1.0, out=r)
+
+
 def _corr(cross: np.ndarray, a: int, b: int) -> np.ndarray:
     """Correlation of columns ``a`` and ``b`` of stacked 3x3 moments; 0 where undefined."""
-    den = np.sqrt(cross[..., a, a] * cross[..., b, b])
-    r = np.divide(cross[..., a, b], den, out=np.zeros_like(den), where=den > 0)
-    return np.clip(r, -1.0, 1.0, out=r)
+    return correlation(cross[..., a, b], cross[..., a, a], cross[..., b, b])
 
 
 def _union(cross: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
