@@ -233,10 +233,9 @@ class RegionsCV(BaseCFA):
         grid = resolve_grid(self.neighbors, D, inp.layout, periodic=self.periodic)
         _check_budget(n, D)
 
+        opts = self.fit_options()
         if moments is not None:
-            moments = checked_moments(
-                EXECUTIONS["series"], self.fit_options(), moments, inp, Y, None
-            )
+            moments = checked_moments(EXECUTIONS["series"], opts, moments, inp, Y, None)
         t0 = time.perf_counter()
         data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
         cols, yv = data.cols, Y[:, 0].astype(np.float64)
@@ -286,7 +285,7 @@ class RegionsCV(BaseCFA):
         self.level_ = level
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
         self.cv_path_ = _path_dataset(r2, levels, sizes, stages, folds)
-        self._set_fitted(inp, columns, labels, self.fit_options(), None)
+        self._set_fitted(inp, columns, labels, opts, None)
         self._set_stability(inp, cols, final, fold_maps)
         logger.info(
             "RegionsCV: %d cells -> %d regions (level %.2f: %d pieces; mean CV R^2 %.3f); "

@@ -195,8 +195,9 @@ class _TolerancePath:
         grid = grid_of(opts, inp)
         # every row set the path reads, as segment bounds: each fold's training prefix (and
         # NonLinCFA's folds within it), its test block, and the rule's sets on all rows
-        fold_sets = [self._row_sets(train) for train, _ in splits]
-        all_sets = self._row_sets(n)
+        fold_sets = [_row_sets(train, opts.folds(train)) for train, _ in splits]
+        rule_folds = opts.folds(n)
+        all_sets = _row_sets(n, rule_folds)
         ranges = [r for sets in [*fold_sets, all_sets] for rs in sets for r in rs]
         ranges += [test for _, test in splits]
         bounds = sorted({0, n} | {b for r in ranges for b in r})
@@ -288,8 +289,8 @@ class _TolerancePath:
             "mean_cv_r2": mean,
             "splits": [(train, *test) for train, test in splits],
         }
-        if opts.folds(n) is not None:
-            self.folds_ = opts.folds(n)
+        if rule_folds is not None:
+            self.folds_ = rule_folds
         self.execution_ = "series"
         self._set_fitted(inp, data.columns, labels_all[best], opts, weights)
         return self
@@ -346,15 +347,15 @@ class _TolerancePath:
         raw = TimeSeriesSplit(self.n_splits, gap=self.gap).split(np.zeros((n, 1)))
         return [(int(tr[-1]) + 1, (int(te[0]), int(te[-1]) + 1)) for tr, te in raw]
 
-    def _row_sets(self, n: int) -> list[list[tuple[int, int]]]:
-        """The row sets (unions of ranges) the rule reads when partitioning rows ``[0, n)``:
-        all of them, or NonLinCFA's folds' training sets then their test sets."""
-        folds = self.fit_options().folds(n)
-        if folds is None:
-            return [[(0, n)]]
-        b = folds.bounds
-        sets = [tr for tr, _ in folds.splits] + [te for _, te in folds.splits]
-        return [[(b[s], b[s + 1]) for s in segs] for segs in sets]
+
+def _row_sets(n: int, folds) -> list[list[tuple[int, int]]]:
+    """The row sets (unions of ranges) the rule reads when partitioning rows ``[0, n)``: all of
+    them, or with NonLinCFA's ``folds`` (on those rows) their training sets then test sets."""
+    if folds is None:
+        return [[(0, n)]]
+    b = folds.bounds
+    sets = [tr for tr, _ in folds.splits] + [te for _, te in folds.splits]
+    return [[(b[s], b[s + 1]) for s in segs] for segs in sets]
 
 
 class GenLinCFACV(_TolerancePath, GenLinCFA):
