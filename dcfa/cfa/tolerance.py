@@ -47,6 +47,7 @@ from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import RULES
 from dcfa.cfa.selection import ols_skill
 from dcfa.stats.columns import ColumnMoments
+from dcfa.stats.kernels import between_parts, merge_parts
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -76,23 +77,23 @@ def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
     ss, sy, yy = (a[:S] for a in seg_sums)
     n_s = np.diff(b[: S + 1]).astype(np.float64)
     m_s, ym_s = data.seg_mean[:S], data.y_mean[:S]
-    mean, ymean = n_s @ m_s / stop, float(n_s @ ym_s / stop)
-    dev, ydev = m_s - mean, ym_s - ymean
+    _, mean, dev = merge_parts(n_s, m_s)
+    _, ymean, ydev = merge_parts(n_s, ym_s)
     D = data.columns.n_features
     count, full_mean = np.zeros(D, dtype=np.int64), np.zeros(D)
     m2, cross = np.zeros(D), np.zeros(D)
     count[data.cols] = stop
     full_mean[data.cols] = mean
-    m2[data.cols] = ss.sum(axis=0) + n_s @ dev**2
-    cross[data.cols] = sy.sum(axis=0) + (n_s * ydev) @ dev
+    m2[data.cols] = ss.sum(axis=0) + between_parts(n_s, dev)
+    cross[data.cols] = sy.sum(axis=0) + between_parts(n_s, ydev, dev)
     return ColumnMoments(
         n=int(stop),
         count=count,
         mean=full_mean,
         m2=m2,
         target_cross=cross,
-        target_mean=ymean,
-        target_m2=float(yy.sum() + n_s @ ydev**2),
+        target_mean=float(ymean),
+        target_m2=float(yy.sum() + between_parts(n_s, ydev)),
     )
 
 

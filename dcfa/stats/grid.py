@@ -21,7 +21,7 @@ from functools import cached_property, partial
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa.stats.kernels import column_shift, two_sum
+from dcfa.stats.kernels import between_parts, column_shift, merge_parts, two_sum
 from dcfa.stats.stencil import (
     half_offsets,
     interior,
@@ -216,40 +216,35 @@ class GridMoments(StoredFields, ColumnSummary):
             ):
                 raise InputError("parts: grid moments of different grids cannot be merged")
         n_s = np.array([p.n for p in parts], dtype=np.float64)
-        n = n_s.sum()
         # the parts' exact means (mean + mean_lo) relative to the first's: differences of
         # close means are exact, so the deviations keep every digit on a large offset
         ref = first.mean
         means = np.stack([_relative(p.mean, p.mean_lo, ref) for p in parts])  # (S, D)
-        rel = n_s @ means / n
-        dev = means - rel  # (S, D)
+        n, rel, dev = merge_parts(n_s, means)
         mean, mean_lo = two_sum(ref, rel)
         nbr = first.offset_cells()
-        off = nbr < 0
-        cross = np.zeros_like(first.cross)
-        for p, n_p, d in zip(parts, n_s, dev, strict=True):  # one (D, k) temporary at a time
-            spread = d[np.maximum(nbr, 0)]
-            spread *= (n_p * d)[:, None]
-            cross += p.cross
-            cross += spread
+        cross = sum(p.cross for p in parts)
+        for k in range(nbr.shape[1]):  # one (S, D) temporary at a time, as ``dev``
+            cross[:, k] += between_parts(n_s, dev, dev[:, np.maximum(nbr[:, k], 0)])
         merged = {
             "n": int(n),
             "count": sum(p.count for p in parts),
             "mean": mean,
             "mean_lo": mean_lo,
-            "diag": sum(p.diag for p in parts) + n_s @ (dev * dev),
-            "cross": np.where(off, 0.0, cross),
+            "diag": sum(p.diag for p in parts) + between_parts(n_s, dev),
+            "cross": np.where(nbr < 0, 0.0, cross),
         }
         if first.target_cross is not None:
             y_ref = first.target_mean
             ym_s = np.array([_relative(p.target_mean, p.target_mean_lo, y_ref) for p in parts])
-            ym = float(n_s @ ym_s / n)
-            ydev = ym_s - ym
-            y_mean, y_lo = two_sum(y_ref, ym)
+            _, ym, ydev = merge_parts(n_s, ym_s)
+            y_mean, y_lo = two_sum(y_ref, float(ym))
             merged["target_mean"] = float(y_mean)
             merged["target_mean_lo"] = float(y_lo)
-            merged["target_ss"] = float(sum(p.target_ss for p in parts) + n_s @ (ydev * ydev))
-            merged["target_cross"] = sum(p.target_cross for p in parts) + (n_s * ydev) @ dev
+            merged["target_ss"] = float(sum(p.target_ss for p in parts) + between_parts(n_s, ydev))
+            merged["target_cross"] = sum(p.target_cross for p in parts) + between_parts(
+                n_s, ydev, dev
+            )
         return replace(first, **merged)
 
     _ARRAYS = ("offsets", "count", "mean", "diag", "cross", "target_cross", "mean_lo")
@@ -513,10 +508,10 @@ def _assemble(
     seg_count = first["n"]
     ymean = yss = ylo = None
     if has_y:  # the target's own moments: the segments merged back (Chan), around y_shift
-        w = seg_count / n
-        rel = float(w @ first["ymean"])
-        yss = float(first["yy"].sum() + seg_count @ (first["ymean"] - rel) ** 2)
-        ymean, ylo = (float(v) for v in two_sum(y_shift, rel))
+        n_s = np.asarray(seg_count, dtype=np.float64)
+        _, rel, ydev = merge_parts(n_s, first["ymean"])
+        yss = float(first["yy"].sum() + between_parts(n_s, ydev))
+        ymean, ylo = (float(v) for v in two_sum(y_shift, float(rel)))
     mean = seg_mean[0] if n_seg == 1 else np.zeros(shape)
     mean_lo = seg_lo[0] if n_seg == 1 else np.zeros(shape)
     moments = GridMoments(

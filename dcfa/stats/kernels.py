@@ -14,6 +14,9 @@ The moments kernels follow the chunk / combine / finalize pattern of dask and fl
     the pairwise update of Chan, Golub & LeVeque (1979) merging two centred tiles, never
     ``sum(x**2)/n - mean**2``, which loses every digit on data with a large offset.
 
+A merge of many parts known at once (a fold's training segments, a grid pass's blocks of
+samples) uses the same update for ``S`` parts: :func:`merge_parts` and :func:`between_parts`.
+
 Two treatments of missing values:
 
 ``missing="exclude"``
@@ -35,7 +38,9 @@ __all__ = [
     "chunk_exclude",
     "chunk_pairwise",
     "column_shift",
+    "between_parts",
     "combine",
+    "merge_parts",
     "subtract_by_group",
     "two_sum",
 ]
@@ -334,6 +339,34 @@ def chan_factors(n_x, n_y):
     w = np.divide(n_y, n, out=np.zeros(np.shape(n)), where=some)
     f = np.divide(n_x * n_y, n, out=np.zeros(np.shape(n)), where=some)
     return n, w, f
+
+
+def merge_parts(n_s: np.ndarray, means: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Chan's update for ``S`` disjoint parts at once, the means: ``(n, mean, dev)``.
+
+    ``n_s`` (S,) holds the parts' counts and ``means`` (S, ...) their means, relative to any
+    common reference (the result is then relative to it too: keep the reference close, so the
+    deviations keep their digits). ``n = sum(n_s)``, ``mean = n_s @ means / n`` and
+    ``dev = means - mean``. The union's centred (co-)moments are the parts' own, summed, plus
+    :func:`between_parts` of these deviations.
+    """
+    n = n_s.sum()
+    mean = n_s @ means / n
+    return n, mean, means - mean
+
+
+def between_parts(n_s: np.ndarray, dev_a: np.ndarray, dev_b: np.ndarray | None = None):
+    """``sum_s n_s dev_a[s] dev_b[s]``: what the parts' spread around the union's mean adds to
+    its centred co-moments (the ``S``-part form of :func:`chan_factors`' ``f d d'``).
+
+    ``dev_a`` and ``dev_b`` (``dev_a`` by default) are :func:`merge_parts` deviations with the
+    parts on their first axis; a ``dev_a`` with fewer axes is broadcast over ``dev_b``'s
+    trailing ones (a target's deviations against every column's).
+    """
+    if dev_b is None:
+        return n_s @ (dev_a * dev_a)
+    dev_a = np.reshape(dev_a, np.shape(dev_a) + (1,) * (np.ndim(dev_b) - np.ndim(dev_a)))
+    return n_s @ (dev_a * dev_b)
 
 
 def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:
