@@ -15,7 +15,8 @@ from sphinx.pycode import ModuleAnalyzer
 
 import dcfa
 
-# docs/_ext: the evidence pages' tables, read from the benchmarks' results files
+# docs/_ext: the evidence pages' tables, read from the benchmarks' results files, and the job
+# file's reference, read from its schema
 sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "dcfa"
@@ -31,9 +32,13 @@ extensions = [
     # MathJax served from the built site, not a CDN: the pages render offline
     "sphinx-mathjax-offline",
     "results",
+    # the job file's reference, rendered from dcfa.batch.config's schema
+    "config_reference",
     "numpydoc",
     "myst_parser",
     "sphinx_copybutton",
+    # the gallery: examples/plot_*.py run at every build, their figures on the pages
+    "sphinx_gallery.gen_gallery",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -51,6 +56,26 @@ numpydoc_class_members_toctree = False
 
 # the build runs offline: no inventories are fetched, so no mapping is configured
 intersphinx_mapping: dict = {}
+
+# The examples (examples/): light scripts on synthetic data, executed at each build (offline,
+# a few seconds each, Dask's threads in this process) into docs/auto_examples/ (not in git).
+# Every build runs them all, changed or not, so a figure is always the current code's; an
+# example that fails fails the build.
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "abort_on_example_error": True,
+    "run_stale_examples": True,
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "within_subsection_order": "FileNameSortKey",
+    "download_all_examples": False,
+    "show_signature": False,
+    "show_memory": False,
+    "reference_url": {},  # no inventories fetched: the build stays offline
+    "min_reported_time": 0,
+}
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3

@@ -145,19 +145,22 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     assert 'id="dcfa.LinCFA.fit"' in (out / "generated" / "dcfa.LinCFA.html").read_text()
     config_key = (out / "generated" / "dcfa.memory.CONFIG_KEY.html").read_text()
     assert "Dask config key" in config_key and "str(object" not in config_key
+    # every example of the gallery ran and drew its figures; the job file's reference is there
+    for example in sorted((ROOT / "examples").glob("plot_*.py")):
+        page = (out / "auto_examples" / f"{example.stem}.html").read_text()
+        assert f"sphx_glr_{example.stem}_001.png" in page, example.name
+    batch = (out / "user-guide" / "batch-jobs.html").read_text()
+    assert all(f'id="config-{section}"' in batch for section in ("input", "target", "cluster"))
 
 
 def test_the_panel_table_is_read_from_its_results_file():
     """The evidence page's panel table comes from benchmarks/results/panel.json: its cells are
     the file's draws summarised again here, independently, with NumPy."""
-    import importlib.util
     import json
 
     import numpy as np
 
-    spec = importlib.util.spec_from_file_location("results", ROOT / "docs/_ext/results.py")
-    results = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(results)
+    results = _docs_extension("results")
     record = json.loads((ROOT / "benchmarks/results/panel.json").read_text())
     header, rows = results.panel_table(record)
     assert header[1:3] == ["RegionsCV()", "GenLinCFA(neighbors=1)"]
@@ -174,3 +177,89 @@ def test_the_panel_table_is_read_from_its_results_file():
     page = (ROOT / "docs/evidence/panel.md").read_text()
     assert "{results-table} ../../benchmarks/results/panel.json" in page
     assert "1.006 (1.001)" not in page  # no number copied by hand next to the table
+
+
+def _docs_extension(name: str):
+    """A module of docs/_ext, imported as docs/conf.py imports it (the directive's builders
+    need no Sphinx build)."""
+    import sys
+
+    ext = str(ROOT / "docs/_ext")
+    if ext not in sys.path:
+        sys.path.insert(0, ext)
+    return importlib.import_module(name)
+
+
+def undocumented_config_keys() -> list[str]:
+    """The job file's keys (``_SCHEMA``) without a description in ``DESCRIPTIONS``."""
+    from dcfa.batch import config
+
+    return [
+        f"{section}.{key}"
+        for section, keys in config._SCHEMA.items()
+        for key in keys
+        if not config.DESCRIPTIONS.get((section, key), "").strip()
+    ]
+
+
+def test_every_config_key_has_a_description():
+    from dcfa.batch import config
+
+    assert not undocumented_config_keys(), "add them to DESCRIPTIONS in dcfa/batch/config.py"
+    stale = sorted(
+        set(config.DESCRIPTIONS) - {(s, k) for s, ks in config._SCHEMA.items() for k in ks}
+    )
+    assert not stale, f"DESCRIPTIONS names keys that are not in _SCHEMA: {stale}"
+    assert set(config.SECTION_DESCRIPTIONS) == set(config._SCHEMA)
+    assert set(config.CHOICES) <= set(config.DESCRIPTIONS)
+
+
+def test_a_config_key_added_without_a_description_is_found(monkeypatch):
+    from dcfa.batch import config
+
+    schema = {**config._SCHEMA, "input": {**config._SCHEMA["input"], "new_key": (int, 0)}}
+    monkeypatch.setattr(config, "_SCHEMA", schema)
+    assert undocumented_config_keys() == ["input.new_key"]
+    with pytest.raises(KeyError, match="new_key"):
+        _docs_extension("config_reference").reference()
+
+
+def test_the_config_reference_lists_every_key_with_its_default():
+    from dcfa.batch import config
+
+    ref = _docs_extension("config_reference")
+    sections = {section: rows for section, _, rows in ref.reference()}
+    assert list(sections) == list(config._SCHEMA)
+    for section, keys in config._SCHEMA.items():
+        rows = {row[0]: row for row in sections[section]}
+        assert list(rows) == [f"`{key}`" for key in keys]
+        for key, (_, default) in keys.items():
+            row = rows[f"`{key}`"]
+            assert (row[2] == "required") == (default is ...), row
+            assert row[3].startswith(config.DESCRIPTIONS[(section, key)])
+    # the values a key takes are listed with it
+    method = {row[0]: row for row in sections["method"]}["`name`"]
+    assert all(f"`{name}`" in method[3] for name in config.METHODS)
+    assert "`slurm`" in {row[0]: row for row in sections["cluster"]}["`kind`"][3]
+    page = (DOCS / "user-guide/batch-jobs.md").read_text()
+    assert "```{config-reference}" in page
+
+
+def test_the_config_choices_are_what_the_check_accepts():
+    """``CHOICES`` is data beside the check: every value it lists passes load_config, and a
+    value it does not list is refused, naming the key."""
+    from dcfa.batch import config
+
+    def load(section: str, key: str, value: str):
+        base = {  # a new one each time: load_config sets the overrides in it
+            "input": {"store": "in.zarr", "variables": ["sst"]},
+            "target": {"path": "target.csv"},
+            "output": {"store": "out.zarr"},
+        }
+        return config.load_config(base=base, overrides=[f'{section}.{key}="{value}"'])
+
+    for (section, key), choices in config.CHOICES.items():
+        for value in choices:
+            assert getattr(load(section, key, value), section)[key] == value
+        with pytest.raises(config.ConfigError, match=rf"{section}\.{key}"):
+            load(section, key, "not-a-choice")

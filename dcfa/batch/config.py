@@ -133,6 +133,92 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
     },
 }
 
+# The reference of the job file on the documentation site (docs/_ext/config_reference.py) is
+# rendered from _SCHEMA and the three mappings below: what each section and key is for (text
+# between backquotes is set as code), and the values a key takes where the check allows only
+# some. tests/test_docs.py fails when a key of _SCHEMA has no description here.
+
+#: What each section of a job file is for.
+SECTION_DESCRIPTIONS: dict[str, str] = {
+    "input": "The field: a Zarr archive, its variables, the months taken and how they are "
+    "preprocessed into features.",
+    "target": "The series the features must predict, aligned on the field's dates.",
+    "method": "The CFA estimator fitted (`[method.params]`: its parameters).",
+    "gbmap": "Optional: GBMAP on the reduced features. The section is free-form: its keys are "
+    "the parameters of `dcfa.GBMAPRegressor` (e.g. `n_boosts = 4`); a `random_state` it does "
+    "not set is 0, printed and recorded in the result's `gbmap` attribute.",
+    "output": "Where the result is written, and the resume state of the run.",
+    "cluster": "The Dask cluster the job runs on: a running scheduler, or one the job starts.",
+}
+
+#: What each key of a job file is for, by ``(section, key)``.
+DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("input", "store"): "The Zarr archive (format 2 or 3) of the field: a path, relative to the "
+    "job file, or a URL (`s3://...`, any fsspec URL).",
+    ("input", "variables"): "The variables fitted, on the same grid; every dim other than "
+    "`sample_dim` is a feature.",
+    ("input", "sample_dim"): "The dim of the samples (the months).",
+    ("input", "time"): '`[start, stop]`: a slice of the sample dim, e.g. `["1991-01", '
+    '"2021-12"]`. Unset: every sample.',
+    ("input", "anomalies"): "Remove the mean seasonal cycle, per calendar month.",
+    ("input", "standardize"): "Divide every cell by its standard deviation.",
+    ("input", "windows"): "Time scales: running means over trailing windows of this many "
+    "samples, each its own feature block (e.g. `[1, 3, 6, 12]`); `[1]` is the field as it is.",
+    ("input", "aggregate"): "How a window aggregates its samples, for every variable or per "
+    'variable: `{precip = "sum"}`.',
+    ("input", "lags"): "Predictors at t, t-1, t-2 for `[0, 1, 2]`: each lag its own feature "
+    "block. Groups never mix variables, windows or lags.",
+    ("input", "storage_options"): "For a URL: passed to fsspec (s3fs), e.g. `endpoint_url`.",
+    ("target", "path"): "The target: a `.zarr`, `.nc` or `.csv` file, relative to the job "
+    "file, or a URL.",
+    ("target", "variable"): "The variable (Zarr, netCDF) or column (CSV) read; needed when the "
+    "file holds several.",
+    ("target", "time_column"): "CSV only: the column of the dates.",
+    ("target", "match"): "How the target's dates are aligned with the field's: `exact` "
+    "(identical stamps) or `month` (by calendar month). The number of common samples is "
+    "printed.",
+    ("target", "calendar"): "CSV only: the CF calendar of its dates (`noleap`, `360_day`, ...). "
+    "Unset: the standard calendar. netCDF and Zarr targets carry their own.",
+    ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
+    "steps of the target's own dates.",
+    ("target", "storage_options"): "For a URL: passed to fsspec (s3fs).",
+    ("method", "name"): "The estimator, by the name of `dcfa.cfa.methods.METHODS`.",
+    ("method", "params"): "The estimator's parameters (`[method.params]`), e.g. `gap = 3` "
+    "(months purged around each test block: the lead). A method that shuffles gets "
+    "`random_state = 0` unless set, printed and recorded in the result's parameters, so a job "
+    "gives the same result run again or resumed.",
+    ("output", "store"): "The result store: a path, relative to the job file, or a URL "
+    "(`s3://bucket/result.zarr`). The command line's `--output` sets it.",
+    ("output", "overwrite"): "Replace what is at `store`: only an earlier dcfa result, never a "
+    "directory or file that dcfa did not write.",
+    ("output", "storage_options"): "For a URL: passed to fsspec (s3fs).",
+    ("output", "work_dir"): "The resume state. Unset: `<store>.work`, or for a URL "
+    "`./<name>-<hash>.work` in the working directory. Never the store, inside it or around it "
+    "(checked first).",
+    ("cluster", "scheduler"): "The address of a running scheduler (or "
+    "`$DASK_SCHEDULER_ADDRESS`). Empty: the job starts a cluster of `kind`.",
+    ("cluster", "connect_timeout"): 'How long to wait for that scheduler to be up (`"10m"` for '
+    "one that starts in a batch job of its own).",
+    ("cluster", "kind"): "Without a scheduler address: `local` starts a `LocalCluster`, `slurm` "
+    "and `pbs` worker jobs through dask-jobqueue, configured by its `jobqueue.yaml` (see the "
+    "deploy folder).",
+    ("cluster", "n_workers"): "Workers of the `LocalCluster`, or worker jobs of `slurm` and `pbs`.",
+    ("cluster", "threads_per_worker"): "Threads of each worker of the `LocalCluster`.",
+    ("cluster", "memory_limit"): 'Memory of each worker of the `LocalCluster`: a size (`"2GiB"`, '
+    '`"500MB"`) or `"auto"`.',
+    ("cluster", "dashboard_address"): "The `LocalCluster`'s dashboard: loopback, any free port "
+    'by default; `":8787"` listens on every interface, `""` turns it off.',
+}
+
+#: The values a key takes, where the check allows only some (the others take any value of
+#: their type that the check accepts).
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("input", "aggregate"): ("mean", "sum"),
+    ("target", "match"): ("exact", "month"),
+    ("method", "name"): tuple(METHODS),
+    ("cluster", "kind"): CLUSTER_KINDS,
+}
+
 
 @dataclass(frozen=True)
 class JobConfig:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
+from table_nodes import table
 
 NAMES = ("RegionsCV()", "GenLinCFA(neighbors=1)")
 
@@ -91,33 +92,7 @@ class ResultsTable(Directive):
         made += nodes.Text(", written by ")
         made += nodes.literal(text=record["command"])
         made += nodes.Text(f" on {record['machine']}, {record['date']} (dcfa {record['dcfa']}).")
-        return [_table(header, rows), made]
-
-
-def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
-    """A docutils table: one header row, then ``rows``."""
-    table = nodes.table()
-    group = nodes.tgroup(cols=len(header))
-    table += group
-    for _ in header:
-        group += nodes.colspec(colwidth=1)
-
-    def row(cells: list[str]) -> nodes.row:
-        out = nodes.row()
-        for text in cells:
-            entry = nodes.entry()
-            entry += nodes.paragraph(text=text)
-            out += entry
-        return out
-
-    head = nodes.thead()
-    head += row(header)
-    body = nodes.tbody()
-    for cells in rows:
-        body += row(cells)
-    group += head
-    group += body
-    return table
+        return [table(header, rows), made]
 
 
 def setup(app):
