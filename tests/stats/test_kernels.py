@@ -4,14 +4,23 @@
   parts known at once (a grid's folds, a grid pass's segments, a series fold's training
   rows) goes through it. Checked against the moments of the concatenated rows, on data with
   a large offset where a naive formula loses its digits.
+* :func:`self_product`, which keeps a wide ``c.T @ c`` away from the OpenBLAS product that
+  crashes the process, against the plain product; and ``dcfa.moments`` at that width.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dcfa.stats import kernels
 from dcfa.stats.kernels import between_parts, merge_parts
 
 
@@ -62,3 +71,41 @@ def test_one_part_is_itself():
     assert n == 7.0
     np.testing.assert_array_equal(mean, means[0])
     np.testing.assert_array_equal(between_parts(np.array([7.0]), dev), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("p", [1, 7, 8, 9, 23])
+def test_a_wide_self_product_is_the_product(p, monkeypatch):
+    monkeypatch.setattr(kernels, "_SYRK_COLUMNS", 8)
+    c = np.random.default_rng(p).normal(size=(11, p))
+    out = kernels.self_product(c)
+    np.testing.assert_allclose(out, c.T @ c, rtol=1e-13, atol=1e-12)
+    if p <= 8:  # syrk, as before: the same bits
+        np.testing.assert_array_equal(out, c.T @ c)
+
+
+def _has_avx512() -> bool:
+    try:
+        return "avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_avx512(), reason="the OpenBLAS crash needs AVX-512 kernels")
+def test_moments_of_twenty_thousand_columns_in_memory_do_not_crash():
+    """500 x 20 000 in memory: OpenBLAS's threaded syrk (SkylakeX kernels, 2 threads)
+    segfaults on this product; dcfa must never call it at that size."""
+    code = (
+        "import numpy as np, dcfa\n"
+        "X = np.random.default_rng(0).normal(size=(500, 20000))\n"
+        "m = dcfa.moments(X, X[:, 0])\n"
+        "d = np.diag(m.cross)[:5] / (m.n - 1)\n"
+        "assert np.allclose(d, X[:, :5].var(axis=0, ddof=1)), d\n"
+        "print('ok', m.n_features)\n"
+    )
+    env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX", OPENBLAS_NUM_THREADS="2")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["ok", "20000"]
