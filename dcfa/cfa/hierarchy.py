@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from dcfa._errors import InputError
 from dcfa.cfa.rules import correlation
@@ -38,6 +38,9 @@ __all__ = [
     "group_adjacency",
     "membership",
     "relevance_merges",
+    "relevance_order",
+    "segment_pair_cross",
+    "upper_pairs",
 ]
 
 # bytes of the two blocks of series a pass over the adjacent pairs gathers at a time: small
@@ -258,20 +261,55 @@ def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
     Merges
         ``value`` holds each merge's relevance.
     """
-    n_items = S.shape[0]
-    rows, cols = _upper_pairs(adjacency)
+    rows, cols = upper_pairs(adjacency)
     ss = np.einsum("ij,ij->i", S, S)
-    rel = np.abs(correlation(S @ y, ss, float(y @ y)))
-    rho = correlation(_pair_cross(S, rows, cols), ss[rows], ss[cols])
+    return relevance_order(rows, cols, ss, S @ y, float(y @ y), _pair_cross(S, rows, cols))
+
+
+def relevance_order(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    ss: np.ndarray,
+    sy: np.ndarray,
+    yy: float,
+    cross: np.ndarray,
+) -> Merges:
+    """:func:`relevance_merges` from the centred sums it reads: each item's sum of squares
+    ``ss`` and products with the target ``sy``, the target's ``yy``, and the products
+    ``cross`` of the adjacent pairs ``rows[i] < cols[i]`` (:func:`upper_pairs`)."""
+    rel = np.abs(correlation(sy, ss, yy))
+    rho = correlation(cross, ss[rows], ss[cols])
     weight = np.maximum(rel[rows], rel[cols])
     order = np.lexsort((-rho, weight))
-    uf = _UnionFind(n_items)
-    out: tuple[list, list, list] = ([], [], [])
-    uf.union_all(rows[order], cols[order], weight[order], out)
-    a, b, v = out
-    return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
+    kept = order[_kruskal(ss.size, rows[order], cols[order])]
+    return Merges(ss.size, rows[kept], cols[kept], weight[kept])
 
 
-def _upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
+def _kruskal(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The positions of the pairs ``(a[i], b[i])``, taken in the order given, that join two
+    groups (Kruskal's scheme): the minimum spanning forest when each pair weighs its rank,
+    which is unique, as the ranks are."""
+    rank = np.arange(1, a.size + 1, dtype=np.float64)  # 0 would be no edge
+    forest = minimum_spanning_tree(sp.csr_array((rank, (a, b)), shape=(n, n)))
+    return np.sort(forest.data).astype(np.int64) - 1
+
+
+def segment_pair_cross(
+    S: np.ndarray, rows: np.ndarray, cols: np.ndarray, starts: np.ndarray
+) -> np.ndarray:
+    """``(S[rows[i]] * S[cols[i]])`` summed over each segment of samples that begins at
+    ``starts`` (the first 0): shape ``(pairs, segments)``, in blocks of pairs."""
+    out = np.empty((rows.size, starts.size))
+    step = max(1, _PAIR_BYTES // (8 * max(S.shape[1], 1)))
+    for lo in range(0, rows.size, step):
+        hi = min(lo + step, rows.size)
+        prod = S[rows[lo:hi]]
+        prod *= S[cols[lo:hi]]
+        out[lo:hi] = np.add.reduceat(prod, starts, axis=1)
+    return out
+
+
+def upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
+    """The adjacent pairs ``rows[i] < cols[i]`` of a symmetric adjacency."""
     rows, cols = sp.triu(sp.csr_array(adjacency), k=1).nonzero()
     return rows.astype(np.int64), cols.astype(np.int64)

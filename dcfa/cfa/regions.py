@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from functools import cached_property
 from numbers import Integral, Real
 
 import numpy as np
@@ -51,7 +52,9 @@ from dcfa.cfa.hierarchy import (
     cut,
     group_adjacency,
     membership,
-    relevance_merges,
+    relevance_order,
+    segment_pair_cross,
+    upper_pairs,
 )
 from dcfa.cfa.selection import comembership, ols_skill, within_noise
 
@@ -247,7 +250,10 @@ class RegionsCV(BaseCFA):
         )
         columns = data.columns  # exclusions, means and spreads of all samples
         del data  # the pieces' sums are in the snapshots
-        stages = {lv: _Pieces.from_snapshot(adjacency, snapshots[lv]) for lv in levels}
+        segments = _Segments(n, [train for train, _ in folds])
+        stages = {
+            lv: _Pieces.from_snapshot(adjacency, snapshots[lv], segments, yv) for lv in levels
+        }
         t1 = time.perf_counter()
 
         sizes = np.array(
@@ -263,21 +269,18 @@ class RegionsCV(BaseCFA):
                 r2[i] = scored[pieces.n]
                 continue
             for f, (train, test) in enumerate(folds):
-                path = pieces.regions(yv, train)
-                for j, k in enumerate(sizes):
-                    if path.min_groups <= k <= pieces.n:
-                        G = pieces.means(cut(path, pieces.n - k))
-                        r2[i, j, f] = ols_skill(G, yv, train, test)
+                path = pieces.regions(train)
+                js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= pieces.n]
+                for j, G in zip(js, pieces.means_along(path, sizes[js]), strict=True):
+                    r2[i, j, f] = ols_skill(G, yv, train, test)
             scored[pieces.n] = r2[i]
         flat = r2.reshape(-1, len(folds))
         pick = within_noise(flat, np.tile(sizes, levels.size), self.parsimony)
         i, j = divmod(pick, sizes.size)
         level, k = float(levels[i]), int(sizes[j])
         pieces = stages[level]
-        final = pieces.cells(cut(pieces.regions(yv, slice(None)), pieces.n - k))
-        fold_maps = [
-            pieces.cells(cut(pieces.regions(yv, train), pieces.n - k)) for train, _ in folds
-        ]
+        final = pieces.cells(cut(pieces.regions(slice(None)), pieces.n - k))
+        fold_maps = [pieces.cells(cut(pieces.regions(train), pieces.n - k)) for train, _ in folds]
         t2 = time.perf_counter()
 
         labels = np.full(D, -1, dtype=np.int64)
@@ -362,32 +365,106 @@ def _check_budget(n_samples: int, n_features: int) -> None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 
 
-class _Pieces:
-    """The pieces of one level: their sums over all samples, sizes and adjacency."""
+class _Segments:
+    """Consecutive runs of samples of which every fold's training rows are a union: the
+    sums over each run give any fold's statistics without reading its rows again."""
 
-    def __init__(self, cell_labels: np.ndarray, sums: np.ndarray, adjacency: sp.csr_array):
+    def __init__(self, n: int, row_sets: list[np.ndarray]):
+        inside = np.zeros((len(row_sets), n), dtype=bool)
+        for k, rows in enumerate(row_sets):
+            inside[k, rows] = True
+        change = np.flatnonzero((inside[:, 1:] != inside[:, :-1]).any(axis=0)) + 1
+        self.n = n
+        self.starts = np.concatenate([[0], change]).astype(np.int64)
+        self.lengths = np.diff(np.append(self.starts, n))
+
+    def of(self, rows) -> np.ndarray:
+        """Which segments make up the samples ``rows`` (a slice or indices): a boolean mask."""
+        inside = np.zeros(self.n, dtype=bool)
+        inside[rows] = True
+        take = inside[self.starts]
+        if not np.array_equal(np.repeat(take, self.lengths), inside):
+            raise AssertionError("rows are not a union of segments")
+        return take
+
+
+class _Pieces:
+    """The pieces of one level: their sums over all samples, sizes and adjacency, and the
+    sums over each segment that the second stage reads in every fold."""
+
+    def __init__(
+        self,
+        cell_labels: np.ndarray,
+        sums: np.ndarray,
+        adjacency: sp.csr_array,
+        segments: _Segments,
+        y: np.ndarray,
+    ):
         self.cell_labels = cell_labels  # piece of each kept cell
         self.sums = sums  # (n_pieces, n_samples), centred over all samples
         self.size = np.bincount(cell_labels).astype(np.float64)
         self.adjacency = adjacency
         self.n = int(sums.shape[0])
+        self.segments = segments
+        self.y = y
 
     @classmethod
-    def from_snapshot(cls, adjacency, snapshot) -> _Pieces:
+    def from_snapshot(cls, adjacency, snapshot, segments: _Segments, y) -> _Pieces:
         _, labels, sums = snapshot
-        return cls(labels, sums, group_adjacency(adjacency, labels))
+        return cls(labels, sums, group_adjacency(adjacency, labels), segments, y)
 
-    def regions(self, y: np.ndarray, rows):
-        """The second stage on the samples ``rows``: its merges of these pieces."""
-        S = self.sums[:, rows]
-        S = S - S.mean(axis=1, keepdims=True)
-        yr = y[rows] - y[rows].mean()
-        return relevance_merges(S, yr, self.adjacency)
+    @cached_property
+    def _segment_sums(self) -> dict:
+        """Per segment: each piece's sum, sum of squares and products with ``y``, the
+        target's sum and sum of squares, the adjacent pairs' products (one pass)."""
+        starts = self.segments.starts
+        rows, cols = upper_pairs(self.adjacency)
+        sq = np.empty((self.n, starts.size))
+        step = max(1, (8 << 20) // (8 * max(self.sums.shape[1], 1)))
+        for lo in range(0, self.n, step):  # a block of pieces' squares at a time
+            sq[lo : lo + step] = np.add.reduceat(self.sums[lo : lo + step] ** 2, starts, axis=1)
+        return {
+            "s": np.add.reduceat(self.sums, starts, axis=1),
+            "ss": sq,
+            "sy": np.add.reduceat(self.sums * self.y, starts, axis=1),
+            "y": np.add.reduceat(self.y, starts),
+            "yy": np.add.reduceat(self.y * self.y, starts),
+            "rows": rows,
+            "cols": cols,
+            "cross": segment_pair_cross(self.sums, rows, cols, starts),
+        }
 
-    def means(self, piece_labels: np.ndarray) -> np.ndarray:
-        """Each region's mean series (regions x samples), up to a constant per region."""
-        M = membership(piece_labels)
-        return (M @ self.sums) / (M @ self.size)[:, None]
+    def regions(self, rows):
+        """The second stage on the samples ``rows`` (a fold's training rows, or every
+        sample): its merges of these pieces, from the series centred on those rows."""
+        t = self._segment_sums
+        take = self.segments.of(rows)
+        n = float(self.segments.lengths[take].sum())
+        mean = t["s"][:, take].sum(axis=1) / n
+        ymean = t["y"][take].sum() / n
+        return relevance_order(
+            t["rows"],
+            t["cols"],
+            t["ss"][:, take].sum(axis=1) - n * mean * mean,
+            t["sy"][:, take].sum(axis=1) - n * mean * ymean,
+            float(t["yy"][take].sum() - n * ymean * ymean),
+            t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
+        )
+
+    def means_along(self, path, sizes) -> list[np.ndarray]:
+        """Each region's mean series (regions x samples, up to a constant per region) in the
+        maps of ``sizes`` regions that ``path`` makes: the largest map from the pieces, the
+        others from its regions (every map of a path is a union of its larger maps')."""
+        largest = cut(path, self.n - max(sizes))
+        M = membership(largest)
+        sums, size = M @ self.sums, M @ self.size
+        one = np.empty(sums.shape[0], dtype=np.int64)
+        one[largest] = np.arange(self.n)  # a piece of each region of the largest map
+        out = []
+        for k in sizes:
+            M = membership(cut(path, self.n - k)[one], k)
+            out.append((M @ sums) / (M @ size)[:, None])
+        return out
 
     def cells(self, piece_labels: np.ndarray) -> np.ndarray:
         return piece_labels[self.cell_labels]

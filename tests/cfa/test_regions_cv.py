@@ -169,6 +169,34 @@ def test_a_relevant_piece_merges_after_the_background():
     assert 3 not in np.concatenate([merges.a[:-1], merges.b[:-1]])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed):
+    """Every fold's second stage reads the per-segment sums of the pieces: the merges (and
+    every map's region means) must be those of the series centred on the fold's own rows."""
+    from dcfa.cfa.regions import _Pieces, _Segments
+    from dcfa.skill import blocked_folds
+
+    X, A = _field(seed, shape=(6, 7), n=90)
+    rng = np.random.default_rng(seed)
+    y = X[:, :4].sum(axis=1) + rng.normal(size=X.shape[0])
+    S = np.ascontiguousarray(X.T)
+    labels = np.arange(S.shape[0])
+    folds = blocked_folds(X.shape[0], 4, 3)
+    pieces = _Pieces(labels, S, sp.csr_array(A), _Segments(X.shape[0], [t for t, _ in folds]), y)
+    for rows in [train for train, _ in folds] + [slice(None)]:
+        Sr = S[:, rows] - S[:, rows].mean(axis=1, keepdims=True)
+        expected = relevance_merges(Sr, y[rows] - y[rows].mean(), A)
+        got = pieces.regions(rows)
+        np.testing.assert_array_equal(got.a, expected.a)
+        np.testing.assert_array_equal(got.b, expected.b)
+        np.testing.assert_allclose(got.value, expected.value, rtol=1e-10)
+        sizes = np.array([1, 2, 5, 9])
+        for k, G in zip(sizes, pieces.means_along(got, sizes), strict=True):
+            M = cut(got, pieces.n - k)
+            direct = np.stack([S[M == g].mean(axis=0) for g in range(k)])
+            np.testing.assert_allclose(G, direct, rtol=1e-12, atol=1e-12)
+
+
 ############################################################################################
 # selection and stability
 
