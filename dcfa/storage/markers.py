@@ -22,6 +22,11 @@ def marker_payload(destination) -> bytes:
     ).encode()
 
 
+def is_marker(who) -> bool:
+    """Whether a marker file's JSON is one that :func:`marker_payload` wrote."""
+    return isinstance(who, dict) and {"pid", "host", "started", "destination"} <= set(who)
+
+
 def is_stale(who: dict) -> bool:
     """Whether a marker's writer is a process of this machine that no longer runs."""
     pid = who.get("pid")

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from dcfa._errors import InputError
 from dcfa.storage import objectstore
-from dcfa.storage.markers import is_stale, marker_payload
+from dcfa.storage.markers import is_marker, is_stale, marker_payload
 from dcfa.storage.objectstore import INCOMPLETE, is_url
 
 __all__ = [
@@ -67,7 +67,7 @@ def dcfa_kind(path: str | os.PathLike, storage_options: dict | None = None) -> s
     p = Path(path)
     if p.is_symlink() or not p.is_dir():
         return None
-    if _marker_of(p).is_file():
+    if _is_temporary(p):
         return "incomplete"
     return _kind_of(objectstore.root_attributes(lambda name: (p / name).read_bytes()) or {})
 
@@ -85,7 +85,7 @@ def incomplete_reason(path: str | os.PathLike, storage_options: dict | None = No
     if is_url(path):
         return objectstore.incomplete_reason(os.fspath(path), storage_options)
     p = Path(path)
-    if _marker_of(p).is_file():
+    if _is_temporary(p):
         who = _marker(p)
         return (
             f"{str(p)!r} is an incomplete store: a dcfa write that did not finish "
@@ -95,15 +95,25 @@ def incomplete_reason(path: str | os.PathLike, storage_options: dict | None = No
     return None
 
 
+def _is_temporary(p: Path) -> bool:
+    """Whether ``p`` is the temporary store of a dcfa write: named ``.<name>.tmp-<id>``, with
+    the marker dcfa writes beside it. Anything else beside a ``.incomplete`` file is not
+    dcfa's: a user's ``analysis/`` next to their own ``analysis.incomplete`` is never taken."""
+    if not (p.name.startswith(".") and ".tmp-" in p.name and _marker_of(p).is_file()):
+        return False
+    return is_marker(_marker(p))
+
+
 def _marker_of(tmp: Path) -> Path:
     return tmp.with_name(tmp.name + INCOMPLETE)
 
 
 def _marker(p: Path) -> dict:
     try:
-        return json.loads(_marker_of(p).read_text())
+        who = json.loads(_marker_of(p).read_text())
     except (OSError, ValueError):
         return {}
+    return who if isinstance(who, dict) else {}
 
 
 def check_replaceable(

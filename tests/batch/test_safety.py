@@ -111,6 +111,27 @@ def test_overwrite_replaces_only_a_dcfa_result(tmp_path, scheduler):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.parametrize(
+    "marker",
+    [b"", b"my own notes on the analysis", b'{"pid": 1, "host": "x", "started": "t"}'],
+)
+def test_a_users_directory_beside_a_file_named_incomplete_is_never_replaced(tmp_path, marker):
+    """``analysis/`` holds the user's files and ``analysis.incomplete`` is theirs too (empty,
+    text, or JSON that is not dcfa's marker): dcfa never takes it for its own temporary store,
+    so overwrite refuses it and every file stays as it was."""
+    job = write_job(tmp_path)
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "notes.txt").write_text("my notes")
+    (tmp_path / "analysis" / "fig.png").write_bytes(b"\x89PNG not really")
+    (tmp_path / "analysis.incomplete").write_bytes(marker)
+    before = tree(tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "output.overwrite=true", "--output", "analysis", cwd=tmp_path
+    )
+    fails(proc, 2, "output.store:", "a directory that dcfa did not write")
+    assert tree(tmp_path) == before
+
+
 def test_unwritable_output_directory_exits_2(tmp_path):
     job = write_job(tmp_path)
     ro = tmp_path / "ro"
