@@ -3,6 +3,7 @@
     python benchmarks/bench_cfa.py            # D = 100 and D = 500 (the brute force at D = 500
                                               # takes minutes; docs/evidence/performance.md)
     python benchmarks/bench_cfa.py --quick    # D = 100 only
+    python benchmarks/bench_cfa.py --json benchmarks/results/cfa.json   # the docs' table
 
 Data: the papers' synthetic generator (n = 2000 training rows). The brute force is the
 authors' test as their code computes it, per candidate: z-score, then
@@ -10,6 +11,9 @@ authors' test as their code computes it, per candidate: z-score, then
 covariances of z-scored vectors (GenLinCFA), inside the same greedy loop
 (tests/reference.py). Both give the same partition (checked here); the ratio is measured in
 this run.
+
+``--json PATH`` writes the timings and groups of every fit (benchmarks/_results.py), from which
+docs/evidence/performance.md renders its table.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _results import write_results  # noqa: E402
 from reference import genlincfa_authors, nonlincfa_authors  # noqa: E402
 
 from dcfa import GenLinCFA, NonLinCFA  # noqa: E402
@@ -33,12 +38,13 @@ def timed(f):
     return time.perf_counter() - t, out
 
 
-def bench(D: int) -> None:
+def bench(D: int) -> list[dict]:
     X, y = make_cfa_synthetic(D, 10.0 * D / 100, n_samples=2000)
     cases = [
         ("NonLinCFA", NonLinCFA(eps=1e-3), lambda: nonlincfa_authors(X, y, eps=1e-3)),
         ("GenLinCFA", GenLinCFA(eps=0.77), lambda: genlincfa_authors(X, y, eps=0.77)),
     ]
+    out = []
     for name, model, brute in cases:
         t_dcfa, fitted = timed(lambda m=model: m.fit(X, y))
         t_dcfa = min(t_dcfa, timed(lambda m=model: m.fit(X, y))[0])
@@ -50,15 +56,30 @@ def bench(D: int) -> None:
             "groups, same partition)",
             flush=True,
         )
+        out.append(
+            {
+                "estimator": name,
+                "eps": model.eps,
+                "D": D,
+                "n": int(X.shape[0]),
+                "dcfa_s": t_dcfa,
+                "brute_s": t_brute,
+                "groups": int(fitted.n_features_out_),
+            }
+        )
+    return out
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="D = 100 only")
-    args = parser.parse_args()
-    bench(100)
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    runs = bench(100)
     if not args.quick:
-        bench(500)
+        runs += bench(500)
+    if args.json is not None:
+        write_results(args.json, {"quick": args.quick, "runs": runs}, argv, script=__file__)
 
 
 if __name__ == "__main__":

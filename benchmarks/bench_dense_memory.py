@@ -3,6 +3,7 @@
     python benchmarks/bench_dense_memory.py            # D = 11 340 cells (63 x 180), ~1 GiB matrix
     python benchmarks/bench_dense_memory.py --quick    # D = 3 000 cells (30 x 100)
     python benchmarks/bench_dense_memory.py --in-memory   # the field loaded first (NumPy path)
+    python benchmarks/bench_dense_memory.py --json benchmarks/results/dense_memory.json
 
 Data: the synthetic regions field of ``dcfa.datasets.make_regions_field`` (float32, kelvin-like
 offsets, 500 monthly samples in chunks of 100, 10 % land), generated lazily chunk by chunk as
@@ -13,6 +14,9 @@ size above its level just before ``fit`` (the larger of psutil sampled every 5 m
 ``ru_maxrss``); ``peak / matrix`` divides it by ``D * D * 8`` bytes. ``estimate`` is what
 ``dcfa.memory.estimate_dense`` predicted before the fit (what the memory budget is checked
 against), in the same unit. The budget is raised to 0.9 of the available memory for the run.
+
+``--json PATH`` writes every fit's bytes and seconds (benchmarks/_results.py), from which
+docs/evidence/performance.md renders its table.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import dask
 import psutil
-from bench_scale import PeakRSS  # run as a script: its directory is on sys.path
+from _results import write_results  # run as a script: its directory is on sys.path
+from bench_scale import PeakRSS
 
 ESTIMATORS = {
     "LinCFA(neighbors=1)": ("LinCFA", {"neighbors": 1, "random_state": 0}),
@@ -79,14 +85,15 @@ def child(label: str, shape, in_memory: bool) -> None:
     print(json.dumps(out), flush=True)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="D = 3 000 instead of 11 340")
     parser.add_argument("--shape", type=int, nargs=2, metavar=("NLAT", "NLON"))
     parser.add_argument("--in-memory", action="store_true", help="fit the loaded field")
     parser.add_argument("--only", choices=list(ESTIMATORS), action="append")
     parser.add_argument("--child", choices=list(ESTIMATORS), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
     shape = tuple(args.shape) if args.shape else (30, 100) if args.quick else (63, 180)
     if args.child:
         child(args.child, shape, args.in_memory)
@@ -102,6 +109,7 @@ def main() -> None:
         f"{'estimator':24s} {'time':>7s} {'groups':>6s} {'peak':>9s} {'peak / matrix':>13s} "
         f"{'held after':>10s} {'estimate':>8s}"
     )
+    fits: dict[str, dict] = {}
     for label in args.only or ESTIMATORS:
         cmd = [sys.executable, __file__, "--child", label, "--shape", *map(str, shape)]
         if args.in_memory:
@@ -109,14 +117,26 @@ def main() -> None:
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             print(f"{label:24s} failed:\n{run.stderr[-2000:]}", flush=True)
+            fits[label] = {"failed": run.stderr[-2000:]}
             continue
         r = json.loads(run.stdout.strip().splitlines()[-1])
+        fits[label] = r
         print(
             f"{label:24s} {r['seconds']:6.1f}s {r['groups']:6d} "
             f"{r['peak'] / 2**30:7.2f}GiB {r['peak'] / matrix:12.2f}x "
             f"{r['held'] / matrix:9.2f}x {r['estimate'] / matrix:7.2f}x",
             flush=True,
         )
+    if args.json is not None:
+        results = {
+            "shape": list(shape),
+            "D": D,
+            "months": 500,
+            "in_memory": args.in_memory,
+            "matrix_bytes": matrix,
+            "fits": fits,
+        }
+        write_results(args.json, results, argv, script=__file__)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """dcfa against the tools climate forecasters use, on the ENSO task (real observations).
 
-    python benchmarks/bench_enso.py                      # SST, then SST + zonal wind; leads 0, 3
+    python benchmarks/bench_enso.py                      # SST, then SST + zonal wind; leads 0, 3, 6
     python benchmarks/bench_enso.py --variables sst,u10,v10 --leads 0 3
     python benchmarks/bench_enso.py --quick              # without LassoCV and GenLinCFACV
+    python benchmarks/bench_enso.py --json benchmarks/results/enso.json   # the docs' table
 
 Task: monthly HadISST SST (513 ocean cells, 5 degree grid, 30S-30N) and, with
 ``--variables sst,u10``, NCEP 10 m zonal wind (286 cells, tropical Pacific) at month t ->
@@ -17,6 +18,9 @@ training months only), then the reduction and OLS, or the regression; inner choi
 PLS components, Lasso's alpha, GenLinCFACV's eps) by time-ordered CV on the training months.
 The models are :func:`dcfa.batch.comparison.comparison_models`, which ``dcfa demo`` scores too. Fit
 time is the mean over the folds of fitting one pipeline (in memory, one BLAS thread).
+
+``--json PATH`` writes every column's test R² of every block, features and fit time of every
+model (benchmarks/_results.py), from which docs/evidence/enso.md renders its table.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from pathlib import Path
+
+from _results import write_results  # run as a script: its directory is on sys.path
 
 from dcfa.batch.comparison import comparison_models, score_models, tested_months
 from dcfa.datasets import enso_task, load_enso
@@ -32,7 +39,7 @@ from dcfa.skill import HEADER
 _LABELS = {"sst": "SST", "u10": "u10", "v10": "v10"}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--variables",
@@ -43,11 +50,13 @@ def main() -> None:
     parser.add_argument("--leads", nargs="+", type=int, default=[0, 3, 6], help="months ahead")
     parser.add_argument("--splits", type=int, default=5, help="test blocks (default 5)")
     parser.add_argument("--quick", action="store_true", help="without LassoCV, GenLinCFACV")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
     logging.getLogger("dcfa").setLevel(logging.WARNING)
 
     data = load_enso()
     columns: dict[str, dict] = {}
+    record: list[dict] = []
     t0 = time.perf_counter()
     for lead in args.leads:
         for spec in args.variables:
@@ -70,8 +79,27 @@ def main() -> None:
                 print(s.row(), "  ", " ".join(f"{r:+.2f}" for r in s.r2), flush=True)
             print(f"test blocks: {tested_months(s, y)}")
             columns[label] = skills
+            record.append(
+                {
+                    "label": label,
+                    "lead": lead,
+                    "variables": variables,
+                    "months": int(X.sizes["time"]),
+                    "cells": n_cells,
+                    "tested": tested_months(s, y),
+                    "models": {
+                        name: {
+                            "r2": sk.r2,
+                            "n_features": sk.n_features,
+                            "fit_time": sk.fit_time,
+                        }
+                        for name, sk in skills.items()
+                    },
+                }
+            )
+    seconds = time.perf_counter() - t0
     print(
-        f"\n{time.perf_counter() - t0:.0f} s in all. R² (mean ± sd over the test blocks), "
+        f"\n{seconds:.0f} s in all. R² (mean ± sd over the test blocks), "
         "features (range over the folds):\n"
     )
     print("| model | " + " | ".join(columns) + " |")
@@ -84,6 +112,9 @@ def main() -> None:
             feats = f"{int(k[0])}" if k.min() == k.max() else f"{int(k.min())}-{int(k.max())}"
             cells.append(f"{s.mean:+.2f} ± {s.std:.2f} ({feats})")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.json is not None:
+        results = {"splits": args.splits, "quick": args.quick, "seconds": seconds}
+        write_results(args.json, results | {"columns": record}, argv, script=__file__)
 
 
 if __name__ == "__main__":

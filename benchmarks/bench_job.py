@@ -4,6 +4,7 @@
     python benchmarks/bench_job.py --quick    # 2 degree, 600 months
     python benchmarks/bench_job.py --gbmap    # with a [gbmap] section
     python benchmarks/bench_job.py --kernel-cached   # what the job costs besides its kernel
+    python benchmarks/bench_job.py --repeat 3 --json benchmarks/results/job.json   # the docs'
 
 Data: :func:`dcfa.datasets.write_regions_store` (float32, 30 % land, 40 regions), written once
 to a temporary directory, chunked 120 months x the whole grid. Target: the field's own target
@@ -24,6 +25,9 @@ ratio needs less work.
 of every block on disk after the first run and read it back in later ones, so the best run
 (``--repeat`` >= 2) is the job with a kernel that costs almost nothing: a bound on what a faster
 kernel alone could give.
+
+``--json PATH`` writes every run's wall and CPU seconds of both (benchmarks/_results.py), from
+which docs/evidence/performance.md renders its table.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 import xarray as xr
+from _results import write_results  # run as a script: its directory is on sys.path
 from distributed import Client, LocalCluster
 
 from dcfa.batch.config import load_config
@@ -110,13 +115,14 @@ def cluster_cpu(client) -> float:
     return sum(client.run(cpu_seconds).values()) + cpu_seconds()
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--gbmap", action="store_true")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--kernel-cached", action="store_true", help=cache_kernel.__doc__)
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
     deg, n_time = (2, 600) if args.quick else (1, 1200)
     shape = (180 // deg, 360 // deg)
     tmp = Path(tempfile.mkdtemp(prefix="bench_job-"))
@@ -171,6 +177,23 @@ def main() -> None:
             f"runs); on {cores} cores the job's work takes at least {floor:.2f} s = "
             f"{floor / min(read):.1f}x the read pass"
         )
+        if args.json is not None:
+            results = {
+                "shape": list(shape),
+                "months": n_time,
+                "gigabytes": size,
+                "workers": 2,
+                "threads_per_worker": 1,
+                "cores": cores,
+                "repeat": args.repeat,
+                "gbmap": args.gbmap,
+                "kernel_cached": args.kernel_cached,
+                "read_s": read,
+                "job_s": job,
+                "read_cpu_s": read_cpu,
+                "job_cpu_s": job_cpu,
+            }
+            write_results(args.json, results, argv, script=__file__)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

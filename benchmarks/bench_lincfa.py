@@ -2,6 +2,7 @@
 
     python benchmarks/bench_lincfa.py            # the numbers in docs/evidence/performance.md
     python benchmarks/bench_lincfa.py --quick    # smaller sizes, a smoke run
+    python benchmarks/bench_lincfa.py --json benchmarks/results/lincfa.json   # the docs' table
 
 Every ratio is measured in this run, on this machine, against:
 
@@ -11,6 +12,9 @@ Every ratio is measured in this run, on this machine, against:
 * the LinCFA partition: the brute-force per-pair implementation of Algorithm 1 (an OLS refit
   per tested pair, tests/reference.py), at D = 200 and D = 2 000; plus the driver alone at
   D = 20 000.
+
+``--json PATH`` writes the timings (seconds, groups; benchmarks/_results.py), from which
+docs/evidence/performance.md renders its table.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from _results import write_results  # noqa: E402
 from reference import lincfa_algorithm1  # noqa: E402
 
 import dcfa  # noqa: E402
@@ -41,7 +46,7 @@ def best_of(f, repeat=3):
     return min(times), out
 
 
-def bench_moments(n: int, d: int, chunk: int) -> None:
+def bench_moments(n: int, d: int, chunk: int) -> dict:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, d))
     Xd = da.from_array(X, chunks=(chunk, d))
@@ -55,14 +60,16 @@ def bench_moments(n: int, d: int, chunk: int) -> None:
     ratio = t_dcfa / t_np
     print(f"  dcfa.moments               {t_dcfa:7.2f} s   {ratio:5.2f}x the in-memory product")
     print(f"  dask.array.corrcoef        {t_corr:7.2f} s   dcfa is {t_corr / t_dcfa:4.1f}x faster")
+    return {"n": n, "d": d, "chunk": chunk, "numpy_s": t_np, "dcfa_s": t_dcfa, "corrcoef_s": t_corr}
 
 
-def bench_driver(D: int, n: int, brute: bool) -> None:
+def bench_driver(D: int, n: int, brute: bool) -> dict:
     rng = np.random.default_rng(1)
     w = rng.uniform(0, 1, D)
     X, y = make_lincfa_tree(n, w, 10.0, rng)
     t_m, m = best_of(lambda: dcfa.moments(X, y), repeat=1)
     t_drv, labels = best_of(lambda: dcfa.lincfa(m, shuffle=False), repeat=3 if D <= 2000 else 1)
+    out = {"D": D, "n": n, "moments_s": t_m, "driver_s": t_drv, "groups": int(labels.max() + 1)}
     line = (
         f"LinCFA D = {D:6d}, n = {n}: moments {t_m:6.2f} s, driver {t_drv:6.3f} s, "
         f"{labels.max() + 1} groups"
@@ -70,26 +77,33 @@ def bench_driver(D: int, n: int, brute: bool) -> None:
     if brute:
         t_b, ref = best_of(lambda: lincfa_algorithm1(X, y), repeat=1)
         assert (ref == labels).all()
+        out["brute_s"] = t_b
         line += (
             f"; brute force {t_b:7.1f} s -> driver {t_b / t_drv:7.0f}x, "
             f"moments+driver {t_b / (t_m + t_drv):5.0f}x faster"
         )
     print(line)
+    return out
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
     if args.quick:
-        bench_moments(20_000, 100, 2_000)
-        bench_driver(200, 500, brute=True)
-        bench_driver(2_000, 500, brute=False)
-        return
-    bench_moments(200_000, 500, 20_000)
-    bench_driver(200, 500, brute=True)
-    bench_driver(2_000, 500, brute=True)
-    bench_driver(20_000, 500, brute=False)
+        moments = bench_moments(20_000, 100, 2_000)
+        driver = [bench_driver(200, 500, brute=True), bench_driver(2_000, 500, brute=False)]
+    else:
+        moments = bench_moments(200_000, 500, 20_000)
+        driver = [
+            bench_driver(200, 500, brute=True),
+            bench_driver(2_000, 500, brute=True),
+            bench_driver(20_000, 500, brute=False),
+        ]
+    if args.json is not None:
+        results = {"quick": args.quick, "moments": moments, "driver": driver}
+        write_results(args.json, results, argv, script=__file__)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,7 @@ within 0.02 R^2 of ridge. The summary says which hold.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -57,6 +55,7 @@ from dcfa.geo import group_patches
 from dcfa.skill import blocked_cv
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _results import write_results  # noqa: E402
 from bench_regions import PURE, purity  # noqa: E402
 
 RESOLUTIONS = (2.0, 1.0)
@@ -294,17 +293,7 @@ def main(argv=None) -> None:
         )
         results["time_ratio"] = {"median": float(np.median(ratio)), "worst": float(ratio.max())}
     if args.json is not None:
-        record = {
-            "command": "python benchmarks/bench_panel.py " + " ".join(argv or sys.argv[1:]),
-            "panel_seed": entropy,
-            "date": time.strftime("%Y-%m-%d"),
-            "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, "
-            f"{__import__('os').cpu_count()} cores, Python {platform.python_version()}",
-            "dcfa": dcfa.__version__,
-            "results": results,
-        }
-        args.json.write_text(json.dumps(record, indent=1, default=float) + "\n")
-        print(f"\nwritten: {args.json}")
+        write_results(args.json, results, argv, script=__file__, panel_seed=entropy)
 
 
 if __name__ == "__main__":

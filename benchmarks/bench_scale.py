@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scale.py            # D = 1e4, 1e5, 1e6 (neighbours), 5e4 (seed rows)
     python benchmarks/bench_scale.py --quick    # D = 1e4 and 4e4, and 1e4 for seed rows
+    python benchmarks/bench_scale.py --json benchmarks/results/scale.json   # the docs' table
 
 Data: the synthetic regions field of ``dcfa.datasets.make_regions_field`` (float32, kelvin-like
 offsets, 500 monthly samples, 10 % land), generated lazily chunk by chunk like an archive
@@ -9,6 +10,9 @@ read from disk: the data never exist in memory as a whole. Each fit is timed on 
 scheduler (2 cores); peak memory is the process's resident set size sampled every 50 ms,
 above what it held before the fit. For reference, the D x D correlation matrix the full mode
 would hold is printed beside it.
+
+``--json PATH`` writes every fit's D, seconds, peak bytes and groups (benchmarks/_results.py),
+from which docs/evidence/performance.md renders its table.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import gc
 import resource
 import threading
 import time
+from pathlib import Path
 
 import dask
 import numpy as np
 import psutil
+from _results import write_results  # run as a script: its directory is on sys.path
 
 from dcfa import LinCFA
 from dcfa.datasets import make_regions_field
@@ -90,21 +96,29 @@ def run(label, model, field, target, D):
         f"{model.n_features_out_:,d} groups",
         flush=True,
     )
+    return {"D": D, "seconds": seconds, "peak_bytes": mem.bytes, "groups": model.n_features_out_}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
     sizes = [10_000, 40_000] if args.quick else [10_000, 100_000, 1_000_000]
+    runs = []
     for D in sizes:
         field, y, D = field_of(D)
         model = LinCFA(mode="grid", neighbors=1, neighborhood="seed", random_state=0)
-        run("neighbour mode, r = 1", model, field, y, D)
+        out = run("neighbour mode, r = 1", model, field, y, D)
+        runs.append({"mode": "neighbours", "neighbors": 1, "persisted": False, **out})
     D = 10_000 if args.quick else 50_000
     field, y, D = field_of(D)
     field = field.persist()  # each batch of rows is one pass: keep the data in memory
-    run("seed-row mode", LinCFA(mode="rows", row_batch=512, random_state=0), field, y, D)
+    out = run("seed-row mode", LinCFA(mode="rows", row_batch=512, random_state=0), field, y, D)
+    runs.append({"mode": "rows", "row_batch": 512, "persisted": True, **out})
+    if args.json is not None:
+        results = {"quick": args.quick, "months": field.shape[0], "runs": runs}
+        write_results(args.json, results, argv, script=__file__)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,250 @@ def test_the_panel_table_is_read_from_its_results_file():
     assert "1.006 (1.001)" not in page  # no number copied by hand next to the table
 
 
+def _record(results: dict, **fields) -> dict:
+    """A results file's record (benchmarks/_results.py) around ``results``."""
+    return {
+        "command": "python benchmarks/bench.py --json out.json",
+        **fields,
+        "date": "2026-01-01",
+        "machine": "test machine",
+        "dcfa": "0",
+        "results": results,
+    }
+
+
+def synthetic_records() -> dict[str, dict]:
+    """For every table of docs/_ext/results.py, the least record of the shape its benchmark
+    writes with ``--json`` (made up numbers)."""
+    goals = {
+        "groups": True,
+        "pure": False,
+        "ratio_median": True,
+        "ratio_worst": True,
+        "contiguous": True,
+    }
+    regions = {
+        "draws": 2,
+        "groups_median": 10.0,
+        "groups_worst": {"2 degree": 12, "1 degree": 0},
+        "contiguous_worst": 1.0,
+        "all_pure_share": 0.5,
+        "ratio_median": 1.0,
+        "ratio_worst": 0.95,
+        "ari_median": float("nan"),
+        "ari_worst": float("nan"),
+        "fit_s_median": 1.0,
+        "fit_s_worst": 2.0,
+        "goals": goals,
+    }
+    smooth = {
+        "draws": 1,
+        "groups_median": 30.0,
+        "groups_worst": 40,
+        "gap_median": -0.01,
+        "gap_worst": -0.05,
+        "goals": {"groups": False, "within_ridge": False},
+    }
+    summary = {"summary": {"regions": regions, "smooth": smooth}}
+    panel = {
+        "RegionsCV()": summary,
+        "GenLinCFA(neighbors=1)": summary,
+        "time_ratio": {"median": 1.5, "worst": 3.2},
+    }
+
+    def skill(r2: list[float], features: list[int]) -> dict:
+        return {"r2": r2, "n_features": features, "fit_time": 0.1}
+
+    models = {
+        "Nino-3.4 box mean -> OLS": skill([0.3, 0.5], [1, 1]),
+        "PCA/EOF -> OLS (modes by CV)": skill([0.2, 0.4], [3, 5]),
+        "RegionsCV() -> OLS": skill([0.4, 0.4], [2, 7]),
+    }
+    column = {
+        "lead": 0,
+        "variables": ["sst"],
+        "months": 348,
+        "cells": 513,
+        "tested": "2001-04 .. 2019-12",
+        "models": models,
+    }
+    enso = {
+        "splits": 2,
+        "quick": True,
+        "seconds": 1.0,
+        "columns": [column | {"label": "lead 0, SST"}, column | {"label": "lead 3, SST"}],
+    }
+    lincfa = {
+        "quick": True,
+        "moments": {
+            "n": 200_000,
+            "d": 500,
+            "chunk": 20_000,
+            "numpy_s": 1.6,
+            "dcfa_s": 1.5,
+            "corrcoef_s": 3.3,
+        },
+        "driver": [
+            {"D": 2000, "n": 500, "moments_s": 0.1, "driver_s": 0.011, "groups": 9, "brute_s": 8.3},
+            {"D": 20_000, "n": 500, "moments_s": 9.0, "driver_s": 0.057, "groups": 23},
+        ],
+    }
+    cfa = {
+        "quick": False,
+        "runs": [
+            {
+                "estimator": "NonLinCFA",
+                "eps": 1e-3,
+                "D": 100,
+                "n": 2000,
+                "dcfa_s": 0.069,
+                "brute_s": 33.2,
+                "groups": 8,
+            },
+            {
+                "estimator": "GenLinCFA",
+                "eps": 0.77,
+                "D": 100,
+                "n": 2000,
+                "dcfa_s": 0.038,
+                "brute_s": 1.8,
+                "groups": 18,
+            },
+            {
+                "estimator": "NonLinCFA",
+                "eps": 1e-3,
+                "D": 500,
+                "n": 2000,
+                "dcfa_s": 0.24,
+                "brute_s": 345.0,
+                "groups": 16,
+            },
+        ],
+    }
+    job = {
+        "shape": [180, 360],
+        "months": 1200,
+        "gigabytes": 0.31,
+        "workers": 2,
+        "threads_per_worker": 1,
+        "cores": 2,
+        "repeat": 3,
+        "gbmap": False,
+        "kernel_cached": False,
+        "read_s": [0.6, 0.5, 0.55],
+        "job_s": [2.5, 2.4, 2.6],
+        "read_cpu_s": [0.95, 0.93, 0.99],
+        "job_cpu_s": [3.9, 3.8, 4.0],
+    }
+    scale = {
+        "quick": False,
+        "months": 500,
+        "runs": [
+            {
+                "mode": "neighbours",
+                "neighbors": 1,
+                "persisted": False,
+                "D": 999_698,
+                "seconds": 19.3,
+                "peak_bytes": 582 * 2**20,
+                "groups": 40,
+            },
+            {
+                "mode": "rows",
+                "row_batch": 512,
+                "persisted": True,
+                "D": 49_928,
+                "seconds": 5.7,
+                "peak_bytes": 563 * 2**20,
+                "groups": 25,
+            },
+        ],
+    }
+    fit = {"D": 3000, "seconds": 4.3, "peak": 46e6, "held": 40e6, "estimate": 48e6, "groups": 9}
+    dense = {
+        "shape": [30, 100],
+        "D": 3000,
+        "months": 500,
+        "in_memory": False,
+        "matrix_bytes": 72e6,
+        "fits": {"LinCFA()": fit, "NonLinCFA(neighbors=1)": {"failed": "MemoryError"}},
+    }
+    knn = {"paper": 0.84, "mean": 0.833, "sd": 0.037, "runs": 25, "within": True}
+    auc = {"paper": 0.73, "mean": 0.859, "sd": 0.044, "runs": 10, "within": False}
+    gbmap = {
+        "repeats": 5,
+        "draws": 5,
+        "seeds": 10,
+        "datasets": [
+            {
+                "dataset": "concrete",
+                "task": "regression",
+                "cells": [knn, knn, auc, auc],
+                "split_covariates": ["age"],
+                "seconds": 20.0,
+            },
+            {
+                "dataset": "synth-cos-r",
+                "task": "regression",
+                "cells": [knn, knn, None, None],
+                "split_covariates": [],
+                "seconds": 5.0,
+            },
+            {"dataset": "diabetes", "skipped": "diabetes.arff: not found"},
+        ],
+    }
+    return {
+        "panel": _record(panel, panel_seed=1),
+        "enso": _record(enso),
+        "lincfa": _record(lincfa),
+        "cfa": _record(cfa),
+        "job": _record(job),
+        "scale": _record(scale),
+        "dense_memory": _record(dense),
+        "gbmap_paper": _record(gbmap),
+    }
+
+
+def test_every_results_table_builds_from_a_record_of_its_shape():
+    """Every builder of the results-table directive, given a record of the shape its benchmark
+    writes, makes a header and rows of text of the same width."""
+    results = _docs_extension("results")
+    records = synthetic_records()
+    assert set(records) == set(results.TABLES), "a new table needs its record here"
+    built = {}
+    for name, record in records.items():
+        header, rows = results.TABLES[name](record)
+        assert rows and all(isinstance(cell, str) for cell in header), name
+        for row in rows:
+            assert len(row) == len(header), (name, header, row)
+            assert all(isinstance(cell, str) for cell in row), (name, row)
+        built[name] = dict(zip([r[0] for r in rows], rows, strict=True))
+    # the marks the pages explain: the best baseline of an ENSO column, the recommended call,
+    # a paper's value that is not a plausible run, and the ratios as the pages write them
+    enso = built["enso"]
+    assert enso["PCA/EOF -> OLS (modes by CV)"][1] == "**+0.30** ± 0.10 (3-5)"
+    assert enso["Nino-3.4 box mean -> OLS"][1] == "+0.40 ± 0.10 (1)"  # not a baseline
+    assert "**RegionsCV() -> OLS**" in enso
+    assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
+    assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
+    assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
+
+
+def test_table_cells_render_code_and_bold():
+    from docutils import nodes
+
+    table_nodes = _docs_extension("table_nodes")
+    out = table_nodes.inline("a **b** `c **d**` e")
+    assert [type(n) for n in out] == [
+        nodes.Text,
+        nodes.strong,
+        nodes.Text,
+        nodes.literal,
+        nodes.Text,
+    ]
+    assert [n.astext() for n in out] == ["a ", "b", " ", "c **d**", " e"]
+
+
 def _docs_extension(name: str):
     """A module of docs/_ext, imported as docs/conf.py imports it (the directive's builders
     need no Sphinx build)."""

@@ -2,14 +2,18 @@
 
 ``{results-table} ../../benchmarks/results/panel.json`` with ``:table: panel`` renders the
 table of that file, with the command, the machine and the date it was made on, so that no
-number on the page is copied by hand. A new table is one builder in :data:`TABLES`.
+number on the page is copied by hand. A new table is one builder in :data:`TABLES`, from the
+record (benchmarks/_results.py: the raw measured values under ``"results"``) to a header and
+rows of text; in a cell, text between backquotes is code and between double asterisks bold.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from table_nodes import table
@@ -72,8 +76,211 @@ def panel_table(record: dict) -> tuple[list[str], list[list[str]]]:
     return [f"panel seed {record['panel_seed']}", *names, "goal"], rows
 
 
+def _int(n: int) -> str:
+    """``20 000``: thousands apart by a space, as the pages write them."""
+    return f"{n:,}".replace(",", " ")
+
+
+def _sig(x: float, digits: int) -> str:
+    """``x`` to ``digits`` significant digits, never in exponent notation."""
+    if not x or x != x:  # 0 or NaN
+        return f"{x:.{digits - 1}f}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0)
+    return f"{x:,.{decimals}f}".replace(",", " ")
+
+
+def _times(ratio: float) -> str:
+    """``1 417x``, ``0.94x``: a ratio of times."""
+    return f"{_int(round(ratio))}x" if ratio >= 10 else f"{ratio:.2g}x"
+
+
+#: The baselines a forecaster would use instead of dcfa (bold: the best of them per column).
+ENSO_BASELINES = ("PCA", "PLS", "RidgeCV", "LassoCV", "RGDR")
+ENSO_RECOMMENDED = "RegionsCV() -> OLS"
+
+
+def enso_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_enso.py: test R² mean ± sd over the blocks (the features in brackets, their range
+    over the folds) of every model in every column; bold the best baseline of each column."""
+    columns = record["results"]["columns"]
+    names = list(columns[0]["models"])
+
+    def mean(m: dict) -> float:
+        return round(float(np.mean(m["r2"])), 2)
+
+    def cell(m: dict, best: float | None) -> str:
+        k = m["n_features"]
+        feats = f"{min(k)}" if min(k) == max(k) else f"{min(k)}-{max(k)}"
+        r2 = f"{mean(m):+.2f}"
+        return f"{f'**{r2}**' if mean(m) == best else r2} ± {np.std(m['r2']):.2f} ({feats})"
+
+    def baseline(name: str) -> bool:
+        return name.startswith(ENSO_BASELINES)
+
+    best = [
+        max((mean(m) for n, m in c["models"].items() if baseline(n)), default=None) for c in columns
+    ]
+    rows = [
+        [f"**{name}**" if name == ENSO_RECOMMENDED else name]
+        + [
+            cell(c["models"][name], b if baseline(name) else None)
+            for c, b in zip(columns, best, strict=True)
+        ]
+        for name in names
+    ]
+    return ["model", *(c["label"] for c in columns)], rows
+
+
+def lincfa_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_lincfa.py: the moments pass against ``X.T @ X`` and ``dask.array.corrcoef``; the
+    LinCFA driver against the brute force per pair."""
+    res = record["results"]
+    m = res["moments"]
+    n, d, chunk = _int(m["n"]), _int(m["d"]), _int(m["chunk"])
+    rows = [
+        [f"moments of {n} x {d} float64, chunks ({chunk}, {d}), threaded",
+         f"{m['dcfa_s']:.2f} s", f"in-memory `X.T @ X` {m['numpy_s']:.2f} s",
+         f"{m['dcfa_s'] / m['numpy_s']:.2f}x"],
+        ["same", "", f"`dask.array.corrcoef` {m['corrcoef_s']:.2f} s",
+         f"dcfa {m['corrcoef_s'] / m['dcfa_s']:.1f}x faster"],
+    ]  # fmt: skip
+    for r in res["driver"]:
+        ms = 1e3 * r["driver_s"]
+        driver = f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2f} ms"
+        brute = r.get("brute_s")
+        rows.append(
+            [f"LinCFA partition from moments, D = {_int(r['D'])}",
+             driver if brute is not None else f"{driver} ({r['groups']} groups)",
+             "" if brute is None else f"brute force per pair {brute:.1f} s",
+             "" if brute is None else f"{_times(brute / r['driver_s'])} faster"]
+        )  # fmt: skip
+    return ["what", "dcfa", "baseline", "ratio"], rows
+
+
+CFA_TITLES = {
+    "NonLinCFA": "NonLinCFA: dcfa vs per-candidate CV refits",
+    "GenLinCFA": "GenLinCFA: dcfa vs per-candidate tests",
+}
+
+
+def cfa_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_cfa.py: NonLinCFA and GenLinCFA against the authors' per-candidate tests."""
+    runs = record["results"]["runs"]
+    estimators = list(dict.fromkeys(r["estimator"] for r in runs))
+    by = {(r["D"], r["estimator"]): r for r in runs}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return ""
+        ratio = _times(r["brute_s"] / r["dcfa_s"])
+        return (
+            f"{_sig(r['dcfa_s'], 2)} s vs {_sig(r['brute_s'], 3)} s: **{ratio}** "
+            f"({r['groups']} groups)"
+        )
+
+    rows = [
+        [str(D), *(cell(by.get((D, e))) for e in estimators)]
+        for D in dict.fromkeys(r["D"] for r in runs)
+    ]
+    return ["D", *(CFA_TITLES.get(e, e) for e in estimators)], rows
+
+
+def job_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_job.py: the batch job against one read pass of the same store, best of the runs
+    (wall time) and least of the runs (CPU time of the workers and the driver)."""
+    res = record["results"]
+    read, job = min(res["read_s"]), min(res["job_s"])
+    read_cpu, job_cpu = min(res["read_cpu_s"]), min(res["job_cpu_s"])
+    cores = res["cores"]
+    runs = f"{res['repeat']} run{'s' * (res['repeat'] != 1)}"
+    cached = ", stencil kernel cached" if res.get("kernel_cached") else ""
+    rows = [
+        [f"wall time, best of {runs}{cached}", f"{read:.2f} s", f"{job:.2f} s",
+         f"**{job / read:.1f}x**"],
+        ["CPU time, least of the runs", f"{read_cpu:.2f} s", f"{job_cpu:.2f} s",
+         f"the job's CPU time over the {cores} cores is **{job_cpu / cores / read:.1f}x** "
+         "the read pass"],
+    ]  # fmt: skip
+    lat, lon = res["shape"]
+    grid = f"{lat} x {lon} cells x {_int(res['months'])} months"
+    return [grid, "read pass", "job", "ratio"], rows
+
+
+def scale_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_scale.py: LinCFA's grid (neighbour) and seed-row modes at growing D: time, time
+    per cell, peak memory, against the size of a ``D x D`` matrix."""
+    rows = []
+    for r in record["results"]["runs"]:
+        D = r["D"]
+        if r["mode"] == "neighbours":
+            mode = f"neighbours, r = {r['neighbors']}"
+        else:
+            mode = f"seed rows, {r['row_batch']} per pass"
+        dense = D * D * 8 / 2**30
+        rows.append(
+            [mode, _int(D) + (" (data persisted)" if r.get("persisted") else ""),
+             f"{r['seconds']:.1f} s", f"{r['seconds'] / D * 1e6:.0f} us",
+             f"{r['peak_bytes'] / 2**20:.0f} MiB",
+             f"{dense:.1f} GiB" if dense < 100 else f"{_int(round(dense))} GiB"]
+        )  # fmt: skip
+    header = ["mode", "D (cells)", "time", "per cell", "peak memory", "a D x D matrix would be"]
+    return header, rows
+
+
+def dense_memory_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_dense_memory.py: the peak resident memory of dense fits and the budget check's
+    estimate, in units of their ``D x D`` float64 matrix."""
+    res = record["results"]
+    matrix = res["matrix_bytes"]
+    rows = []
+    for label, r in res["fits"].items():
+        if "failed" in r:
+            rows.append([label, "failed", "", ""])
+            continue
+        rows.append(
+            [label, f"**{r['peak'] / matrix:.2f}x**", f"{r['estimate'] / matrix:.2f}x",
+             f"{r['seconds']:.1f} s"]
+        )  # fmt: skip
+    return ["estimator", "peak", "estimate (the budget check)", "fit time"], rows
+
+
+#: Table 4's columns, with the paper's precision (the AUCs are given to two decimals).
+GBMAP_COLUMNS = {"KNN": 3, "KNN-GBMAP": 3, "AUC-GBMAP": 2, "AUC-EUCLID": 2}
+
+
+def gbmap_paper_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_gbmap_paper.py (Table 4): paper / dcfa mean ± spread; bold where the paper's
+    value is not a plausible single run of the protocol."""
+
+    def cell(c: dict | None, decimals: int) -> str:
+        if c is None:
+            return "-"
+        ours = f"{c['mean']:.3f} ± {c['sd']:.3f}"
+        return f"{c['paper']:.{decimals}f} / {ours if c['within'] else f'**{ours}**'}"
+
+    rows = []
+    for r in record["results"]["datasets"]:
+        name = r["dataset"].upper()
+        if "skipped" in r:
+            rows.append([name, f"skipped: {r['skipped']}", *[""] * (len(GBMAP_COLUMNS) - 1)])
+            continue
+        rows.append(
+            [name, *(cell(c, d) for c, d in zip(r["cells"], GBMAP_COLUMNS.values(), strict=True))]
+        )
+    return ["dataset", *GBMAP_COLUMNS], rows
+
+
 #: The tables by name: a builder from the results file's record to (header, rows).
-TABLES = {"panel": panel_table}
+TABLES = {
+    "panel": panel_table,
+    "enso": enso_table,
+    "lincfa": lincfa_table,
+    "cfa": cfa_table,
+    "job": job_table,
+    "scale": scale_table,
+    "dense_memory": dense_memory_table,
+    "gbmap_paper": gbmap_paper_table,
+}
 
 
 class ResultsTable(Directive):

@@ -8,17 +8,22 @@ from docutils import nodes
 
 
 def inline(text: str) -> list[nodes.Node]:
-    """``text`` as docutils nodes: the parts between backquotes as inline code."""
-    parts = re.split(r"`([^`]*)`", text)
-    return [
-        nodes.literal(text=part) if i % 2 else nodes.Text(part)
-        for i, part in enumerate(parts)
-        if part
-    ]
+    """``text`` as docutils nodes: the parts between backquotes as inline code, the parts
+    between double asterisks (outside backquotes) in bold."""
+    out: list[nodes.Node] = []
+    for i, part in enumerate(re.split(r"`([^`]*)`", text)):
+        if i % 2:
+            out += [nodes.literal(text=part)] if part else []
+            continue
+        for j, piece in enumerate(re.split(r"\*\*(.+?)\*\*", part)):
+            if piece:
+                out.append(nodes.strong(text=piece) if j % 2 else nodes.Text(piece))
+    return out
 
 
 def table(header: list[str], rows: list[list[str]], *, widths=None, classes=()) -> nodes.table:
-    """A docutils table: one header row, then ``rows``; text between backquotes is code.
+    """A docutils table: one header row, then ``rows``; text between backquotes is code, text
+    between double asterisks bold.
 
     ``widths``: relative column widths (given to the theme as such); equal by default.
     """
