@@ -134,7 +134,8 @@ def correlation(cross, ss_a, ss_b) -> np.ndarray:
     """``cross / sqrt(ss_a ss_b)`` clipped to [-1, 1]: a correlation from a centred
     cross-product and two centred sums of squares; 0 where either vanishes (undefined)."""
     den = np.sqrt(np.multiply(ss_a, ss_b, dtype=np.float64))
-    den = np.broadcast_to(den, np.broadcast_shapes(np.shape(cross), den.shape))
+    if den.shape != np.shape(cross):  # the partition's many small calls skip the broadcast
+        den = np.broadcast_to(den, np.broadcast_shapes(np.shape(cross), den.shape))
     r = np.divide(cross, den, out=np.zeros(den.shape), where=den > 0)
     return np.clip(r, -1.0, 1.0, out=r)
 
