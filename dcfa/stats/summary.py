@@ -103,9 +103,7 @@ class ColumnSummary:
 
     @property
     def valid(self) -> np.ndarray:
-        mask = np.ones(self.n_features, dtype=bool)
-        mask[list(self.excluded)] = False
-        return mask
+        return ~excluded_mask(self)
 
     # one target at most: its cross-products (D,), mean and centred sum of squares
     target_cross: np.ndarray | None = None
@@ -122,25 +120,42 @@ class ColumnSummary:
         )
 
 
-def exclusions(m) -> dict[int, Exclusion]:
-    """Every excluded feature of ``m`` (any moments value) with its :class:`Exclusion`."""
+def _rules(m) -> tuple:
+    """The exclusion rules as masks over the features: all missing, gappy (some missing,
+    ``missing="exclude"``), too few observed values, constant; with the counts and means."""
     d = m.n_features
     count = m.column_count[:d]
     mean = m.column_mean[:d]
     std = m.column_std(ddof=0)[:d]
-    reasons: dict[int, Exclusion] = {}
-    for i in np.flatnonzero(count == 0):
-        reasons[int(i)] = Exclusion("all-missing", "all values missing")
-    if not m.pairwise:
-        for i in np.flatnonzero((count > 0) & (count < m.n)):
-            reasons[int(i)] = Exclusion(
-                "gappy",
-                f"{m.n - int(count[i])} of {m.n} values missing "
-                "(use missing='pairwise' for pairwise-complete statistics)",
-            )
-    for i in np.flatnonzero((count > 0) & (count < 2)):
-        reasons.setdefault(int(i), Exclusion("too-few", "fewer than 2 observed values"))
+    none = count == 0
+    gappy = (count > 0) & (count < m.n) if not m.pairwise else np.zeros(d, dtype=bool)
+    few = (count > 0) & (count < 2)
     constant = (count >= 2) & ~(std > _CONSTANT_RTOL * np.abs(mean))
+    return none, gappy, few, constant, count, mean
+
+
+def excluded_mask(m) -> np.ndarray:
+    """True for every feature of ``m`` that :func:`exclusions` names (without the reasons)."""
+    none, gappy, few, constant, _, _ = _rules(m)
+    return none | gappy | few | constant
+
+
+def exclusions(m) -> dict[int, Exclusion]:
+    """Every excluded feature of ``m`` (any moments value) with its :class:`Exclusion`;
+    the first rule that applies names it. Features with the same message share one value."""
+    none, gappy, few, constant, count, mean = _rules(m)
+    reasons: dict[int, Exclusion] = {}
+    missing = Exclusion("all-missing", "all values missing")
+    reasons.update(dict.fromkeys(np.flatnonzero(none).tolist(), missing))
+    for i in np.flatnonzero(gappy):
+        reasons[int(i)] = Exclusion(
+            "gappy",
+            f"{m.n - int(count[i])} of {m.n} values missing "
+            "(use missing='pairwise' for pairwise-complete statistics)",
+        )
+    too_few = Exclusion("too-few", "fewer than 2 observed values")
+    for i in np.flatnonzero(few).tolist():
+        reasons.setdefault(i, too_few)
     for i in np.flatnonzero(constant):
         reasons.setdefault(int(i), Exclusion("constant", f"constant (value {mean[i]:.6g})"))
     return dict(sorted(reasons.items()))
