@@ -400,6 +400,11 @@ def check_n_samples(n: int, minimum: int, *, why: str) -> None:
         raise InputError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")
 
 
+# Largest target magnitude: its squares summed over up to ~1e7 samples stay finite
+# (float64 overflows at 1.8e308; a square at about 1.3e154).
+_LARGEST_TARGET = 1e150
+
+
 def check_y(
     y,
     n_samples: int,
@@ -443,6 +448,13 @@ def check_y(
     if not np.isfinite(values).all():
         bad = int((~np.isfinite(values)).sum())
         raise InputError(f"{name}: contains {bad} NaN or infinite values; drop those samples")
+    big = float(np.abs(values).max(initial=0.0))
+    if big > _LARGEST_TARGET:
+        raise InputError(
+            f"{name}: values up to {big:.3g} overflow float64 in the sums of squares every "
+            f"statistic needs (above about {_LARGEST_TARGET:.0e}); rescale the target, e.g. "
+            f"divide it by {10 ** np.floor(np.log10(big)):.0e}"
+        )
     if not allow_constant:
         span = values.max(axis=0) - values.min(axis=0)
         if np.any(span == 0):

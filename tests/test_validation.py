@@ -33,6 +33,7 @@ def lazy(X):
             "y: contains 1 NaN",
         ),
         (lambda X, y: (X, np.ones(30)), ValueError, "y: the target is constant"),
+        (lambda X, y: (X, y * 1e300), ValueError, r"y: values up to .*e\+300 overflow float64"),
         (lambda X, y: (X, y.astype(str)), TypeError, "y: expected a numeric dtype"),
         (lambda X, y: (X, y.astype(object)), None, None),
         (lambda X, y: (X[:3], y[:3]), ValueError, "X: expected at least 4 samples"),
