@@ -20,7 +20,7 @@ from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
-from dcfa.io.archive import location, open_zarr
+from dcfa.io.archive import location, open_zarr, variable_units
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 
@@ -212,6 +212,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
             f"{key}: variable(s) {missing} of the result are not in {str(loc)!r} (it has "
             f"{sorted(map(str, ds.data_vars))})"
         )
+    _check_units(fitted, ds, key, loc)
     for v in fitted.variables:
         dims = tuple(ds[v].dims)
         if fitted.sample_dim not in dims:
@@ -235,6 +236,19 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
             text = text.removeprefix(prefix)
         raise InputError(f"{key}: {text}") from None
     return field
+
+
+def _check_units(fitted: FittedResult, ds: xr.Dataset, key: str, loc) -> None:
+    """Refuse an archive whose variables carry other ``units`` than the ones the result was
+    fitted on (both known): the features would be off by the conversion, silently."""
+    fitted_in = json.loads(fitted.attrs.get("input_units", "{}"))
+    for v, theirs in variable_units(ds, fitted.variables).items():
+        ours = fitted_in.get(v)
+        if ours is not None and theirs is not None and ours.strip() != theirs.strip():
+            raise InputError(
+                f"{key}: {v!r} in {str(loc)!r} is in {theirs!r}, the result was fitted on "
+                f"{ours!r}; dcfa does not convert units: convert the archive to {ours!r} first"
+            )
 
 
 def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:

@@ -62,7 +62,7 @@ from dcfa.batch.output import (
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
-from dcfa.io.archive import location, open_zarr
+from dcfa.io.archive import location, open_zarr, variable_units
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 
@@ -383,6 +383,11 @@ def _write(
         ),
     )
     dataset = dataset.assign(application(estimator.reduction_, step.keep, step.prep))
+    # the units the cells were fitted in: dcfa apply refuses an archive in others
+    loc = location(inp["store"])
+    so = inp["storage_options"] if isinstance(loc, str) else None
+    archive = open_zarr(loc, "input.store", chunks={}, **({"storage_options": so} if so else {}))
+    dataset.attrs["input_units"] = json.dumps(variable_units(archive, inp["variables"]))
     if gbmap_skill is not None:
         dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)
     # the execution (how dcfa apply reads the cells), and what the estimator chose

@@ -149,6 +149,11 @@ def open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
         raise InputError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
 
 
+def variable_units(ds: xr.Dataset, names) -> dict[str, str | None]:
+    """The ``units`` attribute of each variable ``names`` of ``ds`` (None where it has none)."""
+    return {n: (str(ds[n].attrs["units"]) if "units" in ds[n].attrs else None) for n in names}
+
+
 def plan_chunks(
     field: xr.DataArray, *, sample_dim: str = "time", target_bytes: int = _TARGET_CHUNK_BYTES
 ) -> xr.DataArray:

@@ -13,6 +13,7 @@ one selected.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -312,6 +313,42 @@ def test_bad_input_exits_2_naming_what_differs_and_writes_nothing(job_a, job_b, 
         b, tmp_path / "sst.zarr", tmp_path / "winter.zarr", time=("2000-12", "2001-02"), **QUIET
     )
     assert xr.open_zarr(out).sizes["time"] == 3
+
+
+def test_an_archive_in_other_units_exits_2_and_writes_nothing(tmp_path, client):
+    """A result fitted on SST in K, applied to the same field in degC: refused, naming the
+    variable and both units, before any pass; the same field in K, or without units, runs."""
+    d = tmp_path / "fit"
+    d.mkdir()
+    job = _job(d, lambda ds: ds.assign(sst=ds.sst.assign_attrs(units="K")))
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    result = str(d / "result.zarr")
+    assert json.loads(xr.open_zarr(result).attrs["input_units"]) == {"sst": "K"}
+    _variant(
+        d / "sst.zarr",
+        tmp_path / "celsius.zarr",
+        lambda ds: ds.assign(sst=(ds.sst - 273.15).assign_attrs(units="degC")),
+    )
+    _variant(
+        d / "sst.zarr",
+        tmp_path / "bare.zarr",
+        lambda ds: ds.assign(sst=(ds.sst.dims, ds.sst.values)),
+    )
+    assert "units" not in xr.open_zarr(tmp_path / "bare.zarr")["sst"].attrs
+    before = tree(tmp_path)
+    proc = cli("apply", result, "celsius.zarr", "--output", "out.zarr", cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "ARCHIVE: 'sst' in",
+        "is in 'degC', the result was fitted on 'K'; dcfa does not convert units",
+    )
+    assert tree(tmp_path) == before
+    kelvin = apply_result(result, d / "sst.zarr", tmp_path / "k.zarr", **QUIET)
+    bare = apply_result(result, tmp_path / "bare.zarr", tmp_path / "bare_out.zarr", **QUIET)
+    np.testing.assert_array_equal(
+        xr.open_zarr(kelvin)["features"].values, xr.open_zarr(bare)["features"].values
+    )
 
 
 def test_other_grid_sizes_and_dims_are_named(job_a, tmp_path):
