@@ -30,6 +30,7 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from dcfa._errors import InputError
 from dcfa.cfa.rules import correlation
+from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "Merges",
@@ -45,7 +46,7 @@ __all__ = [
 
 # bytes of the two blocks of series a pass over the adjacent pairs gathers at a time: small
 # enough to stay in cache-friendly sizes, large enough for few NumPy calls
-_PAIR_BYTES = 8 << 20
+PAIR_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -120,10 +121,8 @@ def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
 def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks."""
     out = np.empty(rows.size)
-    step = max(1, _PAIR_BYTES // (8 * max(S.shape[1], 1)))
-    for lo in range(0, rows.size, step):
-        hi = min(lo + step, rows.size)
-        out[lo:hi] = np.einsum("ij,ij->i", S[rows[lo:hi]], S[cols[lo:hi]])
+    for b in row_blocks(rows.size, S.shape[1], PAIR_BYTES):
+        out[b] = np.einsum("ij,ij->i", S[rows[b]], S[cols[b]])
     return out
 
 
@@ -300,12 +299,10 @@ def segment_pair_cross(
     """``(S[rows[i]] * S[cols[i]])`` summed over each segment of samples that begins at
     ``starts`` (the first 0): shape ``(pairs, segments)``, in blocks of pairs."""
     out = np.empty((rows.size, starts.size))
-    step = max(1, _PAIR_BYTES // (8 * max(S.shape[1], 1)))
-    for lo in range(0, rows.size, step):
-        hi = min(lo + step, rows.size)
-        prod = S[rows[lo:hi]]
-        prod *= S[cols[lo:hi]]
-        out[lo:hi] = np.add.reduceat(prod, starts, axis=1)
+    for b in row_blocks(rows.size, S.shape[1], PAIR_BYTES):
+        prod = S[rows[b]]
+        prod *= S[cols[b]]
+        out[b] = np.add.reduceat(prod, starts, axis=1)
     return out
 
 

@@ -48,6 +48,7 @@ from dcfa._validation import (
 from dcfa.cfa.base import BaseCFA, checked_moments
 from dcfa.cfa.executions import EXECUTIONS
 from dcfa.cfa.hierarchy import (
+    PAIR_BYTES,
     correlation_merges,
     cut,
     group_adjacency,
@@ -57,6 +58,7 @@ from dcfa.cfa.hierarchy import (
     upper_pairs,
 )
 from dcfa.cfa.selection import comembership, ols_skill, within_noise
+from dcfa.stats.kernels import row_blocks
 
 __all__ = ["RegionsCV", "LEVELS", "SIZES"]
 
@@ -420,9 +422,8 @@ class _Pieces:
         starts = self.segments.starts
         rows, cols = upper_pairs(self.adjacency)
         sq = np.empty((self.n, starts.size))
-        step = max(1, (8 << 20) // (8 * max(self.sums.shape[1], 1)))
-        for lo in range(0, self.n, step):  # a block of pieces' squares at a time
-            sq[lo : lo + step] = np.add.reduceat(self.sums[lo : lo + step] ** 2, starts, axis=1)
+        for b in row_blocks(self.n, self.sums.shape[1], PAIR_BYTES):  # squares, a block at a time
+            sq[b] = np.add.reduceat(self.sums[b] ** 2, starts, axis=1)
         return {
             "s": np.add.reduceat(self.sums, starts, axis=1),
             "ss": sq,
