@@ -28,7 +28,7 @@ from dcfa.stats.kernels import (
     two_sum,
 )
 from dcfa.stats.store import write_zarr_atomic
-from dcfa.stats.summary import exclusions
+from dcfa.stats.summary import excluded_mask, exclusions
 from dcfa.stats.symmetric import SymmetricTiles
 
 __all__ = ["Moments", "moments", "MISSING_POLICIES"]
@@ -379,9 +379,8 @@ class Moments:
     @property
     def valid(self) -> np.ndarray:
         """Boolean mask over the ``D`` features: True where the feature is usable."""
-        mask = np.ones(self.n_features, dtype=bool)
-        mask[list(self.excluded)] = False
-        return mask
+        self._check_computed("excluded")  # the message .valid has always given
+        return ~excluded_mask(self)
 
     # -- second moments -------------------------------------------------------------------
 
