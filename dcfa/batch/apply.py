@@ -185,9 +185,7 @@ def _apply(
     with reading(str(location(archive)), fitted.variables, names["archive"]):
         _write(out, dataset, overwrite, names, so)
     # dcfa's reader: dates past 2262 or in a model calendar are cftime, without a warning
-    written = open_zarr(
-        out, names["output"], **({"storage_options": so} if so and isinstance(out, str) else {})
-    )
+    written = open_zarr(out, names["output"], storage_options=so if isinstance(out, str) else None)
     gaps = int(written["features"].isnull().any("group").sum())
     echo(
         f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
@@ -205,7 +203,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     if not store_exists(loc, so):
         raise InputNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
-    ds = open_zarr(loc, key, chunks={}, **({"storage_options": so} if so else {}))
+    ds = open_zarr(loc, key, chunks={}, storage_options=so)
     missing = [v for v in fitted.variables if v not in ds.data_vars]
     if missing:
         raise InputError(

@@ -42,9 +42,7 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     if kind in _MOMENTS_KINDS:  # Zarr arrays without dims, which xarray cannot open
         return "\n".join(escape(line) for line in _describe_moments(path, kind, storage_options))
     try:
-        ds = open_zarr(
-            path, "store", **({"storage_options": storage_options} if storage_options else {})
-        )
+        ds = open_zarr(path, "store", storage_options=storage_options)
     except ValueError:
         # a Zarr store xarray cannot open (a bare array, arrays without dimension names) is
         # still described from Zarr's own metadata; anything else stays an error

@@ -184,7 +184,7 @@ def run_job(
         workdir.close()
     echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
     so = config.output["storage_options"]
-    opened = open_zarr(out, "output.store", **({"storage_options": so} if so else {}))
+    opened = open_zarr(out, "output.store", storage_options=so)
     print_groups(opened, echo)  # from the store: no second pass
     return out
 
@@ -386,7 +386,7 @@ def _write(
     # the units the cells were fitted in: dcfa apply refuses an archive in others
     loc = location(inp["store"])
     so = inp["storage_options"] if isinstance(loc, str) else None
-    archive = open_zarr(loc, "input.store", chunks={}, **({"storage_options": so} if so else {}))
+    archive = open_zarr(loc, "input.store", chunks={}, storage_options=so)
     dataset.attrs["input_units"] = json.dumps(variable_units(archive, inp["variables"]))
     if gbmap_skill is not None:
         dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)

@@ -69,8 +69,7 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     reason = incomplete_reason(loc, storage_options)
     if reason is not None:
         raise InputError(f"{key}: {reason}")
-    so = {"storage_options": storage_options} if storage_options and isinstance(loc, str) else {}
-    ds = open_zarr(loc, key, **so)
+    ds = open_zarr(loc, key, storage_options=storage_options if isinstance(loc, str) else None)
     if ds.attrs.get("dcfa_kind") != "result" or "region" not in ds:
         raise InputError(
             f"{key}: {str(loc)!r} is not a result of dcfa fit (no dcfa_kind = 'result' "

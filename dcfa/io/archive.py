@@ -41,8 +41,7 @@ def open_archive(
     path = location(store)
     if not exists(path, storage_options):
         raise InputNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
-    so = {"storage_options": storage_options} if storage_options else {}
-    ds = open_zarr(path, "input.store", chunks={}, **so)
+    ds = open_zarr(path, "input.store", chunks={}, storage_options=storage_options)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
     if missing:
@@ -135,9 +134,12 @@ def _stores_no_chunks(path, name: str, storage_options: dict | None = None) -> b
         return False
 
 
-def open_zarr(path: Path, key: str, **kwargs) -> xr.Dataset:
+def open_zarr(path: Path, key: str, *, storage_options: dict | None = None, **kwargs) -> xr.Dataset:
     """Open a Zarr store of format 2 or 3, consolidated or not, without xarray's warnings (a
-    time axis past 2262 or in a model calendar is decoded to cftime, as it should be)."""
+    time axis past 2262 or in a model calendar is decoded to cftime, as it should be).
+    ``storage_options`` (fsspec's, for a URL) are passed on when given."""
+    if storage_options:
+        kwargs["storage_options"] = storage_options
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)

@@ -104,8 +104,7 @@ def open_target(
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
-            so = {"storage_options": storage_options} if storage_options else {}
-            ds = open_zarr(p, "target.path", **so)
+            ds = open_zarr(p, "target.path", storage_options=storage_options)
         else:
             try:
                 ds = _open_netcdf(p, storage_options)
