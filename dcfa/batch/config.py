@@ -24,6 +24,8 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     match = "month"               # align on calendar month ("exact": identical stamps)
     calendar = "noleap"           # CSV only: the calendar of its dates (default: standard);
                                   # netCDF/Zarr targets carry their own
+    date_format = "%d/%m/%Y"      # CSV only: day-first dates (01/02/2000 is 1 February);
+                                  # unset, dates both orders fit are refused
     lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
@@ -108,6 +110,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "time_column": (str, "time"),
         "match": (str, "exact"),
         "calendar": (str, None),
+        "date_format": (str, None),
         "lead": (int, 0),
         "storage_options": (dict, {}),
     },
@@ -176,9 +179,14 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("target", "time_column"): "CSV only: the column of the dates.",
     ("target", "match"): "How the target's dates are aligned with the field's: `exact` "
     "(identical stamps) or `month` (by calendar month). The number of common samples is "
-    "printed.",
+    "printed. `exact` refuses a target with samples inside the input's months but off its "
+    "stamps (daily or irregular dates against monthly data).",
     ("target", "calendar"): "CSV only: the CF calendar of its dates (`noleap`, `360_day`, ...). "
     "Unset: the standard calendar. netCDF and Zarr targets carry their own.",
+    ("target", "date_format"): "CSV only: the dates' format as `strftime` writes it, e.g. "
+    "`%d/%m/%Y` for day-first dates (`01/02/2000` is 1 February). Unset: ISO 8601 and other "
+    "unambiguous writings are read as they are; dates written as two numbers and a year are "
+    "read in the order every row allows, and refused when both orders fit.",
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
     "steps of the target's own dates.",
     ("target", "storage_options"): "For a URL: passed to fsspec (s3fs).",

@@ -107,6 +107,7 @@ def run_job(
         time_column=tgt["time_column"],
         sample_dim=dim,
         calendar=tgt["calendar"],
+        date_format=tgt["date_format"],
         storage_options=tgt["storage_options"],
     )
     field = time_scales(field, inp)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -96,26 +98,45 @@ def sample_keys(coord: xr.DataArray, calendar: str | None, match: str) -> pd.Ind
     return pd.MultiIndex.from_arrays(date_fields(coord))
 
 
-def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarray:
+def parse_dates(
+    column: pd.Series, calendar: str | None, where: str, date_format: str | None = None
+) -> np.ndarray:
     """A CSV column's dates: datetime64 (pandas) for the standard calendars, else cftime
     dates of ``calendar`` from ISO 8601 text (``2001-02-30``, ``2001-02-30 12:00``...).
+
     Standard-calendar dates with a time zone must be UTC (``Z``, ``+00:00``: the zone is
-    dropped); another zone is refused, naming ``target.time_column``."""
+    dropped); another zone is refused, naming ``target.time_column``. Dates written day and
+    month as two numbers (``01/02/2000``) are read in the order ``date_format`` gives
+    (``target.date_format``, a ``strftime`` format), or in the only order every row allows;
+    when both orders fit every row they are refused, as 1 February and 2 January cannot be told
+    apart. A row without a date (empty, ``NaT``) is refused by its row number.
+    """
+    if date_format is not None and not (calendar is None or same_calendar(calendar, "standard")):
+        raise InputError(
+            f"target.date_format: {date_format!r} is for dates of the standard calendar; dates "
+            f"of the {calendar!r} calendar (target.calendar) are read as ISO 8601 (2001-02-30)"
+        )
     if calendar is None or same_calendar(calendar, "standard"):
+        key = "target.date_format" if date_format is not None else "target.time_column"
+        fmt = date_format or _numeric_day_month_format(column, where)
         try:
-            dates = pd.to_datetime(column)
+            dates = pd.to_datetime(column, format=fmt)
         except (ValueError, TypeError, OverflowError) as exc:
             reason = str(exc).splitlines()[0].removesuffix(" You might want to try:")
+            hint = (
+                "check target.date_format"
+                if date_format is not None
+                else "for a model calendar set target.calendar (e.g. 'noleap', '360_day'), for "
+                "another order of day and month target.date_format (e.g. '%d/%m/%Y')"
+            )
             raise InputError(
-                f"target.time_column: {where} holds a value that is not a date of the standard "
-                f"calendar ({reason}); for a model calendar set target.calendar (e.g. 'noleap', "
-                "'360_day')"
+                f"{key}: {where} holds a value that is not a date of the standard calendar "
+                f"({reason}); {hint}"
             ) from None
+        _no_missing_dates(dates, column, where)
         if isinstance(dates.dtype, pd.DatetimeTZDtype):
             return _utc_dates(dates, where)
         return dates.to_numpy()
-    import re
-
     import cftime
 
     pattern = re.compile(_DATE_PATTERN)
@@ -134,6 +155,59 @@ def parse_dates(column: pd.Series, calendar: str | None, where: str) -> np.ndarr
                 f"{calendar!r} calendar (target.calendar) ({exc})"
             ) from None
     return np.array(dates, dtype=object)
+
+
+# day and month as two numbers then the year: 01/02/2000, 1.2.2000, 01-02-00 (12:00)
+_DAY_MONTH = re.compile(r"^\s*(\d{1,2})([/.-])(\d{1,2})\2(\d{2}|\d{4})(?=\s|T|$)")
+
+
+def _numeric_day_month_format(column: pd.Series, where: str) -> str | None:
+    """The format of dates written as ``NN/NN/YYYY`` (any of ``/``, ``.``, ``-``), where
+    pandas would take the first number for the month unless the first row says otherwise: the
+    order every row allows (a first number above 12 is a day, a second above 12 too), or a
+    refusal when both orders fit every row. None for any other writing (ISO 8601, names of
+    months...), which pandas reads unambiguously."""
+    texts = column.dropna().astype(str)
+    texts = texts[~texts.str.strip().isin(("", "NaT", "nat", "NaN", "nan"))]
+    found = texts.str.extract(_DAY_MONTH)
+    if texts.empty or found[0].isna().any():
+        return None
+    first, second = found[0].astype(int), found[2].astype(int)
+    day_first, month_first = bool((second <= 12).all()), bool((first <= 12).all())
+    sep = found[1].iloc[0]
+    year = "%Y" if len(found[3].iloc[0]) == 4 else "%y"
+    if len(set(found[1])) > 1 or len(set(found[3].str.len())) > 1:
+        return None  # mixed writings: pandas' own error names the row
+    first_text = texts.iloc[0]
+    rest = first_text[_DAY_MONTH.match(first_text).end() :].rstrip()
+    time = " %H:%M" if re.fullmatch(r"\s+\d{1,2}:\d{2}", rest) else ""
+    if rest and not time:
+        return None
+    if day_first and month_first:
+        example = texts.iloc[0].strip()
+        raise InputError(
+            f"target.date_format: {where} writes dates as {example!r}, which reads as day "
+            "first or month first in every row; set target.date_format = "
+            f"'%d{sep}%m{sep}{year}{time}' (day first) or '%m{sep}%d{sep}{year}{time}' "
+            "(month first)"
+        )
+    if day_first:
+        return f"%d{sep}%m{sep}{year}{time}"
+    if month_first:
+        return f"%m{sep}%d{sep}{year}{time}"
+    return None  # neither order fits every row: pandas names the row
+
+
+def _no_missing_dates(dates: pd.Series, column: pd.Series, where: str) -> None:
+    """Refuse a row without a date: its value cannot be placed in time."""
+    missing = np.flatnonzero(pd.isna(dates).to_numpy())
+    if missing.size:
+        row = int(missing[0])
+        raise InputError(
+            f"target.time_column: {where} has no date in {missing.size} row(s), the first "
+            f"row {row + 2} of the file ({column.iloc[row]!r}); give each row its date or "
+            "remove the row"
+        )
 
 
 def _utc_dates(dates: pd.Series, where: str) -> np.ndarray:

@@ -29,6 +29,7 @@ def open_target(
     time_column: str = "time",
     sample_dim: str = "time",
     calendar: str | None = None,
+    date_format: str | None = None,
     storage_options: dict | None = None,
 ) -> xr.DataArray:
     """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
@@ -54,6 +55,11 @@ def open_target(
         as local midnight of the 1st is in the month before in UTC. netCDF and Zarr targets
         carry their calendar (xarray decodes them to cftime where numpy cannot hold them); a
         ``calendar`` that contradicts the file's is an error.
+    date_format : str, optional
+        A CSV file's date format (``target.date_format``), as ``strftime`` writes it:
+        ``"%d/%m/%Y"`` for day-first dates such as ``01/02/2000``. Unset, dates written as two
+        numbers and a year are read in the order every row allows, and refused when both
+        orders fit every row.
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
@@ -87,7 +93,9 @@ def open_target(
             )
         values = [c for c in frame.columns if c != time_column]
         column = _pick(variable, values, p)
-        times = parse_dates(frame[time_column], calendar, f"{time_column!r} of {str(p)!r}")
+        times = parse_dates(
+            frame[time_column], calendar, f"{time_column!r} of {str(p)!r}", date_format
+        )
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = values.isna() & frame[column].notna()
         if bad.any():
@@ -158,6 +166,46 @@ def _open_netcdf(p, storage_options) -> xr.Dataset:
         tmp.write(data)
         tmp.flush()
         return xr.open_dataset(tmp.name).load()
+
+
+def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal) -> None:
+    """With exact stamps against a monthly (or coarser) input, refuse a target with samples in
+    the input's months but off its stamps (daily or irregular dates): exact matching would keep
+    the few that fall on a stamp and silently drop the rest."""
+    f_month = sample_keys(f_coord, f_cal, "month")
+    if f_month.has_duplicates:  # several samples a month: exact stamps are the only pairing
+        return
+    t_month = sample_keys(t_coord, t_cal, "month")
+    off = t_month.isin(f_month) & ~t_key.isin(f_key)
+    if not off.any():
+        return
+    i = int(np.flatnonzero(off)[0])
+    n_in = int(t_month.isin(f_month).sum())
+    several = t_month.has_duplicates
+    raise InputError(
+        f"target.match: {int(off.sum())} of the target's {n_in} samples in the input's months "
+        f"are not on the input's stamps (the target has {_stamp(t_coord, i)}, the input "
+        f"{_stamp(f_coord, int(f_month.get_loc(t_month[i])))}), so target.match = 'exact' "
+        "(identical stamps) would drop them"
+        + (
+            _several_a_month(t_coord, t_cal)
+            + "; average the target to one value a month first (e.g. xarray's "
+            "resample(time='MS').mean()), then set target.match = 'month'"
+            if several
+            else "; set target.match = 'month' to pair the same calendar months"
+        )
+    )
+
+
+def _stamp(coord, i: int) -> str:
+    return str(coord.values[i])[:19].replace("T", " ").removesuffix(" 00:00:00")
+
+
+def _several_a_month(coord, calendar) -> str:
+    """``" (up to 31 samples in one month, 2000-01: daily?)"``, for messages."""
+    months = pd.Series(sample_keys(coord, calendar, "month")).value_counts()
+    year, month = divmod(int(months.index[0]), 12)
+    return f" (up to {int(months.iloc[0])} samples in one month, {year:04d}-{month + 1:02d})"
 
 
 def _pick(variable, names, p) -> str:
@@ -231,10 +279,23 @@ def align_target(
         )
     f_key = sample_keys(f_coord, f_cal, match)
     t_key = sample_keys(t_coord, t_cal, match)
-    for key, what in ((f_key, "input"), (t_key, "target")):
+    if match == "exact" and f_cal is not None:
+        _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal)
+    for key, coord, what in ((f_key, f_coord, "input"), (t_key, t_coord, "target")):
         if key.has_duplicates:
             raise InputError(
                 f"target.match: the {what} has repeated samples when matched by {match!r}"
+                + (
+                    _several_a_month(coord, calendar_of(coord))
+                    + (
+                        "; average it to one value a month first (e.g. xarray's "
+                        "resample(time='MS').mean())"
+                        if what == "target"
+                        else ""
+                    )
+                    if match == "month"
+                    else ""
+                )
             )
     common = f_key.intersection(t_key)
     if len(common) == 0:

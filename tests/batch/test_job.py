@@ -126,7 +126,7 @@ def test_resume_reuses_finished_passes(tmp_path):
         (dict(input__variables=["slp"]), r"input.variables: \['slp'\] not in"),
         (dict(target__path="nothing.csv"), "target.path: no such file"),
         (dict(target__variable="nino"), "target.variable: 'nino' not in"),
-        (dict(target__match="exact"), "target: no samples in common"),
+        (dict(target__match="exact"), "are not on the input's stamps .* target.match = 'month'"),
         (dict(input__sample_dim="step"), "without the sample dim 'step'"),
         (
             dict(method__params={"neighbours": 1}),

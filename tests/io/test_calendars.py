@@ -138,8 +138,11 @@ def test_month_matching_against_a_standard_csv(archive):
     np.testing.assert_array_equal(f.values, ds.sst.values[rows])
     if calendar in ("noleap", "360_day"):  # no stamp of one calendar is one of the other's
         message = f"target.match: the input is on the '{calendar}' calendar"
-    else:  # one calendar, but the 15th is no archive stamp
-        message = "target: no samples in common"
+    else:  # one calendar, but the 15th is no archive stamp: named, with the remedy
+        message = (
+            r"target.match: 54 of the target's 54 samples in the input's months are not on "
+            r"the input's stamps .* set target.match = 'month'"
+        )
     with pytest.raises(ValueError, match=message):
         io.align_target(field, target, match="exact")
 
@@ -181,13 +184,18 @@ def test_exact_matching_on_a_shared_calendar(archive, kind):
         tuple(int(v) for v in row) for row in zip(*fields, strict=True)
     ]
     field = io.open_archive(path, ["sst"])
-    f, t, n = io.align_target(field, target, match="exact")
+    # the stamps off the archive's, in its months, are refused: exact would drop them
+    off = "31 of the target's 62 samples in the input's months are not on the input's stamps"
+    with pytest.raises(ValueError, match=f"target.match: {off}.*up to 2 samples in one month"):
+        io.align_target(field, target, match="exact")
+    with pytest.raises(ValueError, match="target.match: the target has repeated samples"):
+        io.align_target(field, target, match="month")  # two stamps in a month
+    on = target.isel(time=slice(0, None, 2))  # the stamps on the archive's, exactly
+    f, t, n = io.align_target(field, on, match="exact")
     rows = sorted(expected)
     assert n == len(rows) == 31
     assert ym(f.time.values) == [ym(ds.time.values)[i] for i in rows]
     np.testing.assert_array_equal(t.values, [expected[i] for i in rows])
-    with pytest.raises(ValueError, match="target.match: the target has repeated samples"):
-        io.align_target(field, target, match="month")  # two stamps in a month
 
 
 def test_csv_dates_and_their_calendar(tmp_path):
