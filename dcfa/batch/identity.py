@@ -24,7 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["job_identity", "store_identity", "store_parts", "series_identity", "what_changed"]
+__all__ = [
+    "InputChangedError",
+    "check_unchanged",
+    "job_identity",
+    "series_identity",
+    "store_identity",
+    "store_parts",
+    "what_changed",
+]
 
 
 def _hash(obj) -> str:
@@ -163,6 +171,32 @@ def job_identity(config, target) -> dict:
     }
 
 
+def _changed_parts(a: dict, b: dict) -> str:
+    """``"sst, time: "``: the parts of a store whose hash differs (the root's unnamed)."""
+    names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k)
+    return f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}: " if names else ""
+
+
+class InputChangedError(RuntimeError):
+    """The input store changed while a job read it. Not bad input (exit 1): the job file is
+    right, and a rerun on the finished archive succeeds."""
+
+
+def check_unchanged(identity: dict, store: str, storage_options: dict | None) -> None:
+    """Refuse to go on when ``store`` is no longer what :func:`job_identity` recorded at the
+    start of the job (``identity``): a result read from it would match neither the archive
+    before the change nor after it."""
+    now = store_parts(store, storage_options)
+    was = identity["details"]["input"]
+    if now != was:
+        raise InputChangedError(
+            f"input.store: {str(store)!r} changed while the job read it ({_changed_parts(was, now)}"
+            "files added, removed or rewritten); a result would match neither the archive "
+            "before the change nor after it, so none was written: rerun the job once the "
+            "archive is complete"
+        )
+
+
 COMPARED = ("configuration", "input", "target")  # the parts compared (details only say what)
 
 
@@ -188,15 +222,10 @@ def what_changed(old: dict, new: dict, changed: list[str]) -> list[str]:
         out.append("the configuration changed" + (f" ({'; '.join(keys)})" if keys else ""))
     if "input" in changed:
         a, b = was.get("input"), now.get("input", {})
-        names = (
-            sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k)
-            if isinstance(a, dict)
-            else []
-        )
+        names = _changed_parts(a, b) if isinstance(a, dict) else ""
         out.append(
-            "the input store's content changed (input.store: "
-            + (f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}: " if names else "")
-            + "files added, removed or rewritten)"
+            f"the input store's content changed (input.store: {names}files added, removed or "
+            "rewritten)"
         )
     if "target" in changed:
         file_changed = was.get("target file") != now.get("target file")

@@ -14,9 +14,10 @@ Then, on the cluster:
 Finished passes are kept in ``<output>.work/`` with the identity of the configuration, the
 input store's content and the target's values (:mod:`dcfa.batch.workdir`), so a killed job rerun
 with ``--resume`` skips them, and only when nothing they depend on changed; the directory is
-removed once the result is written, when the job stops on bad input data, or when a run fails
-before any pass finished. The run holds the directory (a lock) from the moment it writes to it,
-which is after the cluster is connected.
+removed once the result is written, when the job stops on bad input data or on an archive that
+changed while the job read it (checked once the last read is done, before the result is
+published), or when a run fails before any pass finished. The run holds the directory (a
+lock) from the moment it writes to it, which is after the cluster is connected.
 
 A job is reproducible: a method (or ``[gbmap]``) with a ``random_state`` the configuration does
 not set gets :data:`DEFAULT_RANDOM_STATE`, printed, part of the job's identity (so ``--resume``
@@ -40,7 +41,7 @@ from dcfa._compute import scheduler_workers
 from dcfa._errors import InputError
 from dcfa.batch.config import JobConfig
 from dcfa.batch.features import region_series
-from dcfa.batch.identity import job_identity
+from dcfa.batch.identity import InputChangedError, check_unchanged, job_identity
 from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
 from dcfa.batch.method import (
     DEFAULT_RANDOM_STATE,
@@ -164,7 +165,10 @@ def run_job(
             except BaseException as exc:
                 # bad input data: nothing of this run is worth resuming; any other failure
                 # (Ctrl-C, a lost worker, a closed stdout) keeps the finished passes
-                kept = workdir.abandon(bad_input=isinstance(exc, InputDataError))
+                # passes of an archive that changed under them are not worth resuming either
+                kept = workdir.abandon(
+                    bad_input=isinstance(exc, InputDataError | InputChangedError)
+                )
                 if isinstance(exc, KeyboardInterrupt) and not kept:
                     raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
                 if isinstance(exc, KeyboardInterrupt) and str(exc):  # SIGTERM (cluster.py)
@@ -202,9 +206,8 @@ def _run_passes(
     field = _held_if_small(field, client, echo)
     step = _prepare(config, field, target, estimator, workdir, echo)
     _fit(estimator, step, target, planned, workdir, echo)
-    features, embedding, gbmap_skill = _features(
-        config, field, target, estimator, gbmap, step, workdir, echo
-    )
+    reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
+    inp = config.input
     _write(
         config,
         out,
@@ -213,10 +216,9 @@ def _run_passes(
         step,
         target,
         n_common,
-        features,
-        embedding,
-        gbmap_skill,
+        reduced,
         echo,
+        unchanged=lambda: check_unchanged(workdir.identity, inp["store"], inp["storage_options"]),
     )
 
 
@@ -328,15 +330,26 @@ def _fit(estimator, step: _Prepared, target, planned: str, workdir: WorkDir, ech
         )
 
 
-def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir, echo):
+@dataclass(frozen=True, eq=False)
+class _Reduced:
+    """What the features pass gives the result: the region features (lazy without GBMAP:
+    computed as the result is written), GBMAP's embedding and its skill against the linear
+    models (None without GBMAP)."""
+
+    features: xr.DataArray
+    embedding: xr.DataArray | None
+    gbmap_skill: dict | None
+
+
+def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir, echo) -> _Reduced:
     """The features pass: computed once, for GBMAP and the result store, as dcfa apply
     computes them (from the raw field: the anomalies are folded into the sums); then GBMAP
-    on them. Returns the features, the embedding and GBMAP's skill (None without GBMAP)."""
+    on them."""
     reduction = estimator.reduction_
     dim = config.input["sample_dim"]
     features = region_series(field, step.prep, reduction, step.keep, sample_dim=dim)
     if gbmap is None:
-        return features, None, None
+        return _Reduced(features, None, None)
     t = time.perf_counter()
     # samples x groups is small: fit GBMAP in memory, not one round trip to the cluster per
     # L-BFGS evaluation; else keep it on the workers
@@ -348,14 +361,25 @@ def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir,
         f"features in {time.perf_counter() - t:.1f} s"
     )
     skill = _gbmap_summary(gbmap, features, target, config.target["lead"], echo)
-    return features, embedding, skill
+    return _Reduced(features, embedding, skill)
 
 
 def _write(
-    config, out, estimator, gbmap, step, target, n_common, features, embedding, gbmap_skill, echo
+    config,
+    out,
+    estimator,
+    gbmap,
+    step,
+    target,
+    n_common,
+    reduced: _Reduced,
+    echo,
+    *,
+    unchanged,
 ) -> None:
     """The result store: the region map, the features, GBMAP, every cell's place in the
-    reduction and the provenance, written atomically."""
+    reduction and the provenance, written atomically; published only if ``unchanged()``, run
+    after the last read of the archive, does not raise."""
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     region = region_on_grid(estimator.labels_, step.keep, step.prep.has_data)
@@ -370,8 +394,8 @@ def _write(
         region=region,
         target=target.values,
         sample_dim=dim,
-        features=features,
-        embedding=embedding,
+        features=reduced.features,
+        embedding=reduced.embedding,
         gbmap=gbmap,
         stability=stability,
         attrs=provenance(
@@ -389,8 +413,8 @@ def _write(
     so = inp["storage_options"] if isinstance(loc, str) else None
     archive = open_zarr(loc, "input.store", chunks={}, storage_options=so)
     dataset.attrs["input_units"] = json.dumps(variable_units(archive, inp["variables"]))
-    if gbmap_skill is not None:
-        dataset.attrs["gbmap_skill"] = json.dumps(gbmap_skill)
+    if reduced.gbmap_skill is not None:
+        dataset.attrs["gbmap_skill"] = json.dumps(reduced.gbmap_skill)
     # the execution (how dcfa apply reads the cells), and what the estimator chose
     dataset.attrs.update(estimator.fit_record())
     if hasattr(estimator, "eps_"):  # a tolerance chosen by CV: say which, among what
@@ -412,6 +436,7 @@ def _write(
         moments=estimator.moments_,
         overwrite=config.output["overwrite"],
         storage_options=config.output["storage_options"],
+        before_publish=unchanged,
     )
 
 

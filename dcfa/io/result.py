@@ -166,6 +166,7 @@ def write_result(
     moments=None,
     overwrite: bool = False,
     storage_options: dict | None = None,
+    before_publish=None,
 ) -> Path | str:
     """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
 
@@ -173,7 +174,9 @@ def write_result(
     complete (:func:`dcfa.io.store.atomic_store`), so an interrupted write never leaves a store
     that looks finished; on object storage (a URL) the store is complete once its root
     metadata, written last, exists (:mod:`dcfa.io.objectstore`). ``overwrite`` replaces only an
-    earlier dcfa result, never a store or file that dcfa did not write.
+    earlier dcfa result, never a store or file that dcfa did not write. ``before_publish``, a
+    callable, runs once everything is written (the last read of the inputs done) and before
+    the store is published: an error it raises leaves ``path`` as it was.
     """
     from dcfa.io.store import atomic_store
 
@@ -186,6 +189,8 @@ def write_result(
         write_into(dataset, tmp, **so)
         if moments is not None:
             _save_moments_into(moments, tmp, storage_options)
+        if before_publish is not None:
+            before_publish()
     return path
 
 

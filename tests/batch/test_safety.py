@@ -620,3 +620,44 @@ def test_a_dcfa_store_of_another_kind_is_named_as_such(tmp_path):
     assert "is a dcfa region series store, not a result store" in str(err.value)
     assert "overwrite only replaces dcfa's own results" in str(err.value)
     assert tree(tmp_path) == before
+
+
+# the real command line, with a second writer that rewrites the first year of the archive
+# (zarr, in place) once the job has read it and fitted: as another process updating the
+# store while the job runs would
+REWRITE = """\
+import sys
+import zarr
+import dcfa.cli
+
+line = dcfa.cli._line
+
+def echo(text):
+    line(text)
+    if text.startswith("[3/5]"):
+        sst = zarr.open_array(sys.argv[-1] + "/sst", mode="r+")
+        sst[:12] = sst[:12] + 1.0
+
+dcfa.cli._line = echo
+sys.exit(dcfa.cli.main(sys.argv[1:-1]))
+"""
+
+
+@pytest.mark.parametrize("gbmap", [False, True], ids=["features-pass", "gbmap"])
+def test_an_archive_rewritten_during_the_job_publishes_no_result(tmp_path, scheduler, gbmap):
+    job = write_job(tmp_path, **({"gbmap__n_boosts": 2} if gbmap else {}))
+    before = tree(tmp_path)
+    archive = str(tmp_path / "sst.zarr")
+    proc = subprocess.run(
+        [sys.executable, "-c", REWRITE, "fit", str(job), "--scheduler", scheduler, archive],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    # it wrote a result that matched neither the archive before nor after, and exited 0
+    fails(proc, 1, "input.store:", "changed while the job read it (sst: ", "none was written")
+    after = tree(tmp_path)
+    changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
+    assert after.keys() == before.keys()  # no result, no work directory, no temporary store
+    assert changed and all(k.startswith("sst.zarr/sst/c/0/") for k in changed), changed
