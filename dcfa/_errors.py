@@ -8,7 +8,7 @@ bug or of a library included, exits 1.
 
 from __future__ import annotations
 
-__all__ = ["InputError", "InputNotFoundError", "InputTypeError"]
+__all__ = ["InputError", "InputNotFoundError", "InputTypeError", "NothingToFitError"]
 
 
 class InputError(ValueError):
@@ -29,3 +29,13 @@ class InputTypeError(TypeError, InputError):
 class InputNotFoundError(FileNotFoundError, InputError):
     """An input path that is not there (``input.store: no Zarr store at ...``): a
     FileNotFoundError too (without an ``errno``: dcfa's check, not the operating system's)."""
+
+
+class NothingToFitError(InputError):
+    """Every feature of ``X`` was excluded (all missing, gappy, constant...): there is nothing
+    to fit. ``excluded`` maps each feature's index to its reason (an ``Exclusion``, whose
+    ``code`` names the rule), so a caller can name the input in its own terms."""
+
+    def __init__(self, message: str, excluded: dict) -> None:
+        super().__init__(message)
+        self.excluded = excluded

@@ -402,7 +402,7 @@ def check_n_samples(n: int, minimum: int, *, why: str) -> None:
 
 # Largest target magnitude: its squares summed over up to ~1e7 samples stay finite
 # (float64 overflows at 1.8e308; a square at about 1.3e154).
-_LARGEST_TARGET = 1e150
+LARGEST_TARGET = 1e150
 
 
 def check_y(
@@ -449,10 +449,10 @@ def check_y(
         bad = int((~np.isfinite(values)).sum())
         raise InputError(f"{name}: contains {bad} NaN or infinite values; drop those samples")
     big = float(np.abs(values).max(initial=0.0))
-    if big > _LARGEST_TARGET:
+    if big > LARGEST_TARGET:
         raise InputError(
             f"{name}: values up to {big:.3g} overflow float64 in the sums of squares every "
-            f"statistic needs (above about {_LARGEST_TARGET:.0e}); rescale the target, e.g. "
+            f"statistic needs (above about {LARGEST_TARGET:.0e}); rescale the target, e.g. "
             f"divide it by {10 ** np.floor(np.log10(big)):.0e}"
         )
     if not allow_constant:

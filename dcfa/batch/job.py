@@ -38,7 +38,7 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NothingToFitError
 from dcfa.batch.config import JobConfig
 from dcfa.batch.features import region_series
 from dcfa.batch.identity import InputChangedError, check_unchanged, job_identity
@@ -205,7 +205,7 @@ def _run_passes(
     field = io.plan_chunks(field, sample_dim=dim)
     field = _held_if_small(field, client, echo)
     step = _prepare(config, field, target, estimator, workdir, echo)
-    _fit(estimator, step, target, planned, workdir, echo)
+    _fit(config, estimator, step, target, planned, workdir, echo)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
     inp = config.input
     _write(
@@ -305,14 +305,17 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepa
     return _Prepared(prep, moments, cells, keep, request is not None, action)
 
 
-def _fit(estimator, step: _Prepared, target, planned: str, workdir: WorkDir, echo) -> None:
+def _fit(config, estimator, step: _Prepared, target, planned: str, workdir: WorkDir, echo) -> None:
     """The estimator's fit on the prepared cells; its moments kept for --resume."""
     if not step.grid_pass:  # the cells that hold data, known now: the execution fit will run
         chosen = estimator.execution_for(step.cells)
         if chosen != planned:
             echo(f"      execution: {chosen} for the {step.keep.size:,} cells that hold data")
     t = time.perf_counter()
-    estimator.fit(step.cells, target, moments=step.moments)
+    try:
+        estimator.fit(step.cells, target, moments=step.moments)
+    except NothingToFitError as exc:  # the input's fault, in the job's terms; nothing kept
+        raise InputDataError(_nothing_to_fit(exc.excluded, config.input)) from None
     if step.moments is None:
         _save_moments(workdir.path, estimator)
         workdir.record("moments")
@@ -534,6 +537,26 @@ def _first_blocks(data):
     keys = {(data.name, 0, *i) for i in itertools.product(*map(range, data.numblocks[1:]))}
     graph = data.__dask_graph__().cull(keys)  # their tasks only
     return da.Array(graph, data.name, ((data.chunks[0][0],), *data.chunks[1:]), meta=data._meta)
+
+
+def _nothing_to_fit(excluded: dict, inp: dict) -> str:
+    """``input.variables: every one of the 37 cells ... was excluded (37 constant, e.g. ...)``
+    (on the grid execution, the cells without data count too: all missing)."""
+    import collections
+
+    codes = collections.Counter(why.code for why in excluded.values())
+    first = {why.code: why for why in reversed(excluded.values())}
+    alike = {c: len({w for w in excluded.values() if w.code == c}) == 1 for c in codes}
+    return (
+        f"input.variables: every one of the {len(excluded)} cells of {inp['variables']} "
+        f"in {inp['store']!r} was excluded ("
+        + "; ".join(
+            f"{n} cells: {'' if alike[code] else 'e.g. '}{first[code]}"
+            for code, n in codes.most_common()
+        )
+        + "); there is nothing to fit"
+        + (" (with input.time)" if inp["time"] else "")
+    )
 
 
 def _check_has_data(prep, inp: dict) -> None:

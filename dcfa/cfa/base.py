@@ -15,7 +15,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     InputData,
     Interval,
@@ -245,9 +245,10 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         elif hasattr(self, "label_map_"):
             del self.label_map_
         if self.n_features_out_ == 0:
-            raise InputError(
+            raise NothingToFitError(
                 "X: every feature was excluded: "
-                + "; ".join(f"{k}: {v}" for k, v in list(self.excluded_.items())[:5])
+                + "; ".join(f"{k}: {v}" for k, v in list(self.excluded_.items())[:5]),
+                dict(self.excluded_),
             )
         logger.info(
             "%s: %d features -> %d groups (%d excluded)",

@@ -10,6 +10,7 @@ import pandas as pd
 import xarray as xr
 
 from dcfa._errors import InputError, InputNotFoundError
+from dcfa._validation import LARGEST_TARGET
 from dcfa.io.archive import exists, location, open_zarr
 from dcfa.io.calendars import (
     CALENDARS,
@@ -108,7 +109,7 @@ def open_target(
         series = xr.DataArray(
             values.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: times}, name=column
         )
-        return _in_time_order(series, sample_dim)
+        return _in_time_order(_finite(series, p), sample_dim)
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
@@ -131,7 +132,29 @@ def open_target(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
-    return _in_time_order(series.load(), sample_dim)
+    return _in_time_order(_finite(series.load(), p), sample_dim)
+
+
+def _finite(series: xr.DataArray, p) -> xr.DataArray:
+    """Refuse infinite values and values whose squares overflow the statistics (NaN is a
+    missing month, left out when aligned): found here, before any pass over the archive."""
+    values = np.asarray(series.values, dtype=np.float64)
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        i = int(infinite[0])
+        raise InputError(
+            f"target.variable: {series.name!r} in {str(p)!r} holds {infinite.size} infinite "
+            f"value(s), the first {values[i]} at {_stamp(series[series.dims[0]], i)}; leave a "
+            "missing value empty (NaN)"
+        )
+    big = float(np.nanmax(np.abs(values), initial=0.0))
+    if big > LARGEST_TARGET:
+        raise InputError(
+            f"target.variable: {series.name!r} in {str(p)!r} holds values up to {big:.3g}, "
+            f"which overflow float64 in the sums of squares (above about {LARGEST_TARGET:.0e}); "
+            f"rescale it, e.g. divide it by {10 ** np.floor(np.log10(big)):.0e}"
+        )
+    return series
 
 
 def _in_time_order(series: xr.DataArray, sample_dim: str) -> xr.DataArray:

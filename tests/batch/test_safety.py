@@ -661,3 +661,45 @@ def test_an_archive_rewritten_during_the_job_publishes_no_result(tmp_path, sched
     changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
     assert after.keys() == before.keys()  # no result, no work directory, no temporary store
     assert changed and all(k.startswith("sst.zarr/sst/c/0/") for k in changed), changed
+
+
+def test_an_archive_constant_in_every_cell_names_the_input_and_leaves_nothing(tmp_path):
+    """It said 'X: every feature was excluded' and left result.zarr.work behind."""
+    job = write_job(tmp_path)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+    ds["sst"] = (ds.sst * 0 + 280.0).where(ds.sst.notnull())  # the land stays missing
+    shutil.rmtree(tmp_path / "sst.zarr")
+    ds.chunk({"time": 12}).to_zarr(tmp_path / "sst.zarr", consolidated=False)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "input.variables: every one of the 37 cells of ['sst'] in ",
+        "was excluded (37 cells: constant (value 0))",  # anomalies of a constant
+    )
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (np.inf, "holds 1 infinite value(s), the first inf at 2001-02-15"),
+        (-np.inf, "holds 1 infinite value(s), the first -inf at 2001-02-15"),
+        (1e300, "holds values up to 1e+300, which overflow float64"),
+    ],
+)
+def test_a_target_with_infinite_or_huge_values_names_the_target_before_any_pass(
+    tmp_path, value, needle
+):
+    """+inf said 'y: contains 1 NaN or infinite values' after the passes, and left the work
+    directory; 1e300 named 'y'."""
+    job = write_job(tmp_path)
+    frame = pd.read_csv(tmp_path / "soi.csv")
+    frame.loc[20, "soi"] = value
+    frame.to_csv(tmp_path / "soi.csv", index=False)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(proc, 2, "target.variable: 'soi' in ", needle)
+    assert "[2/5]" not in proc.stdout  # refused before the cluster and any pass
+    assert tree(tmp_path) == before
