@@ -273,14 +273,25 @@ def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
 
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
     """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
+    from dcfa.batch.output import NO_ROOM
     from dcfa.io.store import atomic_store
 
     kw = {"storage_options": so} if isinstance(out, str) and so else {}
     dataset = stamped(uniform_chunks(dataset), _APPLIED)
-    with atomic_store(
-        out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
-    ) as tmp:
-        write_into(dataset, tmp, **kw)
+    try:
+        with atomic_store(
+            out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
+        ) as tmp:
+            write_into(dataset, tmp, **kw)
+    except OSError as exc:
+        if exc.errno not in NO_ROOM:
+            raise
+        # the storage's error names no path: say where (nothing was written)
+        raise OSError(
+            exc.errno,
+            f"{names['output']}: {exc.strerror or os.strerror(exc.errno)} while writing "
+            f"{str(out)!r}; nothing was written",
+        ) from exc
 
 
 def _absolute(path) -> str:

@@ -22,6 +22,7 @@ object stores cannot rename, so there the rule is the final marker of
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -197,6 +198,10 @@ def _real(path) -> Path | None:
     return Path(os.path.realpath(os.path.abspath(s)))
 
 
+# a full disk or quota: a fault of the machine at this moment, not a path to change
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
 def _cannot_write(key: str, parent, exc: OSError) -> OutputError:
     if isinstance(exc, FileNotFoundError):
         return OutputError(f"{key}: the directory {str(parent)!r} does not exist; create it first")
@@ -257,6 +262,10 @@ def atomic_store(
     try:
         marker.write_bytes(marker_payload(path))
     except OSError as exc:
+        with contextlib.suppress(OSError):  # created, then its bytes found no room
+            marker.unlink(missing_ok=True)
+        if exc.errno in _FULL:  # the machine's fault, not the path's: exit 1, passes kept
+            raise
         raise _cannot_write(key, path.parent, exc) from None
     try:
         tmp.mkdir()

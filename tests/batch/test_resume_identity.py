@@ -9,6 +9,7 @@ after.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -220,3 +221,29 @@ def test_passes_of_another_dcfa_version_are_not_reused(tmp_path, monkeypatch):
     (said,) = what_changed(old, new, ["configuration"])
     assert said.endswith("(dcfa.version: " + repr(old["details"]["settings"]["dcfa.version"])
                          + " -> '99.0')")  # fmt: skip
+
+
+def test_a_disk_full_before_the_marker_is_written_is_a_fault_and_leaves_nothing(
+    tmp_path, scheduler, tiny_disk
+):
+    """With no byte left for the write's marker, fit exited 2 ('cannot write in ...', as if the
+    path were wrong), never said --resume, and left an empty marker for ever; apply too."""
+    job = write_job(tmp_path, output__work_dir=str(tmp_path / "work"))
+    proc = cli("fit", str(job), "--output", str(tmp_path / "good.zarr"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with contextlib.suppress(OSError), open(tiny_disk / "more", "wb") as f:
+        while True:  # to the last byte: the marker's file is created, its bytes find no room
+            f.write(b"\0" * 4096)
+            f.flush()
+    before = tree(tmp_path)
+    out = tiny_disk / "r.zarr"
+    proc = cli("fit", str(job), "--output", str(out), "--scheduler", scheduler, cwd=tmp_path)
+    last = fails(proc, 1, "output.store: No space left on device while writing", str(out))
+    assert "make room, then rerun with --resume" in last
+    assert sorted(os.listdir(tiny_disk)) == ["filler", "more"]  # no marker, no store
+    assert {k for k in tree(tmp_path).keys() - before.keys()} >= {"work/moments"}
+
+    proc = cli("apply", "good.zarr", "sst.zarr", "--output", str(tiny_disk / "a.zarr"),
+               cwd=tmp_path)  # fmt: skip
+    fails(proc, 1, "--output: No space left on device while writing", "nothing was written")
+    assert sorted(os.listdir(tiny_disk)) == ["filler", "more"]
