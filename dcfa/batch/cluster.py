@@ -25,6 +25,7 @@ and says to resume. A cluster dcfa starts is shut down however the driver ends:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import signal
@@ -66,7 +67,9 @@ def make_cluster(cluster: dict, *, on_job=None):
             memory_limit=cluster["memory_limit"],
             # the dashboard shows the job's data: loopback unless the config says otherwise
             dashboard_address=cluster.get("dashboard_address", "127.0.0.1:0") or None,
-            silence_logs=40,
+            # a failed task reaches the driver as its exception, which dcfa reports in one
+            # line: the workers' own ERROR logs of it would print tracebacks beside that line
+            silence_logs=logging.CRITICAL,
         )
     cls = _jobqueue_class(kind)
     options = {} if on_job is None else {"job_cls": _reporting(cls.job_cls, on_job)}

@@ -483,7 +483,10 @@ def test_all_missing_found_by_the_pass_leaves_nothing(tmp_path, scheduler):
     assert tree(tmp_path) == before
 
 
-def test_truncated_chunk_names_the_store(tmp_path, scheduler):
+@pytest.mark.parametrize("attached", [True, False], ids=["scheduler", "local-cluster"])
+def test_truncated_chunk_names_the_store(tmp_path, scheduler, attached):
+    """On the job's own LocalCluster the workers logged the failed task's traceback above the
+    one-line error."""
     job = write_job(tmp_path)
     chunks = [
         p
@@ -492,8 +495,9 @@ def test_truncated_chunk_names_the_store(tmp_path, scheduler):
     ]
     chunks[3].write_bytes(chunks[3].read_bytes()[:20])
     before = tree(tmp_path)
-    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    proc = cli("fit", str(job), *(["--scheduler", scheduler] if attached else []), cwd=tmp_path)
     fails(proc, 2, "input.store:", str(tmp_path / "sst.zarr"), "cannot be decoded")
+    assert "distributed.worker" not in proc.stderr, proc.stderr
     assert tree(tmp_path) == before
 
 
