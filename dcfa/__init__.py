@@ -38,6 +38,7 @@ _EXPORTS = {
     "GenLinCFACV": "dcfa.cfa.tolerance",
     "GridMoments": "dcfa.stats.grid",
     "InputError": "dcfa._errors",
+    "NothingToFitError": "dcfa._errors",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
     "LinCFA": "dcfa.cfa.lincfa",

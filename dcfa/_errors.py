@@ -36,6 +36,12 @@ class NothingToFitError(InputError):
     to fit. ``excluded`` maps each feature's index to its reason (an ``Exclusion``, whose
     ``code`` names the rule), so a caller can name the input in its own terms."""
 
-    def __init__(self, message: str, excluded: dict) -> None:
-        super().__init__(message)
+    def __init__(self, excluded: dict) -> None:
+        super().__init__(
+            "X: every feature was excluded: "
+            + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:5])
+        )
         self.excluded = excluded
+
+    def __reduce__(self):
+        return type(self), (self.excluded,)

@@ -277,6 +277,7 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepa
             sample_dim=dim,
             anomalies=inp["anomalies"],
             standardize=inp["standardize"],
+            key=f"input.variables: {inp['variables']} in {inp['store']!r}",
             **(request or {}),
         )
         _check_has_data(prep, inp)

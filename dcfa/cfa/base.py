@@ -245,11 +245,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         elif hasattr(self, "label_map_"):
             del self.label_map_
         if self.n_features_out_ == 0:
-            raise NothingToFitError(
-                "X: every feature was excluded: "
-                + "; ".join(f"{k}: {v}" for k, v in list(self.excluded_.items())[:5]),
-                dict(self.excluded_),
-            )
+            raise NothingToFitError(dict(self.excluded_))
         logger.info(
             "%s: %d features -> %d groups (%d excluded)",
             type(self).__name__,

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 import xarray as xr
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     Interval,
     StrOptions,
@@ -244,6 +244,8 @@ class RegionsCV(BaseCFA):
         t0 = time.perf_counter()
         data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
         cols, yv = data.cols, Y[:, 0].astype(np.float64)
+        if cols.size == 0:
+            raise NothingToFitError(data.columns.excluded)
         adjacency = _kept_adjacency(grid, cols)
         # the first stage, once: the pieces at every level (X only)
         snapshots: dict = {}

@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
 from sklearn.utils import check_random_state
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     Interval,
     check_n_samples,
@@ -207,6 +207,8 @@ class _TolerancePath:
         data = SeriesData.gather(
             apply_inputs(inp.data, opts.inputs), Y[:, 0], bounds=bounds, columns=moments
         )
+        if data.cols.size == 0:
+            raise NothingToFitError(data.columns.excluded)
         loop = opts.loop(order=grid.order, blocks=grid.blocks)
         if loop["shuffle"] and not isinstance(loop["random_state"], Integral):
             # None or a RandomState would give every partition of the path its own visiting

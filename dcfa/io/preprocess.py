@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from dcfa._errors import InputError
 from dcfa.io.calendars import months_of
 
 
@@ -71,9 +72,14 @@ def preprocessing_pass(
     radius: int = 0,
     periodic=(),
     blocks=(),
+    key: str = "field",
 ):
     """One pass over the raw field: the preprocessing, and with ``radius >= 1`` the grid
     moments of the preprocessed field (with ``y``) from the same pass.
+
+    A field whose values lie outside :data:`dcfa.stats.summary.SCALE_RANGE` in magnitude is
+    refused after the pass, naming ``key``: its spread and anomalies would lose their digits
+    (squares below or above float64's range), and a fit on it would depend on its units.
 
     Calendar months are the pass's segments (:func:`dcfa.stats.grid.grid_pass`): their means
     are the climatology, the moments pooled within them are the anomalies' moments, and the
@@ -104,6 +110,7 @@ def preprocessing_pass(
         )
     moments = done.moments
     template = field.isel({sample_dim: 0}, drop=True).drop_encoding()
+    _check_magnitude(done, key)
     count = moments.count.reshape(template.shape)
     has_data = template.copy(data=count > 0).rename("has_data")
     has_data.attrs = {}
@@ -125,6 +132,33 @@ def preprocessing_pass(
             moments = moments.scaled(std.values.ravel())
     return Preprocessing(has_data=has_data, climatology=clim, std=std), (
         moments if radius else None
+    )
+
+
+def _check_magnitude(done, key: str) -> None:
+    """Refuse values too small or too large for the statistics (see the pass's docstring):
+    each cell's size is the larger of its monthly means' magnitude and its spread."""
+    from dcfa.stats.summary import SCALE_RANGE
+
+    seen = done.segment_seen > 0
+    means = np.where(seen, np.abs(done.segment_mean), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # cells without data: all NaN
+        mean_size = np.nanmax(means, axis=0).ravel()
+        size = np.fmax(mean_size, done.moments.column_std(ddof=0))
+    has = done.moments.count > 0
+    low, high = SCALE_RANGE
+    out = has & ((size > high) | ((size > 0) & (size < low)))
+    if not out.any():
+        return
+    # the spread overflows first: name the means' size where it is finite
+    typical = float(np.nanmedian(np.where(np.isfinite(size), size, mean_size)[out]))
+    power = 10.0 ** -np.round(np.log10(typical)) if np.isfinite(typical) else None
+    raise InputError(
+        f"{key}: {int(out.sum())} of the {int(has.sum())} cells with data hold values of "
+        f"magnitude about {typical:.3g}, outside {low:.0e} .. {high:.0e}: float64's sums of "
+        "squares lose their digits there and the result would depend on the units; rescale "
+        "the data" + (f" (multiply by {power:.0e})" if power is not None else "")
     )
 
 

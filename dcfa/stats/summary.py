@@ -11,13 +11,19 @@ import numpy as np
 # constant up to float64 rounding (a truly constant column gives ~1e-16 relative).
 _CONSTANT_RTOL = 1e-10
 
+# The magnitudes a column's values may have: the rules multiply two columns' sums of squares
+# (about n^2 x^4), which leave float64's range (1e-308 .. 1.8e308) for x beyond about 1e+-75,
+# and the partition then changes with the units. Columns outside are excluded, by name.
+SCALE_RANGE = (1e-60, 1e60)
+
 
 class Exclusion(str):
     """Why a feature is excluded: the message (a ``str``), and a stable ``code`` that
     callers match instead of the wording.
 
     Codes: ``"all-missing"``, ``"gappy"`` (some values missing, ``missing="exclude"``),
-    ``"too-few"`` (fewer than 2 observed values), ``"constant"``.
+    ``"too-few"`` (fewer than 2 observed values), ``"scale"`` (values of a magnitude outside
+    :data:`SCALE_RANGE`), ``"constant"``.
     """
 
     code: str
@@ -130,20 +136,28 @@ def _rules(m) -> tuple:
     none = count == 0
     gappy = (count > 0) & (count < m.n) if not m.pairwise else np.zeros(d, dtype=bool)
     few = (count > 0) & (count < 2)
+    size = _magnitude(mean, std)
+    scale = (count > 0) & ((size > SCALE_RANGE[1]) | ((size > 0) & (size < SCALE_RANGE[0])))
     constant = (count >= 2) & ~(std > _CONSTANT_RTOL * np.abs(mean))
-    return none, gappy, few, constant, count, mean
+    return none, gappy, few, scale, constant, count, mean, size
+
+
+def _magnitude(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """The size of a column's values: the larger of its mean's magnitude and its spread (the
+    mean's where the sums of squares overflowed to NaN)."""
+    return np.fmax(np.abs(mean), std)
 
 
 def excluded_mask(m) -> np.ndarray:
     """True for every feature of ``m`` that :func:`exclusions` names (without the reasons)."""
-    none, gappy, few, constant, _, _ = _rules(m)
-    return none | gappy | few | constant
+    none, gappy, few, scale, constant = _rules(m)[:5]
+    return none | gappy | few | scale | constant
 
 
 def exclusions(m) -> dict[int, Exclusion]:
     """Every excluded feature of ``m`` (any moments value) with its :class:`Exclusion`;
     the first rule that applies names it. Features with the same message share one value."""
-    none, gappy, few, constant, count, mean = _rules(m)
+    none, gappy, few, scale, constant, count, mean, size = _rules(m)
     reasons: dict[int, Exclusion] = {}
     missing = Exclusion("all-missing", "all values missing")
     reasons.update(dict.fromkeys(np.flatnonzero(none).tolist(), missing))
@@ -156,6 +170,18 @@ def exclusions(m) -> dict[int, Exclusion]:
     too_few = Exclusion("too-few", "fewer than 2 observed values")
     for i in np.flatnonzero(few).tolist():
         reasons.setdefault(i, too_few)
+    for i in np.flatnonzero(scale).tolist():
+        power = 10.0 ** -np.round(np.log10(size[i])) if np.isfinite(size[i]) else None
+        reasons.setdefault(
+            i,
+            Exclusion(
+                "scale",
+                f"values of magnitude {size[i]:.3g}, outside {SCALE_RANGE[0]:.0e} .. "
+                f"{SCALE_RANGE[1]:.0e}, where float64's sums of products lose the digits the "
+                "rules compare; rescale the data"
+                + (f" (multiply by {power:.0e})" if power is not None else ""),
+            ),
+        )
     for i in np.flatnonzero(constant):
         reasons.setdefault(int(i), Exclusion("constant", f"constant (value {mean[i]:.6g})"))
     return dict(sorted(reasons.items()))

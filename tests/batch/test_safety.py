@@ -707,3 +707,40 @@ def test_a_target_with_infinite_or_huge_values_names_the_target_before_any_pass(
     fails(proc, 2, "target.variable: 'soi' in ", needle)
     assert "[2/5]" not in proc.stdout  # refused before the cluster and any pass
     assert tree(tmp_path) == before
+
+
+def _rescaled(tmp_path, factor: float) -> None:
+    """The job's archive as float64, times ``factor`` (the same field in other units)."""
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+    ds["sst"] = ds.sst.astype("f8") * factor
+    shutil.rmtree(tmp_path / "sst.zarr")
+    ds.chunk({"time": 12}).to_zarr(tmp_path / "sst.zarr", consolidated=False)
+
+
+def test_a_field_in_extreme_units_is_refused_and_inside_the_range_gives_the_same_map(tmp_path):
+    """At 1e-160 the spread underflowed and the job fitted another map, with only NumPy's
+    overflow warning."""
+    job = write_job(tmp_path, input__standardize=True)
+    _rescaled(tmp_path, 1.0)
+    proc = cli("fit", str(job), "--output", "one.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    _rescaled(tmp_path, 2.0**-166)  # about 1e-50: exact powers of two, the same digits
+    proc = cli("fit", str(job), "--output", "small.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    one, small = (
+        xr.open_zarr(tmp_path / s, consolidated=False) for s in ("one.zarr", "small.zarr")
+    )
+    xr.testing.assert_identical(one.region, small.region)
+
+    _rescaled(tmp_path, 1e-160 / 2.0**-166)  # the field at 1e-160
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "input.variables: ['sst'] in ",
+        "37 of the 37 cells with data hold values of magnitude about 2.8",
+        "rescale the data (multiply by 1e+158)",
+    )
+    assert "RuntimeWarning" not in proc.stderr
+    assert tree(tmp_path) == before
