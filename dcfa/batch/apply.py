@@ -18,6 +18,7 @@ import xarray as xr
 from dcfa import io
 from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
+from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import location, open_zarr, variable_units
@@ -131,6 +132,7 @@ def _apply(
         else load_result(result, so, _key=names["result"])
     )
     field = _open(fitted, archive, names, so)
+    absent = field.attrs.pop("missing_chunks", {})
     # the windows and lags first, then the samples of time (they reach back before it)
     features = fitted.transform(field, time=time, _names=names)
     dim = fitted.sample_dim
@@ -167,6 +169,8 @@ def _apply(
     }
     if time is not None:
         attrs["time"] = json.dumps([str(t) for t in time])
+    if absent:
+        attrs["missing_chunks"] = json.dumps(absent)
     dataset = xr.Dataset(data, attrs=attrs)
     echo(
         f"[1/2] {fitted.path}: {fitted.method}, {fitted.n_groups} groups"
@@ -180,6 +184,8 @@ def _apply(
         )
         + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
     )
+    for line in missing_chunk_lines(absent):
+        echo(f"      {line}")
     from dcfa.batch.inputs import reading  # an undecodable chunk: exit 2 naming the archive
 
     with reading(str(location(archive)), fitted.variables, names["archive"]):

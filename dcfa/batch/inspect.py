@@ -146,6 +146,20 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         f"({int((~used).sum())} not used)",
         f"  parameters {json.loads(a.get('parameters', '{}'))}",
     ]
+    lead = json.loads(a.get("config", "{}")).get("target", {}).get("lead", 0)
+    chosen = (
+        f"; eps {a['eps']:g} chosen by forward CV"
+        if "eps" in a
+        else f"; level {a['level']:g} chosen by blocked CV"
+        if "level" in a
+        else ""
+    )
+    lines.append(f"  lead {lead} (target.lead){chosen}")
+    for name, c in json.loads(a.get("missing_chunks", "{}")).items():
+        lines.append(
+            f"  {c['missing']} of the {c['chunks']} chunks of {name!r} were missing from the "
+            f"input store and read as its fill value ({c['fill_value']})"
+        )
     if "embedding" in ds:
         lines.append(f"  GBMAP embedding {dict(ds['embedding'].sizes)}")
     if isinstance(path, Path) and (path / "moments").exists():

@@ -54,6 +54,7 @@ from dcfa.batch.output import (
     NO_ROOM,
     application,
     check_output,
+    missing_chunk_lines,
     no_room,
     on_grid,
     print_groups,
@@ -102,6 +103,7 @@ def run_job(
         time=inp["time"],
         storage_options=inp["storage_options"],
     )
+    absent = field.attrs.pop("missing_chunks", {})
     target = io.open_target(
         tgt["path"],
         tgt["variable"],
@@ -135,6 +137,8 @@ def run_job(
     )
     valid = valid_time[position.values.astype(int)]
     echo(f"      {alignment(field, valid, tgt['lead'], step, n_input, inp, dim)}")
+    for line in missing_chunk_lines(absent):
+        echo(f"      {line}")
     if unset:
         echo(
             f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
@@ -154,7 +158,7 @@ def run_job(
                         config,
                         field,
                         target,
-                        n_common,
+                        _Read(n_common, absent),
                         estimator,
                         gbmap,
                         workdir,
@@ -194,9 +198,7 @@ def run_job(
     return out
 
 
-def _run_passes(
-    config, field, target, n_common, estimator, gbmap, workdir, out, client, echo
-) -> None:
+def _run_passes(config, field, target, read, estimator, gbmap, workdir, out, client, echo) -> None:
     """The job's steps, in order: plan, prepare, fit, features, write."""
     dim = config.input["sample_dim"]
     estimator.set_params(sample_dim=dim)
@@ -215,7 +217,7 @@ def _run_passes(
         gbmap,
         step,
         target,
-        n_common,
+        read,
         reduced,
         echo,
         unchanged=lambda: check_unchanged(workdir.identity, inp["store"], inp["storage_options"]),
@@ -335,6 +337,15 @@ def _fit(config, estimator, step: _Prepared, target, planned: str, workdir: Work
 
 
 @dataclass(frozen=True, eq=False)
+class _Read:
+    """What the result records of the inputs as read: the samples in common with the target,
+    and each variable's chunks missing from the store (read as the fill value)."""
+
+    n_common: int
+    missing_chunks: dict
+
+
+@dataclass(frozen=True, eq=False)
 class _Reduced:
     """What the features pass gives the result: the region features (lazy without GBMAP:
     computed as the result is written), GBMAP's embedding and its skill against the linear
@@ -375,7 +386,7 @@ def _write(
     gbmap,
     step,
     target,
-    n_common,
+    read: _Read,
     reduced: _Reduced,
     echo,
     *,
@@ -408,7 +419,7 @@ def _write(
             params=config.method["params"],  # random_state included (seeded)
             input_store=inp["store"],
             target=tgt["path"],
-            n_common=n_common,
+            n_common=read.n_common,
         ),
     )
     dataset = dataset.assign(application(estimator.reduction_, step.keep, step.prep))
@@ -417,6 +428,8 @@ def _write(
     so = inp["storage_options"] if isinstance(loc, str) else None
     archive = open_zarr(loc, "input.store", chunks={}, storage_options=so)
     dataset.attrs["input_units"] = json.dumps(variable_units(archive, inp["variables"]))
+    if read.missing_chunks:
+        dataset.attrs["missing_chunks"] = json.dumps(read.missing_chunks)
     if reduced.gbmap_skill is not None:
         dataset.attrs["gbmap_skill"] = json.dumps(reduced.gbmap_skill)
     # the execution (how dcfa apply reads the cells), and what the estimator chose

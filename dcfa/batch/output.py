@@ -45,6 +45,18 @@ def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
     )
 
 
+def missing_chunk_lines(absent: dict) -> list[str]:
+    """A warning per variable with chunks missing from the store (``missing_chunks`` of
+    :func:`dcfa.io.open_archive`), which Zarr reads as the fill value."""
+    return [
+        f"warning: {c['missing']} of the {c['chunks']} chunks of {name!r} are missing from the "
+        f"store and read as its fill value ({c['fill_value']}): a store written with "
+        "write_empty_chunks = False leaves out the chunks that hold only the fill value (land), "
+        "else the store is incomplete (recorded in the output as missing_chunks)"
+        for name, c in absent.items()
+    ]
+
+
 def work_dir(out: Path | str, given: str | None) -> Path:
     """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
     a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working

@@ -65,7 +65,8 @@ def open_archive(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
-    empty = [v for v in names if _stores_no_chunks(path, v, storage_options)]
+    counts = {v: chunk_counts(path, v, storage_options) for v in names}
+    empty = [v for v, c in counts.items() if c is not None and c[1] > 0 and c[0] == 0]
     if empty:
         raise InputError(
             f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
@@ -89,6 +90,13 @@ def open_archive(
         field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
         field.attrs = {"variables": names}
     field.attrs = {**field.attrs, "source": str(path)}
+    absent = {
+        v: {"missing": c[1] - c[0], "chunks": c[1], "fill_value": c[2]}
+        for v, c in counts.items()
+        if c is not None and c[0] < c[1]
+    }
+    if absent:  # Zarr reads them as the fill value: the caller says so
+        field.attrs["missing_chunks"] = absent
     return field.transpose(sample_dim, ...)
 
 
@@ -120,18 +128,23 @@ def exists(path: Path | str, storage_options: dict | None) -> bool:
     return exists(path, storage_options) if isinstance(path, str) else path.exists()
 
 
-def _stores_no_chunks(path, name: str, storage_options: dict | None = None) -> bool:
-    """True when a Zarr array has no chunk stored (Zarr skips chunks that hold only the fill
-    value, so an all-missing variable has none): known from the listing, before any pass."""
+def chunk_counts(path, name: str, storage_options: dict | None = None) -> tuple | None:
+    """``(stored, total, fill value)``: how many of a Zarr array's chunks the store holds, from
+    its listing, before any pass (None when it is not a plain array of the store: the passes
+    will tell). Zarr reads a chunk that is not stored as the fill value: an array written with
+    ``write_empty_chunks=False`` leaves out the chunks that hold only it (land), a damaged or
+    half-copied store loses others, and the two look the same."""
     import zarr
 
     try:
         array = zarr.open_array(
             str(path), path=name, mode="r", storage_options=storage_options or None
         )
-        return array.size > 0 and array.nchunks_initialized == 0
-    except Exception:  # not a plain array of this store: the passes will tell
-        return False
+        fill = array.fill_value
+        fill = None if fill is None else float(fill) if np.isfinite(fill) else str(fill)
+        return int(array.nchunks_initialized), int(array.nchunks), fill
+    except Exception:
+        return None
 
 
 def open_zarr(path: Path, key: str, *, storage_options: dict | None = None, **kwargs) -> xr.Dataset:

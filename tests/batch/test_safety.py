@@ -744,3 +744,39 @@ def test_a_field_in_extreme_units_is_refused_and_inside_the_range_gives_the_same
     )
     assert "RuntimeWarning" not in proc.stderr
     assert tree(tmp_path) == before
+
+
+def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path):
+    """Zarr reads a chunk that is not stored as the fill value: a deleted chunk gave exit 0,
+    cells dropped, and nothing said."""
+    import json
+
+    job = write_job(tmp_path, method__params={"neighbors": 1, "missing": "pairwise"})
+    (tmp_path / "sst.zarr" / "sst" / "c" / "3" / "0" / "0").unlink()  # months 37-48
+    before = tree(tmp_path)
+    warning = (
+        "warning: 1 of the 10 chunks of 'sst' are missing from the store and read as its fill "
+        "value (nan)"
+    )
+    proc = cli("fit", str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert warning in proc.stdout
+    result = xr.open_zarr(tmp_path / "result.zarr", consolidated=False)
+    recorded = {"sst": {"missing": 1, "chunks": 10, "fill_value": "nan"}}
+    assert json.loads(result.attrs["missing_chunks"]) == recorded
+    proc = cli("inspect", "result.zarr", cwd=tmp_path)
+    assert "1 of the 10 chunks of 'sst' were missing from the input store" in proc.stdout
+    proc = cli("apply", "result.zarr", "sst.zarr", "--output", "applied.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert warning in proc.stdout
+    applied = xr.open_zarr(tmp_path / "applied.zarr", consolidated=False)
+    assert json.loads(applied.attrs["missing_chunks"]) == recorded
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in before} == before  # the inputs untouched
+
+    shutil.rmtree(tmp_path / "sst.zarr")
+    job = write_job(tmp_path)  # a complete archive: no warning, no attribute
+    proc = cli("fit", str(job), "--output", "whole.zarr", cwd=tmp_path)
+    assert proc.returncode == 0 and "missing from the store" not in proc.stdout, proc.stdout
+    whole = xr.open_zarr(tmp_path / "whole.zarr", consolidated=False)
+    assert "missing_chunks" not in whole.attrs
