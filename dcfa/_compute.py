@@ -14,18 +14,32 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
       dask.config.set({"dcfa.progress": True})
 
 * when it fails, returns only once none of its tasks still runs (:func:`settle`), so that a
-  failed write's temporary store, once removed, stays removed.
+  failed write's temporary store, once removed, stays removed;
+* on a cluster that has had workers and then has none for ``dcfa.no_workers_timeout`` (a
+  duration, default ``"10 minutes"``; None waits for ever), raises :class:`NoWorkersError`
+  instead of waiting in silence for workers that will not come back. A cluster that never had
+  a worker (a batch queue still starting them) is waited for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
+import weakref
 
 import dask
 
-__all__ = ["SPLIT_EVERY", "compute", "progress_enabled", "tree", "tree_levels", "tree_reduce"]
+__all__ = [
+    "SPLIT_EVERY",
+    "NoWorkersError",
+    "compute",
+    "progress_enabled",
+    "tree",
+    "tree_levels",
+    "tree_reduce",
+]
 
 SPLIT_EVERY = 8  # the fan-in of every tree reduction (moments tiles, grid pass, GBMAP, kNN)
 
@@ -72,20 +86,90 @@ def compute(*args, progress: bool | None = None):
     client = active_client()
     if client is not None:
         futures = client.compute(list(args))
+        watch = _WorkerWatch(client, futures)
         try:
-            if show:
-                from distributed import progress as distributed_progress
+            with watch:
+                if show:
+                    from distributed import progress as distributed_progress
 
-                if _in_notebook() or sys.stdout.isatty():
-                    distributed_progress(futures, notebook=_in_notebook())
-                else:
-                    _DistributedLines(futures, scheduler=client.scheduler.address)
-            return tuple(client.gather(futures))
+                    if _in_notebook() or sys.stdout.isatty():
+                        distributed_progress(futures, notebook=_in_notebook())
+                    else:
+                        _DistributedLines(futures, scheduler=client.scheduler.address)
+                return tuple(client.gather(futures))
         except BaseException:
             settle(client, futures)
+            if watch.error is not None:
+                raise watch.error from None
             raise
     with blas_single_threaded_if_threaded(), _local_progress(show), _own_pool() as kwargs:
         return dask.compute(*args, **kwargs)
+
+
+class NoWorkersError(ConnectionError):
+    """Every worker left the cluster during a computation and none came back in time: a fault
+    of the cluster (a batch job's finished passes are kept for ``--resume``)."""
+
+
+NO_WORKERS_TIMEOUT = "10 minutes"
+_POLL = 2.0  # seconds between two looks at the scheduler's workers
+_HAD_WORKERS: weakref.WeakSet = weakref.WeakSet()  # clients whose cluster has had a worker
+
+
+class _WorkerWatch:
+    """A thread that watches the cluster's workers while a computation runs (the progress bar
+    and gather block): once the cluster, which has had workers, has had none for
+    ``dcfa.no_workers_timeout``, it cancels the computation, whose wait then ends, and keeps
+    the :class:`NoWorkersError` to raise in its place."""
+
+    def __init__(self, client, futures) -> None:
+        from dask.utils import parse_timedelta
+
+        bound = dask.config.get("dcfa.no_workers_timeout", NO_WORKERS_TIMEOUT)
+        self.bound = None if bound is None else parse_timedelta(bound, default="s")
+        self.client, self.futures = client, [f for f in futures if hasattr(f, "key")]
+        self.error: NoWorkersError | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dcfa-worker-watch", daemon=True)
+
+    def __enter__(self):
+        if self.bound is not None and self.futures:
+            self._look()  # a cluster seen with workers at the start counts as having had them
+            self._thread.start()
+        return self
+
+    def _look(self) -> bool:
+        """Whether the cluster has a worker now (remembered for the client)."""
+        if self.client.nthreads():
+            _HAD_WORKERS.add(self.client)
+            return True
+        return False
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        empty_since = None
+        while not self._done.wait(_POLL):
+            try:
+                workers = self._look()
+            except Exception:  # the scheduler itself is gone: gather says so
+                return
+            now = time.monotonic()
+            if workers:
+                empty_since = None
+            elif self.client in _HAD_WORKERS:
+                empty_since = now if empty_since is None else empty_since
+                if now - empty_since >= self.bound:
+                    self.error = NoWorkersError(
+                        f"every worker left the cluster at {self.client.scheduler.address} "
+                        f"and none came back within {self.bound:g} s "
+                        "(dcfa.no_workers_timeout; cluster.no_workers_timeout in a job file)"
+                    )
+                    self.client.cancel(self.futures)
+                    return
 
 
 SETTLE_TIMEOUT = 60.0  # seconds a failed computation's running tasks are waited for

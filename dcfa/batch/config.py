@@ -54,6 +54,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     scheduler = ""                # address of a running scheduler (or $DASK_SCHEDULER_ADDRESS)
     connect_timeout = "30s"       # how long to wait for that scheduler to be up ("10m" for
                                   # one that starts in a separate batch job)
+    no_workers_timeout = "10m"    # stop (exit 1, passes kept) once every worker has left
     kind = "local"                # without an address: local | slurm | pbs (dask-jobqueue,
                                   # configured by its jobqueue.yaml; see deploy/)
     n_workers = 2
@@ -128,6 +129,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
     "cluster": {
         "scheduler": (str, ""),
         "connect_timeout": (str, "30s"),
+        "no_workers_timeout": (str, "10m"),
         "kind": (str, "local"),
         "n_workers": (int, 2),
         "threads_per_worker": (int, 1),
@@ -207,6 +209,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`$DASK_SCHEDULER_ADDRESS`). Empty: the job starts a cluster of `kind`.",
     ("cluster", "connect_timeout"): 'How long to wait for that scheduler to be up (`"10m"` for '
     "one that starts in a batch job of its own).",
+    ("cluster", "no_workers_timeout"): "How long a job waits once every worker has left the "
+    "cluster (killed, preempted, out of memory) before it stops with exit 1, keeping its "
+    "finished passes for `--resume`. A cluster that never had a worker yet (a batch queue "
+    "still starting them) is waited for.",
     ("cluster", "kind"): "Without a scheduler address: `local` starts a `LocalCluster`, `slurm` "
     "and `pbs` worker jobs through dask-jobqueue, configured by its `jobqueue.yaml` (see the "
     "deploy folder).",
@@ -397,6 +403,7 @@ def _check_values(c: dict, source: str) -> None:
     from dask.utils import parse_bytes
 
     check_duration(c["cluster"]["connect_timeout"], f"{where} cluster.connect_timeout")
+    check_duration(c["cluster"]["no_workers_timeout"], f"{where} cluster.no_workers_timeout")
     limit = c["cluster"]["memory_limit"]
     try:
         if limit.strip().lower() != "auto" and parse_bytes(limit) <= 0:

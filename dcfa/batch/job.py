@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import dask
 import numpy as np
 import xarray as xr
 
@@ -149,8 +150,9 @@ def run_job(
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
     from dcfa.batch.cluster import open_client
 
+    bound = {"dcfa.no_workers_timeout": config.cluster["no_workers_timeout"]}
     try:
-        with open_client(config.cluster, scheduler, echo) as client:
+        with dask.config.set(bound), open_client(config.cluster, scheduler, echo) as client:
             echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
             try:
                 with reading(inp["store"], inp["variables"]):

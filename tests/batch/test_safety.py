@@ -780,3 +780,65 @@ def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path):
     assert proc.returncode == 0 and "missing from the store" not in proc.stdout, proc.stdout
     whole = xr.open_zarr(tmp_path / "whole.zarr", consolidated=False)
     assert "missing_chunks" not in whole.attrs
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cluster_that_loses_every_worker_stops_the_job_after_the_bound(tmp_path):
+    """A job attached to a scheduler whose only worker was killed during the write waited in
+    silence for ever (until SIGTERM)."""
+    job = write_job(tmp_path, cluster__no_workers_timeout="3s")
+    bindir = Path(sys.executable).parent
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [bindir / "dask", "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":")[-1],
+         "--dashboard-address", ":0"], **quiet,
+    )  # fmt: skip
+
+    def worker():
+        return subprocess.Popen(
+            [bindir / "dask", "worker", address, "--no-nanny", "--nthreads", "1",
+             "--memory-limit", "1GiB"], **quiet,
+        )  # fmt: skip
+
+    workers = [worker()]
+    try:
+        fit = subprocess.Popen(
+            [sys.executable, "-m", "dcfa", "fit", str(job), "--scheduler", address],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for line in fit.stdout:
+            if line.startswith("[4/5]"):  # the write's pass: its only worker is killed
+                workers[0].kill()
+                killed = time.monotonic()
+                break
+        out, err = fit.communicate(timeout=120)
+        assert fit.returncode == 1, err
+        assert time.monotonic() - killed < 60
+        last = err.strip().splitlines()
+        assert last[-2].startswith("dcfa: error: NoWorkersError: every worker left the cluster")
+        assert "within 3 s (dcfa.no_workers_timeout; cluster.no_workers_timeout" in last[-2]
+        assert "rerun with --resume" in last[-1]
+        assert sorted(os.listdir(tmp_path)) == [
+            "job.toml", "result.zarr.work", "soi.csv", "sst.zarr"
+        ]  # fmt: skip
+
+        workers.append(worker())  # a worker back: the job resumes from its passes
+        proc = cli("fit", str(job), "--scheduler", address, "--resume", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "preprocessing: reused" in proc.stdout
+        assert sorted(os.listdir(tmp_path)) == ["job.toml", "result.zarr", "soi.csv", "sst.zarr"]
+    finally:
+        for p in (*workers, scheduler):
+            p.kill()
+            p.wait(timeout=30)
