@@ -10,6 +10,10 @@ the loop: :func:`~dcfa.cfa.sequential.sequential_partition` (the papers' greedy 
 
 from __future__ import annotations
 
+import logging
+import time
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -19,6 +23,7 @@ from dcfa.cfa.greedy import greedy_partition
 from dcfa.cfa.sequential import sequential_partition
 
 STRATEGIES = ("sequential", "greedy")
+logger = logging.getLogger("dcfa")
 
 
 def partition_moments(parts, accept, *, whole=None, target: int = 0, **loop) -> np.ndarray:
@@ -106,6 +111,17 @@ def drive(
         shuffle=shuffle and sequential,
         random_state=random_state,
     )
+    n_kept = int(valid.size)
+    if neighbors is None and n_kept > COMPLETE_GRAPH_LIMIT:
+        warnings.warn(
+            f"neighbors: None compares each of the {n_kept:,} features with every group (up to "
+            f"{n_kept * (n_kept - 1) / 2:.1e} tests); pass neighbors= (a radius on a gridded "
+            "DataArray, or an adjacency matrix) for contiguous regions in far less time",
+            UserWarning,
+            stacklevel=2,
+        )
+    if progress is None:
+        progress = _logged_progress()
     basis = make_basis(valid, scale)
     adj = None if neighbors is None else sp.csr_array(neighbors)[valid][:, valid]
     blocks = None if blocks is None else np.asarray(blocks, dtype=np.int64)[valid]
@@ -130,6 +146,33 @@ def drive(
         )
     labels[valid] = sub
     return labels
+
+
+# Kept features above which the complete graph (neighbors=None) is slow: every feature is
+# tested against every group, O(D^2) tests (RegionsCV refuses it above this)
+COMPLETE_GRAPH_LIMIT = 5000
+PROGRESS_EVERY = 10.0  # seconds between two progress lines of a long partition
+
+
+def _logged_progress():
+    """A ``progress(n_assigned, D)`` that logs a line (INFO, as the CLI shows) at most every
+    :data:`PROGRESS_EVERY` seconds: a partition of many features can take minutes."""
+    start = last = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last >= PROGRESS_EVERY and done < total:
+            last = now
+            logger.info(
+                "partition: %s of %s features assigned (%.0f%%) after %.0f s",
+                f"{done:,}",
+                f"{total:,}",
+                100 * done / total,
+                now - start,
+            )
+
+    return report
 
 
 def prologue(

@@ -46,6 +46,7 @@ from dcfa._validation import (
     validate_params,
 )
 from dcfa.cfa.base import BaseCFA, checked_moments
+from dcfa.cfa.driver import COMPLETE_GRAPH_LIMIT
 from dcfa.cfa.executions import EXECUTIONS
 from dcfa.cfa.hierarchy import (
     PAIR_BYTES,
@@ -70,8 +71,6 @@ LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 #: the numbers of regions the cross-validation scores (those the path reaches): a map of more
 #: than 100 regions is no small map
 SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
-# above this many features, neighbors=None (every pair adjacent) is refused: O(D^2) pairs
-_COMPLETE_GRAPH_LIMIT = 5000
 
 
 class RegionsCV(BaseCFA):
@@ -228,10 +227,10 @@ class RegionsCV(BaseCFA):
         check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
         Y = self._check_target(y, inp)
         n, D = inp.n_samples, inp.n_features
-        if self.neighbors is None and D > _COMPLETE_GRAPH_LIMIT:
+        if self.neighbors is None and D > COMPLETE_GRAPH_LIMIT:
             raise InputError(
                 f"neighbors: None makes all {D:,} features neighbours of each other "
-                f"(at most {_COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
+                f"(at most {COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
                 "or an adjacency matrix"
             )
         folds = blocked_folds(n, self.n_splits, self.gap)

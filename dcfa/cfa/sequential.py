@@ -117,6 +117,7 @@ def sequential_partition(
             neighborhood=neighborhood,
             skips=skips,
             blocks=blocks,
+            growing=numbering.growing,
         )
         numbering.add(members)
     return labels
@@ -139,6 +140,11 @@ class GroupNumbering:
         if self.progress is not None:
             self.progress(self.n_assigned, self.labels.size)
 
+    def growing(self, n_members: int) -> None:
+        """Report a group still growing (one group of a complete graph can take minutes)."""
+        if self.progress is not None:
+            self.progress(self.n_assigned + n_members, self.labels.size)
+
 
 def grow_group(
     basis,
@@ -154,11 +160,13 @@ def grow_group(
     neighborhood,
     skips=None,
     blocks=None,
+    growing=None,
 ) -> list[int]:
     """The group opened by ``seed``: its members, marked assigned in ``unassigned``.
 
     ``skips`` (:mod:`dcfa.cfa.skips`, ``compare="mean"``) leaves out
-    candidates whose last verdict provably still holds: the same members, fewer tests."""
+    candidates whose last verdict provably still holds: the same members, fewer tests.
+    ``growing(n_members)`` is called after each round of members joins."""
     fixed = compare == "seed"
     group = basis.open_group(seed)
     members = [seed]
@@ -204,6 +212,8 @@ def grow_group(
             if skips is not None:
                 skips.moved(j)
         pointer = pos[take].max() if scan == "single" else pointer
+        if growing is not None:
+            growing(len(members))
         if fixed and adj is None:
             break  # every candidate has been tested against the seed
     return members
