@@ -243,8 +243,9 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
 
 
 def _check_units(fitted: FittedResult, ds: xr.Dataset, key: str, loc) -> None:
-    """Refuse an archive whose variables carry other ``units`` than the ones the result was
-    fitted on (both known): the features would be off by the conversion, silently."""
+    """Refuse an archive whose variables carry other ``units`` or another ``standard_name``
+    than the ones the result was fitted on (both known): the features would be off by the
+    conversion, or of another quantity, silently."""
     fitted_in = json.loads(fitted.attrs.get("input_units", "{}"))
     for v, theirs in variable_units(ds, fitted.variables).items():
         ours = fitted_in.get(v)
@@ -252,6 +253,14 @@ def _check_units(fitted: FittedResult, ds: xr.Dataset, key: str, loc) -> None:
             raise InputError(
                 f"{key}: {v!r} in {str(loc)!r} is in {theirs!r}, the result was fitted on "
                 f"{ours!r}; dcfa does not convert units: convert the archive to {ours!r} first"
+            )
+    fitted_on = json.loads(fitted.attrs.get("input_standard_names", "{}"))
+    for v, theirs in variable_units(ds, fitted.variables, "standard_name").items():
+        ours = fitted_on.get(v)
+        if ours is not None and theirs is not None and ours.strip() != theirs.strip():
+            raise InputError(
+                f"{key}: {v!r} in {str(loc)!r} is {theirs!r} (standard_name), the result was "
+                f"fitted on {ours!r}: another quantity under the same name"
             )
 
 

@@ -72,6 +72,8 @@ from dcfa.io.result import provenance
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
 
 _IN_MEMORY_BYTES = 256 * 2**20
+# what a result records of its input variables, which dcfa apply compares (JSON attributes)
+_IDENTIFYING = {"units": "input_units", "standard_name": "input_standard_names"}
 
 
 def run_job(
@@ -429,7 +431,8 @@ def _write(
     loc = location(inp["store"])
     so = inp["storage_options"] if isinstance(loc, str) else None
     archive = open_zarr(loc, "input.store", chunks={}, storage_options=so)
-    dataset.attrs["input_units"] = json.dumps(variable_units(archive, inp["variables"]))
+    for attr, name in _IDENTIFYING.items():
+        dataset.attrs[name] = json.dumps(variable_units(archive, inp["variables"], attr))
     if read.missing_chunks:
         dataset.attrs["missing_chunks"] = json.dumps(read.missing_chunks)
     if reduced.gbmap_skill is not None:

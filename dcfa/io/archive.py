@@ -164,9 +164,10 @@ def open_zarr(path: Path, key: str, *, storage_options: dict | None = None, **kw
         raise InputError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
 
 
-def variable_units(ds: xr.Dataset, names) -> dict[str, str | None]:
-    """The ``units`` attribute of each variable ``names`` of ``ds`` (None where it has none)."""
-    return {n: (str(ds[n].attrs["units"]) if "units" in ds[n].attrs else None) for n in names}
+def variable_units(ds: xr.Dataset, names, attr: str = "units") -> dict[str, str | None]:
+    """The ``units`` attribute (or another, e.g. ``standard_name``) of each variable ``names``
+    of ``ds`` (None where it has none)."""
+    return {n: (str(ds[n].attrs[attr]) if attr in ds[n].attrs else None) for n in names}
 
 
 def plan_chunks(

@@ -244,6 +244,40 @@ def dense_memory_table(record: dict) -> tuple[list[str], list[list[str]]]:
     return ["estimator", "peak", "estimate (the budget check)", "fit time"], rows
 
 
+def _outcome(r: dict) -> str:
+    """A sweep child's outcome: its time (and peak), the refusal, or the signal."""
+    if "seconds" in r:
+        peak = f", peak {r['peak'] / 2**30:.1f} GiB" if "peak" in r else ""
+        return f"{r['seconds']:.2f} s{peak}"
+    if "refused" in r:
+        return "refused by the memory budget"
+    if "signal" in r:
+        return f"**crashed (signal {r['signal']})**"
+    return f"error: {r.get('error', '?')}"
+
+
+def dense_sweep_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_dense_sweep.py: dcfa.moments at each D, in memory and on Dask, and the
+    self-product alone three ways (the ratio to dcfa's)."""
+    res = record["results"]
+    rows = []
+    for D, row in res["product"].items():
+        base = row["self_product"].get("seconds")
+
+        def versus(r: dict, base=base) -> str:
+            ratio = f" ({r['seconds'] / base:.2f}x)" if base and "seconds" in r else ""
+            return _outcome(r) + ratio
+
+        rows.append(
+            [_int(int(D)), _outcome(res["moments"][f"{D} numpy"]),
+             _outcome(res["moments"][f"{D} dask"]), _outcome(row["self_product"]),
+             versus(row["syrk, threaded"]), versus(row["syrk, one thread"])]
+        )  # fmt: skip
+    header = ["D", "dcfa.moments, NumPy", "dcfa.moments, Dask", "self-product (dcfa)",
+              "syrk, threaded", "syrk, one BLAS thread"]  # fmt: skip
+    return header, rows
+
+
 #: Table 4's columns, with the paper's precision (the AUCs are given to two decimals).
 GBMAP_COLUMNS = {"KNN": 3, "KNN-GBMAP": 3, "AUC-GBMAP": 2, "AUC-EUCLID": 2}
 
@@ -279,6 +313,7 @@ TABLES = {
     "job": job_table,
     "scale": scale_table,
     "dense_memory": dense_memory_table,
+    "dense_sweep": dense_sweep_table,
     "gbmap_paper": gbmap_paper_table,
 }
 

@@ -320,10 +320,13 @@ def test_an_archive_in_other_units_exits_2_and_writes_nothing(tmp_path, client):
     variable and both units, before any pass; the same field in K, or without units, runs."""
     d = tmp_path / "fit"
     d.mkdir()
-    job = _job(d, lambda ds: ds.assign(sst=ds.sst.assign_attrs(units="K")))
+    sst = {"units": "K", "standard_name": "sea_surface_temperature"}
+    job = _job(d, lambda ds: ds.assign(sst=ds.sst.assign_attrs(sst)))
     run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
     result = str(d / "result.zarr")
     assert json.loads(xr.open_zarr(result).attrs["input_units"]) == {"sst": "K"}
+    names = json.loads(xr.open_zarr(result).attrs["input_standard_names"])
+    assert names == {"sst": "sea_surface_temperature"}
     _variant(
         d / "sst.zarr",
         tmp_path / "celsius.zarr",
@@ -335,7 +338,19 @@ def test_an_archive_in_other_units_exits_2_and_writes_nothing(tmp_path, client):
         lambda ds: ds.assign(sst=(ds.sst.dims, ds.sst.values)),
     )
     assert "units" not in xr.open_zarr(tmp_path / "bare.zarr")["sst"].attrs
+    _variant(  # the same units, another quantity
+        d / "sst.zarr",
+        tmp_path / "air.zarr",
+        lambda ds: ds.assign(sst=ds.sst.assign_attrs(standard_name="air_temperature")),
+    )
     before = tree(tmp_path)
+    proc = cli("apply", result, "air.zarr", "--output", "out.zarr", cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "ARCHIVE: 'sst' in",
+        "is 'air_temperature' (standard_name), the result was fitted on 'sea_surface_temperature'",
+    )
     proc = cli("apply", result, "celsius.zarr", "--output", "out.zarr", cwd=tmp_path)
     fails(
         proc,
