@@ -7,7 +7,8 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
 * pins BLAS to one thread per task under the local threaded scheduler (the chunk kernels are
   BLAS products; distributed workers already start with one BLAS thread each);
 * shows progress when the Dask config key ``dcfa.progress`` is true: distributed's progress
-  bar when a ``distributed.Client`` is active (a widget in Jupyter),
+  bar when a ``distributed.Client`` is active (a widget in Jupyter, lines of text there
+  without ipywidgets),
   :class:`dask.diagnostics.ProgressBar` otherwise; when the output is not a terminal (a batch
   job's log file), one line per 10 % instead of a redrawn bar. The CLI sets it; in a notebook::
 
@@ -92,9 +93,10 @@ def compute(*args, progress: bool | None = None):
                 if show:
                     from distributed import progress as distributed_progress
 
-                    if _in_notebook() or sys.stdout.isatty():
-                        distributed_progress(futures, notebook=_in_notebook())
-                    else:
+                    widgets = _in_notebook() and _has_widgets()
+                    if widgets or (sys.stdout.isatty() and not _in_notebook()):
+                        distributed_progress(futures, notebook=widgets)
+                    else:  # a log file, or a notebook without ipywidgets: lines of text
                         _DistributedLines(futures, scheduler=client.scheduler.address)
                 return tuple(client.gather(futures))
         except BaseException:
@@ -345,6 +347,16 @@ def _DistributedLines(futures, scheduler):
     # the scheduler's feed notices the closed comm on its next write, one interval later; a
     # cluster closed before that logs a CancelledError traceback
     time.sleep(0.25)
+
+
+def _has_widgets() -> bool:
+    """Whether a notebook can draw distributed's widget progress bar (ipywidgets installed):
+    a progress bar must never abort the computation it reports on."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _in_notebook() -> bool:

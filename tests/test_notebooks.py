@@ -46,3 +46,28 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     ]
     assert images, "the notebook draws its maps"
     assert not list(tmp_path.glob("dcfa-*")), "the notebook removes the stores it wrote"
+
+
+def test_progress_in_a_notebook_without_ipywidgets(tmp_path):
+    """dcfa.progress with a Client in Jupyter, as the docs recommend, aborted the fit with
+    ModuleNotFoundError: No module named 'ipywidgets'; it falls back to lines of text."""
+    cells = [
+        # as in a kernel without ipywidgets, whether or not this machine has it
+        "import sys\nsys.modules['ipywidgets'] = None",
+        "import dask, dask.array as da, numpy as np\nimport dcfa\n"
+        "from distributed import Client\n"
+        "client = Client(n_workers=1, threads_per_worker=1, processes=False)\n"
+        "dask.config.set({'dcfa.progress': True})",
+        "X = da.random.default_rng(0).standard_normal((120, 40), chunks=(30, 40))\n"
+        "y = np.random.default_rng(1).standard_normal(120)\n"
+        "m = dcfa.moments(X, y)\n"
+        "assert m.cross.shape == (41, 41)\n"
+        "client.close()",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    text = "".join(o.get("text", "") for o in nb.cells[2].outputs if o["output_type"] == "stream")
+    assert "100% done after" in text, nb.cells[2].outputs
