@@ -250,3 +250,15 @@ def _job(tmp_path, n_time=600):
         f'[output]\nstore = "{tmp_path / "result.zarr"}"\n'
     )
     return tmp_path / "job.toml"
+
+
+def splits_of(path) -> list[tuple[int, int, int]]:
+    """Every fold's ``(train_stop, test_start, test_stop)``, from the path's coordinates."""
+    return list(
+        zip(
+            path["train_stop"].values.tolist(),
+            path["test_start"].values.tolist(),
+            path["test_stop"].values.tolist(),
+            strict=True,
+        )
+    )

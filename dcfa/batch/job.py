@@ -445,7 +445,12 @@ def _write(
             f"      eps = {estimator.eps_:g} chosen by forward CV among "
             + ", ".join(
                 f"{e:g} ({g} groups, R2 {r:.2f})"
-                for e, g, r in zip(path["eps"], path["n_groups"], path["mean_cv_r2"], strict=True)
+                for e, g, r in zip(
+                    path["eps"].values,
+                    path["n_groups"].values,
+                    path["mean_cv_r2"].values,
+                    strict=True,
+                )
             )
         )
     echo(

@@ -284,14 +284,8 @@ class _TolerancePath:
         # never one that breaks max_groups
         best = int(np.argmax(score)) if np.isfinite(score).any() else int(np.argmax(allowed))
         self.eps_ = float(epsilons[best])
-        self.cv_path_ = {
-            "eps": epsilons,
-            "n_groups": groups,
-            "fold_groups": fold_groups,
-            "cv_r2": skill,
-            "mean_cv_r2": mean,
-            "splits": [(train, *test) for train, test in splits],
-        }
+        self.cv_path_ = _path_dataset(epsilons, groups, fold_groups, skill, mean, splits)
+        _warn_if_no_skill(self, mean)
         if rule_folds is not None:
             self.folds_ = rule_folds
         self.execution_ = "series"
@@ -308,9 +302,11 @@ class _TolerancePath:
             "eps": self.eps_,
             "eps_path": json.dumps(
                 {
-                    "eps": path["eps"].tolist(),
-                    "n_groups": path["n_groups"].tolist(),
-                    "mean_cv_r2": [None if np.isnan(v) else v for v in path["mean_cv_r2"]],
+                    "eps": path["eps"].values.tolist(),
+                    "n_groups": path["n_groups"].values.tolist(),
+                    "mean_cv_r2": [
+                        None if np.isnan(v) else v for v in path["mean_cv_r2"].values.tolist()
+                    ],
                 }
             ),
         }
@@ -392,13 +388,15 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
     ----------
     eps_ : float
         The chosen tolerance.
-    cv_path_ : dict
-        ``eps`` (E,), ``n_groups`` on all data (E,), ``fold_groups`` and ``cv_r2`` per
-        tolerance and fold (E, K), ``mean_cv_r2`` (E,), and ``splits``: per fold, its
-        training rows ``[0, train)`` and test rows ``[start, stop)`` as ``(train, start,
-        stop)``. Every fold's exclusions (cells constant over its training months) and, with
+    cv_path_ : xarray.Dataset
+        Over the tolerances (dim ``eps``) and the folds (dim ``fold``): ``n_groups`` on all
+        data, ``mean_cv_r2`` and its standard error ``se_cv_r2`` over the folds,
+        ``fold_groups`` and ``cv_r2`` per tolerance and fold, and per fold its training rows
+        ``[0, train_stop)`` and test rows ``[test_start, test_stop)`` (coordinates). Every
+        fold's exclusions (cells constant over its training months) and, with
         ``standardize=True``, its spreads are those of its training months, as refitting on
-        them gives; a cell missing in any month is left out of every fold.
+        them gives; a cell missing in any month is left out of every fold. When no tolerance
+        beats the climatology (every mean CV R^2 <= 0) a ``UserWarning`` says so.
     labels_, n_features_out_, ... : as :class:`GenLinCFA`, for ``eps_``.
     """
 
@@ -549,3 +547,46 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
 
     def _rule(self, eps: float):
         return RULES["nonlincfa"](eps)
+
+
+def _path_dataset(epsilons, groups, fold_groups, skill, mean, splits):
+    """The path as a Dataset over ``eps`` and ``fold`` (see ``cv_path_``)."""
+    import xarray as xr
+
+    finite = np.isfinite(skill)
+    count = finite.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dev = np.where(finite, skill - mean[:, None], 0.0)
+        se = np.sqrt((dev * dev).sum(axis=1) / (count - 1)) / np.sqrt(count)
+    se = np.where(count > 1, se, np.nan)
+    return xr.Dataset(
+        {
+            "n_groups": ("eps", groups, {"long_name": "groups on all samples"}),
+            "mean_cv_r2": ("eps", mean, {"long_name": "mean forward-CV R^2 over the folds"}),
+            "se_cv_r2": ("eps", se, {"long_name": "standard error of mean_cv_r2"}),
+            "fold_groups": (("eps", "fold"), fold_groups),
+            "cv_r2": (("eps", "fold"), skill),
+        },
+        coords={
+            "eps": np.asarray(epsilons, dtype=np.float64),
+            "fold": np.arange(len(splits)),
+            "train_stop": ("fold", [train for train, _ in splits]),
+            "test_start": ("fold", [test[0] for _, test in splits]),
+            "test_stop": ("fold", [test[1] for _, test in splits]),
+        },
+    )
+
+
+def _warn_if_no_skill(model, mean: np.ndarray) -> None:
+    """Say when no tolerance predicts better than the climatology: the chosen map is then
+    the least bad of a path without skill, not a map of predictors."""
+    scored = mean[np.isfinite(mean)]
+    if scored.size and (scored <= 0).all():
+        warnings.warn(
+            f"{type(model).__name__}: no tolerance beats the climatology (mean CV R^2 from "
+            f"{scored.min():+.2f} to {scored.max():+.2f}); eps_={model.eps_:g} is the least bad "
+            "of the path. Try a longer record, fewer groups (max_groups, larger epsilons), "
+            "RegionsCV, or check the target and lead.",
+            UserWarning,
+            stacklevel=3,
+        )

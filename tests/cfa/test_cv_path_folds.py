@@ -12,6 +12,7 @@ from conftest import count_computes
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold
+from support import splits_of
 
 from dcfa import GenLinCFA, GenLinCFACV, NonLinCFA, NonLinCFACV
 from dcfa.datasets import make_regions_field
@@ -27,10 +28,10 @@ def regions():
 def refit_path(model, cls, X, y, base: dict) -> tuple[np.ndarray, np.ndarray]:
     """Every fold's groups and test R^2 by refitting ``cls`` on the fold's training rows."""
     path = model.cv_path_
-    groups = np.zeros_like(path["fold_groups"])
-    skill = np.zeros_like(path["cv_r2"])
-    for i, eps in enumerate(path["eps"]):
-        for k, (train, start, stop) in enumerate(path["splits"]):
+    groups = np.zeros_like(path["fold_groups"].values)
+    skill = np.zeros_like(path["cv_r2"].values)
+    for i, eps in enumerate(path["eps"].values):
+        for k, (train, start, stop) in enumerate(splits_of(path)):
             fold = cls(eps=eps, mode="dense", **base).fit(X[:train], y[:train])
             F = np.asarray(fold.transform(X))
             ols = LinearRegression().fit(F[:train], y[:train])
@@ -45,10 +46,10 @@ def assert_path_is_the_refit(model, cls, X, y, base: dict, *, determined: bool =
     groups than training rows (a unique skill to compare)."""
     groups, skill = refit_path(model, cls, X, y, base)
     if determined:
-        train_rows = np.array([train for train, _, _ in model.cv_path_["splits"]])
+        train_rows = model.cv_path_["train_stop"].values
         assert (groups < train_rows - 1).all()
-    np.testing.assert_array_equal(model.cv_path_["fold_groups"], groups)
-    np.testing.assert_allclose(model.cv_path_["cv_r2"], skill, rtol=0, atol=1e-8)
+    np.testing.assert_array_equal(model.cv_path_["fold_groups"].values, groups)
+    np.testing.assert_allclose(model.cv_path_["cv_r2"].values, skill, rtol=0, atol=1e-8)
     whole = cls(eps=model.eps_, mode="dense", **base).fit(X, y)
     np.testing.assert_array_equal(model.labels_, whole.labels_)
 
@@ -105,7 +106,8 @@ def test_max_groups_that_no_tolerance_meets_warns_and_takes_the_smallest_map(reg
     with pytest.warns(UserWarning, match=r"max_groups: no tolerance .* at most max_groups=1 "):
         capped = GenLinCFACV(max_groups=1, **params).fit(X, y)
     assert capped.n_features_out_ == fewest
-    assert capped.eps_ == free.cv_path_["eps"][np.argmin(free.cv_path_["n_groups"])]
+    eps = free.cv_path_["eps"].values
+    assert capped.eps_ == eps[np.argmin(free.cv_path_["n_groups"].values)]
     reference = GenLinCFA(neighbors=1, eps=capped.eps_, mode="dense").fit(X, y)
     np.testing.assert_array_equal(capped.labels_, reference.labels_)
 

@@ -14,6 +14,7 @@ from conftest import count_computes
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
+from support import splits_of
 
 from dcfa import GenLinCFA, GenLinCFACV, NonLinCFA, NonLinCFACV
 from dcfa.datasets import make_regions_field
@@ -38,18 +39,21 @@ def test_the_path_equals_refitting_on_every_fold(regions, cv_cls, cls, params):
     model = cv_cls(n_splits=params.pop("n_splits", 3), **params).fit(X, y)
     base = {k: v for k, v in params.items() if k not in ("epsilons", "gap")}
     path = model.cv_path_
-    for i, eps in enumerate(path["eps"]):
-        for k, (train, start, stop) in enumerate(path["splits"]):
+    for i, eps in enumerate(path["eps"].values):
+        for k, (train, start, stop) in enumerate(splits_of(path)):
             fold = cls(eps=eps, mode="dense", **base).fit(X[:train], y[:train])
             F = fold.transform(X).values
             ols = LinearRegression().fit(F[:train], y[:train])
             expected = r2_score(y[start:stop], ols.predict(F[start:stop]))
-            assert path["fold_groups"][i, k] == fold.n_features_out_
-            assert path["cv_r2"][i, k] == pytest.approx(expected, abs=1e-8)
+            assert path["fold_groups"].values[i, k] == fold.n_features_out_
+            assert path["cv_r2"].values[i, k] == pytest.approx(expected, abs=1e-8)
         whole = cls(eps=eps, mode="dense", **base).fit(X, y)
-        assert path["n_groups"][i] == whole.n_features_out_
-    best = int(np.nanargmax(path["mean_cv_r2"]))
-    assert model.eps_ == path["eps"][best]
+        assert path["n_groups"].values[i] == whole.n_features_out_
+    best = int(np.nanargmax(path["mean_cv_r2"].values))
+    assert model.eps_ == path["eps"].values[best]
+    # the standard error of the mean over the folds, as NumPy gives it
+    se = path["cv_r2"].values.std(axis=1, ddof=1) / np.sqrt(path.sizes["fold"])
+    np.testing.assert_allclose(path["se_cv_r2"].values, se, rtol=1e-12)
     reference = cls(eps=model.eps_, mode="dense", **base).fit(X, y)
     np.testing.assert_array_equal(model.labels_, reference.labels_)
     assert model.execution_ == "series"
@@ -59,11 +63,12 @@ def test_max_groups_takes_the_best_small_map(regions):
     X, y = regions
     free = GenLinCFACV(neighbors=1, epsilons=[0.4, 0.6, 0.8, 0.9], n_splits=2).fit(X, y)
     path = free.cv_path_
-    cap = int(path["n_groups"].min())
+    groups, eps, mean = (path[k].values for k in ("n_groups", "eps", "mean_cv_r2"))
+    cap = int(groups.min())
     capped = clone(free).set_params(max_groups=cap).fit(X, y)
     assert capped.n_features_out_ <= cap
-    allowed = path["n_groups"] <= cap
-    assert capped.eps_ == path["eps"][allowed][np.nanargmax(path["mean_cv_r2"][allowed])]
+    allowed = groups <= cap
+    assert capped.eps_ == eps[allowed][np.nanargmax(mean[allowed])]
 
 
 def test_fit_record_holds_the_choice_and_the_path(regions):
@@ -76,7 +81,7 @@ def test_fit_record_holds_the_choice_and_the_path(regions):
     record = model.fit_record()
     assert record["execution"] == "series" and record["eps"] == model.eps_
     path = json.loads(json.dumps(record))["eps_path"]
-    assert json.loads(path)["n_groups"] == model.cv_path_["n_groups"].tolist()
+    assert json.loads(path)["n_groups"] == model.cv_path_["n_groups"].values.tolist()
     plain = GenLinCFA(neighbors=1, eps=0.5).fit(X, y)
     assert plain.fit_record() == {"execution": plain.execution_}
 
@@ -87,12 +92,14 @@ def test_the_test_months_never_reach_a_fold(regions):
     params = dict(neighbors=1, epsilons=[0.6, 0.8], n_splits=3)
     a = GenLinCFACV(**params).fit(X, y)
     X2 = X.copy(data=X.data.copy())
-    last = a.cv_path_["splits"][0][2]  # end of the first fold's test block
+    last = int(a.cv_path_["test_stop"][0])  # end of the first fold's test block
     X2[last:] = X2[last:] * 0 + np.random.default_rng(0).normal(size=X2[last:].shape)
     y2 = y.copy()
     y2[last:] = 0.0
     b = GenLinCFACV(**params).fit(X2, y2)
-    np.testing.assert_array_equal(a.cv_path_["cv_r2"][:, 0], b.cv_path_["cv_r2"][:, 0])
+    np.testing.assert_array_equal(
+        a.cv_path_["cv_r2"].values[:, 0], b.cv_path_["cv_r2"].values[:, 0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -110,3 +117,18 @@ def test_bad_paths_are_refused_before_the_pass(regions, cls, params, match):
     X, y = regions
     with count_computes(0), pytest.raises(ValueError, match=match):
         cls(**params).fit(X, y)
+
+
+def test_a_path_without_skill_says_so_and_is_data():
+    """On 1991-2014 every tolerance had a negative CV R^2 (-7.01 .. -0.19) and GenLinCFACV
+    took eps_ = 0.9 without a word; ``cv_path_`` is a Dataset a user can plot or tabulate."""
+    rng = np.random.default_rng(5)
+    ds = make_regions_field(n_time=120, shape=(6, 8), n_regions=4, seed=2)
+    y = rng.standard_normal(120)  # nothing in the field predicts it
+    with pytest.warns(UserWarning, match=r"GenLinCFACV: no tolerance beats the climatology"):
+        model = GenLinCFACV(neighbors=1, epsilons=[0.5, 0.8], n_splits=3).fit(ds.field, y)
+    path = model.cv_path_
+    assert (path["mean_cv_r2"] <= 0).all()
+    assert set(path.data_vars) >= {"n_groups", "mean_cv_r2", "se_cv_r2", "cv_r2"}
+    frame = path[["n_groups", "mean_cv_r2", "se_cv_r2"]].to_dataframe()
+    assert list(frame.index) == [0.5, 0.8] and frame.index.name == "eps"
