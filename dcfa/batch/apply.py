@@ -272,17 +272,19 @@ def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
     key = names["output"]
     link = isinstance(out, Path) and out.is_symlink()
     exists = store_exists(out, so) if isinstance(out, str) else out.exists()
-    if exists and not link:
-        if not overwrite:
-            raise OutputError(
-                f"{key}: {str(out)!r} exists; {names['overwrite']} to replace it, or choose another"
-            )
+    if exists and not link:  # what overwrite cannot replace is said first
         kind = dcfa_kind(out, so)
         if kind not in (None, _APPLIED, "incomplete"):
             raise OutputError(
                 f"{key}: {str(out)!r} is a dcfa {kind} store, not an output of apply; "
                 "overwrite replaces only those. Choose another path"
             )
+        if kind is not None and not overwrite:
+            raise OutputError(
+                f"{key}: {str(out)!r} exists (an earlier output of apply); "
+                f"{names['overwrite']} to replace it, or choose another"
+            )
+    # a store or file dcfa did not write: named as such, with or without overwrite
     check_replaceable(out, overwrite=overwrite, key=key, kinds=(_APPLIED,), storage_options=so)
 
 

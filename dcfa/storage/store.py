@@ -148,9 +148,8 @@ def check_replaceable(
 
 
 def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str) -> None:
-    if not overwrite:
-        how = "set output.overwrite = true" if key == "output.store" else "pass overwrite=True"
-        raise OutputError(f"{key}: {str(p)!r} exists; {how} to replace it, or choose another")
+    # what cannot be replaced is said first, whatever overwrite says: its hint would lead
+    # nowhere
     if kind is None or (kinds and kind not in (*kinds, "incomplete")):
         wanted = " or ".join(kinds) if kinds else "dcfa"
         if kind is None:
@@ -158,8 +157,15 @@ def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str)
         else:  # ours, of another kind: a fit's result is not replaced by apply's, ...
             what = f"a dcfa {kind} store, not a {wanted} store"
         raise OutputError(
-            f"{key}: {str(p)!r} is {what}; overwrite only replaces dcfa's own results of that "
-            "kind. Choose another path, or remove it yourself if it is yours to delete"
+            f"{key}: {str(p)!r} exists and is {what}; overwrite only replaces dcfa's own "
+            "results of that kind. Choose another path, or remove it yourself if it is yours "
+            "to delete"
+        )
+    if not overwrite:
+        how = "set output.overwrite = true" if key == "output.store" else "pass overwrite=True"
+        raise OutputError(
+            f"{key}: {str(p)!r} exists (an earlier dcfa {kind} store); {how} to replace it, "
+            "or choose another"
         )
 
 

@@ -400,13 +400,16 @@ def test_output_never_over_into_or_around_an_input(job_a, tmp_path):
             apply_result(result, archive, output, overwrite=True, **QUIET)
     # overwrite replaces only an earlier output of apply: never a result, never a directory
     (tmp_path / "mine").mkdir()
-    with pytest.raises(FileExistsError, match="mine' is a directory that dcfa did not write"):
+    with pytest.raises(
+        FileExistsError, match="mine' exists and is a directory that dcfa did not write"
+    ):
         apply_result(result, archive, tmp_path / "mine", overwrite=True, **QUIET)
     with pytest.raises(FileExistsError, match="is a dcfa result store, not an output of apply"):
         apply_result(result, archive, job_a / "result.zarr", overwrite=True, **QUIET)
     assert tree(tmp_path) == {**before, "mine": "dir"}
     out = apply_result(result, archive, tmp_path / "out.zarr", **QUIET)
-    with pytest.raises(FileExistsError, match="exists; pass overwrite=True to replace it"):
+    earlier = r"exists \(an earlier output of apply\); pass overwrite=True"
+    with pytest.raises(FileExistsError, match=earlier):
         apply_result(result, archive, out, **QUIET)
     apply_result(result, archive, out, overwrite=True, time=("2001-01", "2001-06"), **QUIET)
     assert xr.open_zarr(out).sizes["time"] == 6

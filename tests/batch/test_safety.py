@@ -79,13 +79,16 @@ def test_overwrite_replaces_only_a_dcfa_result(tmp_path, scheduler):
         )
         fails(proc, 2, "output.store:", what, "overwrite only replaces dcfa's own results")
         assert tree(tmp_path) == before
-    # without overwrite, an existing result is kept
+    # without overwrite too, what cannot be replaced is said first: overwrite would not help
     proc = cli("fit", str(job), "--output", "mine", cwd=tmp_path)
-    fails(proc, 2, "output.store:", "exists; set output.overwrite = true")
+    fails(proc, 2, "output.store:", "exists and is a directory that dcfa did not write")
     # a dcfa result is replaced with overwrite = true, and only then
     proc = cli("fit", str(job), "--scheduler", scheduler, "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     first = tree(tmp_path / "result.zarr")
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(proc, 2, "output.store:", "exists (an earlier dcfa result store); set output.overwrite")
+    assert tree(tmp_path / "result.zarr") == first
     os.symlink(tmp_path / "result.zarr", tmp_path / "link.zarr")
     proc = cli(
         "fit", str(job), "--set", "output.overwrite=true", "--output", "link.zarr", cwd=tmp_path
