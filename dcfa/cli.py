@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     fit = sub.add_parser("fit", parents=[common], help="run a batch job from a TOML config")
-    fit.add_argument("config", help="the job's TOML file (see deploy/example-job.toml)")
+    fit.add_argument(
+        "config", help="the job's TOML file (`dcfa example-job > job.toml` writes an example)"
+    )
     fit.add_argument(
         "--set",
         dest="overrides",
@@ -128,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
         help="for URLs: fsspec options as JSON (the result, the archive and the output)",
     )
 
+    sub.add_parser(
+        "example-job",
+        parents=[common],
+        help="print an example job file, every section commented: dcfa example-job > job.toml",
+    )
+
     inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
     inspect.add_argument(
         "store",
@@ -190,6 +198,10 @@ def _run(args) -> int:
             )
         elif args.command == "apply":
             _apply(args)
+        elif args.command == "example-job":
+            from importlib.resources import files
+
+            sys.stdout.write(files("dcfa").joinpath("data/example-job.toml").read_text())
         elif args.command == "inspect":
             from dcfa.batch.inspect import describe
 

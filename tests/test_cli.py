@@ -71,3 +71,26 @@ def test_version_and_usage():
     proc = run("--version")
     assert proc.returncode == 0 and proc.stdout.strip()
     assert run().returncode == 2
+
+
+def test_the_example_job_ships_with_the_package(tmp_path):
+    """`dcfa fit --help` pointed to deploy/example-job.toml, which an installed package lacks:
+    `dcfa example-job` prints it, a job file the configuration accepts."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from dcfa.batch.config import load_config
+
+    proc = cli("example-job", cwd=tmp_path)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    (tmp_path / "job.toml").write_text(proc.stdout)
+    config = load_config(tmp_path / "job.toml")
+    assert config.method["name"] == "regionscv" and config.gbmap["n_boosts"] == 4
+    root = Path(__file__).parents[1]
+    assert proc.stdout == (root / "deploy" / "example-job.toml").read_text()  # one file
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["dcfa"]
+    assert any(fnmatch.fnmatch("data/example-job.toml", p) for p in patterns)  # in the wheel
+    assert "dcfa example-job > job.toml" in cli("fit", "--help", cwd=tmp_path).stdout

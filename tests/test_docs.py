@@ -115,7 +115,7 @@ def test_the_citation_scan_finds_paths():
 
 def test_no_docstring_cites_a_file_outside_the_repository():
     cited = cited_paths()
-    assert "deploy/example-job.toml" in cited  # the scan sees the citations there are
+    assert "deploy/slurm" in cited  # the scan sees the citations there are
     missing = {
         path: where
         for path, where in cited.items()
@@ -347,6 +347,27 @@ def synthetic_records() -> dict[str, dict]:
         "matrix_bytes": 72e6,
         "fits": {"LinCFA()": fit, "NonLinCFA(neighbors=1)": {"failed": "MemoryError"}},
     }
+    ran = {"seconds": 7.3, "peak": 3.4 * 2**30, "before": 0.1 * 2**30}
+    sweep = {
+        "moments": {
+            "20000 numpy": ran,
+            "20000 dask": ran,
+            "40000 numpy": ran,
+            "40000 dask": {"refused": "the dense pass would hold about 38.0 GiB"},
+        },
+        "product": {
+            "20000": {
+                "self_product": {"seconds": 3.7},
+                "syrk, threaded": {"seconds": 2.4},
+                "syrk, one thread": {"seconds": 3.9},
+            },
+            "40000": {
+                "self_product": {"seconds": 18.0},
+                "syrk, threaded": {"signal": 11},
+                "syrk, one thread": {"seconds": 16.6},
+            },
+        },
+    }
     knn = {"paper": 0.84, "mean": 0.833, "sd": 0.037, "runs": 25, "within": True}
     auc = {"paper": 0.73, "mean": 0.859, "sd": 0.044, "runs": 10, "within": False}
     gbmap = {
@@ -379,6 +400,7 @@ def synthetic_records() -> dict[str, dict]:
         "job": _record(job),
         "scale": _record(scale),
         "dense_memory": _record(dense),
+        "dense_sweep": _record(sweep),
         "gbmap_paper": _record(gbmap),
     }
 
@@ -406,6 +428,9 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
+    sweep = built["dense_sweep"]["40 000"]
+    assert sweep[2] == "refused by the memory budget"
+    assert sweep[4:] == ["**crashed (signal 11)**", "16.60 s (0.92x)"]
 
 
 def test_table_cells_render_code_and_bold():
