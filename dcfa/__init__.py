@@ -23,6 +23,7 @@ _EXPORTS = {
     "Anomalies": "dcfa.anomalies",
     "blocked_cv": "dcfa.skill",
     "forward_cv": "dcfa.skill",
+    "align": "dcfa.io.target",
     "lagged": "dcfa.forecast",
     "lead_target": "dcfa.forecast",
     "load_result": "dcfa.batch.results",

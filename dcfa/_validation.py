@@ -447,7 +447,10 @@ def check_y(
     values = _numeric_array(values, name).astype(np.float64)
     if not np.isfinite(values).all():
         bad = int((~np.isfinite(values)).sum())
-        raise InputError(f"{name}: contains {bad} NaN or infinite values; drop those samples")
+        raise InputError(
+            f"{name}: contains {bad} NaN or infinite values; drop those samples "
+            "(X, y = dcfa.align(X, y) leaves out the samples where y is NaN, as a batch job does)"
+        )
     big = float(np.abs(values).max(initial=0.0))
     if big > LARGEST_TARGET:
         raise InputError(
@@ -489,6 +492,8 @@ def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name:
         theirs = np.asarray(y[dim].values)
         if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
             raise InputError(
-                f"{name}: its {dim!r} coordinate differs from X's; align them first, e.g. "
-                f"X, y = xarray.align(X, y, join='inner')"
+                f"{name}: its {dim!r} coordinate differs from X's; align them first: "
+                f"X, y = dcfa.align(X, y) keeps the samples with identical stamps, "
+                f"dcfa.align(X, y, match='month') pairs calendar months (e.g. a field stamped "
+                "mid-month and an index on the 1st)"
             )

@@ -241,6 +241,57 @@ def _pick(variable, names, p) -> str:
     return variable
 
 
+def align(X: xr.DataArray, y, *, match: str = "exact", sample_dim: str = "time"):
+    """``X`` and ``y`` on the samples they share, ready for ``fit(X, y)``.
+
+    What a batch job does with its archive and target (``target.match``): the samples where
+    ``y`` is missing (NaN) are left out, and ``match="month"`` pairs the same calendar month
+    whatever the day (SST stamped mid-month, an index on the 1st) and whatever either side's
+    calendar.
+
+    Parameters
+    ----------
+    X : DataArray
+        The field, with dates along ``sample_dim``.
+    y : DataArray or pandas.Series
+        The target: a series over ``sample_dim`` (a Series indexed by dates).
+    match : {"exact", "month"}
+        Identical stamps, or the same (year, month).
+    sample_dim : str
+        The sample dim of ``X``.
+
+    Returns
+    -------
+    X, y : DataArray
+        Both on their common samples, in ``X``'s order; ``y`` on ``X``'s dates.
+
+    Raises
+    ------
+    ValueError
+        As :func:`align_target`: no samples in common, repeated samples, stamps off a
+        monthly ``X``'s with ``match="exact"`` (daily or irregular dates), ...
+
+    Examples
+    --------
+    >>> X, y = dcfa.align(sst_anomalies, soi, match="month")  # doctest: +SKIP
+    >>> dcfa.RegionsCV(neighbors=1).fit(X, y)  # doctest: +SKIP
+    """
+    import pandas as pd
+
+    if isinstance(y, pd.Series):
+        y = xr.DataArray(
+            y.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: y.index}, name=y.name
+        )
+    if not isinstance(y, xr.DataArray) or y.ndim != 1:
+        raise InputError(
+            f"y: expected a series over {sample_dim!r} (a DataArray or a pandas Series indexed "
+            "by dates)"
+        )
+    y = y.rename({y.dims[0]: sample_dim}) if y.dims[0] != sample_dim else y
+    X, y, _ = align_target(X.transpose(sample_dim, ...), y, sample_dim=sample_dim, match=match)
+    return X, y
+
+
 def align_target(
     field: xr.DataArray, target: xr.DataArray, *, sample_dim: str = "time", match: str = "exact"
 ) -> tuple[xr.DataArray, xr.DataArray, int]:

@@ -155,3 +155,32 @@ def test_write_result_of_a_sliced_archive(tmp_path):
     out = io.write_result(tmp_path / "r.zarr", io.result_dataset(model, field))
     back = xr.open_zarr(out, consolidated=False)
     np.testing.assert_allclose(back.features.values, model.transform(field).values, rtol=1e-6)
+
+
+def test_align_pairs_a_mid_month_field_with_an_index_on_the_first_as_a_job_does(tmp_path):
+    """In Python, fit refused a target on other stamps and xarray.align(join='inner') left 0
+    samples; dcfa.align(match='month'), which the error names, pairs them and drops NaN months
+    as the batch job does."""
+    import pandas as pd
+
+    make_archive(tmp_path / "a.zarr", n=60)  # monthly, stamped on the 1st
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"]).load()
+    field = field.assign_coords(time=field.time + np.timedelta64(14, "D"))  # mid-month
+    months = pd.date_range("1999-07-01", periods=70, freq="MS")
+    values = np.random.default_rng(2).standard_normal(70)
+    values[30] = np.nan  # a missing month of the index
+    index = pd.Series(values, index=months, name="soi")
+    with pytest.raises(ValueError, match=r"dcfa.align\(X, y, match='month'\) pairs calendar"):
+        dcfa.GenLinCFA(neighbors=1).fit(field, index)
+    assert xr.align(field, index.to_xarray().rename(index="time"), join="inner")[0].size == 0
+    X, y = dcfa.align(field, index, match="month")
+    assert y.sizes["time"] == 59  # 2000-01 .. 2004-12 but the NaN month
+    np.testing.assert_array_equal(y.time.values, X.time.values)  # y on X's stamps
+    kept = pd.DatetimeIndex(X.time.values).to_period("M")
+    np.testing.assert_array_equal(y.values, index[kept.to_timestamp()].to_numpy())
+    assert dcfa.GenLinCFA(neighbors=1).fit(X, y).n_features_out_ >= 1
+    # the job's own pairing, from the same series in a CSV file
+    index.rename_axis("time").to_csv(tmp_path / "soi.csv")
+    target = io.open_target(tmp_path / "soi.csv")
+    _, t, n = io.align_target(field, target, match="month")
+    assert n == 59 and np.array_equal(t.values, y.values)
