@@ -45,6 +45,16 @@ def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
     )
 
 
+def corr_interval_text(dataset: xr.Dataset, g: int) -> str:
+    """`` [+0.71, +0.90]``: group ``g``'s 95 % interval of its correlation with the target,
+    when the result has it (earlier results do not)."""
+    if "group_target_corr_low" not in dataset:
+        return ""
+    low = float(dataset["group_target_corr_low"][g])
+    high = float(dataset["group_target_corr_high"][g])
+    return f" [{low:+.2f}, {high:+.2f}]"
+
+
 def missing_chunk_lines(absent: dict) -> list[str]:
     """A warning per variable with chunks missing from the store (``missing_chunks`` of
     :func:`dcfa.io.open_archive`), which Zarr reads as the fill value."""
@@ -176,6 +186,7 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
     from dcfa.stacking import BLOCK_DIMS
 
     names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
+    names += ["group_target_corr_low", "group_target_corr_high"]
     dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
     sizes = dataset["group_size"].values
@@ -183,7 +194,11 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
     # which variable, window and lag each group is of (a group lies in one: the blocks)
     blocks = [d for d in BLOCK_DIMS if "region" in dataset and d in dataset["region"].dims]
     region = dataset["region"].transpose(*blocks, ...).values if blocks else None
-    echo("      groups most correlated with the target:")
+    echo(
+        "      groups most correlated with the target"
+        + (" (95 % interval, autocorrelation)" if "group_target_corr_low" in dataset else "")
+        + ":"
+    )
     for g in order:
         block = ""
         if region is not None and (region == g).any():
@@ -198,4 +213,7 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
                 f" around lat {float(dataset.group_lat[g]):6.1f}, lon "
                 f"{float(dataset.group_lon[g]):6.1f}"
             )
-        echo(f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}")
+        echo(
+            f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}"
+            + corr_interval_text(dataset, g)
+        )

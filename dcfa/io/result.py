@@ -66,6 +66,7 @@ def result_dataset(
     if target is not None:
         gappy = getattr(model, "missing", "exclude") == "pairwise"  # NaN in the features
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
+        ds = ds.assign(_corr_bounds(features, target, ds["group_target_corr"], sample_dim))
     ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
     for name, values in group_centres(region, model.n_features_out_).items():
         ds[name] = ("group", values)
@@ -129,6 +130,36 @@ def _corr_with(features: xr.DataArray, target, sample_dim: str, *, gappy: bool) 
     if not lazy:  # in memory: here, not shipped to a cluster
         corr = corr.compute(scheduler="sync")
     return xr.DataArray(corr, dims="group", coords={"group": features["group"].values}, attrs=attrs)
+
+
+def _corr_bounds(features: xr.DataArray, target, corr: xr.DataArray, sample_dim: str) -> dict:
+    """The 95 % interval of every group's correlation with the target, from Fisher's z and
+    the effective sample size of the two series' lag-1 autocorrelations
+    (:mod:`dcfa.stats.interval`), lazy with the features (the same pass computes them)."""
+    from dcfa.stats.interval import correlation_interval, effective_sample_size
+    from dcfa.stats.interval import lag1_autocorrelation as lag1
+
+    rho_y = float(lag1(np.asarray(target, dtype=np.float64).reshape(-1)))
+    f = features.astype(np.float64)
+    fc = f - f.mean(sample_dim)
+    rho_x = (fc * fc.shift({sample_dim: 1})).sum(sample_dim) / (fc * fc).sum(sample_dim)
+    n_eff = effective_sample_size(f.count(sample_dim), rho_x, rho_y)
+    low, high = correlation_interval(corr, n_eff)
+    how = (
+        "Fisher's z with the effective sample size n (1 - a b) / (1 + a b) of the group's and "
+        "the target's lag-1 autocorrelations a and b"
+    )
+    out = {
+        "group_target_corr_low": (low, "lower end of the 95 % interval of group_target_corr"),
+        "group_target_corr_high": (high, "upper end of the 95 % interval of group_target_corr"),
+        "group_target_n_eff": (n_eff, "effective number of independent samples"),
+    }
+    made = {}
+    for name, (value, long_name) in out.items():
+        value = value.drop_vars([c for c in value.coords if c != "group"])
+        value.attrs = {"long_name": long_name, "description": how}
+        made[name] = value
+    return made
 
 
 def group_centres(region: xr.DataArray, n_groups: int) -> dict:

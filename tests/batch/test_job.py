@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import dask
 import numpy as np
@@ -189,9 +190,16 @@ def test_cli_fit_and_inspect(tmp_path):
     assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (120, 2)
     assert result.gbmap_coef.shape == (2, result.sizes["group"])
     assert np.isfinite(result.embedding.values).all()
+    assert "groups most correlated with the target (95 % interval, autocorrelation):" in (
+        proc.stdout
+    )
+    shown = re.findall(r"corr ([+-]\d\.\d\d) \[([+-]\d\.\d\d), ([+-]\d\.\d\d)\]", proc.stdout)
+    assert shown and all(float(lo) <= float(r) <= float(hi) for r, lo, hi in shown)
     proc = cli("inspect", "g.zarr", cwd=tmp_path)
     assert proc.returncode == 0 and "result of GenLinCFA" in proc.stdout
-    assert "groups most correlated with the target" in proc.stdout
+    assert "groups most correlated with the target (95 % interval" in proc.stdout
+    listed = min(5, int(result.sizes["group"]))
+    assert len(re.findall(r"corr [+-]\d\.\d\d \[", proc.stdout)) == listed
     proc = cli("inspect", str(tmp_path / "sst.zarr"), cwd=tmp_path)
     assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
 
