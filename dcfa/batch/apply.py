@@ -21,7 +21,7 @@ from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
-from dcfa.io.archive import location, open_zarr, variable_units
+from dcfa.io.archive import is_netcdf, location, open_store, open_zarr, variable_units
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 
@@ -207,9 +207,10 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     key = names["archive"]
     loc = location(archive)
     if not store_exists(loc, so):
-        raise InputNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
+        what = "netCDF file" if is_netcdf(loc) else "Zarr store"
+        raise InputNotFoundError(f"{key}: no {what} at {str(loc)!r}")
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
-    ds = open_zarr(loc, key, chunks={}, storage_options=so)
+    ds = open_store(loc, key, storage_options=so)
     missing = [v for v in fitted.variables if v not in ds.data_vars]
     if missing:
         raise InputError(

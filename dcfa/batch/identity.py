@@ -93,7 +93,13 @@ def store_parts(path: str | os.PathLike, storage_options: dict | None = None) ->
     if is_url(path):
         entries = listing(os.fspath(path), storage_options)
         return {"": _hash([os.fspath(path), entries])}
+    from dcfa.io.archive import is_netcdf, netcdf_files
+
     root = Path(path)
+    if is_netcdf(root) and not root.is_file():  # a glob: each file it matches, by its path
+        return {os.fspath(f): _hash([f.name, *_file_entry(f)]) for f in netcdf_files(root)} or {
+            "": _hash(["missing", os.fspath(path)])
+        }
     if not root.exists():
         return {"": _hash(["missing", os.fspath(path)])}
     if not root.is_dir():

@@ -65,7 +65,7 @@ from dcfa.batch.output import (
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
-from dcfa.io.archive import location, open_zarr, variable_units
+from dcfa.io.archive import location, open_store, open_zarr, variable_units
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 
@@ -430,7 +430,7 @@ def _write(
     # the units the cells were fitted in: dcfa apply refuses an archive in others
     loc = location(inp["store"])
     so = inp["storage_options"] if isinstance(loc, str) else None
-    archive = open_zarr(loc, "input.store", chunks={}, storage_options=so)
+    archive = open_store(loc, "input.store", storage_options=so)
     for attr, name in _IDENTIFYING.items():
         dataset.attrs[name] = json.dumps(variable_units(archive, inp["variables"], attr))
     if read.missing_chunks:

@@ -40,8 +40,8 @@ def open_archive(
     """
     path = location(store)
     if not exists(path, storage_options):
-        raise InputNotFoundError(f"input.store: no Zarr store at {str(path)!r}")
-    ds = open_zarr(path, "input.store", chunks={}, storage_options=storage_options)
+        raise InputNotFoundError(f"input.store: no {_what(path)} at {str(path)!r}")
+    ds = open_store(path, "input.store", storage_options=storage_options)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
     if missing:
@@ -65,7 +65,8 @@ def open_archive(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
-    counts = {v: chunk_counts(path, v, storage_options) for v in names}
+    netcdf = is_netcdf(path)
+    counts = {v: None if netcdf else chunk_counts(path, v, storage_options) for v in names}
     empty = [v for v, c in counts.items() if c is not None and c[1] > 0 and c[0] == 0]
     if empty:
         raise InputError(
@@ -125,7 +126,62 @@ def location(path) -> Path | str:
 def exists(path: Path | str, storage_options: dict | None) -> bool:
     from dcfa.io.objectstore import exists
 
-    return exists(path, storage_options) if isinstance(path, str) else path.exists()
+    if isinstance(path, str):
+        return exists(path, storage_options)
+    return bool(netcdf_files(path)) if is_netcdf(path) else path.exists()
+
+
+# an archive of netCDF files: one file, or a glob of them (one per year, as most are stored)
+_NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")
+
+
+def is_netcdf(path: Path | str) -> bool:
+    """Whether a local ``path`` names netCDF files: a ``.nc`` file, or a glob (``sst/*.nc``)."""
+    if isinstance(path, str):  # a URL: Zarr on object storage
+        return False
+    name = os.fspath(path)
+    return name.lower().endswith(_NETCDF_SUFFIXES) or any(c in name for c in "*?[")
+
+
+def netcdf_files(path: Path) -> list[Path]:
+    """The files a netCDF path names, sorted (a glob's matches; none when nothing matches)."""
+    import glob
+
+    name = os.fspath(path)
+    if not any(c in name for c in "*?["):
+        return [path] if path.is_file() else []
+    return [Path(f) for f in sorted(glob.glob(name)) if Path(f).is_file()]
+
+
+def _what(path) -> str:
+    return "netCDF file" if is_netcdf(path) else "Zarr store"
+
+
+def open_store(path: Path | str, key: str, *, storage_options: dict | None = None) -> xr.Dataset:
+    """An archive lazily, whatever holds it: a Zarr store (:func:`open_zarr`), or netCDF
+    files, one or a glob, combined along their coordinates (``xarray.open_mfdataset``) and
+    chunked one file per block, which the passes re-chunk (:func:`plan_chunks`)."""
+    if not is_netcdf(path):
+        return open_zarr(path, key, chunks={}, storage_options=storage_options)
+    files = netcdf_files(path)
+    if not files:
+        raise InputNotFoundError(f"{key}: no netCDF file matches {str(path)!r}")
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
+            return xr.open_mfdataset(
+                files,
+                combine="by_coords",
+                chunks={},
+                data_vars="minimal",
+                coords="minimal",
+                compat="override",
+                join="exact",
+            )
+    except Exception as exc:  # netCDF4, h5netcdf and xarray raise several types
+        raise InputError(
+            f"{key}: cannot read the netCDF file(s) {str(path)!r} as one archive ({exc})"
+        ) from None
 
 
 def chunk_counts(path, name: str, storage_options: dict | None = None) -> tuple | None:

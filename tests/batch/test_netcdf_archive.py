@@ -1,0 +1,73 @@
+"""An archive of netCDF files, as most observational and CMIP archives are held: ``dcfa fit``
+and ``dcfa apply`` read a file or a glob of them (one per year) and give what they give from
+the equivalent Zarr store. It said "not a readable Zarr store (No group found)".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+from support import cli, fails, interrupt, tree, write_job
+
+from dcfa.batch.config import load_config
+
+pytestmark = pytest.mark.slow
+
+
+def _as_netcdf(tmp_path) -> None:
+    """The job's Zarr archive as one netCDF file per year, in nc/."""
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
+    (tmp_path / "nc").mkdir()
+    for year, part in ds.groupby("time.year"):
+        part.to_netcdf(tmp_path / "nc" / f"sst_{year}.nc")
+
+
+def test_a_glob_of_netcdf_files_gives_the_zarr_stores_result(tmp_path):
+    job = write_job(tmp_path, method__params={"neighbors": 1, "random_state": 0})
+    _as_netcdf(tmp_path)
+    proc = cli("fit", str(job), "--output", "from_zarr.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    before = tree(tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "input.store=nc/sst_*.nc", "--output", "from_nc.zarr",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "nc/sst_*.nc: ['sst'] {'time': 120, 'lat': 5, 'lon': 8}" in proc.stdout
+    a = xr.open_zarr(tmp_path / "from_zarr.zarr")
+    b = xr.open_zarr(tmp_path / "from_nc.zarr")
+    for name in ("region", "features"):
+        xr.testing.assert_identical(a[name], b[name])
+    for name in ("group_target_corr", "group_target_corr_low"):  # summed in other blocks
+        xr.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=0)
+    assert json.loads(b.attrs["input_units"]) == {"sst": "K"}
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in before} == before  # the inputs untouched
+
+    # apply reads netCDF too: one file of the glob, the same series as from the Zarr store
+    one = cli("apply", "from_nc.zarr", "nc/sst_2003.nc", "--output", "one.zarr", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    ref = cli("apply", "from_zarr.zarr", "sst.zarr", "--output", "ref.zarr", cwd=tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    got = xr.open_zarr(tmp_path / "one.zarr")["features"]
+    want = xr.open_zarr(tmp_path / "ref.zarr")["features"].sel(time=got.time)
+    np.testing.assert_array_equal(got.values, want.values)
+
+
+def test_a_changed_netcdf_file_refuses_the_resume_and_a_missing_glob_is_named(tmp_path):
+    job = write_job(tmp_path, input__store="nc/sst_*.nc")
+    _as_netcdf(tmp_path)
+    interrupt(load_config(job), "[4/5]", scheduler=None)
+    assert (tmp_path / "result.zarr.work").is_dir()
+    os.utime(tmp_path / "nc" / "sst_2004.nc")  # rewritten (its times change)
+    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    fails(proc, 2, "the input store's content changed", "sst_2004.nc")
+
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", "input.store=nc/tos_*.nc", cwd=tmp_path)
+    fails(proc, 2, "input.store: no netCDF file at", "tos_*.nc")
+    assert tree(tmp_path) == before
