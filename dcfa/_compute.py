@@ -136,7 +136,8 @@ class _WorkerWatch:
 
     def __enter__(self):
         if self.bound is not None and self.futures:
-            self._look()  # a cluster seen with workers at the start counts as having had them
+            if self.client not in _HAD_WORKERS:  # one look, until a worker has been seen
+                self._look()
             self._thread.start()
         return self
 
