@@ -99,8 +99,10 @@ def plot_regions(
     ax: Axes | None = None,
     coastlines: bool = True,
     title: str | None = None,
-    cmap: str | Colormap = "tab20",
+    cmap: str | Colormap | None = None,
     annotate: bool = True,
+    values: Any = None,
+    vmax: float | None = None,
     lat: str = "lat",
     lon: str = "lon",
 ) -> Axes:
@@ -121,22 +123,31 @@ def plot_regions(
         Draw coastlines when cartopy is importable; silently ignored otherwise.
     title : str, optional
         Title of the Axes; none by default.
-    cmap : str or matplotlib.colors.Colormap, default="tab20"
-        Colours of the groups, which are categorical: group ``g`` gets colour ``g`` of a
-        listed colormap (cycled when there are more groups than colours) or, for a continuous
-        colormap, an evenly spaced sample of it.
+    cmap : str or matplotlib.colors.Colormap, optional
+        Without ``values`` ("tab20" by default), the colours of the groups, which are
+        categorical: group ``g`` gets colour ``g`` of a listed colormap (cycled when there are
+        more groups than colours) or, for a continuous colormap, an evenly spaced sample of
+        it. With ``values`` ("RdBu_r" by default), a diverging colormap centred on 0.
     annotate : bool, default=True
-        Write each group's number at its centroid (mean latitude and mean longitude of its
-        cells, the longitudes unwrapped across the map's edge for a region that spans it:
-        :func:`dcfa.geo.unwrapped_mean`) when there are at most 30 groups.
+        Write each group's number at a point inside it, when there are at most 30 groups: the
+        cell of the group farthest from its edge (the nearest to its centroid among equals),
+        so a C-shaped region or one around an island is labelled on itself.
+    values : array-like or xarray.DataArray of shape (n_groups,), optional
+        A value per group, e.g. ``group_target_corr`` of a result store: each region is
+        coloured by it (the sign and strength of its correlation with the target), symmetric
+        around 0, with a colour bar named after the DataArray's ``long_name`` or name.
+    vmax : float, optional
+        With ``values``, the colour scale's end (``-vmax .. vmax``): the same on several maps
+        makes them comparable. Default: the largest ``abs(values)``.
     lat, lon : str, default="lat", "lon"
         Names of the coordinates; "latitude" / "longitude" are found automatically.
 
     Returns
     -------
     matplotlib.axes.Axes
-        The Axes; ``ax.collections[0]`` is the QuadMesh of the groups, with latitude and
-        longitude ascending whatever the order of the coordinates.
+        The Axes; ``ax.collections[0]`` is the QuadMesh of the groups (of their ``values``
+        when given), with latitude and longitude ascending whatever the order of the
+        coordinates.
 
     Raises
     ------
@@ -156,28 +167,25 @@ def plot_regions(
     used = np.isfinite(labels) & (labels >= 0)
     if np.any(labels[used] != np.round(labels[used])):
         raise InputError("region: group labels must be integers (-1 or NaN for unused cells)")
-    values = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
-    groups = np.unique(values.compressed())
+    labels_drawn = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
+    groups = np.unique(labels_drawn.compressed())
 
     lat_edges, lon_edges = _lat_edges(lats), _edges(lons)
     ax, kw = _map_axes(ax, coastlines, lons)
 
-    colormap, norm = _categorical(cmap, int(groups.max()) + 1 if groups.size else 1)
-    ax.pcolormesh(lon_edges, lat_edges, values, cmap=colormap, norm=norm, shading="flat", **kw)
+    if values is None:
+        colormap, norm = _categorical(cmap or "tab20", int(groups.max()) + 1 if groups.size else 1)
+        ax.pcolormesh(lon_edges, lat_edges, labels_drawn, cmap=colormap, norm=norm,
+                      shading="flat", **kw)  # fmt: skip
+    else:
+        _by_value(ax, lon_edges, lat_edges, labels_drawn, values, cmap or "RdBu_r", vmax, kw)
 
     if annotate and 0 < groups.size <= _MAX_ANNOTATED_GROUPS:
-        from dcfa.geo import longitude_convention, unwrapped_mean
-
-        lat2d, lon2d = np.meshgrid(lats, lons, indexing="ij")
-        lower = longitude_convention(lons)
         for g in groups:
-            cells = values.filled(-1) == g
-            # a region across the map's edge (dateline, Greenwich) is centred on the edge,
-            # not on the far side of the globe
-            x = unwrapped_mean(lon2d[cells], lower=lower)
+            i, j = _inside_point(labels_drawn.filled(-1) == g, lats, lons)
             ax.text(
-                x if np.isfinite(x) else float(lon2d[cells].mean()),
-                float(lat2d[cells].mean()),
+                float(lons[j]),
+                float(lats[i]),
                 str(int(g)),
                 ha="center",
                 va="center",
@@ -189,6 +197,42 @@ def plot_regions(
 
     _finish_map(ax, bool(kw), lat_edges, lon_edges, title)
     return ax
+
+
+def _by_value(ax, lon_edges, lat_edges, labels, values, cmap, vmax, kw) -> None:
+    """Each region coloured by its value (``values[label]``), diverging around 0, with a
+    colour bar."""
+    import matplotlib as mpl
+
+    v = np.asarray(getattr(values, "values", values), dtype=np.float64).ravel()
+    n = int(labels.max()) + 1 if labels.count() else 0
+    if v.size < n:
+        raise InputError(f"values: {v.size} values for {n} groups; expected one per group")
+    drawn = np.ma.masked_array(v[labels.filled(0)], mask=np.ma.getmaskarray(labels))
+    drawn = np.ma.masked_invalid(drawn)
+    top = float(np.nanmax(np.abs(v[:n]))) if n and np.isfinite(v[:n]).any() else 1.0
+    top = top if vmax is None else float(vmax)
+    colormap = mpl.colormaps[cmap] if isinstance(cmap, str) else cmap
+    mesh = ax.pcolormesh(lon_edges, lat_edges, drawn, shading="flat", vmin=-top, vmax=top,
+                         cmap=colormap.with_extremes(bad=_UNUSED_COLOUR), **kw)  # fmt: skip
+    attrs = getattr(values, "attrs", {}) or {}
+    label = attrs.get("long_name") or getattr(values, "name", None) or "value of the region"
+    ax.figure.colorbar(mesh, ax=ax, shrink=0.7, label=str(label))
+
+
+def _inside_point(cells: np.ndarray, lats: np.ndarray, lons: np.ndarray) -> tuple[int, int]:
+    """The cell of a region farthest from its edge, in cells (the nearest to the region's
+    centroid among equals): a point inside any shape, where the centroid of a C or a ring
+    lies outside it."""
+    from scipy.ndimage import distance_transform_edt
+
+    depth = distance_transform_edt(np.pad(cells, 1))[1:-1, 1:-1]
+    rows, cols = np.nonzero(cells)
+    centre = np.array([rows.mean(), cols.mean()])
+    deepest = depth[rows, cols] == depth[rows, cols].max()
+    off = (rows[deepest] - centre[0]) ** 2 + (cols[deepest] - centre[1]) ** 2
+    k = int(np.argmin(off))
+    return int(rows[deepest][k]), int(cols[deepest][k])
 
 
 def plot_stability(
@@ -278,13 +322,31 @@ def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
                 [lon_edges[0], lon_edges[-1], lat_edges[0], lat_edges[-1]], crs=ccrs.PlateCarree()
             )
     else:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_xlim(lon_edges[0], lon_edges[-1])
         ax.set_ylim(lat_edges[0], lat_edges[-1])
         ax.set_aspect("equal", adjustable="box")
-        ax.set_xlabel("longitude (°E)")
-        ax.set_ylabel("latitude (°N)")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: longitude_label(x)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: latitude_label(y)))
+        ax.set_xlabel("longitude")
+        ax.set_ylabel("latitude")
     if title is not None:
         ax.set_title(title)
+
+
+def longitude_label(x: float) -> str:
+    """``160°W``, ``20°E``, ``0°``, ``180°``: a longitude of any convention (0..360 too)."""
+    x = (float(x) + 180.0) % 360.0 - 180.0
+    if np.isclose(abs(x), 180.0) or np.isclose(x, 0.0):
+        return f"{abs(round(x)):g}°"
+    return f"{abs(x):g}°{'W' if x < 0 else 'E'}"
+
+
+def latitude_label(y: float) -> str:
+    """``10°S``, ``0°``, ``30°N``."""
+    y = float(y)
+    return "0°" if np.isclose(y, 0.0) else f"{abs(y):g}°{'S' if y < 0 else 'N'}"
 
 
 def _add_coastlines(ax) -> None:

@@ -155,16 +155,45 @@ def test_regions_latitude_edges_clipped_at_poles(no_cartopy):
     np.testing.assert_allclose(lat_edges, [-90.0, -60.0, 0.0, 60.0, 90.0])
 
 
-def test_regions_annotations_at_centroids(no_cartopy):
+def _inside(region: xr.DataArray) -> dict[int, tuple[float, float]]:
+    """Brute force: each group's cell farthest from its edge (Euclidean, in cells; outside
+    the grid counts as outside), the nearest to its centroid (in cells) among equals."""
+    labels = region.transpose("lat", "lon").values
+    out = {}
+    for g in np.unique(labels[np.isfinite(labels) & (labels >= 0)]):
+        inside = np.argwhere(labels == g)
+        outside = [
+            (i, j)
+            for i in range(-1, labels.shape[0] + 1)
+            for j in range(-1, labels.shape[1] + 1)
+            if not (0 <= i < labels.shape[0] and 0 <= j < labels.shape[1]) or labels[i, j] != g
+        ]
+        depth = [min(np.hypot(i - a, j - b) for a, b in outside) for i, j in inside]
+        centre = inside.mean(axis=0)
+        best = min(
+            (k for k in range(len(inside)) if depth[k] == max(depth)),
+            key=lambda k: np.sum((inside[k] - centre) ** 2),
+        )
+        i, j = inside[best]
+        out[int(g)] = (float(region.lon[j]), float(region.lat[i]))
+    return out
+
+
+def test_regions_annotations_inside_each_region(no_cartopy):
     region = _region()
     ax = plot_regions(region)
     texts = _texts(ax)
     assert set(texts) == {0, 1, 2}
-    want = _centroids(region)
-    for g, pos in texts.items():
-        assert pos == pytest.approx(want[g]), g
-    # hand-checked: group 1 is cells (0,3),(0,4),(0,5),(1,3),(1,4)
-    assert texts[1] == pytest.approx(((140 + 150 + 160 + 140 + 150) / 5, (-30 * 3 - 10 * 2) / 5))
+    assert texts == pytest.approx(_inside(region))
+    # a C-shaped region: its centroid (the gap) is another region's; its label is on itself
+    c = np.array([[0, 0, 0], [0, 1, 1], [0, 0, 0]], dtype=float)
+    shaped = _region(c, lat=np.array([0.0, 10.0, 20.0]), lon=np.array([0.0, 10.0, 20.0]))
+    placed = _texts(plot_regions(shaped))
+    centroid = _centroids(shaped)[0]
+    assert float(shaped.sel(lon=10.0, lat=10.0)) == 1  # the cell of the C's centroid
+    assert centroid == pytest.approx((60 / 7, 10.0))  # in cell (lon 10, lat 10)
+    lon0, lat0 = placed[0]
+    assert float(shaped.sel(lon=lon0, lat=lat0)) == 0
 
 
 def test_regions_no_annotation_when_disabled(no_cartopy):
@@ -206,7 +235,7 @@ def test_regions_lon_lat_dim_order_same_picture(no_cartopy):
     mesh = _assert_mesh_shows(ax, transposed)
     np.testing.assert_allclose(mesh.get_coordinates(), reference.get_coordinates())
     np.testing.assert_array_equal(mesh.get_array().filled(-9), reference.get_array().filled(-9))
-    _assert_same_positions(_texts(ax), _centroids(region))
+    _assert_same_positions(_texts(ax), _inside(region))
 
 
 def test_regions_latitude_longitude_names_found(no_cartopy):
@@ -247,10 +276,42 @@ def test_regions_without_cartopy_plain_axes(no_cartopy):
     fig, given = plt.subplots()
     ax = plot_regions(_region(), ax=given, coastlines=True, title="groups")
     assert ax is given
-    assert ax.get_xlabel() == "longitude (°E)"
-    assert ax.get_ylabel() == "latitude (°N)"
+    assert ax.get_xlabel() == "longitude"
+    assert ax.get_ylabel() == "latitude"
     assert ax.get_title() == "groups"
     assert ax.get_aspect() == 1.0
+
+
+def test_longitudes_and_latitudes_are_labelled_east_west_north_south(no_cartopy):
+    from dcfa.plot import latitude_label, longitude_label
+
+    cases = {0: "0°", 20: "20°E", 180: "180°", 200: "160°W", 300: "60°W", -160: "160°W",
+             360: "0°", 359.5: "0.5°W"}  # fmt: skip
+    assert {x: longitude_label(x) for x in cases} == cases
+    assert [latitude_label(y) for y in (-10, 0, 30)] == ["10°S", "0°", "30°N"]
+    lon = np.array([160.0, 200.0, 240.0, 280.0])  # a Pacific grid in 0..360
+    ax = plot_regions(_region(np.zeros((2, 4)), lat=np.array([-5.0, 5.0]), lon=lon))
+    ax.figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks and all(t[-1] in "EW°" for t in ticks), ticks
+    assert "160°W" in ticks or "120°W" in ticks, ticks  # never 200 or 240 "°E"
+
+
+def test_regions_coloured_by_their_correlation(no_cartopy):
+    corr = xr.DataArray([0.6, -0.3, 0.1], dims="group", name="group_target_corr",
+                        attrs={"long_name": "correlation with the target"})  # fmt: skip
+    ax = plot_regions(_region(), values=corr)
+    mesh = _mesh(ax)
+    arr = mesh.get_array()
+    used = ~(np.isnan(LABELS) | (LABELS < 0))
+    np.testing.assert_array_equal(np.ma.getmaskarray(arr), ~used)
+    np.testing.assert_allclose(arr[used], corr.values[LABELS[used].astype(int)])
+    assert mesh.norm.vmin == -0.6 and mesh.norm.vmax == 0.6  # symmetric: the sign is the hue
+    assert mesh.cmap.name.startswith("RdBu_r")
+    bars = [a for a in ax.figure.axes if a is not ax]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "correlation with the target"
+    with pytest.raises(ValueError, match="values: 2 values for 3 groups"):
+        plot_regions(_region(), values=[0.1, 0.2])
 
 
 def test_regions_with_cartopy_geoaxes():

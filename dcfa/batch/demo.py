@@ -264,11 +264,20 @@ def _draw(result: xr.Dataset, lead: int, path: Path, echo) -> Path | None:
         "u10": "10 m zonal wind anomaly",
         "v10": "10 m meridional wind anomaly",
     }
+    corr = result["group_target_corr"].assign_attrs(
+        long_name=f"correlation with the SOI, lead {lead}"
+    )
+    top = float(np.nanmax(np.abs(corr.values)))
     fig, axes = plt.subplots(len(maps), 1, figsize=(11, 3.3 * len(maps)), constrained_layout=True)
     for ax, (name, region) in zip(np.atleast_1d(axes), maps.items(), strict=True):
         n = int(np.unique(region.values[region.values >= 0]).size)
-        plot_regions(
-            region, ax=ax, coastlines=False, title=f"{titles.get(name, name)}: {n} regions"
+        plot_regions(  # coloured by each region's correlation with the SOI: sign and strength
+            region,
+            ax=ax,
+            coastlines=False,
+            values=corr,
+            vmax=top,  # one scale for every map
+            title=f"{titles.get(name, name)}: {n} regions",
         )
         draw_coastlines(ax, land)
     fig.suptitle(
