@@ -505,3 +505,65 @@ def test_missing_matplotlib_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"pip install .*dcfa\[demo\].*matplotlib"):
         plot_drift(np.zeros(3))
+
+
+############################################################################################
+# forecasts: a region against the target, predicted against observed, the CV path
+
+
+def test_series_are_standardised_and_titled_with_their_correlation():
+    from dcfa.plot import plot_series
+
+    t = np.arange("2000-01", "2010-01", dtype="datetime64[M]").astype("datetime64[ns]")
+    rng = np.random.default_rng(0)
+    target = rng.standard_normal(t.size)
+    series = xr.DataArray(300 + 2.0 * (target + rng.standard_normal(t.size)), dims="time",
+                          coords={"time": t})  # fmt: skip
+    ax = plot_series(series, target, label="Nino box")
+    region, observed = ax.lines[0].get_ydata(), ax.lines[1].get_ydata()
+    np.testing.assert_allclose(region, (series - series.mean()) / series.std())
+    np.testing.assert_allclose(observed, (target - target.mean()) / target.std())
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(), t)
+    r = np.corrcoef(series.values, target)[0, 1]
+    assert ax.get_title() == f"Nino box: r = {r:+.2f}"
+    with pytest.raises(ValueError, match="target: 5 samples, the series has 120"):
+        plot_series(series, target[:5])
+
+
+def test_predicted_against_observed_with_its_r2():
+    from dcfa.plot import plot_predicted
+
+    rng = np.random.default_rng(1)
+    observed = rng.standard_normal(50)
+    predicted = 0.8 * observed + 0.3 * rng.standard_normal(50)
+    ax = plot_predicted(observed, predicted)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), np.c_[observed, predicted])
+    r2 = 1 - np.sum((observed - predicted) ** 2) / np.sum((observed - observed.mean()) ** 2)
+    assert ax.get_title() == f"R² = {r2:+.2f}"
+
+
+def test_the_path_of_each_cv_estimator_is_drawn_with_the_climatology():
+    import dcfa
+    from dcfa.datasets import make_regions_field
+    from dcfa.plot import plot_path
+
+    ds = make_regions_field(n_time=120, shape=(6, 8), n_regions=4, seed=3)
+    rcv = dcfa.RegionsCV(neighbors=1).fit(ds.field, ds.target)
+    ax = plot_path(rcv.cv_path_, chosen=(rcv.level_, rcv.n_features_out_))
+    path = rcv.cv_path_
+    for line, level in zip(ax.lines, path["level"].values, strict=False):
+        skill = path["mean_r2"].sel(level=level).values
+        np.testing.assert_array_equal(line.get_ydata(), skill[np.isfinite(skill)])
+    star = [ln for ln in ax.lines if ln.get_marker() == "*"][0]
+    chosen = float(path["mean_r2"].sel(level=rcv.level_, n_groups=rcv.n_features_out_))
+    assert star.get_ydata()[0] == chosen
+    assert any(ln.get_ydata()[0] == 0 and ln.get_linestyle() == "--" for ln in ax.lines)
+
+    gen = dcfa.GenLinCFACV(neighbors=1, epsilons=[0.6, 0.8], n_splits=3)
+    gen.fit(ds.field, ds.target)
+    ax = plot_path(gen.cv_path_, chosen=gen.eps_)
+    bars = ax.containers[0]
+    np.testing.assert_array_equal(bars.lines[0].get_ydata(), gen.cv_path_["mean_cv_r2"].values)
+    np.testing.assert_array_equal(bars.lines[0].get_xdata(), gen.cv_path_["n_groups"].values)
+    with pytest.raises(ValueError, match="path: expected a cv_path_"):
+        plot_path(xr.Dataset())

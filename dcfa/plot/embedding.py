@@ -1,0 +1,187 @@
+"""GBMAP's embedding of the samples, and its drift score over time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dcfa._errors import InputError
+from dcfa.plot._figure import pyplot as _pyplot
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
+
+__all__ = ["plot_drift", "plot_embedding"]
+
+
+def plot_embedding(
+    embedding: Any,
+    y: Any = None,
+    *,
+    ax: Axes | None = None,
+    components: tuple[int, int] = (0, 1),
+    cmap: str | Colormap = "viridis",
+    title: str | None = None,
+) -> Axes:
+    """Scatter plot of two components of a GBMAP embedding.
+
+    Parameters
+    ----------
+    embedding : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, m)
+        The embedding ``(f_1(x), ..., f_m(x))``, e.g. ``GBMAPRegressor.transform(X)``
+        (computed here if lazy). A 1-D array is one component.
+    y : array-like of shape (n_samples,), optional
+        Colours the points (with a colorbar), e.g. the target or the model's prediction.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure by default.
+    components : (int, int), default=(0, 1)
+        0-based columns drawn on the x and y axes (labelled 1-based, ``f_1(x)`` ...).
+    cmap : str or matplotlib.colors.Colormap, default="viridis"
+        Colormap of ``y``.
+    title : str, optional
+        Title of the Axes; none by default.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes; ``ax.collections[0]`` is the scatter.
+
+    Notes
+    -----
+    With a single component (m == 1), it is drawn against the sample index, or against ``y``
+    when given (then without colours).
+
+    Raises
+    ------
+    ValueError
+        If ``embedding`` is not 1-D or 2-D, ``components`` are not two distinct columns of
+        it, or ``y`` has not one value per sample.
+    """
+    E = np.asarray(embedding, dtype=np.float64)
+    if E.ndim == 1:
+        E = E[:, None]
+    if E.ndim != 2:
+        raise InputError(f"embedding: expected shape (n_samples, m), got {E.shape}")
+    n, m = E.shape
+    yv = None
+    if y is not None:
+        yv = np.asarray(y).reshape(-1)
+        if yv.shape[0] != n:
+            raise InputError(f"y: expected {n} values (one per sample), got {yv.shape[0]}")
+    y_label = _name(y, "y")
+
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots()
+    if m == 1:
+        x = np.arange(n) if yv is None else yv
+        ax.scatter(x, E[:, 0], s=12)
+        ax.set_xlabel("sample" if yv is None else y_label)
+        ax.set_ylabel("f_1(x)")
+    else:
+        i, j = _components(components, m)
+        if yv is None:
+            ax.scatter(E[:, i], E[:, j], s=12)
+        else:
+            points = ax.scatter(E[:, i], E[:, j], c=yv, cmap=cmap, s=12)
+            ax.figure.colorbar(points, ax=ax, label=y_label)
+        ax.set_xlabel(f"f_{i + 1}(x)")
+        ax.set_ylabel(f"f_{j + 1}(x)")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _components(components: Sequence[int], m: int) -> tuple[int, int]:
+    try:
+        i, j = (int(c) for c in components)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"components: expected two column indices, got {components!r}") from err
+    if not (0 <= i < m and 0 <= j < m) or i == j:
+        raise InputError(
+            f"components: expected two distinct columns in 0..{m - 1}, got {components!r}"
+        )
+    return i, j
+
+
+def _name(values: Any, default: str) -> str:
+    name = getattr(values, "name", None)
+    return str(name) if isinstance(name, str) and name else default
+
+
+def plot_drift(
+    score: Any,
+    time: Any = None,
+    *,
+    ax: Axes | None = None,
+    threshold: float | None = None,
+    title: str | None = None,
+) -> Axes:
+    """GBMAP drift score over time, with the points above a threshold highlighted.
+
+    Parameters
+    ----------
+    score : array-like, dask.array.Array or xarray.DataArray of shape (n_samples,)
+        Drift score ``|f(x) - kNN mean|``, e.g. ``GBMAPRegressor.drift_score(X)``. A
+        DataArray's coordinate along its dimension gives the x values.
+    time : array-like of shape (n_samples,), optional
+        x values (numbers or datetimes); overrides the DataArray's coordinate. By default the
+        coordinate, or the sample index.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure by default.
+    threshold : float, optional
+        Draws a horizontal line at this level and marks the points strictly above it.
+    title : str, optional
+        Title of the Axes; none by default.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes; ``ax.lines[0]`` is the score, ``ax.lines[1]`` the threshold and
+        ``ax.collections[0]`` the points above it (when ``threshold`` is given).
+
+    Raises
+    ------
+    ValueError
+        If ``score`` is not 1-D or ``time`` has not one value per score.
+    """
+    s = np.asarray(score, dtype=np.float64)
+    if s.ndim != 1:
+        raise InputError(f"score: expected shape (n_samples,), got {s.shape}")
+    n = s.shape[0]
+    if time is not None:
+        x = np.asarray(time)
+        if x.shape != (n,):
+            raise InputError(f"time: expected shape ({n},), got {x.shape}")
+        x_label = _name(time, "time")
+    else:
+        x, x_label = _sample_axis(score, n)
+
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots()
+    ax.plot(x, s, lw=1.2, color="C0", label="drift score")
+    if threshold is not None:
+        above = s > threshold
+        ax.axhline(threshold, ls="--", lw=1, color="C3", label=f"threshold {threshold:g}")
+        ax.scatter(
+            x[above], s[above], s=20, color="C3", zorder=3, label=f"above ({int(above.sum())})"
+        )
+        ax.legend(loc="best", fontsize="small")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("drift score |f(x) − kNN mean|")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _sample_axis(score: Any, n: int) -> tuple[np.ndarray, str]:
+    """The x values of a score: the coordinate of a DataArray's dim, or the sample index."""
+    dims = getattr(score, "dims", None)
+    coords = getattr(score, "coords", None)
+    if dims and coords is not None and len(dims) == 1 and dims[0] in coords:
+        return np.asarray(coords[dims[0]].values), str(dims[0])
+    return np.arange(n), "sample"

@@ -1,0 +1,168 @@
+"""How well the regions predict: a region's series against the target, predictions against
+observations, and the cross-validated skill along a CV estimator's path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dcfa._errors import InputError
+from dcfa.plot._figure import pyplot as _pyplot
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.axes import Axes
+
+__all__ = ["plot_path", "plot_predicted", "plot_series"]
+
+
+def _standardised(values: Any, name: str) -> np.ndarray:
+    v = np.asarray(getattr(values, "values", values), dtype=np.float64).ravel()
+    spread = np.nanstd(v)
+    if not np.isfinite(spread) or spread == 0:
+        raise InputError(f"{name}: a constant or empty series cannot be standardised")
+    return (v - np.nanmean(v)) / spread
+
+
+def plot_series(
+    series: xr.DataArray,
+    target: Any,
+    *,
+    ax: Axes | None = None,
+    label: str = "region",
+    target_label: str = "target",
+    title: str | None = None,
+) -> Axes:
+    """A region's series against the target, both standardised, with their correlation.
+
+    Parameters
+    ----------
+    series : xarray.DataArray of shape (n_samples,)
+        The region's aggregate, e.g. ``result.features.sel(group=g)`` of a result store; its
+        sample coordinate (dates) is the x axis.
+    target : array-like of shape (n_samples,)
+        The target on the same samples (a result store's ``target``).
+    ax : matplotlib.axes.Axes, optional
+    label, target_label : str
+        The legend's names of the two lines.
+    title : str, optional
+        Default: ``"<label>: r = +0.52"``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Its first line is the region, its second the target (each minus its mean, over its
+        standard deviation: series in other units on one axis).
+    """
+    x = _standardised(series, "series")
+    y = _standardised(target, "target")
+    if x.size != y.size:
+        raise InputError(f"target: {y.size} samples, the series has {x.size}")
+    dim = getattr(series, "dims", ("sample",))[0]
+    t = (
+        np.asarray(series[dim].values)
+        if hasattr(series, "coords") and dim in series.coords
+        else (np.arange(x.size))
+    )
+    ok = np.isfinite(x) & np.isfinite(y)
+    r = float(np.corrcoef(x[ok], y[ok])[0, 1])
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 3))
+    ax.plot(t, x, lw=1.2, label=label)
+    ax.plot(t, y, lw=1.0, color="k", alpha=0.7, label=target_label)
+    ax.axhline(0.0, color="grey", lw=0.5)
+    ax.set_ylabel("standardised anomaly (sd)")
+    ax.legend(loc="upper left", frameon=False, ncols=2)
+    ax.set_title(f"{label}: r = {r:+.2f}" if title is None else title)
+    return ax
+
+
+def plot_predicted(
+    observed: Any, predicted: Any, *, ax: Axes | None = None, title: str | None = None
+) -> Axes:
+    """Predicted against observed, with the 1:1 line and the R^2 of the predictions.
+
+    Parameters
+    ----------
+    observed, predicted : array-like of shape (n_samples,)
+        E.g. a target and out-of-sample predictions (a forward-CV's test months).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax.collections[0]`` holds the points (observed, predicted); the title gives
+        ``R^2 = 1 - SS_res / SS_tot`` of the predictions.
+    """
+    o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
+    p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
+    if o.size != p.size:
+        raise InputError(f"predicted: {p.size} values for {o.size} observed ones")
+    ok = np.isfinite(o) & np.isfinite(p)
+    o, p = o[ok], p[ok]
+    r2 = 1.0 - np.sum((o - p) ** 2) / np.sum((o - o.mean()) ** 2)
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    ax.scatter(o, p, s=10, alpha=0.6)
+    lo, hi = float(min(o.min(), p.min())), float(max(o.max(), p.max()))
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("observed")
+    ax.set_ylabel("predicted")
+    ax.set_title(f"R² = {r2:+.2f}" if title is None else title)
+    return ax
+
+
+def plot_path(path: xr.Dataset, *, chosen: Any = None, ax: Axes | None = None) -> Axes:
+    """Cross-validated skill along a CV estimator's path (``cv_path_``), against the number
+    of regions, with the climatology (R^2 = 0) as the reference.
+
+    Parameters
+    ----------
+    path : xarray.Dataset
+        :class:`dcfa.RegionsCV`'s ``cv_path_`` (``mean_r2`` over ``level`` and ``n_groups``:
+        one line per level) or :class:`dcfa.GenLinCFACV`'s (``mean_cv_r2`` and its standard
+        error over ``eps``).
+    chosen : optional
+        The chosen map, marked: ``(level, n_groups)`` for RegionsCV (``(model.level_,
+        model.n_features_out_)``), the tolerance ``eps_`` for GenLinCFACV.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One line per level (RegionsCV), or one line with error bars (GenLinCFACV), over the
+        number of regions.
+    """
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    if "mean_r2" in path:
+        for level in path["level"].values:
+            skill = path["mean_r2"].sel(level=level)
+            reached = np.isfinite(skill.values)
+            ax.plot(path["n_groups"].values[reached], skill.values[reached], marker=".",
+                    lw=1.0, label=f"pieces at r ≥ {level:g}")  # fmt: skip
+        if chosen is not None:
+            level, k = chosen
+            ax.plot([k], [float(path["mean_r2"].sel(level=level, n_groups=k))], "k*", ms=12,
+                    label="chosen")  # fmt: skip
+        ax.legend(fontsize="small", frameon=False, ncols=2)
+    elif "mean_cv_r2" in path:
+        groups = path["n_groups"].values
+        ax.errorbar(groups, path["mean_cv_r2"].values, yerr=path["se_cv_r2"].values,
+                    marker="o", capsize=3, lw=1.0)  # fmt: skip
+        for e, g, r in zip(path["eps"].values, groups, path["mean_cv_r2"].values, strict=True):
+            ax.annotate(f"eps {e:g}", (g, r), textcoords="offset points", xytext=(4, 4),
+                        fontsize="x-small")  # fmt: skip
+        if chosen is not None:
+            at = path.sel(eps=chosen)
+            ax.plot([int(at["n_groups"])], [float(at["mean_cv_r2"])], "k*", ms=12)
+    else:
+        raise InputError("path: expected a cv_path_ of RegionsCV (mean_r2) or GenLinCFACV")
+    ax.axhline(0.0, color="grey", lw=0.8, ls="--")  # the climatology
+    ax.set_xscale("log")
+    ax.set_xlabel("regions")
+    ax.set_ylabel("mean CV R²")
+    return ax
