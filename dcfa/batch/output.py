@@ -45,6 +45,11 @@ def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
     )
 
 
+def group_label(dataset: xr.Dataset, g: int) -> str:
+    """`` (sst_2S_129W)``: group ``g``'s name, when the result has one (earlier ones do not)."""
+    return f" ({dataset['group_name'].values[g]})" if "group_name" in dataset.coords else ""
+
+
 def corr_interval_text(dataset: xr.Dataset, g: int) -> str:
     """`` [+0.71, +0.90]``: group ``g``'s 95 % interval of its correlation with the target,
     when the result has it (earlier results do not)."""
@@ -191,7 +196,7 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
     from dcfa.stacking import BLOCK_DIMS
 
     names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
-    names += ["group_target_corr_low", "group_target_corr_high"]
+    names += ["group_target_corr_low", "group_target_corr_high", "group_name"]
     dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
     sizes = dataset["group_size"].values
@@ -219,6 +224,6 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
                 f"{float(dataset.group_lon[g]):6.1f}"
             )
         echo(
-            f"        group {g:4d}:{block} {sizes[g]:5d} cells{where}, corr {r[g]:+.2f}"
-            + corr_interval_text(dataset, g)
+            f"        group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} cells{where}, "
+            f"corr {r[g]:+.2f}" + corr_interval_text(dataset, g)
         )

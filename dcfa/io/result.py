@@ -68,8 +68,11 @@ def result_dataset(
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
         ds = ds.assign(_corr_bounds(features, target, ds["group_target_corr"], sample_dim))
     ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
-    for name, values in group_centres(region, model.n_features_out_).items():
+    centres = group_centres(region, model.n_features_out_)
+    for name, values in centres.items():
         ds[name] = ("group", values)
+    ds = ds.assign_coords(group_name=("group", group_names(region, centres, model.n_features_out_)))
+    ds["group_name"].attrs = {"long_name": "the group's block (variable, window, lag) and centre"}
     if embedding is not None:
         ds["embedding"] = embedding.astype("float32")
         ds["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
@@ -160,6 +163,35 @@ def _corr_bounds(features: xr.DataArray, target, corr: xr.DataArray, sample_dim:
         value.attrs = {"long_name": long_name, "description": how}
         made[name] = value
     return made
+
+
+def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
+    """A readable name per group: its block (the variable, window and lag its cells share)
+    and its centre, e.g. ``sst_2N_120W`` or ``u10_w3_lag1_0N_160E``; ``g3`` parts where the
+    grid has neither; a repeated name gets ``_2``, ``_3``... in group order."""
+    from dcfa.stacking import BLOCK_DIMS
+
+    blocks = [d for d in BLOCK_DIMS if d in region.dims]
+    labels = region.transpose(*blocks, ...).values if blocks else region.values
+    lat = centres.get("group_lat", centres.get("group_latitude"))
+    lon = centres.get("group_lon", centres.get("group_longitude"))
+    names, seen = [], {}
+    for g in range(n_groups):
+        parts = []
+        at = np.argwhere(labels == g)
+        for d, i in zip(blocks, at[0] if at.size else [], strict=False):
+            value = region[d].values[i]
+            parts.append(str(value) if d == "variable" else f"{d[0]}{value}")
+        if lat is not None and lon is not None and np.isfinite(lat[g]) and np.isfinite(lon[g]):
+            y, x = float(lat[g]), (float(lon[g]) + 180.0) % 360.0 - 180.0
+            parts.append(f"{abs(round(y))}{'S' if round(y) < 0 else 'N'}")
+            parts.append(f"{abs(round(x))}{'W' if round(x) < 0 else 'E'}")
+        else:
+            parts.append(f"g{g}")
+        name = "_".join(parts)
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return np.array(names, dtype=str)
 
 
 def group_centres(region: xr.DataArray, n_groups: int) -> dict:

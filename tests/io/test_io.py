@@ -184,3 +184,29 @@ def test_align_pairs_a_mid_month_field_with_an_index_on_the_first_as_a_job_does(
     target = io.open_target(tmp_path / "soi.csv")
     _, t, n = io.align_target(field, target, match="month")
     assert n == 59 and np.array_equal(t.values, y.values)
+
+
+def test_groups_are_named_by_their_variable_and_place(tmp_path):
+    """The group coordinate was bare integers: each group is named after the variable its
+    cells share and its centre (sst_2S_129W), uniquely."""
+    import re
+
+    make_archive(tmp_path / "a.zarr", n=120, extra_var=True)  # sst and t2m on one grid
+    field = io.open_archive(tmp_path / "a.zarr", ["sst", "t2m"])
+    y = np.random.default_rng(3).normal(size=120)
+    model = dcfa.LinCFA(random_state=0, neighbors=1).fit(field, y)
+    ds = io.result_dataset(model, field, target=y)
+    names = ds["group_name"].values
+    assert len(set(names)) == names.size == model.n_features_out_
+    for g, name in enumerate(names):
+        var, lat, lon = re.fullmatch(r"(sst|t2m)_(\d+[NS])_(\d+[EW])(?:_\d+)?", name).groups()
+        cells = model.label_map_ == g
+        assert bool(cells.sel(variable=var).any()) and not bool(
+            cells.sel(variable={"sst": "t2m", "t2m": "sst"}[var]).any()
+        )
+        want_lat, want_lon = float(ds.group_lat[g]), (float(ds.group_lon[g]) + 180) % 360 - 180
+        assert lat == f"{abs(round(want_lat))}{'S' if round(want_lat) < 0 else 'N'}"
+        assert lon == f"{abs(round(want_lon))}{'W' if round(want_lon) < 0 else 'E'}"
+    out = io.write_result(tmp_path / "r.zarr", ds)
+    back = xr.open_zarr(out, consolidated=False)
+    np.testing.assert_array_equal(back["group_name"].values, names)
