@@ -379,16 +379,25 @@ def embedding():
 
 
 def test_embedding_offsets_are_chosen_columns(embedding):
-    ax = plot_embedding(embedding, components=(2, 0))
+    ax = plot_embedding(embedding, components=(2, 0), scale=False)
     np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [2, 0]])
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("f_3(x)", "f_1(x)")
     assert ax.collections[0].colorbar is None
     assert len(ax.figure.axes) == 1
 
 
+def test_embedding_components_are_drawn_over_their_spread_by_default(embedding):
+    """Components 100x apart drew as a line along one axis."""
+    wide = embedding * np.array([100.0, 1.0, 0.01])
+    ax = plot_embedding(wide, components=(0, 1))
+    want = wide[:, [0, 1]] / wide[:, [0, 1]].std(axis=0)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), want)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("f_1(x) / sd", "f_2(x) / sd")
+
+
 def test_embedding_coloured_by_y_with_colorbar(embedding):
     y = np.linspace(-1.0, 1.0, 40)
-    ax = plot_embedding(embedding, y, title="GBMAP")
+    ax = plot_embedding(embedding, y, title="GBMAP", scale=False)
     points = ax.collections[0]
     np.testing.assert_allclose(points.get_offsets(), embedding[:, [0, 1]])
     np.testing.assert_allclose(points.get_array(), y)
@@ -402,22 +411,22 @@ def test_embedding_dataarray_and_dask(embedding):
 
     xa = xr.DataArray(embedding, dims=("time", "boost"))
     y = xr.DataArray(np.arange(40.0), dims="time", name="target")
-    ax = plot_embedding(xa, y, components=(1, 2))
+    ax = plot_embedding(xa, y, components=(1, 2), scale=False)
     np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [1, 2]])
     assert ax.collections[0].colorbar.ax.get_ylabel() == "target"
-    ax = plot_embedding(da.from_array(embedding, chunks=(10, 3)), components=(0, 2))
+    ax = plot_embedding(da.from_array(embedding, chunks=(10, 3)), components=(0, 2), scale=False)
     np.testing.assert_allclose(ax.collections[0].get_offsets(), embedding[:, [0, 2]])
 
 
 def test_embedding_single_component(embedding):
     one = embedding[:, :1]
-    ax = plot_embedding(one)
+    ax = plot_embedding(one, scale=False)
     np.testing.assert_allclose(
         ax.collections[0].get_offsets(), np.column_stack([np.arange(40), one[:, 0]])
     )
     assert ax.get_ylabel() == "f_1(x)"
     y = np.linspace(3.0, 5.0, 40)
-    ax = plot_embedding(one[:, 0], y)  # 1-D input is one component too
+    ax = plot_embedding(one[:, 0], y, scale=False)  # 1-D input is one component too
     np.testing.assert_allclose(ax.collections[0].get_offsets(), np.column_stack([y, one[:, 0]]))
 
 
@@ -567,3 +576,18 @@ def test_the_path_of_each_cv_estimator_is_drawn_with_the_climatology():
     np.testing.assert_array_equal(bars.lines[0].get_xdata(), gen.cv_path_["n_groups"].values)
     with pytest.raises(ValueError, match="path: expected a cv_path_"):
         plot_path(xr.Dataset())
+
+
+def test_drift_has_a_reference_line_of_the_training_months():
+    """The drift curve had no reference: what a score of a fitted-like month reaches."""
+    rng = np.random.default_rng(4)
+    train, test = rng.gamma(2.0, size=200), rng.gamma(2.0, size=50) + 1.0
+    ax = plot_drift(test, reference=train, threshold=6.0)
+    assert ax.lines[1].get_ydata()[0] == 6.0  # the threshold, then the reference
+    level = ax.lines[2].get_ydata()[0]
+    assert level == pytest.approx(np.percentile(train, 95))
+    assert ax.lines[2].get_linestyle() == ":"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("95th percentile of the reference") for t in labels), labels
+    ax = plot_drift(test, reference=2.5)
+    assert ax.lines[1].get_ydata()[0] == 2.5

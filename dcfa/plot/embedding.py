@@ -25,6 +25,7 @@ def plot_embedding(
     components: tuple[int, int] = (0, 1),
     cmap: str | Colormap = "viridis",
     title: str | None = None,
+    scale: bool = True,
 ) -> Axes:
     """Scatter plot of two components of a GBMAP embedding.
 
@@ -43,6 +44,10 @@ def plot_embedding(
         Colormap of ``y``.
     title : str, optional
         Title of the Axes; none by default.
+    scale : bool, default=True
+        Draw each component over its standard deviation (axes labelled ``f_1(x) / sd``):
+        GBMAP's learners can output values orders of magnitude apart, and the scatter of the
+        raw components is then a line along one axis. False: the raw values.
 
     Returns
     -------
@@ -72,6 +77,11 @@ def plot_embedding(
         if yv.shape[0] != n:
             raise InputError(f"y: expected {n} values (one per sample), got {yv.shape[0]}")
     y_label = _name(y, "y")
+    unit = ""
+    if scale:
+        spread = E.std(axis=0)
+        E = E / np.where(spread > 0, spread, 1.0)
+        unit = " / sd"
 
     plt = _pyplot()
     if ax is None:
@@ -80,7 +90,7 @@ def plot_embedding(
         x = np.arange(n) if yv is None else yv
         ax.scatter(x, E[:, 0], s=12)
         ax.set_xlabel("sample" if yv is None else y_label)
-        ax.set_ylabel("f_1(x)")
+        ax.set_ylabel(f"f_1(x){unit}")
     else:
         i, j = _components(components, m)
         if yv is None:
@@ -88,8 +98,8 @@ def plot_embedding(
         else:
             points = ax.scatter(E[:, i], E[:, j], c=yv, cmap=cmap, s=12)
             ax.figure.colorbar(points, ax=ax, label=y_label)
-        ax.set_xlabel(f"f_{i + 1}(x)")
-        ax.set_ylabel(f"f_{j + 1}(x)")
+        ax.set_xlabel(f"f_{i + 1}(x){unit}")
+        ax.set_ylabel(f"f_{j + 1}(x){unit}")
     if title is not None:
         ax.set_title(title)
     return ax
@@ -119,6 +129,7 @@ def plot_drift(
     ax: Axes | None = None,
     threshold: float | None = None,
     title: str | None = None,
+    reference: Any = None,
 ) -> Axes:
     """GBMAP drift score over time, with the points above a threshold highlighted.
 
@@ -136,12 +147,15 @@ def plot_drift(
         Draws a horizontal line at this level and marks the points strictly above it.
     title : str, optional
         Title of the Axes; none by default.
+    reference : float or array-like, optional
+        What the score of a month like those fitted on reaches: the drift scores of the
+        training months (their 95th percentile is drawn) or a number, as a dotted grey line.
 
     Returns
     -------
     matplotlib.axes.Axes
-        The Axes; ``ax.lines[0]`` is the score, ``ax.lines[1]`` the threshold and
-        ``ax.collections[0]`` the points above it (when ``threshold`` is given).
+        The Axes; ``ax.lines[0]`` is the score, then the threshold's line (when given) and
+        the reference's (when given); ``ax.collections[0]`` the points above the threshold.
 
     Raises
     ------
@@ -170,6 +184,12 @@ def plot_drift(
         ax.scatter(
             x[above], s[above], s=20, color="C3", zorder=3, label=f"above ({int(above.sum())})"
         )
+    if reference is not None:
+        ref = np.asarray(reference, dtype=np.float64)
+        level = float(np.nanpercentile(ref, 95)) if ref.ndim else float(ref)
+        what = "95th percentile of the reference" if ref.ndim else "reference"
+        ax.axhline(level, ls=":", lw=1.2, color="grey", label=f"{what} ({level:.3g})")
+    if threshold is not None or reference is not None:
         ax.legend(loc="best", fontsize="small")
     ax.set_xlabel(x_label)
     ax.set_ylabel("drift score |f(x) − kNN mean|")
