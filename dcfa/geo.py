@@ -24,6 +24,7 @@ __all__ = [
     "circular_mean",
     "group_circular_mean",
     "group_patches",
+    "hemisphere",
     "is_global_longitude",
     "is_longitude",
     "longitude_axes",
@@ -53,6 +54,17 @@ def longitude_convention(lon) -> float:
     values = np.asarray(lon, dtype=np.float64)
     finite = values[np.isfinite(values)]
     return -180.0 if finite.size and finite.min() < 0 else 0.0
+
+
+def hemisphere(value: float, axis: str) -> tuple[float, str]:
+    """``(degrees, letter)`` of a latitude (``axis="lat"``: N from 0 up, S below) or of a
+    longitude in any convention (``"lon"``: E from 0 to 180, W from there to 360), what
+    ``10°S`` or ``160°W`` is written from."""
+    v = float(value)
+    if axis == "lat":
+        return abs(v), ("S" if v < 0 else "N")
+    v = v % 360.0
+    return (v, "E") if v <= 180.0 else (360.0 - v, "W")
 
 
 def wrap_longitude(lon, lower: float = -180.0):

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dcfa.geo import hemisphere
+
 __all__ = ["run_demo"]
 
 #: the predictors of the flagship example: SST everywhere, the zonal wind over the Pacific
@@ -189,12 +191,13 @@ def _basins(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
 
 
 def _lat(v: float) -> str:
-    return f"{abs(v):.0f}°{'S' if v < 0 else 'N'}"
+    degrees, letter = hemisphere(v, "lat")
+    return f"{degrees:.0f}°{letter}"
 
 
 def _lon(v: float) -> str:
-    v = v % 360
-    return f"{v:.0f}°E" if v <= 180 else f"{360 - v:.0f}°W"
+    degrees, letter = hemisphere(v, "lon")
+    return f"{degrees:.0f}°{letter}"
 
 
 def _maps(result: xr.Dataset) -> dict[str, xr.DataArray]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
+from dcfa.geo import hemisphere
 from dcfa.plot._figure import cartopy_crs as _cartopy_crs
 from dcfa.plot._figure import pyplot as _pyplot
 
@@ -315,16 +316,16 @@ def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
 
 def longitude_label(x: float) -> str:
     """``160°W``, ``20°E``, ``0°``, ``180°``: a longitude of any convention (0..360 too)."""
-    x = (float(x) + 180.0) % 360.0 - 180.0
-    if np.isclose(abs(x), 180.0) or np.isclose(x, 0.0):
-        return f"{abs(round(x)):g}°"
-    return f"{abs(x):g}°{'W' if x < 0 else 'E'}"
+    degrees, letter = hemisphere(x, "lon")
+    if np.isclose(degrees, 180.0) or np.isclose(degrees, 0.0):
+        return f"{round(degrees):g}°"
+    return f"{degrees:g}°{letter}"
 
 
 def latitude_label(y: float) -> str:
     """``10°S``, ``0°``, ``30°N``."""
-    y = float(y)
-    return "0°" if np.isclose(y, 0.0) else f"{abs(y):g}°{'S' if y < 0 else 'N'}"
+    degrees, letter = hemisphere(y, "lat")
+    return "0°" if np.isclose(degrees, 0.0) else f"{degrees:g}°{letter}"
 
 
 def _add_coastlines(ax) -> None:
