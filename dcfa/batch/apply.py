@@ -21,7 +21,14 @@ from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
 from dcfa.io.archive import exists as store_exists
-from dcfa.io.archive import is_netcdf, location, open_store, open_zarr, variable_units
+from dcfa.io.archive import (
+    is_netcdf,
+    location,
+    open_store,
+    open_zarr,
+    take_record,
+    variable_units,
+)
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 
@@ -132,7 +139,8 @@ def _apply(
         else load_result(result, so, _key=names["result"])
     )
     field = _open(fitted, archive, names, so)
-    absent = field.attrs.pop("missing_chunks", {})
+    absent = take_record(field, "missing_chunks")
+    take_record(field, "variable_attrs")  # checked above, on the store's own metadata
     # the windows and lags first, then the samples of time (they reach back before it)
     features = fitted.transform(field, time=time, _names=names)
     dim = fitted.sample_dim

@@ -65,7 +65,7 @@ from dcfa.batch.output import (
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
-from dcfa.io.archive import location, open_store, open_zarr, variable_units
+from dcfa.io.archive import location, open_zarr, take_record
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 
@@ -106,7 +106,8 @@ def run_job(
         time=inp["time"],
         storage_options=inp["storage_options"],
     )
-    absent = field.attrs.pop("missing_chunks", {})
+    absent = take_record(field, "missing_chunks")
+    quantities = take_record(field, "variable_attrs")
     target = io.open_target(
         tgt["path"],
         tgt["variable"],
@@ -162,7 +163,7 @@ def run_job(
                         config,
                         field,
                         target,
-                        _Read(n_common, absent),
+                        _Read(n_common, absent, quantities),
                         estimator,
                         gbmap,
                         workdir,
@@ -343,10 +344,12 @@ def _fit(config, estimator, step: _Prepared, target, planned: str, workdir: Work
 @dataclass(frozen=True, eq=False)
 class _Read:
     """What the result records of the inputs as read: the samples in common with the target,
-    and each variable's chunks missing from the store (read as the fill value)."""
+    each variable's chunks missing from the store (read as the fill value), and each
+    variable's units and standard name (:func:`dcfa.io.open_archive`)."""
 
     n_common: int
     missing_chunks: dict
+    variable_attrs: dict
 
 
 @dataclass(frozen=True, eq=False)
@@ -427,12 +430,10 @@ def _write(
         ),
     )
     dataset = dataset.assign(application(estimator.reduction_, step.keep, step.prep))
-    # the units the cells were fitted in: dcfa apply refuses an archive in others
-    loc = location(inp["store"])
-    so = inp["storage_options"] if isinstance(loc, str) else None
-    archive = open_store(loc, "input.store", storage_options=so)
+    # the units and quantities the cells were fitted on: dcfa apply refuses an archive of others
     for attr, name in _IDENTIFYING.items():
-        dataset.attrs[name] = json.dumps(variable_units(archive, inp["variables"], attr))
+        recorded = {v: read.variable_attrs[v].get(attr) for v in inp["variables"]}
+        dataset.attrs[name] = json.dumps(recorded)
     if read.missing_chunks:
         dataset.attrs["missing_chunks"] = json.dumps(read.missing_chunks)
     if reduced.gbmap_skill is not None:

@@ -3,6 +3,7 @@ DataArray, and chunks fit for the passes ahead."""
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -37,6 +38,11 @@ def open_archive(
     feature dim. ``time`` selects ``[start, stop]`` of the sample dim (labels, inclusive).
     ``store`` is a local path or an fsspec URL (``s3://bucket/sst.zarr``, with
     ``storage_options`` such as ``{"endpoint_url": ...}``).
+
+    Besides ``source``, the DataArray's attributes say what its caller records of the store,
+    read with it, as JSON text (:func:`take_record` takes them): ``variable_attrs``, each
+    variable's :data:`IDENTIFYING_ATTRS` (stacking drops them), and ``missing_chunks`` when a
+    variable's store lacks chunks (Zarr reads them as the fill value).
     """
     path = location(store)
     if not exists(path, storage_options):
@@ -91,13 +97,16 @@ def open_archive(
         field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
         field.attrs = {"variables": names}
     field.attrs = {**field.attrs, "source": str(path)}
+    field.attrs["variable_attrs"] = json.dumps(
+        {v: {a: str(ds[v].attrs[a]) for a in IDENTIFYING_ATTRS if a in ds[v].attrs} for v in names}
+    )
     absent = {
         v: {"missing": c[1] - c[0], "chunks": c[1], "fill_value": c[2]}
         for v, c in counts.items()
         if c is not None and c[0] < c[1]
     }
     if absent:  # Zarr reads them as the fill value: the caller says so
-        field.attrs["missing_chunks"] = absent
+        field.attrs["missing_chunks"] = json.dumps(absent)
     return field.transpose(sample_dim, ...)
 
 
@@ -218,6 +227,16 @@ def open_zarr(path: Path, key: str, *, storage_options: dict | None = None, **kw
                 return xr.open_zarr(path, consolidated=False, **kwargs)
     except Exception as exc:  # zarr raises several types for a non-store
         raise InputError(f"{key}: {str(path)!r} is not a readable Zarr store ({exc})") from None
+
+
+def take_record(field: xr.DataArray, name: str) -> dict:
+    """Remove the record ``name`` (``variable_attrs``, ``missing_chunks``) that
+    :func:`open_archive` left in ``field``'s attributes, and return it ({} when absent)."""
+    return json.loads(field.attrs.pop(name, "{}"))
+
+
+# what identifies a variable's quantity: a result records them, dcfa apply compares them
+IDENTIFYING_ATTRS = ("units", "standard_name")
 
 
 def variable_units(ds: xr.Dataset, names, attr: str = "units") -> dict[str, str | None]:
