@@ -15,7 +15,7 @@ import xarray as xr
 
 from dcfa.batch.config import ConfigError, JobConfig
 from dcfa.cfa.reduction import Reduction
-from dcfa.io.store import check_apart, check_replaceable, check_writable
+from dcfa.io.store import FULL_DISK, check_apart, check_replaceable, check_writable
 
 __all__ = [
     "NO_ROOM",
@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 
-NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+# no room to write: a full disk or quota, or a file system turned read-only
+NO_ROOM = FULL_DISK | {errno.EROFS}
 
 
 def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:

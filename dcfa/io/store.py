@@ -5,6 +5,7 @@ The rules moved below the statistics engine, which saves its moments through the
 """
 
 from dcfa.storage.store import (
+    FULL_DISK,
     INCOMPLETE,
     OutputError,
     atomic_file,
@@ -19,6 +20,7 @@ from dcfa.storage.store import (
 )
 
 __all__ = [
+    "FULL_DISK",
     "INCOMPLETE",
     "OutputError",
     "atomic_file",

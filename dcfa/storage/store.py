@@ -205,7 +205,7 @@ def _real(path) -> Path | None:
 
 
 # a full disk or quota: a fault of the machine at this moment, not a path to change
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _cannot_write(key: str, parent, exc: OSError) -> OutputError:
@@ -270,7 +270,7 @@ def atomic_store(
     except OSError as exc:
         with contextlib.suppress(OSError):  # created, then its bytes found no room
             marker.unlink(missing_ok=True)
-        if exc.errno in _FULL:  # the machine's fault, not the path's: exit 1, passes kept
+        if exc.errno in FULL_DISK:  # the machine's fault, not the path's: exit 1, passes kept
             raise
         raise _cannot_write(key, path.parent, exc) from None
     try:
