@@ -138,7 +138,7 @@ def preprocessing_pass(
 def _check_magnitude(done, key: str) -> None:
     """Refuse values too small or too large for the statistics (see the pass's docstring):
     each cell's size is the larger of its monthly means' magnitude and its spread."""
-    from dcfa.stats.summary import SCALE_RANGE
+    from dcfa.stats.summary import SCALE_RANGE, outside_scale, rescale_hint
 
     seen = done.segment_seen > 0
     means = np.where(seen, np.abs(done.segment_mean), np.nan)
@@ -147,18 +147,17 @@ def _check_magnitude(done, key: str) -> None:
         mean_size = np.nanmax(means, axis=0).ravel()
         size = np.fmax(mean_size, done.moments.column_std(ddof=0))
     has = done.moments.count > 0
-    low, high = SCALE_RANGE
-    out = has & ((size > high) | ((size > 0) & (size < low)))
+    out = has & outside_scale(size)
     if not out.any():
         return
     # the spread overflows first: name the means' size where it is finite
     typical = float(np.nanmedian(np.where(np.isfinite(size), size, mean_size)[out]))
-    power = 10.0 ** -np.round(np.log10(typical)) if np.isfinite(typical) else None
+    low, high = SCALE_RANGE
     raise InputError(
         f"{key}: {int(out.sum())} of the {int(has.sum())} cells with data hold values of "
         f"magnitude about {typical:.3g}, outside {low:.0e} .. {high:.0e}: float64's sums of "
         "squares lose their digits there and the result would depend on the units; rescale "
-        "the data" + (f" (multiply by {power:.0e})" if power is not None else "")
+        "the data" + rescale_hint(typical)
     )
 
 

@@ -137,9 +137,22 @@ def _rules(m) -> tuple:
     gappy = (count > 0) & (count < m.n) if not m.pairwise else np.zeros(d, dtype=bool)
     few = (count > 0) & (count < 2)
     size = _magnitude(mean, std)
-    scale = (count > 0) & ((size > SCALE_RANGE[1]) | ((size > 0) & (size < SCALE_RANGE[0])))
+    scale = (count > 0) & outside_scale(size)
     constant = (count >= 2) & ~(std > _CONSTANT_RTOL * np.abs(mean))
     return none, gappy, few, scale, constant, count, mean, size
+
+
+def outside_scale(size: np.ndarray) -> np.ndarray:
+    """Where a magnitude lies outside :data:`SCALE_RANGE` (0, a constant zero, is inside)."""
+    low, high = SCALE_RANGE
+    return (size > high) | ((size > 0) & (size < low))
+
+
+def rescale_hint(size: float) -> str:
+    """`` (multiply by 1e+158)``: the power of ten that brings ``size`` near 1 ("" for inf)."""
+    if not np.isfinite(size):
+        return ""
+    return f" (multiply by {10.0 ** -np.round(np.log10(size)):.0e})"
 
 
 def _magnitude(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
@@ -171,15 +184,13 @@ def exclusions(m) -> dict[int, Exclusion]:
     for i in np.flatnonzero(few).tolist():
         reasons.setdefault(i, too_few)
     for i in np.flatnonzero(scale).tolist():
-        power = 10.0 ** -np.round(np.log10(size[i])) if np.isfinite(size[i]) else None
         reasons.setdefault(
             i,
             Exclusion(
                 "scale",
                 f"values of magnitude {size[i]:.3g}, outside {SCALE_RANGE[0]:.0e} .. "
                 f"{SCALE_RANGE[1]:.0e}, where float64's sums of products lose the digits the "
-                "rules compare; rescale the data"
-                + (f" (multiply by {power:.0e})" if power is not None else ""),
+                "rules compare; rescale the data" + rescale_hint(size[i]),
             ),
         )
     for i in np.flatnonzero(constant):
