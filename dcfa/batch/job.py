@@ -31,6 +31,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import dask
@@ -215,18 +216,8 @@ def _run_passes(config, field, target, read, estimator, gbmap, workdir, out, cli
     _fit(config, estimator, step, target, planned, workdir, echo)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
     inp = config.input
-    _write(
-        config,
-        out,
-        estimator,
-        gbmap,
-        step,
-        target,
-        read,
-        reduced,
-        echo,
-        unchanged=lambda: check_unchanged(workdir.identity, inp["store"], inp["storage_options"]),
-    )
+    unchanged = partial(check_unchanged, workdir.identity, inp["store"], inp["storage_options"])
+    _write(config, out, estimator, gbmap, step, target, read, reduced, echo, unchanged=unchanged)
 
 
 def _plan(estimator, field: xr.DataArray, dim: str, echo) -> str:
