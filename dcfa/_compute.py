@@ -24,6 +24,7 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import threading
@@ -98,14 +99,27 @@ def compute(*args, progress: bool | None = None):
                         distributed_progress(futures, notebook=widgets)
                     else:  # a log file, or a notebook without ipywidgets: lines of text
                         _DistributedLines(futures, scheduler=client.scheduler.address)
-                return tuple(client.gather(futures))
+                results = tuple(client.gather(futures))
         except BaseException:
             settle(client, futures)
             if watch.error is not None:
                 raise watch.error from None
             raise
+        release(client, futures)
+        return results
     with blas_single_threaded_if_threaded(), _local_progress(show), _own_pool() as kwargs:
         return dask.compute(*args, **kwargs)
+
+
+def release(client, futures) -> None:
+    """Release ``futures`` and return once the scheduler has been told, before any later
+    graph. A future releases its key from the client's event loop, later: the next
+    computation's graph, which shares keys with this one (an input's tasks) but fuses them
+    otherwise, could reach the scheduler first, which then warns "Detected different
+    run_spec" and may deadlock (dask/dask#9888)."""
+    for future in futures:
+        future.release()
+    client.sync(asyncio.sleep, 0)  # after the releases queued on the same loop
 
 
 class NoWorkersError(ConnectionError):

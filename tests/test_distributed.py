@@ -33,3 +33,31 @@ def test_moments_on_a_cluster(client, rng):
     m = dcfa.moments(da.from_array(X, chunks=(300, 10)), y)
     ref = np.corrcoef(np.column_stack([X, y]), rowvar=False)
     assert np.abs(m.corr() - ref).max() < 1e-9
+
+
+def test_progress_leaves_no_graph_behind_for_the_next_one(client, caplog):
+    """With dcfa.progress and a Client, a fit on lazy anomalies made the scheduler log
+    "Detected different run_spec for key ('reshape-...')": a computation's futures released
+    their keys after the next graph, which shares them but fuses them otherwise, had arrived."""
+    import logging
+
+    import dask
+    import xarray as xr
+
+    from dcfa._compute import compute
+
+    t = np.arange("2000-01", "2020-01", dtype="datetime64[M]").astype("datetime64[ns]")
+    data = da.random.default_rng(0).standard_normal((t.size, 6, 8), chunks=(60, 6, 8))
+    X = xr.DataArray(data, dims=("time", "lat", "lon"),
+                     coords={"time": t, "lat": np.arange(6.0), "lon": np.arange(8.0)})  # fmt: skip
+    y = np.random.default_rng(1).standard_normal(t.size)
+    caplog.set_level(logging.WARNING, logger="distributed.scheduler")  # in this process
+    with dask.config.set({"dcfa.progress": True}):
+        for _ in range(5):  # a race: each round made the warning about one time in two
+            A = dcfa.Anomalies().fit(X).transform(X)
+            dcfa.RegionsCV().fit(A, y)
+            # released before compute returns, not when the client's loop gets to it
+            total = A.sum()
+            compute(total.data)
+            assert not set(client.refcount) & set(dask.core.flatten(total.__dask_keys__()))
+    assert "different `run_spec`" not in caplog.text
