@@ -537,6 +537,11 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     assert ax.get_title() == f"Nino box: r = {r:+.2f}"
     with pytest.raises(ValueError, match="target: 5 samples, the series has 120"):
         plot_series(series, target[:5])
+    # a result store's group: named by its place, with its units (each line is standardised)
+    named = series.assign_coords(group_name="sst_2S_129W", group_units="K")
+    assert plot_series(named, target).get_legend().get_texts()[0].get_text() == "sst_2S_129W (K)"
+    plain = series.assign_attrs(units="m s-1")
+    assert plot_series(plain, target).get_title().startswith("region (m s-1): r = ")
 
 
 def test_predicted_against_observed_with_its_r2():

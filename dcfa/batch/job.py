@@ -411,6 +411,7 @@ def _write(
         embedding=reduced.embedding,
         gbmap=gbmap,
         stability=stability,
+        units={v: read.variable_attrs[v].get("units") for v in inp["variables"]},
         attrs=provenance(
             config.raw,
             method=type(estimator).__name__,

@@ -25,6 +25,7 @@ def result_dataset(
     embedding=None,
     gbmap=None,
     stability: xr.DataArray | None = None,
+    units: dict | None = None,
     attrs: dict | None = None,
 ) -> xr.Dataset:
     """The result of a fit as a Dataset (lazy when the field is Dask-backed).
@@ -35,7 +36,9 @@ def result_dataset(
     ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`). With ``target``, each
     group's correlation with it is computed from the features in the same pass that writes
     them. ``features``: ``model.transform(field)`` when the caller has it already (computed
-    or persisted).
+    or persisted). ``units``: each input variable's units (the field's own ``units`` when
+    None); every group gets those of its variable's aggregates (``group_units``), and the
+    features get them as their ``units`` when all groups share them.
     """
     features = model.transform(field) if features is None else features
     region = (model.label_map_ if region is None else region).astype("int32")
@@ -68,6 +71,17 @@ def result_dataset(
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
         ds = ds.assign(_corr_bounds(features, target, ds["group_target_corr"], sample_dim))
     ds["features"].attrs = {"long_name": f"{type(model).__name__} group aggregates"}
+    if units is None and "units" in field.attrs:
+        units = {"": field.attrs["units"]}
+    reduction = getattr(model, "reduction_", None)
+    per_group = None
+    if reduction is not None:
+        per_group = group_units(region, model.n_features_out_, units or {}, reduction)
+    if per_group is not None:
+        ds = ds.assign_coords(group_units=("group", per_group))
+        ds["group_units"].attrs = {"long_name": "units of the group's aggregate"}
+        if len(set(per_group)) == 1:
+            ds["features"].attrs["units"] = str(per_group[0])
     centres = group_centres(region, model.n_features_out_)
     for name, values in centres.items():
         ds[name] = ("group", values)
@@ -165,6 +179,38 @@ def _corr_bounds(features: xr.DataArray, target, corr: xr.DataArray, sample_dim:
     return made
 
 
+def group_units(region: xr.DataArray, n_groups: int, units: dict, reduction) -> np.ndarray | None:
+    """The units of each group's aggregate: those of its variable (``units``: variable name to
+    units; one entry for a single variable), as the reduction makes them (``"1"`` when it
+    standardises, squared for squared inputs); ``""`` for a group whose variable has none.
+    None when no variable has units."""
+    from dcfa.cfa.inputs import output_attrs
+
+    if not any(units.values()):
+        return None
+    if "variable" in region.dims:
+        labels = region.transpose("variable", ...).values.reshape(region.sizes["variable"], -1)
+        names = region["variable"].values
+        of = {}
+        for i, name in enumerate(names):
+            for g in np.unique(labels[i][labels[i] >= 0]):
+                of[int(g)] = str(name)
+    else:
+        only = next(iter(units.values()))
+        of = dict.fromkeys(range(n_groups), None)
+        units = {None: only}
+    out = []
+    for g in range(n_groups):
+        u = units.get(of.get(g))
+        attrs = output_attrs(
+            {} if not u else {"units": str(u)},
+            inputs=reduction.inputs,
+            standardized=reduction.standardized,
+        )
+        out.append(attrs.get("units", ""))
+    return np.array(out, dtype=object)
+
+
 def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
     """A readable name per group: its block (the variable, window and lag its cells share)
     and its centre, e.g. ``sst_2N_120W`` or ``u10_w3_lag1_0N_160E``; ``g3`` parts where the
@@ -191,7 +237,7 @@ def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarra
         name = "_".join(parts)
         seen[name] = seen.get(name, 0) + 1
         names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
-    return np.array(names, dtype=str)
+    return np.array(names, dtype=object)  # variable-length: a Zarr v3 type with a spec
 
 
 def group_centres(region: xr.DataArray, n_groups: int) -> dict:

@@ -30,7 +30,7 @@ def plot_series(
     target: Any,
     *,
     ax: Axes | None = None,
-    label: str = "region",
+    label: str | None = None,
     target_label: str = "target",
     title: str | None = None,
 ) -> Axes:
@@ -44,8 +44,12 @@ def plot_series(
     target : array-like of shape (n_samples,)
         The target on the same samples (a result store's ``target``).
     ax : matplotlib.axes.Axes, optional
-    label, target_label : str
-        The legend's names of the two lines.
+    label : str, optional
+        The region's name in the legend. Default: its ``group_name`` coordinate (a result
+        store's), else ``"region"``, followed by its units (``group_units``, or the series'
+        ``units``) when known: each line is standardised, so the units say what it was.
+    target_label : str
+        The target's name in the legend.
     title : str, optional
         Default: ``"<label>: r = +0.52"``.
 
@@ -57,6 +61,8 @@ def plot_series(
     """
     x = _standardised(series, "series")
     y = _standardised(target, "target")
+    if label is None:
+        label = _series_label(series)
     if x.size != y.size:
         raise InputError(f"target: {y.size} samples, the series has {x.size}")
     dim = getattr(series, "dims", ("sample",))[0]
@@ -77,6 +83,18 @@ def plot_series(
     ax.legend(loc="upper left", frameon=False, ncols=2)
     ax.set_title(f"{label}: r = {r:+.2f}" if title is None else title)
     return ax
+
+
+def _series_label(series: Any) -> str:
+    """``sst_2S_129W (degC)``: a series' group name and units, where it carries them."""
+    coords = getattr(series, "coords", {})
+    name = str(coords["group_name"].values) if "group_name" in coords else "region"
+    units = (
+        str(coords["group_units"].values)
+        if "group_units" in coords
+        else str(getattr(series, "attrs", {}).get("units", ""))
+    )
+    return f"{name} ({units})" if units else name
 
 
 def plot_predicted(

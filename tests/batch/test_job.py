@@ -81,6 +81,8 @@ def test_job_matches_the_in_memory_computation(tmp_path):
     np.testing.assert_array_equal(np.nan_to_num(result.region.values.ravel(), nan=-1.0), region)
     np.testing.assert_allclose(result.features.values, model.transform(cells), atol=1e-5)
     assert result.attrs["n_samples_used"] == 120 and result.attrs["method"] == "LinCFA"
+    # LinCFA's aggregates are of standardised cells (the archive's sst is in K)
+    assert result.features.attrs["units"] == "1" and set(result.group_units.values) == {"1"}
     assert not (tmp_path / "result.zarr.work").exists()
     corr = result.group_target_corr.values
     g = int(np.nanargmax(np.abs(corr)))

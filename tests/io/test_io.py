@@ -210,3 +210,29 @@ def test_groups_are_named_by_their_variable_and_place(tmp_path):
     out = io.write_result(tmp_path / "r.zarr", ds)
     back = xr.open_zarr(out, consolidated=False)
     np.testing.assert_array_equal(back["group_name"].values, names)
+
+
+def test_each_group_carries_its_variables_units(tmp_path):
+    """A time-series panel of groups mixing degC and m/s had no units at all: each group
+    carries those of its variable's aggregate, and the features theirs when all share them."""
+    make_archive(tmp_path / "a.zarr", n=120, extra_var=True)  # sst and t2m on one grid
+    field = io.open_archive(tmp_path / "a.zarr", ["sst", "t2m"])
+    y = np.random.default_rng(3).normal(size=120)
+    units = {"sst": "K", "t2m": "m s-1"}
+    means = dcfa.RegionsCV().fit(field, y)  # plain means of the cells: the field's units
+    ds = io.result_dataset(means, field, target=y, units=units)
+    for g in range(means.n_features_out_):
+        var = "sst" if bool((means.label_map_.sel(variable="sst") == g).any()) else "t2m"
+        assert ds["group_units"].values[g] == units[var]
+    assert set(ds["group_units"].values) == {"K", "m s-1"} and "units" not in ds.features.attrs
+    standardised = dcfa.LinCFA(random_state=0, neighbors=1).fit(field, y)
+    ds = io.result_dataset(standardised, field, target=y, units=units)
+    assert set(ds["group_units"].values) == {"1"} and ds.features.attrs["units"] == "1"
+    one = field.sel(variable="sst", drop=True).assign_attrs(units="K")
+    ds = io.result_dataset(dcfa.RegionsCV().fit(one, y), one, target=y)
+    assert ds.features.attrs["units"] == "K" and set(ds["group_units"].values) == {"K"}
+    back = xr.open_zarr(io.write_result(tmp_path / "r.zarr", ds), consolidated=False)
+    assert back.features.attrs["units"] == "K"
+    # no units anywhere: nothing is made up
+    ds = io.result_dataset(standardised, field.assign_attrs(units=None), target=y)
+    assert "group_units" not in ds.coords
