@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -33,6 +34,8 @@ def test_demo_on_real_observations(tmp_path):
     for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "RegionsCV() -> OLS"):
         assert model in out
     assert "Pacific" in out  # where the regions are
+    # each region's correlation with its 95 % interval, as the job's summary gives it
+    assert re.search(r"\d+ cells, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], ", out)
     assert "El Niño and La Niña months" in out and "GBMAP's embedding" in out
     assert (tmp_path / "regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -40,6 +40,8 @@ def test_demo_counts_the_caribbean_and_the_gulf_of_mexico_as_atlantic():
     assert _where(region, 0).endswith("; Atlantic 100%")
     assert _where(region, 1).endswith("; Atlantic 100%")
     assert _where(region, 2).endswith("; Pacific 100%")
+    # one row wide: its latitude once, not "15°N-15°N"
+    assert _where(region, 0).startswith("15°N, 75°W-60°W, centre 15°N 68°W")
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dcfa.batch.output import corr_interval_text
 from dcfa.geo import hemisphere
 
 __all__ = ["run_demo"]
@@ -172,8 +173,8 @@ def _where(region: xr.DataArray, g: int) -> str:
         if share >= 0.1:
             shares.append(f"{basin} {share:.0%}")
     return (
-        f"{_lat(lat.min())}-{_lat(lat.max())}, {_lon(lon.min())}-{_lon(lon.max())}, centre "
-        f"{_lat(lat.mean())} {_lon(circular_mean(lon))}; {', '.join(shares)}"
+        f"{_span(_lat(lat.min()), _lat(lat.max()))}, {_span(_lon(lon.min()), _lon(lon.max()))}"
+        f", centre {_lat(lat.mean())} {_lon(circular_mean(lon))}; {', '.join(shares)}"
     )
 
 
@@ -188,6 +189,11 @@ def _basins(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
     for south, west in _CARIBBEAN:
         out[(lat >= south) & (lon >= west) & (lon < 290)] = "Atlantic"
     return out
+
+
+def _span(low: str, high: str) -> str:
+    """``5°N-10°N``; ``5°N`` for a region one row (or column) wide."""
+    return low if low == high else f"{low}-{high}"
 
 
 def _lat(v: float) -> str:
@@ -220,8 +226,8 @@ def _describe(result: xr.Dataset, lead: int, echo, top: int = 6) -> None:
     for g in np.argsort(-np.abs(np.nan_to_num(corr)))[:top]:
         name, region = next((n, r) for n, r in maps.items() if (r.values == g).any())
         echo(
-            f"        {g:3d}: {name:>3s} {int(sizes[g]):3d} cells, corr {corr[g]:+.2f}, "
-            f"{_where(region, int(g))}"
+            f"        {g:3d}: {name:>3s} {int(sizes[g]):3d} cells, corr {corr[g]:+.2f}"
+            f"{corr_interval_text(result, int(g))}, {_where(region, int(g))}"
         )
     if corr.size > top:
         echo(f"        ... and {corr.size - top} more (all in the result)")
