@@ -20,15 +20,15 @@ from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
-from dcfa.io.archive import exists as store_exists
 from dcfa.io.archive import (
-    is_netcdf,
+    archive_name,
     location,
     open_store,
     open_zarr,
     take_record,
     variable_units,
 )
+from dcfa.io.archive import exists as store_exists
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 
@@ -215,8 +215,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     key = names["archive"]
     loc = location(archive)
     if not store_exists(loc, so):
-        what = "netCDF file" if is_netcdf(loc) else "Zarr store"
-        raise InputNotFoundError(f"{key}: no {what} at {str(loc)!r}")
+        raise InputNotFoundError(f"{key}: no {archive_name(loc)} at {str(loc)!r}")
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
     ds = open_store(loc, key, storage_options=so)
     missing = [v for v in fitted.variables if v not in ds.data_vars]

@@ -5,7 +5,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
 ``input.variables``, ``target.path`` and ``output.store`` has a default)::
 
     [input]
-    store = "sst.zarr"            # Zarr (format 2 or 3), or netCDF: "sst.nc", "sst/*.nc"
+    store = "sst.zarr"            # Zarr (2 or 3); netCDF "sst/*.nc"; kerchunk "sst.json"; icechunk
     variables = ["sst"]           # on the same grid; other dims than sample_dim are features
     sample_dim = "time"
     time = ["1991-01", "2021-12"] # optional: a slice of the sample dim
@@ -159,7 +159,8 @@ SECTION_DESCRIPTIONS: dict[str, str] = {
 #: What each key of a job file is for, by ``(section, key)``.
 DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("input", "store"): "The archive of the field: a Zarr store (format 2 or 3), a netCDF "
-    "file, or a glob of netCDF files (`sst/sst_*.nc`, combined along their coordinates); a "
+    "file, a glob of netCDF files (`sst/sst_*.nc`, combined along their coordinates), a "
+    "kerchunk reference file (`.json`) or a local icechunk repository (its `main` branch); a "
     "path, relative to the job file, or a Zarr store's URL (`s3://...`, any fsspec URL).",
     ("input", "variables"): "The variables fitted, on the same grid; every dim other than "
     "`sample_dim` is a feature.",

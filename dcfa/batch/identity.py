@@ -93,13 +93,18 @@ def store_parts(path: str | os.PathLike, storage_options: dict | None = None) ->
     if is_url(path):
         entries = listing(os.fspath(path), storage_options)
         return {"": _hash([os.fspath(path), entries])}
-    from dcfa.io.archive import is_netcdf, netcdf_files
+    from dcfa.io.archive import archive_kind, source_files
 
     root = Path(path)
-    if is_netcdf(root) and not root.is_file():  # a glob: each file it matches, by its path
-        return {os.fspath(f): _hash([f.name, *_file_entry(f)]) for f in netcdf_files(root)} or {
+    kind = archive_kind(root)
+    if kind == "netcdf" and not root.is_file():  # a glob: each file it matches, by its path
+        return {os.fspath(f): _hash([f.name, *_file_entry(f)]) for f in source_files(root)} or {
             "": _hash(["missing", os.fspath(path)])
         }
+    if kind == "kerchunk" and root.is_file():  # the references, and each file they point into
+        parts = {"": _hash([root.name, *_file_entry(root)])}
+        parts.update((os.fspath(f), _hash([f.name, *_file_entry(f)])) for f in source_files(root))
+        return parts
     if not root.exists():
         return {"": _hash(["missing", os.fspath(path)])}
     if not root.is_dir():

@@ -89,15 +89,15 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     """Before anything is read: the output and its work directory are apart from every input
     and from each other, replaceable (only an earlier dcfa result, with overwrite) and
     writable."""
-    from dcfa.io.archive import is_netcdf, location, netcdf_files
+    from dcfa.io.archive import location, source_files
 
     inputs = {
         "input.store": config.input["store"],
         "target.path": config.target["path"],
     }
     store = location(config.input["store"])
-    if is_netcdf(store):  # every file of a glob is an input
-        inputs.update((f"input.store ({f.name})", f) for f in netcdf_files(store))
+    if isinstance(store, Path):  # a glob's files, those a kerchunk reference points into
+        inputs.update((f"input.store ({f.name})", f) for f in source_files(store))
     if config.source != "<config>":
         inputs["the job file"] = config.source
     given = bool(config.output["work_dir"])

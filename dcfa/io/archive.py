@@ -1,5 +1,6 @@
-"""Reading archives: variables of a Zarr store as one lazy ``(sample, ...features)``
-DataArray, and chunks fit for the passes ahead."""
+"""Reading archives: variables of a Zarr store (or netCDF files, a kerchunk reference, an
+icechunk repository: :func:`archive_kind`) as one lazy ``(sample, ...features)`` DataArray,
+and chunks fit for the passes ahead."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def open_archive(
     time: tuple | list | None = None,
     storage_options: dict | None = None,
 ) -> xr.DataArray:
-    """Open ``variables`` of a Zarr store lazily as one DataArray, ``sample_dim`` first.
+    """Open ``variables`` of an archive (:func:`open_store`) lazily as one DataArray,
+    ``sample_dim`` first.
 
     Several variables must share their dims; they are stacked along a leading ``variable``
     feature dim. ``time`` selects ``[start, stop]`` of the sample dim (labels, inclusive).
@@ -46,7 +48,7 @@ def open_archive(
     """
     path = location(store)
     if not exists(path, storage_options):
-        raise InputNotFoundError(f"input.store: no {_what(path)} at {str(path)!r}")
+        raise InputNotFoundError(f"input.store: no {archive_name(path)} at {str(path)!r}")
     ds = open_store(path, "input.store", storage_options=storage_options)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
@@ -71,8 +73,8 @@ def open_archive(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
-    netcdf = is_netcdf(path)
-    counts = {v: None if netcdf else chunk_counts(path, v, storage_options) for v in names}
+    zarr = archive_kind(path) == "zarr"  # listed chunk by chunk
+    counts = {v: chunk_counts(path, v, storage_options) if zarr else None for v in names}
     empty = [v for v, c in counts.items() if c is not None and c[1] > 0 and c[0] == 0]
     if empty:
         raise InputError(
@@ -144,12 +146,34 @@ def exists(path: Path | str, storage_options: dict | None) -> bool:
 _NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".netcdf")
 
 
+def archive_kind(path: Path | str) -> str:
+    """What holds an archive: ``"netcdf"`` (a ``.nc`` file or a glob), ``"kerchunk"`` (a
+    kerchunk reference file, ``.json``: Zarr metadata and byte ranges of other files),
+    ``"icechunk"`` (a local icechunk repository: ``refs/`` and ``snapshots/``), else
+    ``"zarr"`` (a directory, or a URL on object storage)."""
+    if isinstance(path, str):  # a URL: Zarr on object storage
+        return "zarr"
+    name = os.fspath(path)
+    if name.lower().endswith(_NETCDF_SUFFIXES) or any(c in name for c in "*?["):
+        return "netcdf"
+    if name.lower().endswith(".json"):
+        return "kerchunk"
+    if (path / "refs").is_dir() and (path / "snapshots").is_dir():
+        return "icechunk"
+    return "zarr"
+
+
+_KIND_NAMES = {
+    "netcdf": "netCDF file",
+    "kerchunk": "kerchunk reference file",
+    "icechunk": "icechunk repository",
+    "zarr": "Zarr store",
+}
+
+
 def is_netcdf(path: Path | str) -> bool:
     """Whether a local ``path`` names netCDF files: a ``.nc`` file, or a glob (``sst/*.nc``)."""
-    if isinstance(path, str):  # a URL: Zarr on object storage
-        return False
-    name = os.fspath(path)
-    return name.lower().endswith(_NETCDF_SUFFIXES) or any(c in name for c in "*?[")
+    return archive_kind(path) == "netcdf"
 
 
 def netcdf_files(path: Path) -> list[Path]:
@@ -162,16 +186,46 @@ def netcdf_files(path: Path) -> list[Path]:
     return [Path(f) for f in sorted(glob.glob(name)) if Path(f).is_file()]
 
 
-def _what(path) -> str:
-    return "netCDF file" if is_netcdf(path) else "Zarr store"
+def source_files(path: Path | str) -> list[Path]:
+    """The local files an archive reads besides its own path: a netCDF glob's matches, and the
+    files a kerchunk reference points into (they are inputs too: never written next to, and
+    part of the input's identity). Empty for a Zarr store or an icechunk repository."""
+    kind = archive_kind(path)
+    if kind == "netcdf" and not Path(path).is_file():
+        return netcdf_files(Path(path))
+    if kind != "kerchunk":
+        return []
+    try:
+        refs = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return []  # opening it names the problem
+    files = set()
+    for ref in refs.get("refs", refs).values() if isinstance(refs, dict) else []:
+        if isinstance(ref, list) and ref and isinstance(ref[0], str):
+            url = ref[0].removeprefix("file://")
+            if "://" not in url:  # a local file (remote ones are read, not guarded)
+                files.add(Path(url) if os.path.isabs(url) else Path(path).parent / url)
+    return sorted(files)
+
+
+def archive_name(path) -> str:
+    """What holds an archive, in words: "netCDF file", "Zarr store"..."""
+    return _KIND_NAMES[archive_kind(path)]
 
 
 def open_store(path: Path | str, key: str, *, storage_options: dict | None = None) -> xr.Dataset:
-    """An archive lazily, whatever holds it: a Zarr store (:func:`open_zarr`), or netCDF
-    files, one or a glob, combined along their coordinates (``xarray.open_mfdataset``) and
-    chunked one file per block, which the passes re-chunk (:func:`plan_chunks`)."""
-    if not is_netcdf(path):
+    """An archive lazily, whatever holds it (:func:`archive_kind`): a Zarr store
+    (:func:`open_zarr`); netCDF files, one or a glob, combined along their coordinates
+    (``xarray.open_mfdataset``) and chunked one file per block, which the passes re-chunk
+    (:func:`plan_chunks`); a kerchunk reference file, read through fsspec's reference file
+    system; or the tip of an icechunk repository's ``main`` branch (``pip install icechunk``)."""
+    kind = archive_kind(path)
+    if kind == "zarr":
         return open_zarr(path, key, chunks={}, storage_options=storage_options)
+    if kind == "kerchunk":
+        return _open_kerchunk(path, key)
+    if kind == "icechunk":
+        return _open_icechunk(path, key)
     files = netcdf_files(path)
     if not files:
         raise InputNotFoundError(f"{key}: no netCDF file matches {str(path)!r}")
@@ -191,6 +245,40 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
         raise InputError(
             f"{key}: cannot read the netCDF file(s) {str(path)!r} as one archive ({exc})"
         ) from None
+
+
+def _open_kerchunk(path: Path, key: str) -> xr.Dataset:
+    try:
+        refs = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{key}: {str(path)!r} is not a kerchunk reference file ({exc})") from None
+    if not isinstance(refs, dict) or not isinstance(refs.get("refs", refs), dict):
+        raise InputError(f"{key}: {str(path)!r} is not a kerchunk reference file (no refs)")
+    missing = [f for f in source_files(path) if not f.is_file()]
+    if missing:
+        raise InputNotFoundError(
+            f"{key}: the kerchunk reference {str(path)!r} points into {len(missing)} missing "
+            f"file(s), e.g. {str(missing[0])!r}"
+        )
+    return open_zarr("reference://", key, chunks={}, storage_options={"fo": os.fspath(path)})
+
+
+def _open_icechunk(path: Path, key: str) -> xr.Dataset:
+    try:
+        import icechunk
+    except ImportError:
+        raise InputError(
+            f"{key}: {str(path)!r} is an icechunk repository; reading it needs the icechunk "
+            "package: pip install icechunk"
+        ) from None
+    try:
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(os.fspath(path)))
+        session = repo.readonly_session(branch="main")
+    except Exception as exc:  # icechunk's own error types
+        raise InputError(
+            f"{key}: cannot open the icechunk repository {str(path)!r} ({exc})"
+        ) from None
+    return open_zarr(session.store, key, chunks={})
 
 
 def chunk_counts(path, name: str, storage_options: dict | None = None) -> tuple | None:
