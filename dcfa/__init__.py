@@ -24,6 +24,7 @@ _EXPORTS = {
     "blocked_cv": "dcfa.skill",
     "forward_cv": "dcfa.skill",
     "align": "dcfa.io.target",
+    "fit_each": "dcfa.targets",
     "lagged": "dcfa.forecast",
     "lead_target": "dcfa.forecast",
     "load_result": "dcfa.batch.results",

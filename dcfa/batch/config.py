@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
     },
     "target": {
         "path": (str, ...),
-        "variable": (str, None),
+        "variable": ((str, list), None),
         "time_column": (str, "time"),
         "match": (str, "exact"),
         "calendar": (str, None),
@@ -179,7 +179,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("target", "path"): "The target: a `.zarr`, `.nc` or `.csv` file, relative to the job "
     "file, or a URL.",
     ("target", "variable"): "The variable (Zarr, netCDF) or column (CSV) read; needed when the "
-    "file holds several.",
+    "file holds several. A list of names fits one map per target in one job: the archive is "
+    "read once for all of them, and `output.store` holds `{target}`, replaced by each name.",
     ("target", "time_column"): "CSV only: the column of the dates.",
     ("target", "match"): "How the target's dates are aligned with the field's: `exact` "
     "(identical stamps) or `month` (by calendar month). The number of common samples is "
@@ -200,7 +201,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`random_state = 0` unless set, printed and recorded in the result's parameters, so a job "
     "gives the same result run again or resumed.",
     ("output", "store"): "The result store: a path, relative to the job file, or a URL "
-    "(`s3://bucket/result.zarr`). The command line's `--output` sets it.",
+    "(`s3://bucket/result.zarr`). The command line's `--output` sets it. With several "
+    "targets, it holds `{target}` (`regions-{target}.zarr`): one result per target.",
     ("output", "overwrite"): "Replace what is at `store`: only an earlier dcfa result, never a "
     "directory or file that dcfa did not write.",
     ("output", "storage_options"): "For a URL: passed to fsspec (s3fs).",
@@ -390,6 +392,7 @@ def _check_values(c: dict, source: str) -> None:
     if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
         raise ConfigError(f"{where} input.time must be [start, stop], got {c['input']['time']}")
     _check_time_scales(c, where)
+    _check_targets(c, where)
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
     if c["method"]["name"] not in METHODS:
@@ -415,6 +418,51 @@ def _check_values(c: dict, source: str) -> None:
             f"{where} cluster.memory_limit must be a size per worker such as '2GiB' or "
             f"'500MB' (or 'auto'), got {limit!r}"
         ) from None
+
+
+def target_names(config: JobConfig) -> list[str | None]:
+    """The job's targets: ``target.variable`` as a list (``[None]``: a file's only one)."""
+    names = config.target["variable"]
+    return list(names) if isinstance(names, list) else [names]
+
+
+def for_target(config: JobConfig, name: str | None) -> JobConfig:
+    """The job of one of ``config``'s targets: ``target.variable = name``, with ``{target}``
+    in ``output.store`` and ``output.work_dir`` replaced by it."""
+    _check_targets({"target": config.target, "output": config.output}, "config:")
+    output = dict(config.output)
+    for key in ("store", "work_dir"):
+        if output[key]:
+            output[key] = output[key].replace(TARGET_FIELD, str(name))
+    return replace(config, target={**config.target, "variable": name}, output=output)
+
+
+#: what output.store holds when a job has several targets
+TARGET_FIELD = "{target}"
+
+
+def _check_targets(c: dict, where: str) -> None:
+    names = c["target"]["variable"]
+    if names is None and TARGET_FIELD in c["output"]["store"]:
+        raise ConfigError(
+            f"{where} output.store holds {TARGET_FIELD}, replaced by target.variable's name, "
+            "but target.variable is not set"
+        )
+    if not isinstance(names, list):
+        return
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{where} target.variable must be a name or a non-empty list of names")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"{where} target.variable names a target twice: {names!r}")
+    if len(names) > 1:
+        for key in ("store", "work_dir"):
+            value = c["output"][key]
+            if (value or key == "store") and TARGET_FIELD not in (value or ""):
+                raise ConfigError(
+                    f"{where} output.{key} must hold {TARGET_FIELD} when target.variable names "
+                    f"{len(names)} targets (one result each), e.g. "
+                    f"'regions-{TARGET_FIELD}.zarr'; got {value!r}"
+                )
 
 
 def check_duration(value: str, key: str) -> None:

@@ -140,7 +140,9 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     lines = [
         f"{path}: dcfa {a.get('dcfa_version')} result of {a.get('method')} "
         f"({a.get('created', '?')})",
-        f"  input {a.get('input_store')}, target {a.get('target')}, "
+        f"  input {a.get('input_store')}, target {a.get('target')}"
+        + (f" ({a['target_variable']})" if "target_variable" in a else "")
+        + ", "
         f"{a.get('n_samples_used')} samples",
         f"  {ds.sizes.get('group', 0)} groups over {int(used.sum())} cells "
         f"({int((~used).sum())} not used)",

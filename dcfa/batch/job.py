@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -41,9 +41,9 @@ import xarray as xr
 from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa._errors import InputError, NothingToFitError
-from dcfa.batch.config import JobConfig
+from dcfa.batch.config import JobConfig, for_target, target_names
 from dcfa.batch.features import region_series
-from dcfa.batch.identity import InputChangedError, check_unchanged, job_identity
+from dcfa.batch.identity import COMPARED, InputChangedError, check_unchanged, job_identity
 from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
 from dcfa.batch.method import (
     DEFAULT_RANDOM_STATE,
@@ -69,6 +69,7 @@ from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import location, open_zarr, take_record
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
+from dcfa.storage.store import OutputError, dcfa_kind
 
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
 
@@ -84,31 +85,103 @@ def run_job(
     output: str | None = None,
     resume: bool = False,
     echo=print,
-) -> Path:
-    """Run the job; return the path of the result store.
+) -> Path | list[Path]:
+    """Run the job; return the path of the result store (a list of them, one per target, when
+    ``target.variable`` names several).
 
     Bad input found during a pass (no data at all, an unreadable chunk) raises an
     :class:`InputDataError` (a ValueError) naming the key or path, and the work directory is
     removed; any other failure keeps the finished passes for ``--resume`` (a work directory
-    with none is removed).
+    with none is removed). With several targets, the archive is read once and held in the
+    workers' memory (spilled to their disks beyond it) for every target's passes; each target
+    has its own result and work directory, so ``--resume`` continues where the job stopped.
     """
     t0 = time.perf_counter()
     config, unset = seeded(config)
-    inp, tgt = config.input, config.target
-    dim = inp["sample_dim"]
-    out = location(output or config.output["store"])
-    out = out if isinstance(out, str) else Path(os.path.abspath(out))
-    work = work_dir(out, config.output["work_dir"])
-    check_output(out, work, config)
+    if output is not None:
+        config = replace(config, output={**config.output, "store": os.fspath(output)})
+    configs = [for_target(config, name) for name in target_names(config)]
+    several = len(configs) > 1
+    outs, written = [], set()
+    for job in configs:
+        out = location(job.output["store"])
+        out = out if isinstance(out, str) else Path(os.path.abspath(out))
+        try:
+            check_output(out, work_dir(out, job.output["work_dir"]), job)
+        except OutputError:
+            # --resume of several targets: a result written before the job stopped is
+            # skipped if it records this job's identity (checked once the target is read)
+            so = job.output["storage_options"]
+            if not (resume and several and dcfa_kind(out, so) == "result"):
+                raise
+            written.add(out)
+        outs.append(out)
+    inp = config.input
     field = io.open_archive(
         inp["store"],
         inp["variables"],
-        sample_dim=dim,
+        sample_dim=inp["sample_dim"],
         time=inp["time"],
         storage_options=inp["storage_options"],
     )
     absent = take_record(field, "missing_chunks")
     quantities = take_record(field, "variable_attrs")
+    field = time_scales(field, inp)
+    tasks = [
+        _task(job, out, field, absent, quantities, several=several, resume=resume, echo=echo)
+        for job, out in zip(configs, outs, strict=True)
+    ]
+    for task in tasks:
+        if task.out in written:
+            _check_written(task, echo)
+    if unset:
+        echo(
+            f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
+            "fixed, so the job gives the same result run again or resumed; set it to change)"
+        )
+    from dcfa.batch.cluster import open_client
+
+    bound = {"dcfa.no_workers_timeout": config.cluster["no_workers_timeout"]}
+    with dask.config.set(bound), open_client(config.cluster, scheduler, echo) as client:
+        echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
+        if not several:
+            _run_task(tasks[0], None, client, echo, since=t0, done=[])
+            return outs[0]
+        held = _held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
+        for i, task in enumerate(tasks):
+            if task.out in written:
+                continue
+            echo(f"target {i + 1}/{len(tasks)}: {task.name} -> {task.out}")
+            _run_task(task, held, client, echo, since=time.perf_counter(), done=outs[:i])
+    echo(f"{len(tasks)} targets in {time.perf_counter() - t0:.1f} s")
+    return outs
+
+
+@dataclass(eq=False)
+class _Task:
+    """One target of the job, checked before any pass: its configuration and result, the
+    target at the lead, the field and the target on the months they share, the estimators
+    and the work directory (not yet written)."""
+
+    config: JobConfig
+    out: Path | str
+    target: xr.DataArray
+    field: xr.DataArray
+    read: _Read
+    estimator: object
+    gbmap: object
+    workdir: WorkDir
+    at_lead: xr.DataArray
+
+    @property
+    def name(self) -> str:
+        return str(self.config.target["variable"])
+
+
+def _task(config, out, field, absent, quantities, *, several: bool, resume: bool, echo) -> _Task:
+    """Open and align one target, build its estimators and say what the job will fit."""
+    inp, tgt = config.input, config.target
+    dim = inp["sample_dim"]
     target = io.open_target(
         tgt["path"],
         tgt["variable"],
@@ -118,106 +191,155 @@ def run_job(
         date_format=tgt["date_format"],
         storage_options=tgt["storage_options"],
     )
-    field = time_scales(field, inp)
     n_input = int(field.sizes[dim])
     n_gaps = int(target.isnull().sum())
-    target, valid_time, step = target_at_lead(target, tgt["lead"], dim)
+    at_lead, valid_time, step = target_at_lead(target, tgt["lead"], dim)
     # where each target value comes from: its position, aligned as the values are
-    position = target.copy(data=np.arange(target.size, dtype=np.float64)).where(target.notnull())
-    field, target, n_common = io.align_target(field, target, sample_dim=dim, match=tgt["match"])
+    position = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64)).where(at_lead.notnull())
+    aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])
     _, position, _ = io.align_target(field, position, sample_dim=dim, match=tgt["match"])
     if n_common < 4:
         raise InputError(
             f"target: only {n_common} samples in common with the input"
             + (f" at target.lead = {tgt['lead']}" if tgt["lead"] else "")
+            + (f" for target.variable {tgt['variable']!r}" if tgt["variable"] else "")
             + "; need >= 4"
         )
     estimator = build_estimator(config.method)
     gbmap = build_gbmap(config)
     check_classes(gbmap, config, target)
     echo(
-        f"[1/5] {inp['store']}: {inp['variables']} {dict(field.sizes)}; target "
-        f"{tgt['path']}: {n_common} samples in common"
+        f"[1/5] {inp['store']}: {inp['variables']} {dict(aligned.sizes)}; target "
+        f"{tgt['path']}"
+        + (f" ({tgt['variable']})" if several else "")
+        + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position.values.astype(int)]
-    echo(f"      {alignment(field, valid, tgt['lead'], step, n_input, inp, dim)}")
+    echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim)}")
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
-    if unset:
-        echo(
-            f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
-            "fixed, so the job gives the same result run again or resumed; set it to change)"
-        )
+    work = work_dir(out, config.output["work_dir"])
     # every check of the work directory (another run holding it, --resume's identity) before
     # a cluster is started; nothing is written before the cluster is connected
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
-    from dcfa.batch.cluster import open_client
+    read = _Read(n_common, absent, quantities)
+    return _Task(config, out, target, aligned, read, estimator, gbmap, workdir, at_lead)
 
-    bound = {"dcfa.no_workers_timeout": config.cluster["no_workers_timeout"]}
+
+def _check_written(task: _Task, echo) -> None:
+    """A target's result already written (``--resume`` of several targets): kept when it
+    records this job's identity for it (configuration, input and target), refused otherwise."""
+    so = task.config.output["storage_options"]
+    recorded = json.loads(
+        open_zarr(task.out, "output.store", storage_options=so).attrs.get("job_identity", "null")
+    )
+    if recorded != {k: task.workdir.identity[k] for k in COMPARED}:
+        raise OutputError(
+            f"output.store: {str(task.out)!r} exists and was not written by this job with "
+            "these inputs (--resume keeps only the results of its own targets); set "
+            "output.overwrite = true to replace it, or choose another"
+        )
+    echo(f"target {task.name}: {task.out} was written by this job's earlier run: kept")
+
+
+def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArray:
+    """The archive read once, in the passes' chunks, and kept on the workers for every
+    target's passes (what does not fit their memory is spilled to their disks)."""
+    field = io.plan_chunks(field, sample_dim=dim)
+    workers = scheduler_workers(client).values()
+    total = sum(w.get("memory_limit") or 0 for w in workers)
+    echo(
+        f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held on the "
+        "workers for every target"
+        + (
+            f" (over their memory, {total / 2**30:.1f} GiB: the rest on their disks)"
+            if total and field.nbytes > total
+            else ""
+        )
+    )
+    return client.persist(field)
+
+
+def _run_task(task: _Task, held, client, echo, *, since: float, done: list) -> None:
+    """One target's passes and result; on failure, its work directory kept or removed as
+    the failure deserves, and the results of the targets before it named."""
+    config, workdir, out = task.config, task.workdir, task.out
+    inp = config.input
+    field = task.field
+    if held is not None:  # the months this target shares with the held archive
+        match = config.target["match"]
+        field = io.align_target(held, task.at_lead, sample_dim=inp["sample_dim"], match=match)[0]
     try:
-        with dask.config.set(bound), open_client(config.cluster, scheduler, echo) as client:
-            echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
-            try:
-                with reading(inp["store"], inp["variables"]):
-                    _run_passes(
-                        config,
-                        field,
-                        target,
-                        _Read(n_common, absent, quantities),
-                        estimator,
-                        gbmap,
-                        workdir,
-                        out,
-                        client,
-                        echo,
-                    )
-            except BaseException as exc:
-                # bad input data: nothing of this run is worth resuming; any other failure
-                # (Ctrl-C, a lost worker, a closed stdout) keeps the finished passes
-                # passes of an archive that changed under them are not worth resuming either
-                kept = workdir.abandon(
-                    bad_input=isinstance(exc, InputDataError | InputChangedError)
+        try:
+            with reading(inp["store"], inp["variables"]):
+                _run_passes(
+                    config,
+                    field,
+                    task.target,
+                    task.read,
+                    task.estimator,
+                    task.gbmap,
+                    workdir,
+                    out,
+                    client,
+                    echo,
+                    held=held is not None,
                 )
-                if isinstance(exc, KeyboardInterrupt) and not kept:
-                    raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
-                if isinstance(exc, KeyboardInterrupt) and str(exc):  # SIGTERM (cluster.py)
-                    raise KeyboardInterrupt(
-                        f"{exc} received: rerun with --resume to continue"
-                    ) from None
-                if isinstance(exc, OSError) and exc.errno in NO_ROOM:
-                    # Zarr's error names no path: say where, and what is left to resume
-                    raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
-                if kept and isinstance(exc, Exception):  # the CLI prints it after the error
-                    exc.add_note(
-                        f"the finished passes are kept in {str(work)!r}: rerun with --resume "
-                        "to continue from them"
-                    )
-                raise
-            workdir.remove()
+        except BaseException as exc:
+            if done and isinstance(exc, Exception):
+                exc.add_note(f"the results of the targets before it are written: {done}")
+            _failed(exc, workdir, out)
+        workdir.remove()
     finally:
         workdir.close()
-    echo(f"[5/5] {out}: {estimator.n_features_out_} groups; {time.perf_counter() - t0:.1f} s")
+    echo(
+        f"[5/5] {out}: {task.estimator.n_features_out_} groups; {time.perf_counter() - since:.1f} s"
+    )
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", storage_options=so)
     print_groups(opened, echo)  # from the store: no second pass
-    return out
 
 
-def _run_passes(config, field, target, read, estimator, gbmap, workdir, out, client, echo) -> None:
-    """The job's steps, in order: plan, prepare, fit, features, write."""
+def _failed(exc: BaseException, workdir: WorkDir, out) -> None:
+    """Keep or remove the work directory as the failure deserves, then raise it, saying
+    what to do."""
+    work = workdir.path
+    # bad input data: nothing of this run is worth resuming; any other failure (Ctrl-C, a
+    # lost worker, a closed stdout) keeps the finished passes; passes of an archive that
+    # changed under them are not worth resuming either
+    kept = workdir.abandon(bad_input=isinstance(exc, InputDataError | InputChangedError))
+    if isinstance(exc, KeyboardInterrupt) and not kept:
+        raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
+    if isinstance(exc, KeyboardInterrupt) and str(exc):  # SIGTERM (cluster.py)
+        raise KeyboardInterrupt(f"{exc} received: rerun with --resume to continue") from None
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
+        # Zarr's error names no path: say where, and what is left to resume
+        raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
+    if kept and isinstance(exc, Exception):  # the CLI prints it after the error
+        exc.add_note(
+            f"the finished passes are kept in {str(work)!r}: rerun with --resume to continue "
+            "from them"
+        )
+    raise exc
+
+
+def _run_passes(
+    config, field, target, read, estimator, gbmap, workdir, out, client, echo, *, held=False
+) -> None:
+    """The job's steps, in order: plan, prepare, fit, features, write (``held``: the field
+    is held on the workers already, in the passes' chunks)."""
     dim = config.input["sample_dim"]
     estimator.set_params(sample_dim=dim)
     planned = _plan(estimator, field, dim, echo)
     workdir.open()  # the first write of the run: the cluster runs, the checks are done
-    field = io.plan_chunks(field, sample_dim=dim)
-    field = _held_if_small(field, client, echo)
+    if not held:
+        field = io.plan_chunks(field, sample_dim=dim)
+        field = _held_if_small(field, client, echo)
     step = _prepare(config, field, target, estimator, workdir, echo)
     _fit(config, estimator, step, target, planned, workdir, echo)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
-    inp = config.input
-    unchanged = partial(check_unchanged, workdir.identity, inp["store"], inp["storage_options"])
-    _write(config, out, estimator, gbmap, step, target, read, reduced, echo, unchanged=unchanged)
+    _write(config, out, estimator, gbmap, step, target, read, reduced, echo, workdir.identity)
 
 
 def _plan(estimator, field: xr.DataArray, dim: str, echo) -> str:
@@ -387,12 +509,11 @@ def _write(
     read: _Read,
     reduced: _Reduced,
     echo,
-    *,
-    unchanged,
+    identity: dict,
 ) -> None:
     """The result store: the region map, the features, GBMAP, every cell's place in the
-    reduction and the provenance, written atomically; published only if ``unchanged()``, run
-    after the last read of the archive, does not raise."""
+    reduction and the provenance (with the job's ``identity``), written atomically; published
+    only if the input store still has that identity once the last read is done."""
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     region = region_on_grid(estimator.labels_, step.keep, step.prep.has_data)
@@ -426,6 +547,10 @@ def _write(
     for attr, name in _IDENTIFYING.items():
         recorded = {v: read.variable_attrs[v].get(attr) for v in inp["variables"]}
         dataset.attrs[name] = json.dumps(recorded)
+    # what --resume of several targets compares to keep this result (_check_written)
+    dataset.attrs["job_identity"] = json.dumps({k: identity[k] for k in COMPARED})
+    if tgt["variable"]:  # which of the file's series (one result per target)
+        dataset.attrs["target_variable"] = str(tgt["variable"])
     if read.missing_chunks:
         dataset.attrs["missing_chunks"] = json.dumps(read.missing_chunks)
     if reduced.gbmap_skill is not None:
@@ -456,7 +581,7 @@ def _write(
         moments=estimator.moments_,
         overwrite=config.output["overwrite"],
         storage_options=config.output["storage_options"],
-        before_publish=unchanged,
+        before_publish=partial(check_unchanged, identity, inp["store"], inp["storage_options"]),
     )
 
 

@@ -44,7 +44,9 @@ def _icechunk(tmp_path) -> None:
     ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
     storage = icechunk.local_filesystem_storage(os.fspath(tmp_path / "sst.icechunk"))
     session = icechunk.Repository.create(storage).writable_session("main")
-    ds.chunk({"time": 24}).to_zarr(session.store, consolidated=False)
+    # in memory, chunked by its encoding: dask would ship the writable session to a cluster
+    encoding = {"sst": {"chunks": (24, *ds.sst.shape[1:])}}
+    ds.to_zarr(session.store, consolidated=False, encoding=encoding)
     session.commit("the archive")
 
 
@@ -119,7 +121,7 @@ def test_an_icechunk_repository_gives_the_zarr_stores_result(tmp_path):
     interrupt(ice, "[4/5]", scheduler=None, output=tmp_path / "again.zarr")
     storage = icechunk.local_filesystem_storage(os.fspath(tmp_path / "sst.icechunk"))
     session = icechunk.Repository.open(storage).writable_session("main")
-    ds = xr.open_zarr(session.store, consolidated=False)
+    ds = xr.open_zarr(session.store, consolidated=False, chunks=None)  # no dask: see above
     (ds["sst"][:12].load() + 1.0).to_dataset().drop_vars(["lat", "lon"]).to_zarr(
         session.store, region={"time": slice(0, 12)}, consolidated=False
     )  # fmt: skip

@@ -1,0 +1,167 @@
+"""Several targets in one job: ``target.variable`` a list, one map per target, the archive read
+once for all of them. It said ``target.variable must be a string``: one job per target, each
+reading the whole archive again."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from support import cli, fails, tree, write_job
+
+from dcfa.batch.config import load_config
+from dcfa.batch.job import run_job
+
+pytestmark = pytest.mark.slow
+
+
+def _two_targets(tmp_path, **changes):
+    """The job's archive and target file, with a second index, ``east``, driven by other
+    cells than ``soi``; the job fits both."""
+    job = write_job(tmp_path, **changes)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)
+    anomalies = ds.sst.groupby("time.month") - ds.sst.groupby("time.month").mean()
+    driver = anomalies.isel(lat=slice(2, 5), lon=slice(5, 8)).mean(["lat", "lon"]).values
+    table = pd.read_csv(tmp_path / "soi.csv")
+    rng = np.random.default_rng(11)
+    east = rng.normal(size=len(table))
+    east[7:127] = driver + 0.3 * rng.normal(size=120)
+    table["east"] = east
+    table.to_csv(tmp_path / "soi.csv", index=False)
+    return job
+
+
+class _ChunkReads:
+    """Counts the archive's chunk reads (zarr's LocalStore.get of keys under sst/c/) made in
+    this process: the workers of an in-process cluster are threads of it."""
+
+    def __init__(self, monkeypatch):
+        import zarr.storage
+
+        self.n = 0
+        get = zarr.storage.LocalStore.get
+
+        async def counted(store, key, *args, **kwargs):
+            if "/sst.zarr" in str(store.root) and key.startswith("sst/c/"):
+                self.n += 1
+            return await get(store, key, *args, **kwargs)
+
+        monkeypatch.setattr(zarr.storage.LocalStore, "get", counted)
+
+
+def test_one_job_two_targets_reads_the_archive_once(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    params = {"neighbors": 1, "random_state": 0}
+    job = _two_targets(tmp_path, method__params=params)
+    reads = _ChunkReads(monkeypatch)
+    lines = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster:
+        address = cluster.scheduler_address
+        alone = {}
+        for name in ("soi", "east"):
+            config = load_config(job, [f"target.variable={name}"])
+            before = reads.n
+            alone[name] = run_job(
+                config, scheduler=address, output=str(tmp_path / f"{name}.zarr"), echo=str
+            )
+            alone[name + " reads"] = reads.n - before
+        both = str(tmp_path / "both-{target}.zarr")
+        config = load_config(job, ['target.variable=["soi", "east"]'], output=both)
+        inputs = tree(tmp_path)
+        before = reads.n
+        outs = run_job(config, scheduler=address, echo=lines.append)
+        both_reads = reads.n - before
+    assert outs == [tmp_path / "both-soi.zarr", tmp_path / "both-east.zarr"]
+    assert alone["soi reads"] > 0 and alone["east reads"] == alone["soi reads"]
+    assert both_reads == alone["soi reads"]  # not one read per target
+    for name, out in zip(("soi", "east"), outs, strict=True):
+        a, b = xr.open_zarr(alone[name]), xr.open_zarr(out)
+        xr.testing.assert_identical(a.region, b.region)
+        xr.testing.assert_allclose(a.features, b.features, rtol=1e-6)
+        assert b.attrs["n_samples_used"] == a.attrs["n_samples_used"] == 120
+        assert b.attrs["target_variable"] == name
+    # each map is its own target's: the box that drives it is its best group
+    for name, out, box in [("soi", outs[0], (1, 3, 2, 5)), ("east", outs[1], (2, 5, 5, 8))]:
+        r = xr.open_zarr(out)
+        best = int(np.nanargmax(np.abs(r.group_target_corr.values)))
+        cells = r.region.isel(lat=slice(box[0], box[1]), lon=slice(box[2], box[3]))
+        assert (cells == best).any(), name
+    text = "\n".join(lines)
+    assert "read once and held on the workers for every target" in text
+    assert "target 1/2: soi" in text and "target 2/2: east" in text and "(east)" in text
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in inputs} == inputs  # inputs untouched
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ('target.variable=["soi", "east"]', "output.store must hold {target} when"),
+        ('target.variable=["soi", "soi"]', "target.variable names a target twice"),
+        ("target.variable=[]", "target.variable must be a name or a non-empty list"),
+    ],
+)
+def test_several_targets_need_an_output_per_target(tmp_path, override, message):
+    job = _two_targets(tmp_path)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", override, cwd=tmp_path)
+    fails(proc, 2, message)
+    assert tree(tmp_path) == before
+    if message.startswith("output.store"):  # run_job's own output, in Python, checked too
+        config = load_config(job, [override], output=str(tmp_path / "r-{target}.zarr"))
+        with pytest.raises(ValueError, match="output.store must hold {target}"):
+            run_job(config, output=str(tmp_path / "plain.zarr"))
+        assert tree(tmp_path) == before
+
+
+def test_a_target_missing_from_the_file_is_named_before_any_pass(tmp_path):
+    job = _two_targets(tmp_path)
+    before = tree(tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", 'target.variable=["soi", "nino"]',
+        "--output", "r-{target}.zarr", cwd=tmp_path,
+    )  # fmt: skip
+    fails(proc, 2, "nino")
+    assert tree(tmp_path) == before
+
+
+def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
+    """Stopped in its second target, the job rerun with --resume keeps the first target's
+    result (it records this job's identity) and resumes the second from its passes."""
+    job = _two_targets(tmp_path, target__variable=["soi", "east"], output__store="r-{target}.zarr")
+    config = load_config(job)
+    seen = []
+
+    def echo(line):
+        seen.append(line)
+        if line.startswith("[4/5]") and sum(s.startswith("[4/5]") for s in seen) == 2:
+            raise KeyboardInterrupt  # killed while writing the second target's result
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(config, echo=echo)
+    first = tree(tmp_path / "r-soi.zarr")
+    assert (tmp_path / "r-east.zarr.work").is_dir() and not (tmp_path / "r-east.zarr").exists()
+    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "r-soi.zarr was written by this job's earlier run: kept" in proc.stdout
+    assert "reused from the interrupted run" in proc.stdout
+    assert tree(tmp_path / "r-soi.zarr") == first  # kept as it was
+    assert xr.open_zarr(tmp_path / "r-east.zarr").attrs["target_variable"] == "east"
+
+    # a result of other inputs in a target's place is not this job's: refused, not kept
+    proc = cli("fit", str(job), "--set", "target.lead=1", "--output", "x-{target}.zarr",
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "x-east.zarr").rename(tmp_path / "gone.zarr")
+    (tmp_path / "r-east.zarr").rename(tmp_path / "r-east.old")
+    (tmp_path / "x-soi.zarr").rename(tmp_path / "r-soi.zarr.lead1")
+    shutil.rmtree(tmp_path / "r-soi.zarr")
+    (tmp_path / "r-soi.zarr.lead1").rename(tmp_path / "r-soi.zarr")
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    fails(proc, 2, "r-soi.zarr", "was not written by this job with these inputs")
+    assert tree(tmp_path) == before
