@@ -392,7 +392,32 @@ def synthetic_records() -> dict[str, dict]:
             {"dataset": "diabetes", "skipped": "diabetes.arff: not found"},
         ],
     }
+    runs = [
+        {"scores": {"8": 0.105, "16": 0.192}, "seconds": 180.0, "evals": 1234},
+        {"scores": {"8": 0.137, "16": 0.198}, "seconds": 170.0, "evals": 1100},
+    ]
+    synth_full = {
+        "draws": 2,
+        "data": None,
+        "params": {"beta": 10.0},
+        "tasks": {"regression": {"table5": {"8": 0.16, "16": 0.23}, "table4": 0.452, "runs": runs}},
+    }
+    fits = [
+        {"data_seed": ds, "random_state": rs, "score": 0.2 + 0.01 * ds + 0.001 * rs, "seconds": 9.0}
+        for ds in range(2)
+        for rs in range(2)
+    ]
+    defaults = {
+        "n": 200_000,
+        "p": 200,
+        "test_rows": 20_000,
+        "n_boosts": 16,
+        "tasks": {"regression": {"metric": "R2", "goal": 0.21, "fits": fits}},
+    }
+    load = {"start": [0.5, 0.4, 0.3], "end": [2.0, 1.0, 0.5]}
     return {
+        "gbmap_synth_full": _record(synth_full, load=load),
+        "gbmap_defaults": _record(defaults, load=load),
         "panel": _record(panel, panel_seed=1),
         "enso": _record(enso),
         "lincfa": _record(lincfa),
@@ -431,6 +456,40 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     sweep = built["dense_sweep"]["40 000"]
     assert sweep[2] == "refused by the memory budget"
     assert sweep[4:] == ["**crashed (signal 11)**", "16.60 s (0.92x)"]
+    # the GBMAP tables compute their summaries and goals from the raw values
+    synth = built["gbmap_synth_full"]
+    assert synth["SYNTH-COS-R, R² at m = 16"][1:] == ["0.23", "0.192", "0.198", "0.195"]
+    assert synth["SYNTH-COS-R, R², Table 4 (m tuned); the fits"][2] == "180 s, 1 234 evaluations"
+    defaults = built["gbmap_defaults"]["SYNTH-COS-R, R²"]
+    assert defaults[1:] == [
+        "0.200 / 0.201",
+        "0.210 / 0.211",
+        "0.200 / 0.206 / 0.211",
+        ">= 0.21: 2 of 4 (missed)",
+        "9.00 s",
+    ]
+    notes = results._run_notes(records["gbmap_defaults"])
+    assert notes == " Load average (1 minute): 0.5 at the start, 2.0 at the end."
+
+
+#: the evidence tables rendered from results files: (page, results file, table)
+RENDERED = [
+    ("evidence/gbmap.md", "gbmap_paper.json", "gbmap_paper"),
+    ("evidence/gbmap.md", "gbmap_synth_full.json", "gbmap_synth_full"),
+    ("user-guide/gbmap.md", "gbmap_defaults.json", "gbmap_defaults"),
+]
+
+
+@pytest.mark.parametrize(("page", "name", "table"), RENDERED)
+def test_a_page_renders_its_table_from_a_results_file(page, name, table):
+    """The page names the results file and its table, the file is committed, and its table
+    builds from it."""
+    import json
+
+    text = (DOCS / page).read_text()
+    assert f"{{results-table}} ../../benchmarks/results/{name}\n:table: {table}\n" in text
+    record = json.loads((ROOT / "benchmarks/results" / name).read_text())
+    assert _docs_extension("results").TABLES[table](record)[1]
 
 
 def test_table_cells_render_code_and_bold():

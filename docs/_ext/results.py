@@ -304,6 +304,61 @@ def gbmap_paper_table(record: dict) -> tuple[list[str], list[list[str]]]:
     return ["dataset", *GBMAP_COLUMNS], rows
 
 
+def _seconds(x: float) -> str:
+    """``0.51 s``, ``34.5 s``, ``117 s``, ``1 101 s``: a wall time to about three digits."""
+    if x < 10:
+        return f"{x:.2f} s"
+    return f"{x:.1f} s" if x < 100 else f"{_int(round(x))} s"
+
+
+def gbmap_synth_full_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_gbmap_paper.py --synth-full: GBMAP's test score after m steps on SYNTH-COS at the
+    paper's size, per draw (or split of saved data), against Table 5; then Table 4's value
+    and each fit's time and evaluations."""
+    res = record["results"]
+    what = "draw" if res["data"] is None else "split"
+    rows = []
+    for task, t in res["tasks"].items():
+        name = f"SYNTH-COS-{task[0].upper()}, " + ("R²" if task == "regression" else "accuracy")
+        for m, paper in t["table5"].items():
+            scores = [run["scores"][m] for run in t["runs"]]
+            rows.append(
+                [f"{name} at m = {m}", f"{paper:.2f}", *(f"{v:.3f}" for v in scores),
+                 f"{np.mean(scores):.3f}"]
+            )  # fmt: skip
+        rows.append(
+            [f"{name}, Table 4 (m tuned); the fits", f"{t['table4']:.3f}",
+             *(f"{_seconds(run['seconds'])}, {_int(run['evals'])} evaluations"
+               for run in t["runs"]), ""]
+        )  # fmt: skip
+    return ["", "paper (Table 5)", *(f"{what} {i}" for i in range(res["draws"])), "mean"], rows
+
+
+def gbmap_defaults_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_gbmap_paper.py --defaults: the test score of every fit (data seed by
+    ``random_state``), the range and median, and the goal held on how many fits."""
+    res = record["results"]
+    seeds = sorted({f["data_seed"] for t in res["tasks"].values() for f in t["fits"]})
+    rows = []
+    for task, t in res["tasks"].items():
+        fits, goal = t["fits"], t["goal"]
+        scores = [f["score"] for f in fits]
+        by_seed = [
+            " / ".join(f"{f['score']:.3f}" for f in fits if f["data_seed"] == ds) for ds in seeds
+        ]
+        held = sum(s >= goal for s in scores)
+        rows.append(
+            [f"SYNTH-COS-{task[0].upper()}, {t['metric'].replace('R2', 'R²')}", *by_seed,
+             f"{min(scores):.3f} / {np.median(scores):.3f} / {max(scores):.3f}",
+             _goal(held == len(scores), f">= {goal:g}: {held} of {len(scores)}"),
+             _seconds(float(np.median([f["seconds"] for f in fits])))]
+        )  # fmt: skip
+    states = sorted({f["random_state"] for t in res["tasks"].values() for f in t["fits"]})
+    header = [f"test score (random_state {' / '.join(map(str, states))})"]
+    header += [f"data seed {ds}" for ds in seeds]
+    return [*header, "min / median / max", "goal", "fit time, median"], rows
+
+
 #: The tables by name: a builder from the results file's record to (header, rows).
 TABLES = {
     "panel": panel_table,
@@ -315,7 +370,21 @@ TABLES = {
     "dense_memory": dense_memory_table,
     "dense_sweep": dense_sweep_table,
     "gbmap_paper": gbmap_paper_table,
+    "gbmap_synth_full": gbmap_synth_full_table,
+    "gbmap_defaults": gbmap_defaults_table,
 }
+
+
+def _run_notes(record: dict) -> str:
+    """The load average (1 minute) at the start and the end of the run, when recorded, and
+    a run cut short."""
+    notes = ""
+    if "load" in record:
+        start, end = record["load"]["start"][0], record["load"]["end"][0]
+        notes += f" Load average (1 minute): {start:.1f} at the start, {end:.1f} at the end."
+    if record["results"].get("complete") is False:
+        notes += " The run was cut short: only the rows above finished."
+    return notes
 
 
 class ResultsTable(Directive):
@@ -333,7 +402,10 @@ class ResultsTable(Directive):
         made += nodes.literal(text=str(source.relative_to(Path(env.srcdir).resolve().parent)))
         made += nodes.Text(", written by ")
         made += nodes.literal(text=record["command"])
-        made += nodes.Text(f" on {record['machine']}, {record['date']} (dcfa {record['dcfa']}).")
+        made += nodes.Text(
+            f" on {record['machine']}, {record['date']} (dcfa {record['dcfa']})."
+            + _run_notes(record)
+        )
         return [table(header, rows), made]
 
 
