@@ -4,6 +4,7 @@
     python benchmarks/bench_gbmap.py --quick          # n * p <= 2.5e7: 5 rows, ~1.5 min
     python benchmarks/bench_gbmap.py --rows 1e6:25 1e5:800
     python benchmarks/bench_gbmap.py --cluster        # a 2-process LocalCluster column too
+    python benchmarks/bench_gbmap.py --json benchmarks/results/gbmap_timings.json
 
 The paper (Patron et al. 2024, Section 4.2, Table 3) fits GBMAP with m = 2, beta = 1,
 lambda = 1e-3 and at most 100 L-BFGS iterations (tol 1e-3 in the authors' code) to
@@ -29,6 +30,10 @@ Dask fit (two cores, like the paper's two processors) with Table 3's seconds. Ro
 data (``X``, its standardised copy for each fit, ``~ 4 * 8 n p`` bytes) exceed
 ``--memory-fraction`` of the available memory are skipped and listed. The load average is
 printed: this machine's two cores may be shared, which slows both fits.
+
+``--json PATH`` writes every row's raw seconds, n, p, evaluations, the paper's seconds and the
+load average after it, the skipped rows, and the load average at the start and the end of the
+run (benchmarks/_results.py), from which docs/evidence/gbmap.md renders its timings.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ import argparse
 import gc
 import os
 import time
+from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
 import psutil
+from _results import write_results  # run as a script: its directory is on sys.path
 
 from dcfa.gbmap import GBMAPClassifier
 from dcfa.gbmap.datasets import make_synth_cos
@@ -111,7 +118,9 @@ def main() -> None:
         "--tol", type=float, default=1e-3, help="L-BFGS gradient-norm tolerance (0: run max_iter)"
     )
     parser.add_argument("--memory-fraction", type=float, default=0.8)
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
+    load_start = os.getloadavg()
     rows = args.rows or sorted(PAPER_SECONDS, key=lambda r: (r[1] != 25, r[0] * r[1], r))
     if args.quick:
         rows = [r for r in rows if r[0] * r[1] <= QUICK_CELLS]
@@ -148,6 +157,7 @@ def main() -> None:
         client = Client(cluster, set_as_default=False)
 
     worst = 0.0
+    measured = []
     try:
         for n, p in rows:
             chunk = -(-n // args.chunks)
@@ -172,14 +182,19 @@ def main() -> None:
                 f"**{t_dask / t_np:.2f}x**",
                 f"{same:.0e}",
             ]
+            row = {"n": n, "p": p, "evals": int(evals), "numpy_s": t_np, "dask_s": t_dask}
+            row["max_dcoef"] = float(same)
             if client is not None:
                 with client.as_current():
                     t_cl, _ = cluster_fit(n, p, args.chunks, repeat, params, client)
                 cells += [f"{t_cl:6.2f}", f"{t_cl / t_np:.2f}x"]
+                row["cluster_s"] = t_cl
             paper = PAPER_SECONDS.get((n, p))
+            row |= {"paper_s": paper, "load": os.getloadavg()[0]}
+            measured.append(row)
             cells += (
                 ["-", "-"] if paper is None else [f"{paper:5.1f}", f"{t_dask / paper:.2f}x"]
-            ) + [f"{os.getloadavg()[0]:.1f}"]
+            ) + [f"{row['load']:.1f}"]
             print("| " + " | ".join(cells) + " |", flush=True)
             gc.collect()
     finally:
@@ -192,6 +207,20 @@ def main() -> None:
             f"skipped n={n:.0e}, p={p}: needs ~{bytes_needed(n, p) / 2**30:.1f} GiB, "
             f"{available / 2**30:.1f} GiB available x {args.memory_fraction}"
         )
+    if args.json is not None:
+        results = {
+            "params": params,
+            "chunks": args.chunks,
+            "repeat": repeat,
+            "cluster": args.cluster,
+            "rows": measured,
+            "skipped": [
+                {"n": n, "p": p, "bytes_needed": bytes_needed(n, p), "bytes_available": available}
+                for n, p in skipped
+            ],
+        }
+        load = {"start": load_start, "end": os.getloadavg()}
+        write_results(args.json, results, script=__file__, load=load)
 
 
 if __name__ == "__main__":

@@ -392,6 +392,19 @@ def synthetic_records() -> dict[str, dict]:
             {"dataset": "diabetes", "skipped": "diabetes.arff: not found"},
         ],
     }
+    timing = {"n": 100_000, "p": 25, "evals": 44, "numpy_s": 0.51, "dask_s": 0.49}
+    timings = {
+        "params": {"n_boosts": 2},
+        "chunks": 2,
+        "repeat": 2,
+        "cluster": True,
+        "rows": [
+            timing | {"max_dcoef": 1e-12, "cluster_s": 0.7, "paper_s": 1.4, "load": 1.2},
+            timing
+            | {"n": 200_000, "max_dcoef": 0.0, "cluster_s": 0.8, "paper_s": None, "load": 2.0},
+        ],
+        "skipped": [{"n": 10**7, "p": 25, "bytes_needed": 8e9, "bytes_available": 4e9}],
+    }
     runs = [
         {"scores": {"8": 0.105, "16": 0.192}, "seconds": 180.0, "evals": 1234},
         {"scores": {"8": 0.137, "16": 0.198}, "seconds": 170.0, "evals": 1100},
@@ -416,6 +429,7 @@ def synthetic_records() -> dict[str, dict]:
     }
     load = {"start": [0.5, 0.4, 0.3], "end": [2.0, 1.0, 0.5]}
     return {
+        "gbmap_timings": _record(timings, load=load),
         "gbmap_synth_full": _record(synth_full, load=load),
         "gbmap_defaults": _record(defaults, load=load),
         "panel": _record(panel, panel_seed=1),
@@ -456,7 +470,10 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     sweep = built["dense_sweep"]["40 000"]
     assert sweep[2] == "refused by the memory budget"
     assert sweep[4:] == ["**crashed (signal 11)**", "16.60 s (0.92x)"]
-    # the GBMAP tables compute their summaries and goals from the raw values
+    # the GBMAP tables compute their ratios, summaries and goals from the raw values
+    timing = built["gbmap_timings"]["1e5"]
+    assert timing[2:] == ["0.51 s", "0.49 s", "0.96x", "0.70 s", "1.37x", "1.4 s", "0.35x", "1.2"]
+    assert built["gbmap_timings"]["1e7"][2] == "skipped: needs ~7 GiB, 4 available"
     synth = built["gbmap_synth_full"]
     assert synth["SYNTH-COS-R, R² at m = 16"][1:] == ["0.23", "0.192", "0.198", "0.195"]
     assert synth["SYNTH-COS-R, R², Table 4 (m tuned); the fits"][2] == "180 s, 1 234 evaluations"
@@ -475,6 +492,8 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
 #: the evidence tables rendered from results files: (page, results file, table)
 RENDERED = [
     ("evidence/gbmap.md", "gbmap_paper.json", "gbmap_paper"),
+    ("evidence/gbmap.md", "gbmap_timings.json", "gbmap_timings"),
+    ("evidence/gbmap.md", "gbmap_timings_cluster.json", "gbmap_timings"),
     ("evidence/gbmap.md", "gbmap_synth_full.json", "gbmap_synth_full"),
     ("user-guide/gbmap.md", "gbmap_defaults.json", "gbmap_defaults"),
 ]

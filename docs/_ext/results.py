@@ -311,6 +311,35 @@ def _seconds(x: float) -> str:
     return f"{x:.1f} s" if x < 100 else f"{_int(round(x))} s"
 
 
+def _n(n: int) -> str:
+    """``1e5``: a power-of-ten size as the paper writes it."""
+    return f"{n:.0e}".replace("e+0", "e").replace("e+", "e")
+
+
+def gbmap_timings_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_gbmap.py (the paper's Table 3 grid): NumPy and Dask fit times, their ratio, the
+    cluster's (``--cluster``), the paper's seconds, and the load average after each row."""
+    res = record["results"]
+    cluster = res["cluster"]
+    rows = []
+    for r in res["rows"]:
+        row = [_n(r["n"]), str(r["p"]), _seconds(r["numpy_s"]), _seconds(r["dask_s"]),
+               f"{r['dask_s'] / r['numpy_s']:.2f}x"]  # fmt: skip
+        if cluster:
+            row += [_seconds(r["cluster_s"]), f"{r['cluster_s'] / r['numpy_s']:.2f}x"]
+        paper = r["paper_s"]
+        row += ["-", "-"] if paper is None else [f"{paper:.1f} s", f"{r['dask_s'] / paper:.2f}x"]
+        rows.append([*row, f"{r['load']:.1f}"])
+    width = 8 + 2 * cluster
+    for r in res["skipped"]:
+        need = r["bytes_needed"] / 2**30
+        text = f"skipped: needs ~{need:.0f} GiB, {r['bytes_available'] / 2**30:.0f} available"
+        rows.append([_n(r["n"]), str(r["p"]), text, *[""] * (width - 3)])
+    header = ["n", "p", "NumPy", "Dask", "Dask / NumPy"]
+    header += ["2-process cluster", "cluster / NumPy"] if cluster else []
+    return [*header, "paper", "Dask / paper", "load after"], rows
+
+
 def gbmap_synth_full_table(record: dict) -> tuple[list[str], list[list[str]]]:
     """bench_gbmap_paper.py --synth-full: GBMAP's test score after m steps on SYNTH-COS at the
     paper's size, per draw (or split of saved data), against Table 5; then Table 4's value
@@ -370,6 +399,7 @@ TABLES = {
     "dense_memory": dense_memory_table,
     "dense_sweep": dense_sweep_table,
     "gbmap_paper": gbmap_paper_table,
+    "gbmap_timings": gbmap_timings_table,
     "gbmap_synth_full": gbmap_synth_full_table,
     "gbmap_defaults": gbmap_defaults_table,
 }
