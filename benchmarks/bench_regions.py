@@ -6,6 +6,7 @@
     python benchmarks/bench_regions.py --rows LinCFA-grid   # some rows of SETTINGS only
     python benchmarks/bench_regions.py --oversized          # 10 GB store through 2 x 500 MB
     python benchmarks/bench_regions.py --resolution 0.25 --build-only   # just write the store
+    python benchmarks/bench_regions.py --json benchmarks/results/regions_1deg.json
 
 Data: ``dcfa.datasets.make_regions_field`` with 40 Voronoi regions of which 4 drive the target,
 30 % land (NaN cells), float32, seed 0; written once to a Zarr store under ``--data`` (default
@@ -32,7 +33,7 @@ one row after the other; a row that fails prints its error and the others still 
 * ``R2/oracle``: blocked-CV R^2 (5 contiguous blocks, ``dcfa.skill.blocked_cv``) of OLS on the
   group series of ``model.transform`` over that of OLS on the true regions' mean series (the
   partition is fitted once on all months; only the regression is cross-validated);
-* ``fit s``: wall time of ``fit``;
+* ``fit s``: wall time of ``fit`` (and, in the results file, the load average after it);
 * ``worker MiB``: peak resident memory of each worker process during ``fit`` (the workers are
   restarted before each row and report their ``VmHWM`` after it; polling them during the
   fit slows its Python loop down); ``driver MiB``: this process's peak (its RSS sampled every
@@ -44,12 +45,20 @@ one row after the other; a row that fails prints its error and the others still 
 float32) through 2 workers of 500 MB, i.e. a store 10x the workers' total memory, then again
 with ample memory (``--ample-memory``) and says whether the partitions are equal. The free
 disk space is checked before any store is written.
+
+``--json PATH`` writes the field, the oracle's skill and every row's measurements (raw: groups,
+shares, per driving region its purity and foreign and enclosed cells, R^2, seconds, MiB, the
+error of a row that failed, and what a CV estimator chose), and the load average at the start
+and the end of the run (benchmarks/_results.py), after each row so that a run cut short leaves
+the rows it finished (``"complete": false``); docs/evidence/regions.md renders its tables from
+these files.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import resource
 import shutil
@@ -57,21 +66,23 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import dask
 import numpy as np
 import psutil
 import xarray as xr
+from _results import write_results  # run as a script: its directory is on sys.path
 from sklearn.linear_model import LinearRegression
 
-from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV
+from dcfa import GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV, RegionsCV
 from dcfa.geo import group_patches
 from dcfa.neighbors import grid_adjacency, periodic_dims
 
 # (name, estimator class, parameters): the rows of the table; change freely
 SETTINGS = [
+    ("RegionsCV", RegionsCV, {}),  # the recommended call: its defaults (neighbors=1)
     (
         "LinCFA-grid",
         LinCFA,
@@ -375,12 +386,34 @@ class Row:
     driver_mib: float | None = None
     restarts: int | None = None
     eval_seconds: float | None = None
+    load: float | None = None
     error: str = ""
+    call: str = ""
+    purity: list = field(default_factory=list)
+    foreign_cells: list = field(default_factory=list)
+    enclosed_cells: list = field(default_factory=list)
+    chosen: dict = field(default_factory=dict)
     labels: np.ndarray | None = field(default=None, repr=False)
+
+    def record(self) -> dict:
+        """The row's measurements for the results file (no labels)."""
+        return {k: v for k, v in asdict(self).items() if k != "labels"}
+
+
+def call(cls, params: dict) -> str:
+    """``GenLinCFA(neighbors=1, eps=0.65)``: the row's estimator as it is called."""
+    args = ", ".join(
+        f'{k}="{v}"' if isinstance(v, str) else f"{k}={v!r}" for k, v in params.items()
+    )
+    return f"{cls.__name__}({args})"
+
+
+#: what a cross-validated estimator chose (its fitted attributes, when it has them)
+CHOSEN = ("eps_", "level_")
 
 
 def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill) -> Row:
-    row = Row(name)
+    row = Row(name, call=call(cls, params))
     model = cls(**params)
     y = ds.target.values
     mem = MemorySampler(client)
@@ -391,6 +424,7 @@ def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill)
                 model.fit(ds.field, y)
             finally:
                 row.fit_seconds = time.perf_counter() - t
+                row.load = os.getloadavg()[0]  # 1 minute: other work during the fit
     except Exception as exc:  # one row's failure does not stop the others
         row.error = f"{type(exc).__name__}: {_first_line(exc)}"
         if os.environ.get("BENCH_TRACEBACK"):
@@ -402,6 +436,7 @@ def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill)
     if row.error:
         return row
     row.labels = np.asarray(model.labels_)
+    row.chosen = {a: float(getattr(model, a)) for a in CHOSEN if hasattr(model, a)}
     row.groups = int(model.n_features_out_)
     label_map = model.label_map_.transpose("lat", "lon")
     patches = group_patches(label_map, periodic=periodic, n_groups=row.groups)
@@ -411,10 +446,12 @@ def fit_row(name, cls, params, ds, *, client, periodic, oracle, n_splits, skill)
     row.one_patch_multi = float(np.mean(patches[multi] == 1)) if multi.any() else float("nan")
     driving = np.flatnonzero(ds.beta.values != 0)
     kept = purity(label_map.values, ds.region.values, driving)
+    row.purity = kept.tolist()
     row.pure = f"{int((kept >= PURE).sum())}/{driving.size}"
-    row.foreign = ",".join(map(str, foreign_cells(label_map.values, ds.region.values, driving)))
-    enclosed = enclosed_cells(label_map.values, ds.region.values, driving)
-    row.enclosed = ",".join(map(str, enclosed))
+    row.foreign_cells = foreign_cells(label_map.values, ds.region.values, driving)
+    row.foreign = ",".join(map(str, row.foreign_cells))
+    row.enclosed_cells = enclosed_cells(label_map.values, ds.region.values, driving)
+    row.enclosed = ",".join(map(str, row.enclosed_cells))
     if skill:
         t = time.perf_counter()
         try:
@@ -480,13 +517,27 @@ def start_cluster(memory_limit: str):
     return cluster, Client(cluster)
 
 
-def run_rows(path, settings, *, memory_limit, n_splits, skill) -> list[Row]:
+def run_rows(path, settings, *, memory_limit, n_splits, skill, report=None) -> list[Row]:
+    """Fit every row of ``settings`` on the store at ``path``; ``report(field, rows)`` after
+    each row, with the field's description (and the oracle's R^2) and the rows so far."""
     ds = xr.open_zarr(path, chunks={})
     periodic = 1 in periodic_dims(ds.field, "auto")
     cluster, client = start_cluster(memory_limit)
     rows = []
     try:
         nlat, nlon = ds.region.shape
+        described = {
+            "shape": [nlat, nlon],
+            "ocean_cells": int((ds.region.values >= 0).sum()),
+            "months": ds.sizes["time"],
+            "bytes": ds.field.nbytes,
+            "workers": 2,
+            "memory_limit": memory_limit,
+            "periodic": periodic,
+            "field": FIELD,
+            "pure_share": PURE,
+            "splits": n_splits,
+        }
         print(
             f"\nfield: {nlat} x {nlon} cells ({int((ds.region.values >= 0).sum()):,d} ocean), "
             f"{ds.sizes['time']} months, {size(ds.field.nbytes)}; 2 workers x "
@@ -502,8 +553,15 @@ def run_rows(path, settings, *, memory_limit, n_splits, skill) -> list[Row]:
                 f"{oracle:.3f} ({time.perf_counter() - t:.1f} s)",
                 flush=True,
             )
+        described["oracle_r2"] = oracle
         print(HEADER, flush=True)
         for name, cls, params in settings:
+            if _stale_tasks(client):
+                # a released task the last row left on the scheduler makes the restart before
+                # the fit fail, and the next graph that shares its key: a new cluster
+                client.close()
+                cluster.close()
+                cluster, client = start_cluster(memory_limit)
             row = fit_row(
                 name,
                 cls,
@@ -517,6 +575,8 @@ def run_rows(path, settings, *, memory_limit, n_splits, skill) -> list[Row]:
             )
             print_row(row)
             rows.append(row)
+            if report is not None:
+                report(described, rows)
     finally:
         # a worker's heartbeat racing the scheduler's shutdown logs a harmless error: quiet
         with contextlib.suppress(Exception):
@@ -524,6 +584,18 @@ def run_rows(path, settings, *, memory_limit, n_splits, skill) -> list[Row]:
         client.close()
         cluster.close()
     return rows
+
+
+def _stale_tasks(client, wait: float = 5.0) -> int:
+    """Tasks the scheduler still holds ``wait`` seconds after the last row (0: none)."""
+    gc.collect()  # the last row's model may hold futures until collected
+    deadline = time.monotonic() + wait
+    while n := client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+        if time.monotonic() > deadline:
+            print(f"({n} tasks left on the scheduler: a new cluster for the next row)")
+            break
+        time.sleep(0.5)
+    return n
 
 
 def _quiet_logs() -> None:
@@ -559,7 +631,10 @@ def main(argv=None) -> None:
     parser.add_argument("--build-only", action="store_true", help="write the store and stop")
     parser.add_argument("--no-skill", action="store_true", help="skip transform and the CV R^2")
     parser.add_argument("--splits", type=int, default=5, help="blocks of the blocked CV")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
+    if args.json is not None and args.oversized:
+        parser.error("--json writes the table of a resolution, not --oversized")
 
     key = "oversized" if args.oversized else "4" if args.quick else args.resolution
     shape, n_time = RESOLUTIONS[key]
@@ -579,7 +654,25 @@ def main(argv=None) -> None:
     # skill needs the (months x groups) features in memory and a pass over the store: skipped
     # for the oversized run, whose point is the fit through small workers
     skill = not (args.no_skill or args.oversized)
-    rows = run_rows(path, settings, memory_limit=memory_limit, n_splits=args.splits, skill=skill)
+    load = {"start": os.getloadavg()}
+    report = None
+    if args.json is not None:
+
+        def report(described: dict, done: list[Row]) -> None:
+            load["end"] = os.getloadavg()
+            results = {"resolution": key, **described, "store": path}
+            results["complete"] = len(done) == len(settings)
+            results["rows"] = [r.record() for r in done]
+            write_results(args.json, results, argv, script=__file__, load=load)
+
+    rows = run_rows(
+        path,
+        settings,
+        memory_limit=memory_limit,
+        n_splits=args.splits,
+        skill=skill,
+        report=report,
+    )
     if args.oversized and not args.no_compare:
         print(f"\nreference fit with {args.ample_memory} per worker:", flush=True)
         ample = run_rows(

@@ -427,11 +427,46 @@ def synthetic_records() -> dict[str, dict]:
         "n_boosts": 16,
         "tasks": {"regression": {"metric": "R2", "goal": 0.21, "fits": fits}},
     }
+    region_row = {
+        "name": "GenLinCFACV",
+        "call": "GenLinCFACV(neighbors=1)",
+        "groups": 19,
+        "one_patch": 1.0,
+        "pure": "3/4",
+        "foreign_cells": [0, 3, 0, 1],
+        "enclosed_cells": [0, 3, 0, 0],
+        "ratio": 1.001,
+        "fit_seconds": 313.4,
+        "load": 2.54,
+        "worker_mib": [512.0, 480.0],
+        "driver_mib": 1024.0,
+        "restarts": 0,
+        "error": "",
+        "chosen": {"eps_": 0.7},
+    }
+    refused = region_row | {
+        "name": "RegionsCV",
+        "call": "RegionsCV()",
+        "error": "MemoryBudgetError: the series would need 5.4 GiB",
+        "groups": None,
+        "chosen": {},
+    }
+    regions_run = {
+        "resolution": "1",
+        "shape": [180, 360],
+        "ocean_cells": 45_268,
+        "months": 1200,
+        "bytes": 311e6,
+        "oracle_r2": 0.93,
+        "complete": False,
+        "rows": [region_row, refused],
+    }
     load = {"start": [0.5, 0.4, 0.3], "end": [2.0, 1.0, 0.5]}
     return {
         "gbmap_timings": _record(timings, load=load),
         "gbmap_synth_full": _record(synth_full, load=load),
         "gbmap_defaults": _record(defaults, load=load),
+        "regions": _record(regions_run, load=load),
         "panel": _record(panel, panel_seed=1),
         "enso": _record(enso),
         "lincfa": _record(lincfa),
@@ -485,8 +520,21 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
         ">= 0.21: 2 of 4 (missed)",
         "9.00 s",
     ]
-    notes = results._run_notes(records["gbmap_defaults"])
-    assert notes == " Load average (1 minute): 0.5 at the start, 2.0 at the end."
+    regions = built["regions"]
+    assert regions["`GenLinCFACV(neighbors=1)` (chose eps 0.7)"][1:] == [
+        "19", "1.00", "3/4", "0,3,0,1 (0,3,0,0)", "1.001", "313 s (2.5)", "0.5 / 1.0 GiB"
+    ]  # fmt: skip
+    assert (
+        regions["`RegionsCV()`"][1]
+        == "**failed**: MemoryBudgetError: the series would need 5.4 GiB"
+    )
+    header = results.regions_table(records["regions"])[0]
+    assert header[0] == "180 x 360 cells (45 268 ocean), 1 200 months, 0.31 GB; oracle R² 0.930"
+    notes = results._run_notes(records["regions"])
+    assert notes == (
+        " Load average (1 minute): 0.5 at the start, 2.0 at the end."
+        " The run was cut short: only the rows above finished."
+    )
 
 
 #: the evidence tables rendered from results files: (page, results file, table)
@@ -496,6 +544,8 @@ RENDERED = [
     ("evidence/gbmap.md", "gbmap_timings_cluster.json", "gbmap_timings"),
     ("evidence/gbmap.md", "gbmap_synth_full.json", "gbmap_synth_full"),
     ("user-guide/gbmap.md", "gbmap_defaults.json", "gbmap_defaults"),
+    ("evidence/regions.md", "regions_1deg.json", "regions"),
+    ("evidence/regions.md", "regions_025deg.json", "regions"),
 ]
 
 

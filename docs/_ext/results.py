@@ -388,6 +388,41 @@ def gbmap_defaults_table(record: dict) -> tuple[list[str], list[list[str]]]:
     return [*header, "min / median / max", "goal", "fit time, median"], rows
 
 
+def regions_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_regions.py: every rule on the field with known regions: groups, contiguity,
+    purity, foreign cells, skill against the oracle, fit time and peak memory."""
+    rows = []
+    for r in record["results"]["rows"]:
+        chosen = ", ".join(f"{k.rstrip('_')} {v:g}" for k, v in r.get("chosen", {}).items())
+        name = f"`{r['call']}`" + (f" (chose {chosen})" if chosen else "")
+        workers = r["worker_mib"]
+        peak = "-" if not workers else f"{max(workers) / 1024:.1f}"
+        driver = "-" if r["driver_mib"] is None else f"{r['driver_mib'] / 1024:.1f}"
+        peak = f"{peak} / {driver} GiB" + (f", {r['restarts']} restarted" if r["restarts"] else "")
+        fit = "-" if r["fit_seconds"] is None else _seconds(r["fit_seconds"])
+        if r.get("load") is not None:
+            fit += f" ({r['load']:.1f})"
+        if r["error"]:
+            rows.append([name, f"**failed**: {r['error']}", "", "", "", "", fit, peak])
+            continue
+        foreign = ",".join(map(str, r["foreign_cells"]))
+        enclosed = ",".join(map(str, r["enclosed_cells"]))
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        rows.append(
+            [name, _int(r["groups"]), f"{r['one_patch']:.2f}", r["pure"],
+             f"{foreign} ({enclosed})", ratio, fit, peak]
+        )  # fmt: skip
+    res = record["results"]
+    lat, lon = res["shape"]
+    field = (
+        f"{lat} x {lon} cells ({_int(res['ocean_cells'])} ocean), {_int(res['months'])} months, "
+        f"{res['bytes'] / 1e9:.2f} GB; oracle R² {res['oracle_r2']:.3f}"
+    )
+    header = [field, "groups", "contiguous", "pure", "foreign (enclosed)", "skill / oracle",
+              "fit (load after)", "peak worker / driver"]  # fmt: skip
+    return header, rows
+
+
 #: The tables by name: a builder from the results file's record to (header, rows).
 TABLES = {
     "panel": panel_table,
@@ -402,6 +437,7 @@ TABLES = {
     "gbmap_timings": gbmap_timings_table,
     "gbmap_synth_full": gbmap_synth_full_table,
     "gbmap_defaults": gbmap_defaults_table,
+    "regions": regions_table,
 }
 
 
