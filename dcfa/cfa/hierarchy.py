@@ -232,7 +232,8 @@ def correlation_merges(
             g = int(labels.max()) + 1
             sums = membership(labels, g) @ S
         if snapshots is not None and level in {float(v) for v in levels}:
-            snapshots[level] = (len(out[0]), labels.copy(), sums.copy())
+            # not copies: each round makes new labels and sums, never changing the old ones
+            snapshots[level] = (len(out[0]), labels, sums)
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
 

@@ -35,19 +35,24 @@ def series_bytes(n_samples: int, n_features: int) -> int:
     return int(8 * n_samples * n_features * 1.15 + 64 * n_features)
 
 
-def over_budget(n_samples: int, n_features: int) -> str | None:
-    """Why the series of ``n_samples x n_features`` would not fit ``dcfa.memory_budget`` on
-    the driver, or None when they fit."""
+def over_budget(n_samples: int, n_features: int, *, copies: float = 1.0) -> str | None:
+    """Why the series of ``n_samples x n_features`` (and what is made of them: ``copies``
+    times their size in all) would not fit ``dcfa.memory_budget`` on the driver, or None when
+    they fit."""
     from dcfa.memory import gib, memory_budget
 
-    need = series_bytes(n_samples, n_features)
+    need = int(copies * series_bytes(n_samples, n_features))
     budget = memory_budget()
     if need <= budget.driver:
         return None
+    made = f" and what is made of them ({copies:g}x their size)" if copies != 1 else ""
     return (
-        f"the series ({n_samples:,} x {n_features:,} float64) would hold {gib(need)}, over "
-        f"the budget of {gib(budget.driver)} ({budget.source})"
+        f"the series ({n_samples:,} x {n_features:,} float64){made} would hold {gib(need)}, "
+        f"over the budget of {gib(budget.driver)} ({budget.source})"
     )
+
+
+_COPY_BYTES = 8 * 2**20  # a block of features copied into the series at a time
 
 
 def load_series(data, cols: np.ndarray) -> np.ndarray:
@@ -60,7 +65,11 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
     n = data.shape[0]
     out = np.empty((cols.size, n), dtype=np.float64)
     if not isinstance(data, da.Array):
-        out[:] = np.asarray(data[:, cols], dtype=np.float64).T
+        from dcfa.stats.kernels import row_blocks
+
+        data = np.asarray(data)
+        for b in row_blocks(cols.size, n, _COPY_BYTES):  # no full-size temporary copies
+            out[b] = data[:, cols[b]].T
         return out
     from dcfa._compute import active_client, compute
 
