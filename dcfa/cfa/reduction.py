@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dcfa.cfa.aggregate import aggregate, broadcast_back
-from dcfa.cfa.inputs import apply_inputs
+from dcfa.cfa.inputs import apply_inputs, output_attrs
 
 __all__ = ["Reduction"]
 
@@ -57,6 +57,13 @@ class Reduction:
     def plain(self) -> bool:
         """Whether the data enter as they are (identity inputs, no missing values)."""
         return not self.nan_aware and isinstance(self.inputs, str) and self.inputs == "identity"
+
+    def output_units(self, units: str | None) -> str:
+        """The units of a group's aggregate of features in ``units``: ``"1"`` when the
+        features are standardised, squared for squared inputs, else ``units`` ("" for none)."""
+        attrs = {"units": str(units)} if units else {}
+        out = output_attrs(attrs, inputs=self.inputs, standardized=self.standardized)
+        return out.get("units", "")
 
     def apply(self, data):
         """The ``(n_samples, n_groups)`` aggregates of ``data`` (NumPy or lazy Dask)."""

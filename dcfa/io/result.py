@@ -182,10 +182,8 @@ def _corr_bounds(features: xr.DataArray, target, corr: xr.DataArray, sample_dim:
 def group_units(region: xr.DataArray, n_groups: int, units: dict, reduction) -> np.ndarray | None:
     """The units of each group's aggregate: those of its variable (``units``: variable name to
     units; one entry for a single variable), as the reduction makes them (``"1"`` when it
-    standardises, squared for squared inputs); ``""`` for a group whose variable has none.
-    None when no variable has units."""
-    from dcfa.cfa.inputs import output_attrs
-
+    standardises, squared for squared inputs: ``reduction.output_units``); ``""`` for a group
+    whose variable has none. None when no variable has units."""
     if not any(units.values()):
         return None
     if "variable" in region.dims:
@@ -199,15 +197,7 @@ def group_units(region: xr.DataArray, n_groups: int, units: dict, reduction) -> 
         only = next(iter(units.values()))
         of = dict.fromkeys(range(n_groups), None)
         units = {None: only}
-    out = []
-    for g in range(n_groups):
-        u = units.get(of.get(g))
-        attrs = output_attrs(
-            {} if not u else {"units": str(u)},
-            inputs=reduction.inputs,
-            standardized=reduction.standardized,
-        )
-        out.append(attrs.get("units", ""))
+    out = [reduction.output_units(units.get(of.get(g))) for g in range(n_groups)]
     return np.array(out, dtype=object)
 
 
