@@ -64,7 +64,7 @@ __all__ = sorted(_EXPORTS) + ["__version__", "memory"]
 _SUBMODULES = frozenset(
     {
         "anomalies", "batch", "cfa", "datasets", "forecast", "gbmap", "geo", "io",
-        "neighbors", "plot", "skill", "stacking", "stats", "storage",
+        "neighbors", "plot", "skill", "stacking", "stats", "storage", "targets",
     }
 )  # fmt: skip
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__, _SUBMODULES)

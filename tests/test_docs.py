@@ -462,6 +462,11 @@ def synthetic_records() -> dict[str, dict]:
         "rows": [region_row, refused],
     }
     load = {"start": [0.5, 0.4, 0.3], "end": [2.0, 1.0, 0.5]}
+    targets = {
+        "grid": [180, 360], "months": 1200, "bytes": 311e6, "memory_limit": "700MB",
+        "targets": {"1": {"one_job": 12.0, "separate_jobs": [11.0]},
+                    "2": {"one_job": 18.0, "separate_jobs": [11.0, 13.0]}},
+    }  # fmt: skip
     return {
         "gbmap_timings": _record(timings, load=load),
         "gbmap_synth_full": _record(synth_full, load=load),
@@ -476,6 +481,7 @@ def synthetic_records() -> dict[str, dict]:
         "dense_memory": _record(dense),
         "dense_sweep": _record(sweep),
         "gbmap_paper": _record(gbmap),
+        "targets": _record(targets),
     }
 
 
@@ -528,6 +534,7 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
         regions["`RegionsCV()`"][1]
         == "**failed**: MemoryBudgetError: the series would need 5.4 GiB"
     )
+    assert built["targets"]["2"][1:] == ["18.0 s", "24.0 s", "0.75x", "1.64x"]
     header = results.regions_table(records["regions"])[0]
     assert header[0] == "180 x 360 cells (45 268 ocean), 1 200 months, 0.31 GB; oracle R² 0.930"
     notes = results._run_notes(records["regions"])
@@ -546,6 +553,7 @@ RENDERED = [
     ("user-guide/gbmap.md", "gbmap_defaults.json", "gbmap_defaults"),
     ("evidence/regions.md", "regions_1deg.json", "regions"),
     ("evidence/regions.md", "regions_025deg.json", "regions"),
+    ("evidence/performance.md", "targets.json", "targets"),
 ]
 
 

@@ -135,7 +135,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("stats",),
     ("memory",),
     ("io",),
-    ("anomalies", "forecast", "skill"),
+    ("anomalies", "forecast", "skill", "targets"),
     ("cfa",),
     ("gbmap",),
     ("datasets", "plot"),

@@ -424,6 +424,22 @@ def regions_table(record: dict) -> tuple[list[str], list[list[str]]]:
 
 
 #: The tables by name: a builder from the results file's record to (header, rows).
+def targets_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """bench_targets.py: K targets by one job against K jobs of one target each."""
+    rows = []
+    for k, r in sorted(record["results"]["targets"].items(), key=lambda kv: int(kv[0])):
+        one, each = r["one_job"], r["separate_jobs"]
+        rows.append([
+            str(k), _seconds(one), _seconds(sum(each)),
+            f"{one / sum(each):.2f}x", f"{one / each[0]:.2f}x",
+        ])  # fmt: skip
+    header = [
+        "targets K", "one job", "K jobs of one target", "one job / K jobs",
+        "one job / a one-target job",
+    ]  # fmt: skip
+    return header, rows
+
+
 TABLES = {
     "panel": panel_table,
     "enso": enso_table,
@@ -438,6 +454,7 @@ TABLES = {
     "gbmap_synth_full": gbmap_synth_full_table,
     "gbmap_defaults": gbmap_defaults_table,
     "regions": regions_table,
+    "targets": targets_table,
 }
 
 
