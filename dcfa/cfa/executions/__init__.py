@@ -16,8 +16,10 @@ execution is one module:
 
 All give the partition of ``"dense"`` under the same options (tests). ``mode="auto"`` (the
 estimators' default) takes the first in :data:`EXECUTIONS` that supports the options and fits
-the memory budget (:mod:`dcfa.memory`), so a natural call runs at any size; an explicit
-``mode`` is an override.
+the memory budget (:mod:`dcfa.memory`), so a natural call runs at any size, passing over one
+that says a later one would be faster (``Execution.slower``: the dense matrix with a
+neighbourhood above :data:`dense.DENSE_TIME_LIMIT` features); an explicit ``mode`` is an
+override.
 
 A new execution is one module with a subclass of :class:`Execution` (the interface says why it
 cannot run, what memory it needs, its plan, the pass, the partition, which stored statistics
@@ -89,7 +91,8 @@ for _execution in (Dense(), Series(), Grid(), Rows()):
 
 def choose(opts: FitOptions, inp: InputData, folds) -> Execution:
     """The execution a fit runs on ``inp``: its ``mode``, or for ``"auto"`` the first that
-    supports the options and fits the memory budget.
+    supports the options and fits the memory budget, unless it would be slower than a later
+    one that can run (:meth:`Execution.slower`).
 
     Raises
     ------
@@ -103,10 +106,13 @@ def choose(opts: FitOptions, inp: InputData, folds) -> Execution:
 
     if opts.mode != "auto":
         return require(EXECUTIONS[opts.mode], opts, inp, folds)
-    reasons = {}
+    reasons, slower = {}, None
     for name, execution in EXECUTIONS.items():
         why = execution.why_not(opts, inp, folds)
         why = why[1] if why is not None else execution.fits(opts, inp, folds)
+        if why is None and slower is None:
+            why = execution.slower(opts, inp, folds)
+            slower = execution if why is not None else None  # runs if no later one can
         if why is None:
             if reasons:
                 logger.info(
@@ -117,6 +123,8 @@ def choose(opts: FitOptions, inp: InputData, folds) -> Execution:
                 )
             return execution
         reasons[name] = why
+    if slower is not None:
+        return slower
     first, *others = reasons.values()
     raise MemoryBudgetError(f"{first} No other execution applies ({'; '.join(others)}).")
 

@@ -67,6 +67,11 @@ class Execution:
         """Why it would not fit the memory budget (None if it fits); reads no data."""
         return None
 
+    def slower(self, opts: FitOptions, inp: InputData, folds) -> str | None:
+        """Why ``mode="auto"`` should run a later execution first, when one can run: this
+        one would be slower on ``inp`` (None: no reason)."""
+        return None
+
     def plan(self, opts: FitOptions, inp: InputData, folds) -> Plan:
         """What the later steps read (checked, cheap)."""
         return Plan(folds=folds)

@@ -16,9 +16,24 @@ def dense_plan(opts, inp, folds) -> Plan:
     return Plan(folds=folds, neighbors=grid.adjacency, order=grid.order, blocks=grid.blocks)
 
 
+#: kept features above which, with a neighbourhood, the series execution is faster: the
+#: matrix costs n D^2 products, the series loop n D k for k neighbours. GenLinCFA(neighbors=1),
+#: 600 months, in memory: dense / series 1.0x at 1 800 features, 1.8x at 7 200, 3.0x at 12
+#: 800 (LinCFA 2.0x, 2.6x); NonLinCFA, whose tests cost more, 0.9x-1.1x up to 7 200
+DENSE_TIME_LIMIT = 8_000
+
+
 class Dense(Execution):
     name = "dense"
     statistics = Moments
+
+    def slower(self, opts, inp, folds):
+        if opts.neighbors is None or inp.n_features <= DENSE_TIME_LIMIT:
+            return None
+        return (
+            f"with neighbours, the series execution tests only them: faster than the "
+            f"{inp.n_features:,} x {inp.n_features:,} matrix above {DENSE_TIME_LIMIT:,} features"
+        )
 
     def fits(self, opts, inp, folds):
         from dcfa.memory import MemoryBudgetError, check_dense
