@@ -187,37 +187,41 @@ def group_units(region: xr.DataArray, n_groups: int, units: dict, reduction) -> 
     if not any(units.values()):
         return None
     if "variable" in region.dims:
-        labels = region.transpose("variable", ...).values.reshape(region.sizes["variable"], -1)
-        names = region["variable"].values
-        of = {}
-        for i, name in enumerate(names):
-            for g in np.unique(labels[i][labels[i] >= 0]):
-                of[int(g)] = str(name)
+        per = [units.get(str(b.get("variable"))) for b in group_blocks(region, n_groups)]
     else:
-        only = next(iter(units.values()))
-        of = dict.fromkeys(range(n_groups), None)
-        units = {None: only}
-    out = [reduction.output_units(units.get(of.get(g))) for g in range(n_groups)]
-    return np.array(out, dtype=object)
+        per = [next(iter(units.values()))] * n_groups
+    return np.array([reduction.output_units(u) for u in per], dtype=object)
+
+
+def group_blocks(region: xr.DataArray, n_groups: int) -> list[dict]:
+    """Each group's block: the value of every block dim of ``region`` (variable, window, lag:
+    :data:`dcfa.stacking.BLOCK_DIMS`) at its cells, which share them ({} for a group with no
+    cell, or a grid without such dims). One sort of the labels, not a scan per group."""
+    from dcfa.stacking import BLOCK_DIMS
+
+    blocks = [d for d in BLOCK_DIMS if d in region.dims]
+    out: list[dict] = [{} for _ in range(n_groups)]
+    if not blocks:
+        return out
+    labels = region.transpose(*blocks, ...).values
+    ids, first = np.unique(labels.ravel(), return_index=True)  # a cell of each group
+    use = (ids >= 0) & (ids < n_groups)
+    at = np.unravel_index(first[use], labels.shape)
+    values = [region[d].values[at[k]].tolist() for k, d in enumerate(blocks)]
+    for g, *block in zip(ids[use].astype(np.int64).tolist(), *values, strict=True):
+        out[g] = dict(zip(blocks, block, strict=True))
+    return out
 
 
 def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
     """A readable name per group: its block (the variable, window and lag its cells share)
     and its centre, e.g. ``sst_2N_120W`` or ``u10_w3_lag1_0N_160E``; ``g3`` parts where the
     grid has neither; a repeated name gets ``_2``, ``_3``... in group order."""
-    from dcfa.stacking import BLOCK_DIMS
-
-    blocks = [d for d in BLOCK_DIMS if d in region.dims]
-    labels = region.transpose(*blocks, ...).values if blocks else region.values
     lat = centres.get("group_lat", centres.get("group_latitude"))
     lon = centres.get("group_lon", centres.get("group_longitude"))
     names, seen = [], {}
-    for g in range(n_groups):
-        parts = []
-        at = np.argwhere(labels == g)
-        for d, i in zip(blocks, at[0] if at.size else [], strict=False):
-            value = region[d].values[i]
-            parts.append(str(value) if d == "variable" else f"{d[0]}{value}")
+    for g, block in enumerate(group_blocks(region, n_groups)):
+        parts = [str(v) if d == "variable" else f"{d[0]}{v}" for d, v in block.items()]
         if lat is not None and lon is not None and np.isfinite(lat[g]) and np.isfinite(lon[g]):
             y, x = float(lat[g]), (float(lon[g]) + 180.0) % 360.0 - 180.0
             parts.append(f"{abs(round(y))}{'S' if round(y) < 0 else 'N'}")
