@@ -196,15 +196,29 @@ def source_files(path: Path | str) -> list[Path]:
     if kind != "kerchunk":
         return []
     try:
-        refs = json.loads(Path(path).read_text())
+        return _referenced_files(_references(Path(path)), Path(path))
     except (OSError, ValueError):
         return []  # opening it names the problem
+
+
+def _references(path: Path) -> dict:
+    """A kerchunk reference file's ``refs`` (key to inline data or ``[url, offset, size]``);
+    a ValueError when it is not one."""
+    refs = json.loads(path.read_text())
+    if not isinstance(refs, dict) or not isinstance(refs.get("refs", refs), dict):
+        raise ValueError("no refs")
+    return refs.get("refs", refs)
+
+
+def _referenced_files(refs: dict, path: Path) -> list[Path]:
+    """The local files ``refs`` point into (remote ones are read, not guarded), relative
+    ones from the reference file's directory."""
     files = set()
-    for ref in refs.get("refs", refs).values() if isinstance(refs, dict) else []:
+    for ref in refs.values():
         if isinstance(ref, list) and ref and isinstance(ref[0], str):
             url = ref[0].removeprefix("file://")
-            if "://" not in url:  # a local file (remote ones are read, not guarded)
-                files.add(Path(url) if os.path.isabs(url) else Path(path).parent / url)
+            if "://" not in url:
+                files.add(Path(url) if os.path.isabs(url) else path.parent / url)
     return sorted(files)
 
 
@@ -249,12 +263,10 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
 
 def _open_kerchunk(path: Path, key: str) -> xr.Dataset:
     try:
-        refs = json.loads(path.read_text())
+        refs = _references(path)
     except (OSError, ValueError) as exc:
         raise InputError(f"{key}: {str(path)!r} is not a kerchunk reference file ({exc})") from None
-    if not isinstance(refs, dict) or not isinstance(refs.get("refs", refs), dict):
-        raise InputError(f"{key}: {str(path)!r} is not a kerchunk reference file (no refs)")
-    missing = [f for f in source_files(path) if not f.is_file()]
+    missing = [f for f in _referenced_files(refs, path) if not f.is_file()]
     if missing:
         raise InputNotFoundError(
             f"{key}: the kerchunk reference {str(path)!r} points into {len(missing)} missing "
