@@ -247,8 +247,7 @@ def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArr
     """The archive read once, in the passes' chunks, and kept on the workers for every
     target's passes (what does not fit their memory is spilled to their disks)."""
     field = io.plan_chunks(field, sample_dim=dim)
-    workers = scheduler_workers(client).values()
-    total = sum(w.get("memory_limit") or 0 for w in workers)
+    total = _workers_memory(client)
     echo(
         f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held on the "
         "workers for every target"
@@ -258,7 +257,7 @@ def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArr
             else ""
         )
     )
-    return client.persist(field)
+    return _hold(field, client)
 
 
 def _run_task(task: _Task, held, client, echo, *, since: float, done: list) -> None:
@@ -522,6 +521,11 @@ def _write(
         stability = on_grid(
             estimator.stability_, step.keep, step.prep.has_data, fill=np.nan, dtype="f8"
         )
+    # the units and quantities the cells were fitted on: dcfa apply refuses an archive of others
+    identifying = {
+        name: {v: read.variable_attrs[v].get(attr) for v in inp["variables"]}
+        for attr, name in _IDENTIFYING.items()
+    }
     dataset = io.result_dataset(
         estimator,
         step.cells,
@@ -532,7 +536,7 @@ def _write(
         embedding=reduced.embedding,
         gbmap=gbmap,
         stability=stability,
-        units={v: read.variable_attrs[v].get("units") for v in inp["variables"]},
+        units=identifying["input_units"],
         attrs=provenance(
             config.raw,
             method=type(estimator).__name__,
@@ -543,9 +547,7 @@ def _write(
         ),
     )
     dataset = dataset.assign(application(estimator.reduction_, step.keep, step.prep))
-    # the units and quantities the cells were fitted on: dcfa apply refuses an archive of others
-    for attr, name in _IDENTIFYING.items():
-        recorded = {v: read.variable_attrs[v].get(attr) for v in inp["variables"]}
+    for name, recorded in identifying.items():
         dataset.attrs[name] = json.dumps(recorded)
     # what --resume of several targets compares to keep this result (_check_written)
     dataset.attrs["job_identity"] = json.dumps({k: identity[k] for k in COMPARED})
@@ -647,15 +649,24 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
     """An archive that fits easily in the workers' memory is read once and kept there for
     the second pass (the features): reading and decoding it is a pass's largest cost. A larger
     one is streamed from the store by each pass."""
-    workers = scheduler_workers(client).values()
-    limits = [w.get("memory_limit") or 0 for w in workers]
-    total = sum(limits) if limits and all(limits) else 0
+    total = _workers_memory(client)
     if not total or field.nbytes > _HOLD_FRACTION * total:
         return field
     echo(
         f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held in the "
         f"workers' memory ({total / 2**30:.1f} GiB) for both passes"
     )
+    return _hold(field, client)
+
+
+def _workers_memory(client) -> int:
+    """The workers' memory limits in all (0 when a worker has none: unbounded)."""
+    limits = [w.get("memory_limit") or 0 for w in scheduler_workers(client).values()]
+    return sum(limits) if limits and all(limits) else 0
+
+
+def _hold(field: xr.DataArray, client) -> xr.DataArray:
+    """``field`` read and kept on the workers, its blocks read as the passes need them."""
     # below the passes' tasks, so that a block's pass task runs as soon as the block is read
     # (reading and the pass overlap); the first block first, as every pass task needs it
     # (its per-cell shift, dcfa.stats.kernels.column_shift): dask.order reads sibling blocks
