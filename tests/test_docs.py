@@ -262,6 +262,7 @@ def synthetic_records() -> dict[str, dict]:
             "dcfa_s": 1.5,
             "corrcoef_s": 3.3,
         },
+        "field_moments": {"n": 1200, "d": 5000, "chunk": 240, "numpy_s": 0.34, "dcfa_s": 0.41},
         "driver": [
             {"D": 2000, "n": 500, "moments_s": 0.1, "driver_s": 0.011, "groups": 9, "brute_s": 8.3},
             {"D": 20_000, "n": 500, "moments_s": 9.0, "driver_s": 0.057, "groups": 23},
@@ -508,6 +509,8 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
+    field = built["lincfa"]["moments of 1 200 x 5 000 float32, chunks (240, 5 000), threaded"]
+    assert field[1:] == ["0.41 s", "loading + `np.cov` 0.34 s", "1.21x"]
     sweep = built["dense_sweep"]["40 000"]
     assert sweep[2] == "refused by the memory budget"
     assert sweep[4:] == ["**crashed (signal 11)**", "16.60 s (0.92x)"]

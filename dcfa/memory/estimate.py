@@ -151,10 +151,10 @@ def _tile_tasks(
     chunk) before the merges: each such tile then holds up to ``split_every`` partial tiles
     per segment, where the finished results count one.
     """
-    from dcfa.stats.graph import fold_tile, segment_rows
+    from dcfa.stats.graph import fold_tile
     from dcfa.stats.kernels import row_blocks
 
-    rows, seg_of = segment_rows(data.chunks[0], list(bounds))
+    rows, seg_of = _pass_rows(data, p, bounds, missing, tiles)
     widths = _block_widths(data, p, tiles)
     m = max(rows)
     se = max(split_every or SPLIT_EVERY, 2)
@@ -186,6 +186,17 @@ def _tile_tasks(
                 merge = (_TILE_FIELDS[missing] * fan + _MERGE_EXTRA[missing]) * T
                 peaks[merge] = peaks.get(merge, 0) + merges
     return tuple(sorted(peaks.items(), reverse=True)), max(widths), waiting
+
+
+def _pass_rows(data, p: int, bounds, missing: str, tiles: bool) -> tuple[tuple, list]:
+    """The row chunks of :func:`dcfa.stats.graph.tiled_moments` (its slabs) and their segments."""
+    from dcfa.stats.graph import segment_rows, slab_rows
+
+    if missing != "exclude":
+        return segment_rows(data.chunks[0], list(bounds))
+    k = p - data.shape[1]
+    widths = _block_widths(data, p, tiles)
+    return slab_rows(data.chunks[0], list(bounds), max(widths[: len(widths) - (k > 0)]))
 
 
 def _block_widths(data, p: int, tiles: bool) -> list[int]:
@@ -280,7 +291,9 @@ def _pass_terms(
     # making one (read, decoded or computed: float64 with two temporaries)
     inflight, running = _tasks_at_once(tasks, _n_local_threads())
     chunks = n * data.shape[1] * isz
-    chunks += running * 3 * _F8 * max(data.chunks[0]) * max(data.chunks[1])
+    # read and decoded, or joined into a slab of a column block
+    slab = max(_pass_rows(data, p, bounds, missing, tiles)[0]) * max(_block_widths(data, p, tiles))
+    chunks += running * 3 * _F8 * max(max(data.chunks[0]) * max(data.chunks[1]), slab)
     during = held + vectors + waiting + inflight + chunks
     if during > gathered:
         terms = (

@@ -17,7 +17,7 @@ from strategies import chunks
 
 import dcfa
 from dcfa import Moments
-from dcfa.stats.graph import column_summary
+from dcfa.stats.graph import SLAB_ROWS, column_summary, segment_rows, slab_rows
 
 CHUNKINGS = [None, -1, 1, 3, (3, 5, 4)]
 
@@ -303,6 +303,54 @@ def test_no_task_reads_more_than_two_input_chunks(rng):
     for k in tiles:
         deps = get_dependencies(graph, k) & x_keys
         assert len(deps) <= 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(0, 400), max_size=4),
+    width=st.integers(1, 120),
+)
+def test_slabs_join_whole_chunks_of_one_segment_up_to_their_cap(sizes, cuts, width):
+    n = sum(sizes)
+    bounds = sorted({0, n, *(c % n for c in cuts)})
+    slabs, seg = slab_rows(tuple(sizes), bounds, width)
+    cap = min(SLAB_ROWS, width)
+    edges = np.cumsum((0, *slabs))
+    assert edges[-1] == n
+    # only chunk edges and segment bounds, and every segment bound
+    assert set(edges) <= set(np.cumsum((0, *sizes))) | set(bounds)
+    assert set(bounds) <= set(edges)
+    pieces, _ = segment_rows(tuple(sizes), bounds)
+    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        assert bounds[seg[k]] <= a < b <= bounds[seg[k] + 1]
+        inside = [p for p in np.cumsum((0, *pieces)) if a < p < b]
+        assert b - a <= cap or not inside  # over the cap only as one piece
+    # greedy: no two neighbours of one segment fit in one slab
+    for k in range(len(slabs) - 1):
+        assert seg[k] != seg[k + 1] or slabs[k] + pieces_after(pieces, edges[k + 1]) > cap
+
+
+def pieces_after(pieces, start):
+    """The size of the piece (chunk cut at segment bounds) that starts at row ``start``."""
+    edges = np.cumsum((0, *pieces))
+    return pieces[int(np.flatnonzero(edges == start)[0])]
+
+
+def test_a_dense_pass_multiplies_slabs_and_merges_less(rng):
+    """Short row chunks of wide blocks are joined: one product per slab and tile, not one
+    product and a merge of the whole tile per chunk; the numbers are NumPy's."""
+    X = rng.normal(size=(300, 120)) + 50.0
+    y = rng.normal(size=300)
+    lazy = dcfa.moments(da.from_array(X, chunks=(30, 60)), y, compute=False, tiles=True)
+    graph = dict(lazy.cross.tiles[0, 0].__dask_graph__())
+    products = [k for k in graph if isinstance(k, tuple) and k[1:2] == ("chunk",)]
+    # 6 upper tiles of 3 blocks (2 of X, y) x 5 slabs of at most 60 rows (2 chunks each)
+    assert len(products) == 6 * 5
+    m = lazy.compute()
+    mean, C, _ = reference(X, y)
+    np.testing.assert_allclose(m.mean, mean, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(m.cross), C, rtol=1e-10, atol=1e-9)
 
 
 def test_data_held_does_not_grow_with_n():
