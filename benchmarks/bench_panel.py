@@ -5,6 +5,7 @@
     python benchmarks/bench_panel.py --seed 1234       # replay a panel (seeds are drawn)
     python benchmarks/bench_panel.py --json results.json
     python benchmarks/bench_panel.py --compare         # also GenLinCFA(neighbors=1), the old call
+    python benchmarks/bench_panel.py --kind smooth --max-groups 30   # also RegionsCV(max_groups=30)
 
 Draws (the seeds are drawn at random for every run unless ``--seed`` is given, and printed):
 
@@ -259,17 +260,31 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=None, help="replay the panel of this seed")
     parser.add_argument("--quick", action="store_true", help="2 degree, 240 and 600 months")
     parser.add_argument("--compare", action="store_true", help="also GenLinCFA(neighbors=1)")
+    parser.add_argument(
+        "--max-groups", type=int, default=None, help="also RegionsCV(max_groups=N), same draws"
+    )
+    parser.add_argument(
+        "--kind", choices=("regions", "smooth"), default=None, help="only these draws"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
+    if args.max_groups is not None and args.max_groups < 1:
+        parser.error(f"--max-groups: expected an int >= 1, got {args.max_groups}")
     logging.getLogger("dcfa").setLevel(logging.WARNING)
     entropy = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
     rng = np.random.default_rng(entropy)
     cells = design(args.quick)
     seeds = rng.integers(0, 2**31 - 1, size=len(cells))
+    if args.kind is not None:  # after drawing every seed: a replay gives the same draws
+        chosen = [i for i, c in enumerate(cells) if c[0] == args.kind]
+        cells, seeds = [cells[i] for i in chosen], seeds[chosen]
     print(f"panel seed {entropy} ({len(cells)} draws; replay with --seed {entropy})")
     estimators = {"RegionsCV()": lambda: dcfa.RegionsCV()}
     if args.compare:
         estimators["GenLinCFA(neighbors=1)"] = lambda: dcfa.GenLinCFA(neighbors=1)
+    if args.max_groups is not None:
+        cap = args.max_groups
+        estimators[f"RegionsCV(max_groups={cap})"] = lambda: dcfa.RegionsCV(max_groups=cap)
     results = {}
     for name, make_estimator in estimators.items():
         print(f"\n{name}\n{HEADER}", flush=True)
@@ -282,10 +297,10 @@ def main(argv=None) -> None:
         print_summary(summary)
         results[name] = {"draws": [asdict(d) | {"ratio": d.ratio, "gap": d.gap} for d in draws],
                          "summary": summary}  # fmt: skip
-    if len(results) == 2:  # --compare: the cost of the recommended call against one fit
-        a, b = (results[name]["draws"] for name in estimators)
+    if args.compare:  # the cost of the recommended call against one fit
+        a, b = (results[name]["draws"] for name in list(estimators)[:2])
         ratio = np.array([x["fit_s"] / y["fit_s"] for x, y in zip(a, b, strict=True)])
-        names = list(estimators)
+        names = list(estimators)[:2]
         print(
             f"\nfit time {names[0]} / {names[1]} on the same draws: median {np.median(ratio):.2f}, "
             f"worst {ratio.max():.2f} (1 degree: median "
