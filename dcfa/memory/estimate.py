@@ -154,8 +154,8 @@ def _tile_tasks(
     from dcfa.stats.graph import fold_tile
     from dcfa.stats.kernels import row_blocks
 
-    rows, seg_of = _pass_rows(data, p, bounds, missing, tiles)
-    widths = _block_widths(data, p, tiles)
+    rows, seg_of = _pass_rows(data, p, bounds, missing)
+    widths = _block_widths(data, p)
     m = max(rows)
     se = max(split_every or SPLIT_EVERY, 2)
     per_seg = np.bincount(seg_of)
@@ -188,23 +188,23 @@ def _tile_tasks(
     return tuple(sorted(peaks.items(), reverse=True)), max(widths), waiting
 
 
-def _pass_rows(data, p: int, bounds, missing: str, tiles: bool) -> tuple[tuple, list]:
+def _pass_rows(data, p: int, bounds, missing: str) -> tuple[tuple, list]:
     """The row chunks of :func:`dcfa.stats.graph.tiled_moments` (its slabs) and their segments."""
     from dcfa.stats.graph import segment_rows, slab_rows
 
     if missing != "exclude":
         return segment_rows(data.chunks[0], list(bounds))
     k = p - data.shape[1]
-    widths = _block_widths(data, p, tiles)
+    widths = _block_widths(data, p)
     return slab_rows(data.chunks[0], list(bounds), max(widths[: len(widths) - (k > 0)]))
 
 
-def _block_widths(data, p: int, tiles: bool) -> list[int]:
-    """The column blocks of the pass: the feature chunks (cut for a tiled pass), the targets."""
+def _block_widths(data, p: int) -> list[int]:
+    """The column blocks of the pass: the feature chunks cut to tiles, the targets."""
     from dcfa.stats.symmetric import tile_columns
 
     k = p - data.shape[1]
-    widths = list(tile_columns(data.chunks[1]) if tiles else data.chunks[1])
+    widths = list(tile_columns(data.chunks[1]))
     return [*widths, k] if k else widths
 
 
@@ -270,7 +270,7 @@ def _pass_terms(
     # keeps the upper tiles as they come); it also holds per-column vectors and the graph
     vectors = _VECTORS_PER_COLUMN * S * p * _F8
     if tiles and kind == "dask":
-        held = S * _tiles_bytes(_block_widths(data, p, tiles))
+        held = S * _tiles_bytes(_block_widths(data, p))
         gathered = held + vectors
         terms = ((f"the upper tiles of {_matrices(S)} ({held / (S * M):.2f} of each)", gathered),)
     else:
@@ -292,7 +292,7 @@ def _pass_terms(
     inflight, running = _tasks_at_once(tasks, _n_local_threads())
     chunks = n * data.shape[1] * isz
     # read and decoded, or joined into a slab of a column block
-    slab = max(_pass_rows(data, p, bounds, missing, tiles)[0]) * max(_block_widths(data, p, tiles))
+    slab = max(_pass_rows(data, p, bounds, missing)[0]) * max(_block_widths(data, p))
     chunks += running * 3 * _F8 * max(max(data.chunks[0]) * max(data.chunks[1]), slab)
     during = held + vectors + waiting + inflight + chunks
     if during > gathered:

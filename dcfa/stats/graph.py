@@ -112,15 +112,16 @@ def tiled_moments(
 
     The dict keys are the :class:`dcfa.Moments` fields (``count``, ``mean``,
     ``cross`` and, pairwise, ``m2``); ``n`` and ``n_targets`` are known without computing.
-    ``tiles=True`` (``missing="exclude"``): ``cross`` is a lazy
-    :class:`~dcfa.stats.symmetric.SymmetricTiles` of the upper tiles, never assembled, and the
-    feature chunks are cut to at most :data:`~dcfa.stats.symmetric.TILE_COLUMNS` columns.
+    The feature chunks are cut to at most :data:`~dcfa.stats.symmetric.TILE_COLUMNS` columns:
+    a wide chunk would be one task, one product on one core. ``tiles=True``
+    (``missing="exclude"``): ``cross`` is a lazy :class:`~dcfa.stats.symmetric.SymmetricTiles`
+    of the upper tiles, never assembled.
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     if split_every < 2:
         raise InputError(f"split_every: expected an int >= 2, got {split_every}")
     X, bounds, seg_of_chunk = _split_at_segments(
-        X, segments, tile_columns(X.chunks[1]) if tiles else None, slabs=missing == "exclude"
+        X, segments, tile_columns(X.chunks[1]), slabs=missing == "exclude"
     )
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     if Y is not None:

@@ -101,7 +101,8 @@ def moments(
     ----------
     X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
         Samples in rows. A Dask array may be chunked along either axis or both; the
-        ``(p, p)`` result is assembled from tiles so no task holds more than two input chunks.
+        ``(p, p)`` result is assembled from tiles of at most 1 024 columns, so no task holds
+        more than two column blocks of a row slab.
         A DataArray is stacked: every dim but ``sample_dim`` becomes a feature.
     y : array-like of shape (n_samples,) or (n_samples, k), default=None
         Target(s), appended as the last ``k`` columns. Must be finite.
@@ -123,8 +124,9 @@ def moments(
     tiles : bool, default=False
         Keep each ``(p, p)`` cross-product matrix as its upper block tiles
         (:class:`~dcfa.stats.symmetric.SymmetricTiles`: about half the memory, never
-        assembled; ``np.asarray(m.cross)`` gives the matrix). With a Dask ``X`` the feature
-        chunks are then cut to at most 1 024 columns. ``missing="exclude"`` only.
+        assembled; ``np.asarray(m.cross)`` gives the matrix). ``missing="exclude"`` only.
+        Either way a Dask ``X``'s feature chunks are cut to at most 1 024 columns, so that
+        the tiles' products run in parallel.
 
     Returns
     -------

@@ -353,6 +353,18 @@ def test_a_dense_pass_multiplies_slabs_and_merges_less(rng):
     np.testing.assert_allclose(np.asarray(m.cross), C, rtol=1e-10, atol=1e-9)
 
 
+def test_a_wide_chunk_is_cut_into_tiles_that_run_in_parallel(rng):
+    """One 2 500-column chunk was one task (one product, on one pinned BLAS thread); its
+    columns are now cut to tiles of at most 1 024, and the matrix is still NumPy's."""
+    X = rng.normal(size=(40, 2_500))
+    lazy = dcfa.moments(da.from_array(X, chunks=(40, 2_500)), compute=False)
+    graph = dict(lazy.cross.__dask_graph__())
+    products = [k for k in graph if isinstance(k, tuple) and k[1:2] == ("chunk",)]
+    assert len(products) == 6  # the upper tiles of 3 blocks of 834, 833 and 833 columns
+    _, C, _ = reference(X)
+    np.testing.assert_allclose(lazy.compute().cross, C, rtol=1e-10, atol=1e-9)
+
+
 def test_data_held_does_not_grow_with_n():
     """Peak bytes of live task results (input chunks, tiles, partial merges) during the pass
     over a lazily generated array stay at a few chunks, for 16 or 256 row chunks alike (if they
