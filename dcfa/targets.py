@@ -18,6 +18,8 @@ def fit_each(estimator, X, targets: Any) -> dict:
     the active ``distributed`` client (which spill to their disks what exceeds their memory),
     else in this process, within ``dcfa.memory_budget``. Every fit then reads the held data,
     not the archive. ``dcfa fit`` does the same for a job whose ``target.variable`` is a list.
+    An estimator with a ``fit_targets(X, targets)`` method (:meth:`dcfa.RegionsCV.fit_targets`:
+    the pieces, which depend on ``X`` alone, made once) fits them all in one call.
 
     Parameters
     ----------
@@ -60,6 +62,9 @@ def fit_each(estimator, X, targets: Any) -> dict:
         if len(y) != n:
             raise InputError(f"targets[{name!r}]: {len(y)} samples, X has {n}")
     held = _held(X)
+    shared = getattr(estimator, "fit_targets", None)  # an estimator that shares work
+    if shared is not None:
+        return shared(held, named)
     return {name: clone(estimator).fit(held, y) for name, y in named.items()}
 
 

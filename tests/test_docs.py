@@ -467,6 +467,8 @@ def synthetic_records() -> dict[str, dict]:
         "grid": [180, 360], "months": 1200, "bytes": 311e6, "memory_limit": "700MB",
         "targets": {"1": {"one_job": 12.0, "separate_jobs": [11.0]},
                     "2": {"one_job": 18.0, "separate_jobs": [11.0, 13.0]}},
+        "fit_each": {"1": {"fit_each": 6.0, "separate_fits": [6.0]},
+                     "2": {"fit_each": 9.0, "separate_fits": [6.0, 6.0]}},
     }  # fmt: skip
     return {
         "gbmap_timings": _record(timings, load=load),
@@ -537,7 +539,9 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
         regions["`RegionsCV()`"][1]
         == "**failed**: MemoryBudgetError: the series would need 5.4 GiB"
     )
-    assert built["targets"]["2"][1:] == ["18.0 s", "24.0 s", "0.75x", "1.64x"]
+    assert built["targets"]["2"][1:] == [
+        "18.0 s", "24.0 s", "0.75x", "1.64x", "9.00 s", "12.0 s", "0.75x",
+    ]  # fmt: skip
     header = results.regions_table(records["regions"])[0]
     assert header[0] == "180 x 360 cells (45 268 ocean), 1 200 months, 0.31 GB; oracle R² 0.930"
     notes = results._run_notes(records["regions"])

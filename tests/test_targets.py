@@ -78,3 +78,35 @@ def test_a_field_over_the_budget_is_refused_before_any_read():
         with pytest.raises(dcfa.MemoryBudgetError, match="reading it once for every target"):
             dcfa.fit_each(dcfa.LinCFA(), reads.data, {"a": np.ones(100)})
     assert reads.n == 0
+
+
+def test_regionscv_makes_its_pieces_once_for_every_target(monkeypatch):
+    """The first stage depends on X alone: fit_each makes it once, and every target's model
+    is still that of its own fit (map, path, stability and column statistics)."""
+    import dcfa.cfa.regions as regions
+
+    calls = []
+    real = regions.correlation_merges
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    ds = dcfa.datasets.make_regions_field(240, (18, 36), 8, n_active=2, seed=6)
+    y = ds.target.values
+    rng = np.random.default_rng(1)
+    targets = {"y": y, "-y": -y, "noise": rng.standard_normal(y.size)}
+    monkeypatch.setattr(regions, "correlation_merges", counted)
+    models = dcfa.fit_each(dcfa.RegionsCV(gap=2), ds.field, targets)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    for name, t in targets.items():
+        alone, shared = dcfa.RegionsCV(gap=2).fit(ds.field, t), models[name]
+        np.testing.assert_array_equal(shared.labels_, alone.labels_)
+        assert shared.level_ == alone.level_
+        xr.testing.assert_identical(shared.cv_path_, alone.cv_path_)
+        np.testing.assert_array_equal(shared.stability_, alone.stability_)
+        np.testing.assert_array_equal(shared.fold_ari_, alone.fold_ari_)
+        np.testing.assert_array_equal(shared.moments_.target_cross, alone.moments_.target_cross)
+        assert shared.get_params() == alone.get_params()
+    assert models["noise"].n_features_out_ < models["y"].n_features_out_

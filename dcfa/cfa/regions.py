@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from numbers import Integral, Real
 
@@ -214,7 +214,39 @@ class RegionsCV(BaseCFA):
         -------
         self
         """
-        from dcfa.cfa.series import SeriesData
+        self._fit(X, y, moments=moments)
+        return self
+
+    def fit_targets(self, X, targets: dict) -> dict:
+        """Fit a clone to each target, the first stage made once for all.
+
+        The pieces depend on ``X`` alone, so the targets share them: each clone then runs
+        only its column pass (its target's statistics) and the second stage with its
+        selection. Every clone equals ``clone(self).fit(X, y)`` (the same map, path and
+        stability). :func:`dcfa.fit_each` calls this, after reading ``X`` once.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array or xarray.DataArray of shape (n_samples, n_features)
+            As in :meth:`fit`.
+        targets : dict of str to array-like of shape (n_samples,)
+
+        Returns
+        -------
+        dict of str to RegionsCV
+            The fitted clone of each target, in the targets' order.
+        """
+        from sklearn.base import clone
+
+        out, first = {}, None
+        for name, y in targets.items():
+            out[name] = clone(self)
+            first = out[name]._fit(X, y, shared=first)
+        return out
+
+    def _fit(self, X, y, *, moments=None, shared: _FirstStage | None = None) -> _FirstStage:
+        """:meth:`fit`, from the first stage ``shared`` when given; returns the first stage."""
+        from dcfa.cfa.series import SeriesData, column_statistics
         from dcfa.neighbors import resolve_grid
         from dcfa.skill import blocked_folds
 
@@ -245,19 +277,30 @@ class RegionsCV(BaseCFA):
         opts = self.fit_options()
         if moments is not None:
             moments = checked_moments(EXECUTIONS["series"], opts, moments, inp, Y, None)
+        yv = Y[:, 0].astype(np.float64)
         t0 = time.perf_counter()
-        data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
-        cols, yv = data.cols, Y[:, 0].astype(np.float64)
-        if cols.size == 0:
-            raise NothingToFitError(data.columns.excluded)
-        adjacency = _kept_adjacency(grid, cols)
-        # the first stage, once: the pieces at every level (X only)
-        snapshots: dict = {}
-        correlation_merges(
-            data.series, adjacency, floor=float(levels.min()), levels=levels, snapshots=snapshots
-        )
-        columns = data.columns  # exclusions, means and spreads of all samples
-        del data  # the pieces' sums are in the snapshots
+        if shared is None:
+            data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
+            if data.cols.size == 0:
+                raise NothingToFitError(data.columns.excluded)
+            adjacency = _kept_adjacency(grid, data.cols)
+            # the first stage, once: the pieces at every level (X only)
+            snapshots: dict = {}
+            correlation_merges(
+                data.series,
+                adjacency,
+                floor=float(levels.min()),
+                levels=levels,
+                snapshots=snapshots,
+            )
+            shared = _FirstStage(data.cols, adjacency, snapshots)
+            columns = data.columns  # exclusions, means and spreads of all samples
+            del data  # the pieces' sums are in the snapshots
+        else:  # the same X: only this target's column statistics are new
+            columns = column_statistics(inp.data, Y[:, 0])
+            if not np.array_equal(np.flatnonzero(columns.valid), shared.cols):
+                raise AssertionError("fit_targets: the kept features differ between targets")
+        cols, adjacency, snapshots = shared.cols, shared.adjacency, shared.snapshots
         segments = _Segments(n, [train for train, _ in folds])
         stages = {
             lv: _Pieces.from_snapshot(adjacency, snapshots[lv], segments, yv) for lv in levels
@@ -309,7 +352,7 @@ class RegionsCV(BaseCFA):
             t1 - t0,
             t2 - t1,
         )
-        return self
+        return shared
 
     def _set_stability(self, inp, cols, final, fold_maps) -> None:
         from sklearn.metrics import adjusted_rand_score
@@ -371,6 +414,16 @@ def _check_budget(n_samples: int, n_features: int) -> None:
     why = over_budget(n_samples, n_features, copies=SERIES_COPIES)
     if why is not None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
+
+
+@dataclass(frozen=True, eq=False)
+class _FirstStage:
+    """What the first stage makes of ``X`` alone: the kept features, their neighbour graph
+    and the pieces at every level (``correlation_merges``' snapshots)."""
+
+    cols: np.ndarray
+    adjacency: sp.csr_array
+    snapshots: dict
 
 
 class _Segments:

@@ -26,7 +26,14 @@ import numpy as np
 from dcfa.cfa.rules import PairMoments, SegmentMoments
 from dcfa.stats.columns import ColumnMoments
 
-__all__ = ["SeriesData", "SeriesBasis", "load_series", "over_budget", "series_bytes"]
+__all__ = [
+    "SeriesData",
+    "SeriesBasis",
+    "column_statistics",
+    "load_series",
+    "over_budget",
+    "series_bytes",
+]
 
 
 def series_bytes(n_samples: int, n_features: int) -> int:
@@ -108,6 +115,17 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
     return out
 
 
+def column_statistics(data, y):
+    """The :class:`~dcfa.stats.columns.ColumnMoments` of ``data`` (NumPy or Dask) and ``y``:
+    the column pass that decides which features are kept, before their series are read."""
+    import dask.array as da
+
+    from dcfa.stats.columns import column_pass
+
+    X = data if isinstance(data, da.Array) else da.from_array(data, chunks=(-1, "auto"))
+    return column_pass(X, y)
+
+
 @dataclass
 class SeriesData:
     """The kept features' series, centred per row segment: what the series execution holds.
@@ -144,14 +162,9 @@ class SeriesData:
     @classmethod
     def gather(cls, data, y, *, bounds=None, parts=None, columns=None) -> SeriesData:
         """The two passes: column statistics (unless given), then the kept columns' series."""
-        import dask.array as da
-
-        from dcfa.stats.columns import column_pass
-
         n = data.shape[0]
         if columns is None:
-            X = data if isinstance(data, da.Array) else da.from_array(data, chunks=(-1, "auto"))
-            columns = column_pass(X, y)
+            columns = column_statistics(data, y)
         cols = np.flatnonzero(columns.valid)
         series = load_series(data, cols)
         bounds = np.array([0, n] if bounds is None else bounds, dtype=np.int64)

@@ -434,18 +434,28 @@ def regions_table(record: dict) -> tuple[list[str], list[list[str]]]:
 
 #: The tables by name: a builder from the results file's record to (header, rows).
 def targets_table(record: dict) -> tuple[list[str], list[list[str]]]:
-    """bench_targets.py: K targets by one job against K jobs of one target each."""
+    """bench_targets.py: K targets by one job against K jobs of one target each, and (when
+    measured) ``fit_each`` against K fits in Python."""
+    res = record["results"]
+    fits = res.get("fit_each")  # absent from records before it was measured
     rows = []
-    for k, r in sorted(record["results"]["targets"].items(), key=lambda kv: int(kv[0])):
+    for k, r in sorted(res["targets"].items(), key=lambda kv: int(kv[0])):
         one, each = r["one_job"], r["separate_jobs"]
-        rows.append([
+        row = [
             str(k), _seconds(one), _seconds(sum(each)),
             f"{one / sum(each):.2f}x", f"{one / each[0]:.2f}x",
-        ])  # fmt: skip
+        ]  # fmt: skip
+        if fits is not None:
+            f = fits[str(k)]
+            alone = sum(f["separate_fits"])
+            row += [_seconds(f["fit_each"]), _seconds(alone), f"{f['fit_each'] / alone:.2f}x"]
+        rows.append(row)
     header = [
         "targets K", "one job", "K jobs of one target", "one job / K jobs",
         "one job / a one-target job",
     ]  # fmt: skip
+    if fits is not None:
+        header += ["`fit_each(RegionsCV())`", "K `RegionsCV().fit`", "fit_each / K fits"]
     return header, rows
 
 
