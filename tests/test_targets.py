@@ -110,3 +110,10 @@ def test_regionscv_makes_its_pieces_once_for_every_target(monkeypatch):
         np.testing.assert_array_equal(shared.moments_.target_cross, alone.moments_.target_cross)
         assert shared.get_params() == alone.get_params()
     assert models["noise"].n_features_out_ < models["y"].n_features_out_
+
+
+def test_fit_targets_names_a_bad_targets_argument():
+    X = np.random.default_rng(0).standard_normal((60, 6))
+    for bad in ({}, [np.zeros(60)], np.zeros((60, 2))):
+        with pytest.raises(ValueError, match="targets: expected a non-empty dict"):
+            dcfa.RegionsCV(neighbors=None).fit_targets(X, bad)

@@ -238,6 +238,12 @@ class RegionsCV(BaseCFA):
         """
         from sklearn.base import clone
 
+        if not isinstance(targets, dict) or not targets:
+            got = "an empty dict" if isinstance(targets, dict) else type(targets).__name__
+            raise InputError(
+                "targets: expected a non-empty dict of names to targets of n_samples each, "
+                f"got {got} (dcfa.fit_each also takes a DataFrame, a Dataset or a 2-D array)"
+            )
         out, first = {}, None
         for name, y in targets.items():
             out[name] = clone(self)
