@@ -73,10 +73,9 @@ def segment_rows(chunks: tuple[int, ...], bounds: list[int]) -> tuple[tuple[int,
     return sizes, [int(s) for s in seg]
 
 
-#: a dense pass joins consecutive row chunks into slabs of up to this many rows: a row
-#: chunk's product costs about as much as merging its tile into the running one at ~250 rows
-#: (4 passes over the tile), so short chunks spent most of a pass merging (5 000 columns x
-#: 1 200 months in chunks of 240: 0.66 s, against 0.35 s for loading and ``np.cov``)
+#: a dense pass joins consecutive row chunks into slabs of up to this many rows: merging a
+#: tile into the running one (4 passes over it) costs about as much as a product over 250
+#: rows, so a pass over monthly chunks of 240 would spend half its time merging
 SLAB_ROWS = 2048
 
 
