@@ -240,7 +240,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
             raise InputError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
     try:
         field = io.open_archive(
-            loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so
+            loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so, opened=ds
         )
     except InputError as exc:  # messages of the job's keys, about this archive
         text = str(exc)

@@ -32,9 +32,13 @@ def open_archive(
     sample_dim: str = "time",
     time: tuple | list | None = None,
     storage_options: dict | None = None,
+    opened: xr.Dataset | None = None,
 ) -> xr.DataArray:
     """Open ``variables`` of an archive (:func:`open_store`) lazily as one DataArray,
     ``sample_dim`` first.
+
+    ``opened``: the Dataset :func:`open_store` gave for ``store``, when the caller opened it
+    already (to check it): it is not opened, nor its existence checked, again.
 
     Several variables must share their dims; they are stacked along a leading ``variable``
     feature dim. ``time`` selects ``[start, stop]`` of the sample dim (labels, inclusive).
@@ -47,9 +51,11 @@ def open_archive(
     variable's store lacks chunks (Zarr reads them as the fill value).
     """
     path = location(store)
-    if not exists(path, storage_options):
-        raise InputNotFoundError(f"input.store: no {archive_name(path)} at {str(path)!r}")
-    ds = open_store(path, "input.store", storage_options=storage_options)
+    ds = opened
+    if ds is None:
+        if not exists(path, storage_options):
+            raise InputNotFoundError(f"input.store: no {archive_name(path)} at {str(path)!r}")
+        ds = open_store(path, "input.store", storage_options=storage_options)
     names = [variables] if isinstance(variables, str) else list(variables)
     missing = [v for v in names if v not in ds.data_vars]
     if missing:

@@ -322,3 +322,27 @@ def test_daily_values_are_refused_by_a_result_fitted_on_months(job, tmp_path):
     got = fitted.transform(monthly).values
     result = xr.open_zarr(job / "result.zarr").load()
     np.testing.assert_allclose(got, _reference(result, monthly.sst), atol=1e-9, rtol=0)
+
+
+def test_apply_opens_the_archive_once(job, tmp_path, monkeypatch):
+    """apply opened the archive to check it, then again to read it: on a bucket, every
+    metadata read twice. The Dataset it checked is the one it reads."""
+    import dcfa.batch.apply as apply_module
+    import dcfa.io.archive as archive_module
+
+    opened = []
+
+    def counting(real):
+        def open_store(*args, **kwargs):
+            opened.append(args[0])
+            return real(*args, **kwargs)
+
+        return open_store
+
+    monkeypatch.setattr(apply_module, "open_store", counting(apply_module.open_store))
+    monkeypatch.setattr(archive_module, "open_store", counting(archive_module.open_store))
+    out = apply_result(job / "result.zarr", job / "sst.zarr", tmp_path / "out.zarr", **QUIET)
+    assert opened == [job / "sst.zarr"]
+    monkeypatch.undo()
+    again = apply_result(job / "result.zarr", job / "sst.zarr", tmp_path / "again.zarr", **QUIET)
+    xr.testing.assert_identical(xr.open_zarr(out).load(), xr.open_zarr(again).load())
