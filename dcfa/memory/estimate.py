@@ -154,8 +154,7 @@ def _tile_tasks(
     from dcfa.stats.graph import fold_tile
     from dcfa.stats.kernels import row_blocks
 
-    rows, seg_of = _pass_rows(data, p, bounds, missing)
-    widths = _block_widths(data, p)
+    rows, seg_of, widths = _layout(data, p, bounds, missing)
     m = max(rows)
     se = max(split_every or SPLIT_EVERY, 2)
     per_seg = np.bincount(seg_of)
@@ -188,24 +187,14 @@ def _tile_tasks(
     return tuple(sorted(peaks.items(), reverse=True)), max(widths), waiting
 
 
-def _pass_rows(data, p: int, bounds, missing: str) -> tuple[tuple, list]:
-    """The row chunks of :func:`dcfa.stats.graph.tiled_moments` (its slabs) and their segments."""
-    from dcfa.stats.graph import segment_rows, slab_rows
+def _layout(data, p: int, bounds, missing: str) -> tuple[tuple, list, list[int]]:
+    """The pass's row chunks (its slabs), their segments and its column blocks, the targets'
+    last: those of :func:`dcfa.stats.graph.moments_layout`."""
+    from dcfa.stats.graph import moments_layout
 
-    if missing != "exclude":
-        return segment_rows(data.chunks[0], list(bounds))
+    rows, cols, seg_of = moments_layout(data.chunks, list(bounds), missing)
     k = p - data.shape[1]
-    widths = _block_widths(data, p)
-    return slab_rows(data.chunks[0], list(bounds), max(widths[: len(widths) - (k > 0)]))
-
-
-def _block_widths(data, p: int) -> list[int]:
-    """The column blocks of the pass: the feature chunks cut to tiles, the targets."""
-    from dcfa.stats.symmetric import tile_columns
-
-    k = p - data.shape[1]
-    widths = list(tile_columns(data.chunks[1]))
-    return [*widths, k] if k else widths
+    return rows, seg_of, [*cols, k] if k else list(cols)
 
 
 def _tiles_bytes(widths: list[int]) -> int:
@@ -270,7 +259,7 @@ def _pass_terms(
     # keeps the upper tiles as they come); it also holds per-column vectors and the graph
     vectors = _VECTORS_PER_COLUMN * S * p * _F8
     if tiles and kind == "dask":
-        held = S * _tiles_bytes(_block_widths(data, p))
+        held = S * _tiles_bytes(_layout(data, p, bounds, missing)[2])
         gathered = held + vectors
         terms = ((f"the upper tiles of {_matrices(S)} ({held / (S * M):.2f} of each)", gathered),)
     else:
@@ -292,7 +281,8 @@ def _pass_terms(
     inflight, running = _tasks_at_once(tasks, _n_local_threads())
     chunks = n * data.shape[1] * isz
     # read and decoded, or joined into a slab of a column block
-    slab = max(_pass_rows(data, p, bounds, missing)[0]) * max(_block_widths(data, p))
+    rows, _, widths = _layout(data, p, bounds, missing)
+    slab = max(rows) * max(widths)
     chunks += running * 3 * _F8 * max(max(data.chunks[0]) * max(data.chunks[1]), slab)
     during = held + vectors + waiting + inflight + chunks
     if during > gathered:

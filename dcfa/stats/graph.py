@@ -35,6 +35,7 @@ __all__ = [
     "column_summary",
     "combine_tree",
     "lazy_anomalies",
+    "moments_layout",
     "row_moments",
     "segment_rows",
     "slab_rows",
@@ -42,18 +43,18 @@ __all__ = [
 ]
 
 
-def _split_at_segments(X: da.Array, segments, col_chunks=None, slabs: bool = False):
-    """``X`` rechunked so that no row chunk crosses a segment boundary (and its columns to
-    ``col_chunks``, when given), the row bounds ``[0, ..., n]`` (``segments``, or one segment
-    of all rows) and each row chunk's segment: what every graph builder starts from.
-    ``slabs``: consecutive row chunks joined into :func:`slab_rows`."""
+def _split_at_segments(X: da.Array, segments, missing: str | None = None):
+    """``X`` rechunked so that no row chunk crosses a segment boundary, the row bounds
+    ``[0, ..., n]`` (``segments``, or one segment of all rows) and each row chunk's segment:
+    what every graph builder starts from. ``missing``: a moments pass's chunks instead
+    (:func:`moments_layout`)."""
     bounds = [0, X.shape[0]] if segments is None else list(segments)
-    col_chunks = X.chunks[1] if col_chunks is None else tuple(col_chunks)
-    if slabs:
-        row_chunks, seg_of_chunk = slab_rows(X.chunks[0], bounds, max(col_chunks))
-    else:
+    if missing is None:
         row_chunks, seg_of_chunk = segment_rows(X.chunks[0], bounds)
-    chunks = (row_chunks, col_chunks)
+        chunks = (row_chunks, X.chunks[1])
+    else:
+        row_chunks, col_chunks, seg_of_chunk = moments_layout(X.chunks, bounds, missing)
+        chunks = (row_chunks, col_chunks)
     if chunks != X.chunks:
         X = X.rechunk(chunks)
     return X, bounds, seg_of_chunk
@@ -98,6 +99,22 @@ def slab_rows(
     return tuple(out), out_seg
 
 
+def moments_layout(
+    chunks: tuple[tuple[int, ...], tuple[int, ...]], bounds: list[int], missing: str
+) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+    """The row and column chunks of :func:`tiled_moments`' pass over an array of ``chunks``,
+    and each row chunk's segment: the columns cut to tiles of at most
+    :data:`~dcfa.stats.symmetric.TILE_COLUMNS` (a wide chunk would be one task, one product on
+    one core), the rows joined into :func:`slab_rows` (``missing="pairwise"`` keeps its row
+    chunks: its per-pair matrices are its cost, not the merges)."""
+    col_chunks = tile_columns(chunks[1])
+    if missing == "exclude":
+        row_chunks, seg_of_chunk = slab_rows(chunks[0], bounds, max(col_chunks))
+    else:
+        row_chunks, seg_of_chunk = segment_rows(chunks[0], bounds)
+    return row_chunks, col_chunks, seg_of_chunk
+
+
 def tiled_moments(
     X: da.Array,
     Y: da.Array | None,
@@ -111,17 +128,14 @@ def tiled_moments(
 
     The dict keys are the :class:`dcfa.Moments` fields (``count``, ``mean``,
     ``cross`` and, pairwise, ``m2``); ``n`` and ``n_targets`` are known without computing.
-    The feature chunks are cut to at most :data:`~dcfa.stats.symmetric.TILE_COLUMNS` columns:
-    a wide chunk would be one task, one product on one core. ``tiles=True``
-    (``missing="exclude"``): ``cross`` is a lazy :class:`~dcfa.stats.symmetric.SymmetricTiles`
-    of the upper tiles, never assembled.
+    The chunks are those of :func:`moments_layout`. ``tiles=True`` (``missing="exclude"``):
+    ``cross`` is a lazy :class:`~dcfa.stats.symmetric.SymmetricTiles` of the upper tiles,
+    never assembled.
     """
     split_every = split_every or _DEFAULT_SPLIT_EVERY
     if split_every < 2:
         raise InputError(f"split_every: expected an int >= 2, got {split_every}")
-    X, bounds, seg_of_chunk = _split_at_segments(
-        X, segments, tile_columns(X.chunks[1]), slabs=missing == "exclude"
-    )
+    X, bounds, seg_of_chunk = _split_at_segments(X, segments, missing)
     blocks = [(X.name, b, w) for b, w in enumerate(X.chunks[1])]
     if Y is not None:
         Y = Y.rechunk({0: X.chunks[0], 1: -1})
