@@ -277,7 +277,6 @@ class RegionsCV(BaseCFA):
                 "or an adjacency matrix"
             )
         folds = blocked_folds(n, self.n_splits, self.gap)
-        grid = resolve_grid(self.neighbors, D, inp.layout, periodic=self.periodic)
         _check_budget(n, D)
 
         opts = self.fit_options()
@@ -286,6 +285,7 @@ class RegionsCV(BaseCFA):
         yv = Y[:, 0].astype(np.float64)
         t0 = time.perf_counter()
         if shared is None:
+            grid = resolve_grid(self.neighbors, D, inp.layout, periodic=self.periodic)
             data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
             if data.cols.size == 0:
                 raise NothingToFitError(data.columns.excluded)
