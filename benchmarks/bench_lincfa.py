@@ -121,8 +121,9 @@ def main(argv=None) -> None:
             bench_driver(20_000, 500, brute=False),
         ]
     if args.json is not None:
-        results = {"quick": args.quick, "moments": moments, "field_moments": field}
-        results["driver"] = driver
+        results = {
+            "quick": args.quick, "moments": moments, "field_moments": field, "driver": driver,
+        }  # fmt: skip
         write_results(args.json, results, argv, script=__file__)
 
 
