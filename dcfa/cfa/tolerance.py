@@ -47,7 +47,7 @@ from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import RULES
 from dcfa.cfa.selection import ols_skill
 from dcfa.stats.columns import ColumnMoments
-from dcfa.stats.kernels import between_parts, merge_parts
+from dcfa.stats.kernels import between_parts, merge_parts, sum_parts
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -84,8 +84,8 @@ def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
     m2, cross = np.zeros(D), np.zeros(D)
     count[data.cols] = stop
     full_mean[data.cols] = mean
-    m2[data.cols] = ss.sum(axis=0) + between_parts(n_s, dev)
-    cross[data.cols] = sy.sum(axis=0) + between_parts(n_s, ydev, dev)
+    m2[data.cols] = sum_parts(ss) + between_parts(n_s, dev)
+    cross[data.cols] = sum_parts(sy) + between_parts(n_s, ydev, dev)
     return ColumnMoments(
         n=int(stop),
         count=count,
@@ -93,7 +93,7 @@ def _rows_columns(data, seg_sums, stop: int) -> ColumnMoments:
         m2=m2,
         target_cross=cross,
         target_mean=float(ymean),
-        target_m2=float(yy.sum() + between_parts(n_s, ydev)),
+        target_m2=float(sum_parts(yy) + between_parts(n_s, ydev)),
     )
 
 

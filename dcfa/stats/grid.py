@@ -21,7 +21,14 @@ from functools import cached_property, partial
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa.stats.kernels import between_parts, column_shift, merge_parts, two_sum
+from dcfa.stats.kernels import (
+    between_parts,
+    column_shift,
+    merge_parts,
+    relative_mean,
+    sum_parts,
+    two_sum,
+)
 from dcfa.stats.stencil import (
     half_offsets,
     interior,
@@ -219,30 +226,32 @@ class GridMoments(StoredFields, ColumnSummary):
         # the parts' exact means (mean + mean_lo) relative to the first's: differences of
         # close means are exact, so the deviations keep every digit on a large offset
         ref = first.mean
-        means = np.stack([_relative(p.mean, p.mean_lo, ref) for p in parts])  # (S, D)
+        means = np.stack([relative_mean(p.mean, p.mean_lo, ref) for p in parts])  # (S, D)
         n, rel, dev = merge_parts(n_s, means)
         mean, mean_lo = two_sum(ref, rel)
         nbr = first.offset_cells()
-        cross = sum(p.cross for p in parts)
+        cross = sum_parts([p.cross for p in parts])
         for k in range(nbr.shape[1]):  # one (S, D) temporary at a time, as ``dev``
             cross[:, k] += between_parts(n_s, dev, dev[:, np.maximum(nbr[:, k], 0)])
         merged = {
             "n": int(n),
-            "count": sum(p.count for p in parts),
+            "count": sum_parts([p.count for p in parts]),
             "mean": mean,
             "mean_lo": mean_lo,
-            "diag": sum(p.diag for p in parts) + between_parts(n_s, dev),
+            "diag": sum_parts([p.diag for p in parts]) + between_parts(n_s, dev),
             "cross": np.where(nbr < 0, 0.0, cross),
         }
         if first.target_cross is not None:
             y_ref = first.target_mean
-            ym_s = np.array([_relative(p.target_mean, p.target_mean_lo, y_ref) for p in parts])
+            ym_s = np.array([relative_mean(p.target_mean, p.target_mean_lo, y_ref) for p in parts])
             _, ym, ydev = merge_parts(n_s, ym_s)
             y_mean, y_lo = two_sum(y_ref, float(ym))
             merged["target_mean"] = float(y_mean)
             merged["target_mean_lo"] = float(y_lo)
-            merged["target_ss"] = float(sum(p.target_ss for p in parts) + between_parts(n_s, ydev))
-            merged["target_cross"] = sum(p.target_cross for p in parts) + between_parts(
+            merged["target_ss"] = float(
+                sum_parts([p.target_ss for p in parts]) + between_parts(n_s, ydev)
+            )
+            merged["target_cross"] = sum_parts([p.target_cross for p in parts]) + between_parts(
                 n_s, ydev, dev
             )
         return replace(first, **merged)
@@ -264,12 +273,6 @@ class GridMoments(StoredFields, ColumnSummary):
             f"GridMoments(n={self.n}, shape={self.shape}, radius={self.radius}, "
             f"offsets={len(self.offsets)}, excluded={len(self.excluded)})"
         )
-
-
-def _relative(mean, lo, ref):
-    """``mean + lo - ref``: the difference first (exact for close values), then ``lo``."""
-    rel = np.subtract(mean, ref)
-    return rel if lo is None else rel + lo
 
 
 ############################################################################################
@@ -510,7 +513,7 @@ def _assemble(
     if has_y:  # the target's own moments: the segments merged back (Chan), around y_shift
         n_s = np.asarray(seg_count, dtype=np.float64)
         _, rel, ydev = merge_parts(n_s, first["ymean"])
-        yss = float(first["yy"].sum() + between_parts(n_s, ydev))
+        yss = float(sum_parts(first["yy"]) + between_parts(n_s, ydev))
         ymean, ylo = (float(v) for v in two_sum(y_shift, float(rel)))
     mean = seg_mean[0] if n_seg == 1 else np.zeros(shape)
     mean_lo = seg_lo[0] if n_seg == 1 else np.zeros(shape)

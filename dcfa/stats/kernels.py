@@ -360,32 +360,75 @@ def chan_factors(n_x, n_y):
     return n, w, f
 
 
-def merge_parts(n_s: np.ndarray, means: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def relative_mean(mean, lo, ref) -> np.ndarray:
+    """``mean + lo - ref``: the difference first (exact for close values), then ``lo`` (the
+    mean's rounding error, :func:`two_sum`'s; None when unknown). What :func:`merge_parts`
+    takes, relative to one part's exact mean."""
+    rel = np.subtract(mean, ref)
+    return rel if lo is None else rel + lo
+
+
+def merge_parts(n_s: np.ndarray, means: np.ndarray) -> tuple:
     """Chan's update for ``S`` disjoint parts at once, the means: ``(n, mean, dev)``.
 
-    ``n_s`` (S,) holds the parts' counts and ``means`` (S, ...) their means, relative to any
-    common reference (the result is then relative to it too: keep the reference close, so the
-    deviations keep their digits). ``n = sum(n_s)``, ``mean = n_s @ means / n`` and
+    ``n_s`` holds the parts' counts, shape (S,), or one count per element of ``means``
+    (pairwise statistics); ``means`` (S, ...) their means, relative to any common reference
+    (the result is then relative to it too: keep the reference close, so the deviations keep
+    their digits). ``n = sum(n_s)``, ``mean = sum(n_s means) / n`` (0 where ``n == 0``) and
     ``dev = means - mean``. The union's centred (co-)moments are the parts' own, summed, plus
     :func:`between_parts` of these deviations.
+
+    Every merge of several row sets' statistics values goes through this function and
+    :func:`between_parts`: the moments, their rows read one at a time, the grid's and the
+    column statistics.
     """
-    n = n_s.sum()
-    mean = n_s @ means / n
+    n_s = np.asarray(n_s, dtype=np.float64)
+    means = np.asarray(means, dtype=np.float64)
+    if n_s.ndim == 1:
+        n = n_s.sum()
+        mean = n_s @ means / n
+        return n, mean, means - mean
+    n = n_s.sum(axis=0)
+    mean = np.divide((n_s * means).sum(axis=0), n, out=np.zeros(np.shape(n)), where=n > 0)
     return n, mean, means - mean
 
 
+def sum_parts(values) -> np.ndarray:
+    """The parts' own values (counts, sums of squares, co-moments) added in order, into a new
+    array: what :func:`between_parts` is added to."""
+    out = np.array(values[0])
+    for v in values[1:]:
+        out += v
+    return out
+
+
 def between_parts(n_s: np.ndarray, dev_a: np.ndarray, dev_b: np.ndarray | None = None):
-    """``sum_s n_s dev_a[s] dev_b[s]``: what the parts' spread around the union's mean adds to
-    its centred co-moments (the ``S``-part form of :func:`chan_factors`' ``f d d'``).
+    """``sum_s n_s[s] dev_a[s] dev_b[s]``: what the parts' spread around the union's mean adds
+    to its centred co-moments (the ``S``-part form of :func:`chan_factors`' ``f d d'``).
 
     ``dev_a`` and ``dev_b`` (``dev_a`` by default) are :func:`merge_parts` deviations with the
     parts on their first axis; a ``dev_a`` with fewer axes is broadcast over ``dev_b``'s
-    trailing ones (a target's deviations against every column's).
+    trailing ones (a target's deviations against every column's, a row's against a block's).
+    ``n_s`` is (S,) or per element, as in :func:`merge_parts`.
+
+    Summed part by part, element by element: any row, column or block of a merged matrix is
+    the same number as the whole matrix's, bit for bit, however it is cut.
     """
     if dev_b is None:
-        return n_s @ (dev_a * dev_a)
+        dev_b = dev_a
     dev_a = np.reshape(dev_a, np.shape(dev_a) + (1,) * (np.ndim(dev_b) - np.ndim(dev_a)))
-    return n_s @ (dev_a * dev_b)
+    out = dev_a[0] * dev_b[0]
+    out *= n_s[0]
+    if np.ndim(out) == 0:  # scalars (a target's sum of squares)
+        for s in range(1, len(n_s)):
+            out = out + dev_a[s] * dev_b[s] * n_s[s]
+        return out
+    t = np.empty_like(out)  # one temporary for every part
+    for s in range(1, len(n_s)):
+        np.multiply(dev_a[s], dev_b[s], out=t)
+        t *= n_s[s]
+        out += t
+    return out
 
 
 def _merge_exclude(x: dict, y: dict, into: str | None = None) -> dict:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcfa.stats.kernels import chan_factors
+from dcfa.stats.kernels import between_parts, merge_parts, relative_mean, sum_parts, two_sum
 from dcfa.stats.summary import ColumnSummary
 
 __all__ = ["MergedMoments"]
-
-
-def _lo(m) -> np.ndarray | float:
-    """The rounding error of ``m.mean`` (:class:`dcfa.Moments`' ``mean_lo``; 0 when unknown)."""
-    return 0.0 if m.mean_lo is None else m.mean_lo
 
 
 class MergedMoments(ColumnSummary):
@@ -21,9 +16,10 @@ class MergedMoments(ColumnSummary):
     Merging disjoint row sets (a cross-validation fold's training segments) builds a new
     ``p x p`` matrix per merge, plus temporaries. The partition reads only a few rows of each,
     so they are computed when asked for: counts, means and the diagonal at once (O(S p)), a row
-    or a column of the cross-products as the same chain of Chan updates that
-    :meth:`dcfa.Moments.merge` applies to the whole matrix, restricted to that row. Every
-    operation is elementwise, so each number equals the merged matrix's bit for bit.
+    or a column of the cross-products from the same Chan update for all parts at once
+    (:func:`~dcfa.stats.kernels.merge_parts`, :func:`~dcfa.stats.kernels.between_parts`) that
+    :meth:`dcfa.Moments.merge_all` applies to the whole matrix. Every operation is
+    elementwise, so each number equals the merged matrix's bit for bit.
 
     Answers what the partition needs (``n``, ``n_features``, ``valid``, ``column_std``, ``mean``
     and the rows of :class:`Basis`) in O(S p) memory besides the parts.
@@ -39,20 +35,16 @@ class MergedMoments(ColumnSummary):
         first = parts[0]
         self.parts = parts
         self.n_targets = first.n_targets
-        n, mean, count = first.n, first.mean, first.count
-        lo = _lo(first)
-        diag = first.cross.diagonal()
-        self._steps = []
-        for p in parts[1:]:  # Moments.merge's chain: differences of the exact means
-            n, w, f = chan_factors(n, p.n)
-            d = ((p.mean - mean) + _lo(p)) - lo  # (mean + lo) of p less that of the merge
-            self._steps.append((p.cross, d, f))
-            diag = diag + p.cross.diagonal() + d * d * f
-            rel = lo + d * w
-            mean, previous = mean + (p.mean - mean) * w + 0.0, mean
-            lo = (previous - mean) + rel
-            count = count + p.count
-        self.n, self.mean, self.count, self.column_m2 = n, mean, count, diag
+        ref = first.mean  # the first part's exact means: deviations keep every digit
+        rel = np.stack([relative_mean(p.mean, p.mean_lo, ref) for p in parts])
+        self._n_s = np.array([p.n for p in parts], dtype=np.float64)
+        _, rel, self._dev = merge_parts(self._n_s, rel)
+        self.mean, self.mean_lo = two_sum(ref, rel)
+        self.n = sum(p.n for p in parts)
+        self.count = sum_parts([p.count for p in parts])
+        self.column_m2 = sum_parts([p.cross.diagonal() for p in parts]) + between_parts(
+            self._n_s, self._dev
+        )
 
     @property
     def n_columns(self) -> int:
@@ -68,20 +60,14 @@ class MergedMoments(ColumnSummary):
 
     def row(self, c: int, cols=None) -> np.ndarray:
         """Row ``c`` of the merged cross-products, at ``cols`` (every column by default)."""
-        r = np.array(self.parts[0].cross[c], dtype=np.float64)
-        t = np.empty_like(r)
-        for cross, d, f in self._steps:  # r + cross[c] + d[c] * d * f, in place
-            np.multiply(d[c], d, out=t)
-            t *= f
-            r += cross[c]
-            r += t
+        r = sum_parts([p.cross[c] for p in self.parts])
+        r += between_parts(self._n_s, self._dev[:, c], self._dev)
         return r if cols is None else r[cols]
 
     def column(self, rows, c: int) -> np.ndarray:
         """Column ``c`` of the merged cross-products, at ``rows``."""
-        r = self.parts[0].cross[rows, c]
-        for cross, d, f in self._steps:
-            r = r + cross[rows, c] + d[rows] * d[c] * f
+        r = sum_parts([p.cross[rows, c] for p in self.parts])
+        r += between_parts(self._n_s, self._dev[:, rows], self._dev[:, c])
         return r
 
     def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -19,12 +19,14 @@ import numpy as np
 
 from dcfa._errors import InputError, InputTypeError
 from dcfa.stats.kernels import (
-    _merge_exclude,
-    chan_factors,
+    between_parts,
     chunk_exclude,
     chunk_pairwise,
     column_shift,
-    combine,
+    merge_parts,
+    relative_mean,
+    row_blocks,
+    sum_parts,
     two_sum,
 )
 from dcfa.stats.store import write_zarr_atomic
@@ -449,77 +451,38 @@ class Moments:
         """Moments of the union of two disjoint row sets (same columns, same treatment)."""
         if not isinstance(other, Moments):
             raise InputTypeError(f"other: expected Moments, got {type(other).__name__}")
-        self._check_computed("merge")
-        other._check_computed("merge")
-        if (other.n_columns, other.n_targets, other.pairwise) != (
-            self.n_columns,
-            self.n_targets,
-            self.pairwise,
-        ):
-            raise InputError(
-                "other: can only merge moments of the same columns and missing-value treatment; "
-                f"got {other.n_columns} columns/{other.n_targets} targets/{other.missing} "
-                f"and {self.n_columns}/{self.n_targets}/{self.missing}"
-            )
-        if self.n == 0 or other.n == 0:
-            return other if self.n == 0 else self
-        # both sides' means relative to this one's column means, from the exact means
-        # (mean + mean_lo): the difference the Chan update multiplies keeps every digit
-        ref = self.column_mean
-        if _same_tiles(self.cross, other.cross):
-            return _merge_tiles(self, other, ref)
-        merged = finalize(
-            combine([self._as_tile(ref), other._as_tile(ref)]), self.n_targets, self.missing
-        )
-        mean, lo = _merged_mean(self, other, ref, merged.mean)
-        return Moments(
-            n=merged.n,
-            n_targets=self.n_targets,
-            count=merged.count,
-            mean=mean,
-            cross=merged.cross,
-            m2=merged.m2,
-            mean_lo=lo,
-        )
+        return Moments.merge_all([self, other])
 
     @classmethod
     def merge_all(cls, parts: list[Moments]) -> Moments:
-        """Merge several disjoint row sets (e.g. the training folds of a cross-validation)."""
+        """Merge several disjoint row sets (e.g. the training folds of a cross-validation).
+
+        Chan's update for all parts at once (:func:`dcfa.stats.kernels.merge_parts`), around
+        the first part's exact means (``mean + mean_lo``): the deviations keep every digit on
+        a large offset. Tiles stay tiles, each merged as the same elements of the matrix.
+        """
+        parts = list(parts)
         if not parts:
             raise InputError("parts: need at least one Moments to merge")
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.merge(p)
-        return out
-
-    def _relative_mean(self, ref: np.ndarray) -> np.ndarray:
-        """``mean + mean_lo - ref`` (pairwise: ``ref`` of each row's column), summed so that
-        the difference of two close means is exact and the residual then added."""
-        ref = ref[:, None] if self.pairwise else ref
-        rel = self.mean - ref
-        return rel if self.mean_lo is None else rel + self.mean_lo
-
-    def _as_tile(self, ref: np.ndarray) -> dict:
-        """This value as a diagonal tile of the kernels, its means relative to ``ref``."""
-        mean = self._relative_mean(ref)
-        if self.pairwise:
-            return {
-                "n": self.n,
-                "count": self.count,
-                "mean_a": mean,
-                # mean_b[i, j]: column j over the rows shared with i, relative to ref[j]
-                "mean_b": mean.T,
-                "m2_a": self.m2,
-                "m2_b": self.m2.T,
-                "cross": self.cross,
-            }
-        return {
-            "n": self.n,
-            "count_a": self.count,
-            "mean_a": mean,
-            "mean_b": mean,
-            "cross": np.asarray(self.cross),
-        }
+        first = parts[0]
+        for p in parts:
+            if not isinstance(p, Moments):
+                raise InputTypeError(f"other: expected Moments, got {type(p).__name__}")
+            p._check_computed("merge")
+            if (p.n_columns, p.n_targets, p.pairwise) != (
+                first.n_columns,
+                first.n_targets,
+                first.pairwise,
+            ):
+                raise InputError(
+                    "other: can only merge moments of the same columns and missing-value "
+                    f"treatment; got {p.n_columns} columns/{p.n_targets} targets/{p.missing} "
+                    f"and {first.n_columns}/{first.n_targets}/{first.missing}"
+                )
+        full = [p for p in parts if p.n > 0]
+        if len(full) <= 1:
+            return full[0] if full else first
+        return _merge_parts(full)
 
     # -- storage ----------------------------------------------------------------------------
 
@@ -576,18 +539,52 @@ class Moments:
         )
 
 
-def _merged_mean(x: Moments, y: Moments, ref: np.ndarray, rel: np.ndarray) -> tuple:
-    """The merged means as ``(mean, mean_lo)``, given ``rel``, the merge's means relative to
-    ``ref`` (exact to twice float64's precision).
+def _merge_parts(parts: list[Moments]) -> Moments:
+    """:meth:`Moments.merge_all` of checked, non-empty parts: every array through
+    :func:`~dcfa.stats.kernels.merge_parts` and :func:`~dcfa.stats.kernels.between_parts`."""
+    first = parts[0]
+    pairwise = first.pairwise
+    # around the first part's exact means (pairwise: column i's, for every pair (i, j))
+    ref = first.column_mean[:, None] if pairwise else first.column_mean
+    n_s = np.stack([p.count if pairwise else np.float64(p.n) for p in parts])
+    rel = np.stack([relative_mean(p.mean, p.mean_lo, ref) for p in parts])
+    _, rel, dev = merge_parts(n_s, rel)
+    mean, lo = two_sum(ref, rel)
+    out = dict(
+        n=sum(p.n for p in parts),
+        n_targets=first.n_targets,
+        count=sum_parts([p.count for p in parts]),
+        mean=mean,
+        mean_lo=lo,
+    )
+    if pairwise:  # element (i, j): column i over the rows shared with j, against column j
+        out["m2"] = sum_parts([p.m2 for p in parts]) + between_parts(n_s, dev)
+        crosses = sum_parts([p.cross for p in parts])
+        out["cross"] = crosses + between_parts(n_s, dev, dev.transpose(0, 2, 1))
+    elif all(_same_tiles(p.cross, first.cross) for p in parts):
+        tiles = first.cross
+        edges = [tiles._slice(i) for i in range(tiles.n_blocks)]
+        out["cross"] = tiles.with_tiles(
+            {
+                (i, j): _merged_block(
+                    [p.cross.tiles[i, j] for p in parts], n_s, dev, edges[i], edges[j]
+                )
+                for i, j in tiles.tiles
+            }
+        )
+    else:
+        out["cross"] = _merged_block([np.asarray(p.cross) for p in parts], n_s, dev)
+    return Moments(**out)
 
-    ``mean`` is the Chan update of the rounded means, the value ``merge`` has always given (and
-    :class:`dcfa.cfa.basis.MergedMoments` gives, bit for bit); ``mean_lo`` carries the rest
-    of the exact mean ``ref + rel`` (``ref - mean`` is exact: the two are close).
-    """
-    _, w, _ = chan_factors(x.count, y.count) if x.pairwise else chan_factors(x.n, y.n)
-    mean = x.mean + (y.mean - x.mean) * w + 0.0  # + 0.0: as finalize's zero shift (no -0.0)
-    ref = ref[:, None] if x.pairwise else ref
-    return mean, (ref - mean) + rel
+
+def _merged_block(crosses, n_s, dev, rows=slice(None), cols=slice(None)) -> np.ndarray:
+    """The merged cross-products at ``rows`` x ``cols`` of the matrix (``crosses``: the
+    parts' own there), by row blocks: one block's temporary at a time."""
+    out = sum_parts(crosses)
+    dev_r, dev_c = dev[:, rows], dev[:, None, cols]
+    for b in row_blocks(out.shape[0], out.shape[1]):
+        out[b] += between_parts(n_s, dev_r[:, b], dev_c)
+    return out
 
 
 def _same_tiles(a, b) -> bool:
@@ -595,34 +592,4 @@ def _same_tiles(a, b) -> bool:
         isinstance(a, SymmetricTiles)
         and isinstance(b, SymmetricTiles)
         and np.array_equal(a.edges, b.edges)
-    )
-
-
-def _merge_tiles(x: Moments, y: Moments, ref: np.ndarray) -> Moments:
-    """:meth:`Moments.merge` tile by tile: each tile is the same Chan merge of the same
-    numbers as the matrix's (bit for bit), and no ``p x p`` matrix is assembled."""
-    blocks = [x.cross._slice(i) for i in range(x.cross.n_blocks)]
-    rel = {id(x): x._relative_mean(ref), id(y): y._relative_mean(ref)}
-
-    def side(m: Moments, i: int, j: int) -> dict:
-        mean_a = rel[id(m)][blocks[i]]
-        tile = {"n": m.n, "mean_a": mean_a, "cross": m.cross.tiles[i, j]}
-        tile["mean_b"] = mean_a if i == j else rel[id(m)][blocks[j]]
-        if i == j:
-            tile["count_a"] = m.count[blocks[i]]
-        return tile
-
-    tiles, merged = {}, {}
-    for i, j in x.cross.tiles:
-        merged[i, j] = _merge_exclude(side(x, i, j), side(y, i, j))
-        tiles[i, j] = merged[i, j]["cross"]
-    diagonal = [merged[i, i] for i in range(len(blocks))]
-    mean, lo = _merged_mean(x, y, ref, np.concatenate([t["mean_a"] for t in diagonal]))
-    return Moments(
-        n=x.n + y.n,
-        n_targets=x.n_targets,
-        count=np.concatenate([t["count_a"] for t in diagonal]),
-        mean=mean,
-        cross=x.cross.with_tiles(tiles),
-        mean_lo=lo,
     )

@@ -1,9 +1,10 @@
 """Kernels of the statistics engine against plain NumPy.
 
 * The ``S``-part merge (:func:`merge_parts`, :func:`between_parts`): every merge of many
-  parts known at once (a grid's folds, a grid pass's segments, a series fold's training
-  rows) goes through it. Checked against the moments of the concatenated rows, on data with
-  a large offset where a naive formula loses its digits.
+  parts known at once (the moments' folds and their rows read one at a time, a grid's folds,
+  a grid pass's segments, a series fold's training rows) goes through it. Checked against
+  the moments of the concatenated rows, on data with a large offset where a naive formula
+  loses its digits, and cut into rows, columns and blocks against the whole, bit for bit.
 * :func:`self_product`, which keeps a wide ``c.T @ c`` away from the OpenBLAS product that
   crashes the process, against the plain product; and ``dcfa.moments`` at that width.
 """
@@ -62,6 +63,36 @@ def test_the_parts_merge_to_the_moments_of_their_union(sizes, p, offset, seed):
         expected[0],
         rtol=1e-9,
         atol=1e-9 * np.sqrt(np.outer(np.diag(expected), np.diag(expected)))[0].max(),
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    S=st.integers(1, 6),
+    p=st.integers(1, 9),
+    per_element=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_a_row_column_or_block_of_the_merge_is_the_wholes_bit_for_bit(S, p, per_element, seed):
+    """The partition reads single rows of a fold's merge (dcfa.stats.merged.MergedMoments)
+    where a dense fit merges the whole matrix, tile by tile: the numbers must be the same."""
+    rng = np.random.default_rng(seed)
+    dev = rng.normal(size=(S, p)) * 10.0 ** rng.integers(-3, 4, size=(S, p))
+    n_s = rng.integers(0 if per_element else 1, 50, size=(S, p, p) if per_element else S)
+    n_s = n_s.astype(np.float64)
+    whole = between_parts(n_s, dev[:, :, None], dev[:, None, :])
+    terms = [n_s[s] * np.outer(dev[s], dev[s]) for s in range(S)]  # per element if pairwise
+    assert np.all(np.abs(whole - sum(terms)) <= 1e-12 * sum(np.abs(t) for t in terms))
+    if per_element:
+        return
+    cut = int(rng.integers(0, p + 1))
+    for c in range(p):
+        np.testing.assert_array_equal(between_parts(n_s, dev[:, c], dev), whole[c])
+        np.testing.assert_array_equal(between_parts(n_s, dev[:, :cut], dev[:, c]), whole[:cut, c])
+    np.testing.assert_array_equal(between_parts(n_s, dev), np.diagonal(whole))
+    rows, cols = slice(0, cut), slice(cut // 2, p)
+    np.testing.assert_array_equal(
+        between_parts(n_s, dev[:, rows], dev[:, None, cols]), whole[rows, cols]
     )
 
 
