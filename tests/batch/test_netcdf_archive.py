@@ -26,14 +26,15 @@ def _as_netcdf(tmp_path) -> None:
         part.to_netcdf(tmp_path / "nc" / f"sst_{year}.nc")
 
 
-def test_a_glob_of_netcdf_files_gives_the_zarr_stores_result(tmp_path):
+def test_a_glob_of_netcdf_files_gives_the_zarr_stores_result(tmp_path, scheduler):
     job = write_job(tmp_path, method__params={"neighbors": 1, "random_state": 0})
     _as_netcdf(tmp_path)
-    proc = cli("fit", str(job), "--output", "from_zarr.zarr", cwd=tmp_path)
+    on = ("--scheduler", scheduler)
+    proc = cli("fit", str(job), "--output", "from_zarr.zarr", *on, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     before = tree(tmp_path)
     proc = cli(
-        "fit", str(job), "--set", "input.store=nc/sst_*.nc", "--output", "from_nc.zarr",
+        "fit", str(job), "--set", "input.store=nc/sst_*.nc", "--output", "from_nc.zarr", *on,
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

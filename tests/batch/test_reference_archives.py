@@ -50,15 +50,17 @@ def _icechunk(tmp_path) -> None:
     session.commit("the archive")
 
 
-def _fits_as_zarr(tmp_path, job, store: str) -> None:
+def _fits_as_zarr(tmp_path, job, store: str, scheduler: str) -> None:
     """``dcfa fit`` from ``store`` gives the Zarr store's region map, features and
     correlations, writes nothing but its result, and ``dcfa apply`` on ``store`` gives the
     Zarr store's features."""
-    assert cli("fit", str(job), "--output", "from_zarr.zarr", cwd=tmp_path).returncode == 0
+    on = ("--scheduler", scheduler)
+    assert cli("fit", str(job), "--output", "from_zarr.zarr", *on, cwd=tmp_path).returncode == 0
     before = tree(tmp_path)
     proc = cli(
-        "fit", str(job), "--set", f"input.store={store}", "--output", "other.zarr", cwd=tmp_path
-    )
+        "fit", str(job), "--set", f"input.store={store}", "--output", "other.zarr", *on,
+        cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert f"{store}: ['sst'] {{'time': 120, 'lat': 5, 'lon': 8}}" in proc.stdout
     a, b = xr.open_zarr(tmp_path / "from_zarr.zarr"), xr.open_zarr(tmp_path / "other.zarr")
@@ -79,12 +81,12 @@ def _fits_as_zarr(tmp_path, job, store: str) -> None:
     )
 
 
-def test_a_kerchunk_reference_gives_the_zarr_stores_result(tmp_path):
+def test_a_kerchunk_reference_gives_the_zarr_stores_result(tmp_path, scheduler):
     pytest.importorskip("kerchunk")
     pytest.importorskip("h5py")
     job = write_job(tmp_path, method__params=PARAMS)
     _reference(tmp_path)
-    _fits_as_zarr(tmp_path, job, "sst.json")
+    _fits_as_zarr(tmp_path, job, "sst.json", scheduler)
 
 
 def test_a_file_under_a_reference_is_an_input(tmp_path):
@@ -110,11 +112,11 @@ def test_a_file_under_a_reference_is_an_input(tmp_path):
     fails(proc, 2, "input.store:", "is not a kerchunk reference file")
 
 
-def test_an_icechunk_repository_gives_the_zarr_stores_result(tmp_path):
+def test_an_icechunk_repository_gives_the_zarr_stores_result(tmp_path, scheduler):
     icechunk = pytest.importorskip("icechunk")
     job = write_job(tmp_path, method__params=PARAMS)
     _icechunk(tmp_path)
-    _fits_as_zarr(tmp_path, job, "sst.icechunk")
+    _fits_as_zarr(tmp_path, job, "sst.icechunk", scheduler)
 
     # a new commit on main is a changed input: the resume is refused
     ice = load_config(job, [f"input.store={tmp_path / 'sst.icechunk'}"])

@@ -720,15 +720,17 @@ def _rescaled(tmp_path, factor: float) -> None:
     ds.chunk({"time": 12}).to_zarr(tmp_path / "sst.zarr", consolidated=False)
 
 
-def test_a_field_in_extreme_units_is_refused_and_inside_the_range_gives_the_same_map(tmp_path):
+def test_a_field_in_extreme_units_is_refused_and_inside_the_range_gives_the_same_map(
+    tmp_path, scheduler
+):
     """At 1e-160 the spread underflowed and the job fitted another map, with only NumPy's
     overflow warning."""
     job = write_job(tmp_path, input__standardize=True)
     _rescaled(tmp_path, 1.0)
-    proc = cli("fit", str(job), "--output", "one.zarr", cwd=tmp_path)
+    proc = cli("fit", str(job), "--output", "one.zarr", "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     _rescaled(tmp_path, 2.0**-166)  # about 1e-50: exact powers of two, the same digits
-    proc = cli("fit", str(job), "--output", "small.zarr", cwd=tmp_path)
+    proc = cli("fit", str(job), "--output", "small.zarr", "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     one, small = (
         xr.open_zarr(tmp_path / s, consolidated=False) for s in ("one.zarr", "small.zarr")
@@ -749,7 +751,7 @@ def test_a_field_in_extreme_units_is_refused_and_inside_the_range_gives_the_same
     assert tree(tmp_path) == before
 
 
-def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path):
+def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path, scheduler):
     """Zarr reads a chunk that is not stored as the fill value: a deleted chunk gave exit 0,
     cells dropped, and nothing said."""
     import json
@@ -761,7 +763,7 @@ def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path):
         "warning: 1 of the 10 chunks of 'sst' are missing from the store and read as its fill "
         "value (nan)"
     )
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert warning in proc.stdout
     result = xr.open_zarr(tmp_path / "result.zarr", consolidated=False)
@@ -779,7 +781,7 @@ def test_chunks_missing_from_the_archive_are_said_and_recorded(tmp_path):
 
     shutil.rmtree(tmp_path / "sst.zarr")
     job = write_job(tmp_path)  # a complete archive: no warning, no attribute
-    proc = cli("fit", str(job), "--output", "whole.zarr", cwd=tmp_path)
+    proc = cli("fit", str(job), "--output", "whole.zarr", "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0 and "missing from the store" not in proc.stdout, proc.stdout
     whole = xr.open_zarr(tmp_path / "whole.zarr", consolidated=False)
     assert "missing_chunks" not in whole.attrs
