@@ -144,7 +144,9 @@ def extremes_separation(
     In every forward-chaining fold, GBMAP is refitted on the training window; the training
     months in the lowest and highest ``quantile`` of the training target are two classes, and
     a ``k``-nearest-neighbour classifier on them (in the embedding, and in the standardised
-    features) labels the test months beyond the same thresholds.
+    features) labels the test months beyond the same thresholds. Each space has its own
+    distance: GBMAP's embedding the L1 distance it is defined with (the learners' outputs
+    add up to the prediction, so L1 weighs each by what it adds), the features the Euclidean.
 
     Returns
     -------
@@ -168,11 +170,11 @@ def extremes_separation(
             model = _quiet_clone(gbmap).fit(X[train], y[train])
         scaler = StandardScaler().fit(X[train])
         spaces = {
-            "embedding": (model.transform(X[tr]), model.transform(X[te])),
-            "features": (scaler.transform(X[tr]), scaler.transform(X[te])),
+            "embedding": (model.transform(X[tr]), model.transform(X[te]), "manhattan"),
+            "features": (scaler.transform(X[tr]), scaler.transform(X[te]), "euclidean"),
         }
-        for name, (a, b) in spaces.items():
-            knn = KNeighborsClassifier(min(k, len(tr))).fit(a, ytr)
+        for name, (a, b, metric) in spaces.items():
+            knn = KNeighborsClassifier(min(k, len(tr)), metric=metric).fit(a, ytr)
             acc[name].append(float(knn.score(b, yte)) if te.size else float("nan"))
     return {
         "embedding": float(np.nanmean(acc["embedding"])),

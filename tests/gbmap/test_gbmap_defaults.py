@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.metrics import r2_score
+from sklearn.model_selection import TimeSeriesSplit
 
 import dcfa
 from dcfa.batch.gbmap_check import extremes_separation, gbmap_against_linear, verdict_line
@@ -70,3 +71,18 @@ def test_extremes_separation_compares_the_embedding_with_the_features():
     sep = extremes_separation(dcfa.GBMAPRegressor(random_state=0), X, y)
     assert sep["embedding"] > sep["features"] + 0.1
     assert all(0 <= a <= 1 for a in sep["folds"]["embedding"] + sep["folds"]["features"])
+    # the first fold by hand, in plain NumPy: a vote of the 5 nearest training extremes in
+    # the L1 distance of the embedding (GBMAP's own), and in the Euclidean of the features
+    train, test = next(TimeSeriesSplit(5).split(X))
+    lo, hi = np.quantile(y[train], [0.2, 0.8])
+    tr, te = (rows[(y[rows] <= lo) | (y[rows] >= hi)] for rows in (train, test))
+    ytr, yte = y[tr] >= hi, y[te] >= hi
+    model = dcfa.GBMAPRegressor(random_state=0).fit(X[train], y[train])
+    mu, sd = X[train].mean(0), X[train].std(0)
+    for name, a, b, p in [
+        ("embedding", model.transform(X[tr]), model.transform(X[te]), 1),
+        ("features", (X[tr] - mu) / sd, (X[te] - mu) / sd, 2),
+    ]:
+        dist = (np.abs(b[:, None, :] - a[None, :, :]) ** p).sum(-1)
+        vote = ytr[np.argsort(dist, axis=1)[:, :5]].mean(1) > 0.5
+        assert np.mean(vote == yte) == pytest.approx(sep["folds"][name][0], abs=1e-12), name
