@@ -4,8 +4,9 @@ Every computation the library needs (a moments pass, a GBMAP loss evaluation) go
 :func:`compute`, which
 
 * runs a single ``dask.compute`` over everything the step needs;
-* pins BLAS to one thread per task under the local threaded scheduler (the chunk kernels are
-  BLAS products; distributed workers already start with one BLAS thread each);
+* pins BLAS to one thread per task under the local threaded scheduler, configured or the
+  collections' own default (the chunk kernels are BLAS products; distributed workers already
+  start with one BLAS thread each);
 * shows progress when the Dask config key ``dcfa.progress`` is true: distributed's progress
   bar when a ``distributed.Client`` is active (a widget in Jupyter, lines of text there
   without ipywidgets),
@@ -107,7 +108,11 @@ def compute(*args, progress: bool | None = None):
             raise
         release(client, futures)
         return results
-    with blas_single_threaded_if_threaded(), _local_progress(show), _own_pool() as kwargs:
+    with (
+        blas_single_threaded_if_threaded(*args),
+        _local_progress(show),
+        _own_pool(*args) as kwargs,
+    ):
         return dask.compute(*args, **kwargs)
 
 
@@ -243,15 +248,33 @@ def _still_running(keys, dask_worker=None) -> list:
     return [ts.key for ts in dask_worker.state.all_running_tasks if ts.key in keys]
 
 
+def _threaded(collections) -> bool:
+    """Whether ``collections`` compute on the local threaded scheduler: the one configured,
+    or with none configured their own default (a Dask array's and a Delayed's)."""
+    import dask.threaded
+    from dask.base import get_scheduler, is_dask_collection
+
+    def found(items):  # as dask.compute traverses its arguments
+        for c in items:
+            if is_dask_collection(c):
+                yield c
+            elif isinstance(c, list | tuple | set):
+                yield from found(c)
+            elif isinstance(c, dict):
+                yield from found(c.values())
+
+    try:
+        return get_scheduler(collections=list(found(collections)) or None) is dask.threaded.get
+    except ValueError:  # collections of different default schedulers: Dask refuses them
+        return False
+
+
 @contextlib.contextmanager
-def _own_pool():
+def _own_pool(*collections):
     """Under the local threaded scheduler, a thread pool of this computation's own, shut down
     (waiting for its running tasks) when it ends: Dask's shared pool would carry on with the
     tasks of a computation that already raised."""
-    import dask.threaded
-    from dask.base import get_scheduler
-
-    if get_scheduler() is not dask.threaded.get or dask.config.get("pool", None) is not None:
+    if not _threaded(collections) or dask.config.get("pool", None) is not None:
         yield {}
         return
     from concurrent.futures import ThreadPoolExecutor
@@ -292,11 +315,10 @@ def scheduler_workers(client) -> dict:
 
 
 @contextlib.contextmanager
-def blas_single_threaded_if_threaded():
-    import dask.threaded
-    from dask.base import get_scheduler
-
-    if get_scheduler() is not dask.threaded.get:
+def blas_single_threaded_if_threaded(*collections):
+    """BLAS on one thread while ``collections`` compute on the local threaded scheduler: its
+    threads already use every core, and a BLAS pool per thread would oversubscribe them."""
+    if not _threaded(collections):
         yield
         return
     from threadpoolctl import threadpool_limits

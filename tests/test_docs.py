@@ -262,7 +262,14 @@ def synthetic_records() -> dict[str, dict]:
             "dcfa_s": 1.5,
             "corrcoef_s": 3.3,
         },
-        "field_moments": {"n": 1200, "d": 5000, "chunk": 240, "numpy_s": 0.34, "dcfa_s": 0.41},
+        "field_moments": {
+            "n": 1200,
+            "d": 5000,
+            "chunk": 240,
+            "numpy_s": 0.34,
+            "dcfa_s": 0.41,
+            "default_s": 0.4,
+        },  # fmt: skip
         "driver": [
             {"D": 2000, "n": 500, "moments_s": 0.1, "driver_s": 0.011, "groups": 9, "brute_s": 8.3},
             {"D": 20_000, "n": 500, "moments_s": 9.0, "driver_s": 0.057, "groups": 23},
@@ -513,6 +520,8 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
     field = built["lincfa"]["moments of 1 200 x 5 000 float32, chunks (240, 5 000), threaded"]
     assert field[1:] == ["0.41 s", "loading + `np.cov` 0.34 s", "1.21x"]
+    same = built["lincfa"]["same, no scheduler configured (a Dask array's default, threaded)"]
+    assert same[1:] == ["0.40 s", "loading + `np.cov` 0.34 s", "1.18x"]
     sweep = built["dense_sweep"]["40 000"]
     assert sweep[2] == "refused by the memory budget"
     assert sweep[4:] == ["**crashed (signal 11)**", "16.60 s (0.92x)"]

@@ -83,10 +83,7 @@ def load_series(data, cols: np.ndarray) -> np.ndarray:
     client = active_client()
     if client is None:
         sub = data[:, cols] if cols.size < data.shape[1] else data
-        from dcfa._compute import blas_single_threaded_if_threaded
-
-        with blas_single_threaded_if_threaded():
-            compute(da.store(sub.astype(np.float64), out.T, lock=False, compute=False))
+        compute(da.store(sub.astype(np.float64), out.T, lock=False, compute=False))
         return out
     from distributed import as_completed
 

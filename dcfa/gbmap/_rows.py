@@ -129,7 +129,7 @@ def should_persist(persist, n: int, p: int) -> bool:
 
 
 def _persist(*arrays):
-    with blas_single_threaded_if_threaded():
+    with blas_single_threaded_if_threaded(*arrays):
         return dask.persist(*arrays)
 
 
