@@ -449,9 +449,7 @@ class Moments:
 
     def merge(self, other: Moments) -> Moments:
         """Moments of the union of two disjoint row sets (same columns, same treatment)."""
-        if not isinstance(other, Moments):
-            raise InputTypeError(f"other: expected Moments, got {type(other).__name__}")
-        return Moments.merge_all([self, other])
+        return _merged([self, other], "other")
 
     @classmethod
     def merge_all(cls, parts: list[Moments]) -> Moments:
@@ -461,28 +459,7 @@ class Moments:
         the first part's exact means (``mean + mean_lo``): the deviations keep every digit on
         a large offset. Tiles stay tiles, each merged as the same elements of the matrix.
         """
-        parts = list(parts)
-        if not parts:
-            raise InputError("parts: need at least one Moments to merge")
-        first = parts[0]
-        for p in parts:
-            if not isinstance(p, Moments):
-                raise InputTypeError(f"other: expected Moments, got {type(p).__name__}")
-            p._check_computed("merge")
-            if (p.n_columns, p.n_targets, p.pairwise) != (
-                first.n_columns,
-                first.n_targets,
-                first.pairwise,
-            ):
-                raise InputError(
-                    "other: can only merge moments of the same columns and missing-value "
-                    f"treatment; got {p.n_columns} columns/{p.n_targets} targets/{p.missing} "
-                    f"and {first.n_columns}/{first.n_targets}/{first.missing}"
-                )
-        full = [p for p in parts if p.n > 0]
-        if len(full) <= 1:
-            return full[0] if full else first
-        return _merge_parts(full)
+        return _merged(list(parts), "parts")
 
     # -- storage ----------------------------------------------------------------------------
 
@@ -537,6 +514,31 @@ class Moments:
             f"missing={self.missing!r}, "
             + ("lazy)" if self.is_lazy else f"excluded={len(self.excluded)})")
         )
+
+
+def _merged(parts: list, name: str) -> Moments:
+    """The checked merge of ``parts`` (the argument ``name`` of the caller)."""
+    if not parts:
+        raise InputError(f"{name}: need at least one Moments to merge")
+    first = parts[0]
+    for p in parts:
+        if not isinstance(p, Moments):
+            raise InputTypeError(f"{name}: expected Moments, got {type(p).__name__}")
+        p._check_computed("merge")
+        if (p.n_columns, p.n_targets, p.pairwise) != (
+            first.n_columns,
+            first.n_targets,
+            first.pairwise,
+        ):
+            raise InputError(
+                f"{name}: can only merge moments of the same columns and missing-value "
+                f"treatment; got {p.n_columns} columns/{p.n_targets} targets/{p.missing} "
+                f"and {first.n_columns}/{first.n_targets}/{first.missing}"
+            )
+    full = [p for p in parts if p.n > 0]
+    if len(full) <= 1:
+        return full[0] if full else first
+    return _merge_parts(full)
 
 
 def _merge_parts(parts: list[Moments]) -> Moments:

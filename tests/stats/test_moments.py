@@ -416,6 +416,12 @@ def test_merge_rejects_incompatible_moments(rng):
         a.merge(b)
     with pytest.raises(TypeError, match="other"):
         a.merge(np.zeros(3))
+    with pytest.raises(ValueError, match="parts: can only merge"):
+        Moments.merge_all([a, a, b])
+    with pytest.raises(TypeError, match="parts: expected Moments, got ndarray"):
+        Moments.merge_all([a, np.zeros(3)])
+    with pytest.raises(ValueError, match="parts: need at least one"):
+        Moments.merge_all([])
 
 
 @pytest.mark.parametrize(
