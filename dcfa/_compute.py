@@ -252,19 +252,11 @@ def _threaded(collections) -> bool:
     """Whether ``collections`` compute on the local threaded scheduler: the one configured,
     or with none configured their own default (a Dask array's and a Delayed's)."""
     import dask.threaded
-    from dask.base import get_scheduler, is_dask_collection
+    from dask.base import get_scheduler, unpack_collections
 
-    def found(items):  # as dask.compute traverses its arguments
-        for c in items:
-            if is_dask_collection(c):
-                yield c
-            elif isinstance(c, list | tuple | set):
-                yield from found(c)
-            elif isinstance(c, dict):
-                yield from found(c.values())
-
+    found, _ = unpack_collections(*collections, traverse=True)  # as dask.compute finds them
     try:
-        return get_scheduler(collections=list(found(collections)) or None) is dask.threaded.get
+        return get_scheduler(collections=list(found) or None) is dask.threaded.get
     except ValueError:  # collections of different default schedulers: Dask refuses them
         return False
 

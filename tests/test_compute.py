@@ -30,8 +30,8 @@ def _seen(scheduler):
 @pytest.mark.parametrize("scheduler", [None, "threads"])
 def test_blas_runs_on_one_thread_per_task_under_the_threaded_scheduler(scheduler):
     """With no scheduler configured (a Dask array's default is the threaded one), BLAS kept
-    its pool per thread: dcfa.moments of 1 200 x 5 000 float32 took 0.55 s, 0.39 s once
-    pinned, against 0.38 s with scheduler="threads" set."""
+    its pool per thread: dcfa.moments of 1 200 x 5 000 float32 took 0.49 s, 0.40 s once
+    pinned, against 0.37 s with scheduler="threads" set (benchmarks/bench_lincfa.py)."""
     seen, after = _seen(scheduler)
     assert seen == {1}
     assert after == 2  # restored when the computation ends

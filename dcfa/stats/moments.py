@@ -560,9 +560,10 @@ def _merge_parts(parts: list[Moments]) -> Moments:
         mean_lo=lo,
     )
     if pairwise:  # element (i, j): column i over the rows shared with j, against column j
-        out["m2"] = sum_parts([p.m2 for p in parts]) + between_parts(n_s, dev)
-        crosses = sum_parts([p.cross for p in parts])
-        out["cross"] = crosses + between_parts(n_s, dev, dev.transpose(0, 2, 1))
+        out["m2"] = sum_parts([p.m2 for p in parts])
+        out["m2"] += between_parts(n_s, dev)
+        out["cross"] = sum_parts([p.cross for p in parts])
+        out["cross"] += between_parts(n_s, dev, dev.transpose(0, 2, 1))
     elif all(_same_tiles(p.cross, first.cross) for p in parts):
         tiles = first.cross
         edges = [tiles._slice(i) for i in range(tiles.n_blocks)]
