@@ -6,6 +6,7 @@
     python benchmarks/bench_panel.py --json results.json
     python benchmarks/bench_panel.py --compare         # also GenLinCFA(neighbors=1), the old call
     python benchmarks/bench_panel.py --kind smooth --max-groups 30   # also RegionsCV(max_groups=30)
+    python benchmarks/bench_panel.py --orders relevance,weights      # RegionsCV(orders=...)
 
 Draws (the seeds are drawn at random for every run unless ``--seed`` is given, and printed):
 
@@ -27,6 +28,9 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
   region's cells;
 * ``R2/oracle``: the blocked-CV R^2 over that of OLS on the true regions' mean series
   (regions); ``R2-ridge``: the blocked-CV R^2 minus that of ``RidgeCV`` on all cells (smooth);
+* ``nested`` (smooth): the same, the whole estimator refitted in every fold (the map is
+  then chosen without the test years' target, as ridge's weights are); the goal is judged
+  on it;
 * ``ARI``: median over the folds of the adjusted Rand index between the map a fold chose on
   its training months and the final map (``fold_ari_``); ``stable``: median over the cells
   of ``stability_``;
@@ -48,7 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, RidgeCV
+from sklearn.pipeline import make_pipeline
 
 import dcfa
 from dcfa.datasets import make_regions_field, make_smooth_field
@@ -97,6 +103,10 @@ class Draw:
     def gap(self) -> float:
         return self.r2 - self.reference
 
+    @property
+    def nested_gap(self) -> float:
+        return self.extra.get("nested_r2", float("nan")) - self.reference
+
 
 def design(quick: bool) -> list[tuple[str, str, float, int, dict]]:
     resolutions = (2.0,) if quick else RESOLUTIONS
@@ -127,6 +137,8 @@ def judge(draw: Draw, ds, model, compare_ridge: bool) -> None:
     kept = labels >= 0
     G = model.transform(ds.field).values
     draw.groups = int(model.n_features_out_)
+    if hasattr(model, "order_"):
+        draw.extra["order"] = model.order_
     patches = group_patches(model.label_map_, periodic=True)
     draw.contiguous = float((patches == 1).mean())
     draw.r2 = blocked_cv(LinearRegression(), G, y, n_splits=5).mean
@@ -146,6 +158,10 @@ def judge(draw: Draw, ds, model, compare_ridge: bool) -> None:
         cells = X[:, np.isfinite(X).all(axis=0)]
         ridge = RidgeCV(alphas=np.logspace(-2, 6, 33))
         draw.reference = blocked_cv(ridge, cells, y, n_splits=5).mean
+        # the map chosen with the test years' target flatters a supervised map: refit the
+        # whole estimator in every fold, as ridge is
+        nested = make_pipeline(clone(model), LinearRegression())
+        draw.extra["nested_r2"] = blocked_cv(nested, ds.field, y, n_splits=5).mean
 
 
 def fit_draw(kind, variant, res, months, params, seed, estimator) -> Draw:
@@ -165,6 +181,7 @@ def row(d: Draw) -> str:
         f"{d.kind:8s} {d.variant:11s} {d.resolution:3.0f}° {d.months:5d} {d.seed:>10d} "
         f"{d.groups:6d} {d.contiguous:6.2f} {pure:>5s} {score} {d.r2:6.3f} {d.reference:6.3f} "
         f"{d.ari:5.2f} {d.stable:6.2f} {d.fit_s:6.1f}"
+        + (f"  nested {d.nested_gap:+.3f}" if "nested_r2" in d.extra else "")
     )
 
 
@@ -211,17 +228,20 @@ def summarise(draws: list[Draw]) -> dict:
         }
     if smooth:
         gap = np.array([d.gap for d in smooth])
+        nested = np.array([d.nested_gap for d in smooth])
         out["smooth"] = {
             "draws": len(smooth),
             "groups_median": float(np.median([d.groups for d in smooth])),
             "groups_worst": int(max(d.groups for d in smooth)),
             "gap_median": float(np.median(gap)),
             "gap_worst": float(gap.min()),
+            "nested_gap_median": float(np.median(nested)),
+            "nested_gap_worst": float(nested.min()),
             "contiguous_worst": float(min(d.contiguous for d in smooth)),
             "fit_s_median": float(np.median([d.fit_s for d in smooth])),
             "goals": {
                 "groups": bool(max(d.groups for d in smooth) <= GOALS["smooth_groups"]),
-                "within_ridge": bool(gap.min() >= -GOALS["smooth_gap"]),
+                "within_ridge": bool(nested.min() >= -GOALS["smooth_gap"]),
             },
         }
     return out
@@ -249,8 +269,10 @@ def print_summary(summary: dict) -> None:
         print(
             f"smooth ({s['draws']} draws): groups median {s['groups_median']:.0f}, worst "
             f"{s['groups_worst']} [{'ok' if g['groups'] else 'MISSED'}: <= 30]; R2 - ridge "
-            f"median {s['gap_median']:+.3f}, worst {s['gap_worst']:+.3f} "
-            f"[{'ok' if g['within_ridge'] else 'MISSED'}: >= -0.02]; contiguous share worst "
+            f"median {s['gap_median']:+.3f}, worst {s['gap_worst']:+.3f}; refitted in every "
+            f"fold (nested) median {s['nested_gap_median']:+.3f}, worst "
+            f"{s['nested_gap_worst']:+.3f} [{'ok' if g['within_ridge'] else 'MISSED'}: >= -0.02]"
+            "; contiguous share worst "
             f"{s['contiguous_worst']:.2f}; fit median {s['fit_s_median']:.1f} s"
         )
 
@@ -266,8 +288,16 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--kind", choices=("regions", "smooth"), default=None, help="only these draws"
     )
+    parser.add_argument(
+        "--orders",
+        default=None,
+        help="RegionsCV's orders for every RegionsCV fit, e.g. relevance,weights",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
+    orders = {} if args.orders is None else {"orders": tuple(args.orders.split(","))}
+    if orders and set(orders["orders"]) - set(dcfa.cfa.regions.ORDERS):
+        parser.error(f"--orders: expected some of {dcfa.cfa.regions.ORDERS}, got {args.orders}")
     if args.max_groups is not None and args.max_groups < 1:
         parser.error(f"--max-groups: expected an int >= 1, got {args.max_groups}")
     logging.getLogger("dcfa").setLevel(logging.WARNING)
@@ -279,12 +309,15 @@ def main(argv=None) -> None:
         chosen = [i for i, c in enumerate(cells) if c[0] == args.kind]
         cells, seeds = [cells[i] for i in chosen], seeds[chosen]
     print(f"panel seed {entropy} ({len(cells)} draws; replay with --seed {entropy})")
-    estimators = {"RegionsCV()": lambda: dcfa.RegionsCV()}
+    own = "".join(f"{k}={v}" for k, v in orders.items())
+    estimators = {f"RegionsCV({own})": lambda: dcfa.RegionsCV(**orders)}
     if args.compare:
         estimators["GenLinCFA(neighbors=1)"] = lambda: dcfa.GenLinCFA(neighbors=1)
     if args.max_groups is not None:
         cap = args.max_groups
-        estimators[f"RegionsCV(max_groups={cap})"] = lambda: dcfa.RegionsCV(max_groups=cap)
+        estimators[f"RegionsCV(max_groups={cap}{', ' + own if own else ''})"] = lambda: (
+            dcfa.RegionsCV(max_groups=cap, **orders)
+        )
     results = {}
     for name, make_estimator in estimators.items():
         print(f"\n{name}\n{HEADER}", flush=True)

@@ -221,6 +221,8 @@ def synthetic_records() -> dict[str, dict]:
         "groups_worst": 40,
         "gap_median": -0.01,
         "gap_worst": -0.05,
+        "nested_gap_median": -0.02,
+        "nested_gap_worst": -0.07,
         "goals": {"groups": False, "within_ridge": False},
     }
     summary = {"summary": {"regions": regions, "smooth": smooth}}

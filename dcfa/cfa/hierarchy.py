@@ -1,4 +1,4 @@
-"""Agglomeration on a neighbour graph: the two merge orders behind :class:`dcfa.RegionsCV`.
+"""Agglomeration on a neighbour graph: the merge orders behind :class:`dcfa.RegionsCV`.
 
 Both functions take series held in memory (one row per item: a cell, or a piece made of
 cells) and a sparse adjacency between items, and return the order in which a greedy
@@ -16,6 +16,10 @@ every neighbour of its two parts: every group is one connected patch of the grap
   relevance, the more correlated pair. Pieces that tell nothing about the target merge into a
   background first; a relevant piece is merged last, and the cross-validation of
   :class:`dcfa.RegionsCV` decides how far down this order a map goes.
+
+* :func:`ward_merges` merges first the adjacent pair of groups whose values (each group's
+  weighted mean of its items') are the most alike, by Ward's criterion: with the items'
+  weights per cell in a ridge regression of the target, regions of alike weight.
 
 :func:`cut` turns the first ``k`` merges into labels. Nothing here imports Dask or xarray.
 """
@@ -42,6 +46,7 @@ __all__ = [
     "relevance_order",
     "segment_pair_cross",
     "upper_pairs",
+    "ward_merges",
 ]
 
 # bytes of the two blocks of series a pass over the adjacent pairs gathers at a time: small
@@ -311,3 +316,72 @@ def upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
     """The adjacent pairs ``rows[i] < cols[i]`` of a symmetric adjacency."""
     rows, cols = sp.triu(sp.csr_array(adjacency), k=1).nonzero()
     return rows.astype(np.int64), cols.astype(np.int64)
+
+
+def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
+    """Merge adjacent groups of alike ``value`` (Ward's criterion), until none is left to merge.
+
+    A group's value is the weighted mean of its items' values; merging groups ``a`` and ``b``
+    costs ``w_a w_b / (w_a + w_b) (v_a - v_b)^2``, the rise of the weighted sum of squares
+    about the groups' values. The merges go in rounds: every group finds its cheapest
+    neighbour, and the pairs that are each other's cheapest merge (reciprocal nearest
+    neighbours, which the greedy Ward order merges too), the cheapest first. A round's costs
+    are computed for all pairs at once, so ``n`` items take a few dozen array passes, not
+    ``n`` Python steps.
+
+    Parameters
+    ----------
+    value : ndarray of shape (n_items,)
+    weight : ndarray of shape (n_items,)
+        Positive: each item's weight (its cells).
+    adjacency : sparse matrix of shape (n_items, n_items)
+
+    Returns
+    -------
+    Merges
+        ``value`` holds each merge's height: its cost, or the height of a merge that made
+        one of its groups when that is higher (so that the merges go in increasing height and
+        every cut is a partition the rounds made).
+    """
+    v = np.asarray(value, dtype=np.float64).ravel()
+    w = np.asarray(weight, dtype=np.float64).ravel()
+    n = v.size
+    adjacency = sp.csr_array(adjacency)
+    labels = np.arange(n)
+    uf = _UnionFind(n)
+    out: tuple[list, list, list] = ([], [], [])
+    g, gv, gw = n, v, w
+    height = np.zeros(n)  # each group's highest merge so far
+    rows, cols = upper_pairs(adjacency)
+    while rows.size:
+        cost = gw[rows] * gw[cols] / (gw[rows] + gw[cols]) * (gv[rows] - gv[cols]) ** 2
+        rank = np.empty(cost.size, dtype=np.int64)
+        rank[np.lexsort((np.arange(cost.size), cost))] = np.arange(cost.size)  # no ties
+        best = np.full(g, cost.size, dtype=np.int64)  # every group's cheapest pair's rank
+        np.minimum.at(best, rows, rank)
+        np.minimum.at(best, cols, rank)
+        mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
+        # a merge is never below the merges that made its groups: cuts stay Ward's groups
+        h = np.maximum(cost[mutual], np.maximum(height[rows[mutual]], height[cols[mutual]]))
+        rep = np.empty(g, dtype=np.int64)
+        rep[labels] = np.arange(n)
+        uf.union_all(rep[rows[mutual]], rep[cols[mutual]], h, out)
+        new = uf.labels()
+        g_new = int(new.max()) + 1
+        up = np.zeros(g_new)
+        np.maximum.at(up, new[rep], height)
+        np.maximum.at(up, new[rep[rows[mutual]]], h)
+        # the pairs of the new groups: the old pairs relabelled, once each
+        a, b = new[rep[rows]], new[rep[cols]]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        pairs = np.unique(lo[lo != hi] * g_new + hi[lo != hi])
+        rows, cols = pairs // g_new, pairs % g_new
+        g, height, labels = g_new, up, new
+        M = membership(labels, g)
+        gw = M @ w
+        gv = (M @ (w * v)) / gw
+    a, b, h = (np.array(x) for x in out)
+    # by height across rounds, as the greedy order makes them; a round's merges are disjoint
+    # and a merge's height is at least its groups', so every cut is a union of whole groups
+    keep = np.argsort(h, kind="stable")
+    return Merges(n, a[keep].astype(np.int64), b[keep].astype(np.int64), h[keep])

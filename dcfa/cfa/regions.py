@@ -13,12 +13,22 @@ and lets time-blocked cross-validation decide how far each stage goes:
 2. **Regions** (:func:`dcfa.cfa.hierarchy.relevance_merges`). Adjacent pieces merge, the
    least relevant pair first (a pair's relevance is the larger absolute correlation of its
    two means with the target): pieces that say nothing about the target merge into a
-   background, and a relevant piece stays apart until the end.
+   background, and a relevant piece stays apart until the end. A second order is scored
+   next to it: adjacent pieces of the finest level merge by Ward's criterion on their weight
+   per cell in a ridge regression of the target on all cells
+   (:func:`dcfa.cfa.selection.ridge_weights`, :func:`dcfa.cfa.hierarchy.ward_merges`), so
+   that each region holds cells the target weighs alike. On a field of discrete regions the
+   relevance order reaches the best skill with fewer regions; on a smooth field, where the
+   target's pattern spans the whole grid, regions of alike weight approach ridge's skill
+   with a few dozen regions.
 3. **Selection** (:func:`dcfa.cfa.selection.within_noise`). For every level and every number
    of regions, each fold of a purged blocked K-fold (:func:`dcfa.skill.blocked_folds`)
-   merges the pieces on its training months and scores an OLS of the target on the region
-   means on its test months. The map kept is the smallest whose skill is within
-   ``parsimony`` standard errors (of the paired differences over the folds) of the best.
+   merges the pieces on its training months (both orders) and scores an OLS of the target
+   on the region means on its test months. The map kept is the smallest whose skill is
+   within ``parsimony`` standard errors (of the paired differences over the folds) of the
+   best, among the relevance order's maps; among both orders when the relevance order's best
+   map is not within the noise of the best map of alike weight
+   (:func:`dcfa.cfa.selection.first_within_noise`).
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
 rescaled), so a region's series is in the field's units.
@@ -57,11 +67,18 @@ from dcfa.cfa.hierarchy import (
     relevance_order,
     segment_pair_cross,
     upper_pairs,
+    ward_merges,
 )
-from dcfa.cfa.selection import comembership, ols_skill, within_noise
+from dcfa.cfa.selection import (
+    comembership,
+    first_within_noise,
+    ols_skill,
+    ridge_weights,
+    scaled_gram,
+)
 from dcfa.stats.kernels import row_blocks
 
-__all__ = ["RegionsCV", "LEVELS", "SERIES_COPIES", "SIZES"]
+__all__ = ["RegionsCV", "LEVELS", "ORDERS", "SERIES_COPIES", "SIZES"]
 
 logger = logging.getLogger("dcfa")
 
@@ -75,6 +92,9 @@ SERIES_COPIES = 4.0
 #: the numbers of regions the cross-validation scores (those the path reaches): a map of more
 #: than 100 regions is no small map
 SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
+#: the second stage's merge orders: ``"relevance"`` (a background and the relevant pieces)
+#: and ``"weights"`` (regions of alike ridge weight, for fields without discrete regions)
+ORDERS = ("relevance", "weights")
 
 
 class RegionsCV(BaseCFA):
@@ -100,6 +120,12 @@ class RegionsCV(BaseCFA):
         map may be. 0 takes the most skilful map.
     levels : sequence of float, default=:data:`LEVELS`
         Correlations in (-1, 1] at which the first stage stops, each giving its own pieces.
+    orders : sequence of {"relevance", "weights"}, default=:data:`ORDERS`
+        The second stage's merge orders the cross-validation chooses among. The relevance
+        order's map is kept unless its best map falls out of the noise of the best
+        ``"weights"`` map
+        (regions of alike ridge weight, which suit smooth fields). ``("relevance",)`` scores
+        the first only (faster: no ridge regression and no second agglomeration per fold).
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0
@@ -117,12 +143,16 @@ class RegionsCV(BaseCFA):
         Regions.
     level_ : float
         The level of the chosen map's pieces.
+    order_ : str
+        The merge order of the chosen map (``"relevance"`` or ``"weights"``).
     n_pieces_ : dict of float to int
         Pieces at each level.
     cv_path_ : xarray.Dataset
         ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold (NaN where the
         path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
-        and the folds' test blocks (``test_start``, ``test_stop``: fold).
+        the same for the ``"weights"`` order on the finest level's pieces (``r2_weights``:
+        n_groups, fold; ``mean_r2_weights``: n_groups; NaN when not scored), and the folds'
+        test blocks (``test_start``, ``test_stop``: fold).
     stability_ : ndarray of shape (``n_features_in_``,)
         For each cell, the mean over the folds of the Jaccard index of its region in the
         chosen map and its region in the map the fold chose at the same level and size on
@@ -166,6 +196,7 @@ class RegionsCV(BaseCFA):
         "max_groups": [None, Interval(Integral, 1, None, closed="left")],
         "parsimony": [Interval(Real, 0, None, closed="left")],
         "levels": ["array-like"],
+        "orders": [tuple, list],
         "n_splits": [Interval(Integral, 2, None, closed="left")],
         "gap": [Interval(Integral, 0, None, closed="left")],
         "sample_dim": [str],
@@ -179,6 +210,7 @@ class RegionsCV(BaseCFA):
         max_groups=None,
         parsimony=1.0,
         levels=LEVELS,
+        orders=ORDERS,
         n_splits=5,
         gap=0,
         sample_dim="time",
@@ -188,6 +220,7 @@ class RegionsCV(BaseCFA):
         self.max_groups = max_groups
         self.parsimony = parsimony
         self.levels = levels
+        self.orders = orders
         self.n_splits = n_splits
         self.gap = gap
         self.sample_dim = sample_dim
@@ -261,6 +294,11 @@ class RegionsCV(BaseCFA):
         if levels.size == 0 or not np.all((levels > -1) & (levels <= 1)):
             raise InputError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
         levels = np.unique(levels)[::-1]
+        orders = list(dict.fromkeys(self.orders))
+        if not orders or set(orders) - set(ORDERS):
+            raise InputError(
+                f"orders: expected a non-empty sequence of {list(ORDERS)}, got {list(self.orders)}"
+            )
         inp = check_X(X, sample_dim=self.sample_dim)
         if inp.layout is not None:
             dim = inp.layout.sample_dim
@@ -321,6 +359,8 @@ class RegionsCV(BaseCFA):
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
         scored: dict[int, np.ndarray] = {}  # levels with as many pieces have the same ones
         for i, lv in enumerate(levels):
+            if "relevance" not in orders:
+                break
             pieces = stages[lv]
             if pieces.n in scored:
                 r2[i] = scored[pieces.n]
@@ -331,30 +371,49 @@ class RegionsCV(BaseCFA):
                 for j, G in zip(js, pieces.means_along(path, sizes[js]), strict=True):
                     r2[i, j, f] = ols_skill(G, yv, train, test)
             scored[pieces.n] = r2[i]
-        flat = r2.reshape(-1, len(folds))
-        pick = within_noise(flat, np.tile(sizes, levels.size), self.parsimony)
-        i, j = divmod(pick, sizes.size)
-        level, k = float(levels[i]), int(sizes[j])
-        pieces = stages[level]
-        final = pieces.cells(cut(pieces.regions(slice(None)), pieces.n - k))
-        fold_maps = [pieces.cells(cut(pieces.regions(train), pieces.n - k)) for train, _ in folds]
+        finest = stages[levels[0]]
+        r2_w = np.full((sizes.size, len(folds)), np.nan)
+        alike = [finest.alike(train) for train, _ in folds] if "weights" in orders else []
+        for f, path in enumerate(alike):
+            train, test = folds[f]
+            js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= finest.n]
+            for j, G in zip(js, finest.means_along(path, sizes[js]), strict=True):
+                r2_w[j, f] = ols_skill(G, yv, train, test)
+        # the relevance order's regions unless regions of alike weight are clearly better
+        family, pick = first_within_noise(
+            r2.reshape(-1, len(folds)), np.tile(sizes, levels.size), r2_w, sizes, self.parsimony
+        )
+        i, j = divmod(pick, sizes.size) if family == 0 else (levels.size, pick)
+        order = ("relevance", "weights")[family]
+        if order == "weights":
+            level, k, pieces = float(levels[0]), int(sizes[j]), finest
+            paths = [finest.alike(slice(None)), *alike]
+            mean_r2 = float(np.mean(r2_w[j]))
+        else:
+            level, k = float(levels[i]), int(sizes[j])
+            pieces = stages[level]
+            paths = [pieces.regions(rows) for rows in [slice(None)] + [tr for tr, _ in folds]]
+            mean_r2 = float(np.mean(r2[i, j]))
+        final, *fold_maps = (pieces.cells(cut(path, pieces.n - k)) for path in paths)
         t2 = time.perf_counter()
 
         labels = np.full(D, -1, dtype=np.int64)
         labels[cols] = final
         self.level_ = level
+        self.order_ = order
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
-        self.cv_path_ = _path_dataset(r2, levels, sizes, stages, folds)
+        self.cv_path_ = _path_dataset(r2, r2_w, levels, sizes, stages, folds)
         self._set_fitted(inp, columns, labels, opts, None)
         self._set_stability(inp, cols, final, fold_maps)
         logger.info(
-            "RegionsCV: %d cells -> %d regions (level %.2f: %d pieces; mean CV R^2 %.3f); "
-            "pieces %.1f s, selection %.1f s",
+            "RegionsCV: %d cells -> %d regions (%s order, level %.2f: %d pieces; mean CV R^2 "
+            "%.3f); pieces %.1f s, selection %.1f s",
             cols.size,
             k,
+            order,
             level,
             pieces.n,
-            float(np.mean(r2[i, j])),
+            mean_r2,
             t1 - t0,
             t2 - t1,
         )
@@ -517,6 +576,18 @@ class _Pieces:
             t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
         )
 
+    def alike(self, rows):
+        """The second stage's other order on the samples ``rows``: adjacent pieces of alike
+        weight per cell, in a ridge regression of the target on all cells, merge first
+        (Ward's criterion, each piece weighing its cells)."""
+        c = ridge_weights(self.sums, self.size, self.y, rows, self._gram)
+        return ward_merges(c, self.size, self.adjacency)
+
+    @cached_property
+    def _gram(self) -> np.ndarray:
+        """The scaled pieces' Gram matrix over all samples, which every fold's ridge reads."""
+        return scaled_gram(self.sums, self.size)
+
     def means_along(self, path, sizes) -> list[np.ndarray]:
         """Each region's mean series (regions x samples, up to a constant per region) in the
         maps of ``sizes`` regions that ``path`` makes: the largest map from the pieces, the
@@ -554,10 +625,14 @@ def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:
     return sp.csr_array(A)
 
 
-def _path_dataset(r2, levels, sizes, stages, folds) -> xr.Dataset:
-    with np.errstate(invalid="ignore"):
-        scored = np.isfinite(r2).all(axis=2)
-        mean = np.where(scored, np.nanmean(np.where(np.isfinite(r2), r2, 0.0), axis=2), np.nan)
+def _fold_mean(r2: np.ndarray) -> np.ndarray:
+    """The mean over the last axis (the folds), NaN unless every fold is scored."""
+    scored = np.isfinite(r2).all(axis=-1)
+    return np.where(scored, np.where(np.isfinite(r2), r2, 0.0).mean(axis=-1), np.nan)
+
+
+def _path_dataset(r2, r2_w, levels, sizes, stages, folds) -> xr.Dataset:
+    mean = _fold_mean(r2)
     return xr.Dataset(
         {
             "r2": (
@@ -566,6 +641,16 @@ def _path_dataset(r2, levels, sizes, stages, folds) -> xr.Dataset:
                 {"long_name": "test R^2 of OLS on the region means"},
             ),
             "mean_r2": (("level", "n_groups"), mean, {"long_name": "mean test R^2 over the folds"}),
+            "r2_weights": (
+                ("n_groups", "fold"),
+                r2_w,
+                {"long_name": "test R^2 of OLS on regions of alike ridge weight"},
+            ),
+            "mean_r2_weights": (
+                "n_groups",
+                _fold_mean(r2_w),
+                {"long_name": "mean test R^2 over the folds, regions of alike ridge weight"},
+            ),
             "n_pieces": ("level", np.array([stages[lv].n for lv in levels])),
             "test_start": ("fold", np.array([int(te[0]) for _, te in folds])),
             "test_stop": ("fold", np.array([int(te[-1]) + 1 for _, te in folds])),

@@ -5,7 +5,11 @@
 * :func:`within_noise`: the smallest map whose skill is within the noise of the best one
   (a one-standard-error rule, as glmnet's ``lambda.1se``, with the standard error of the
   *paired* differences over the folds).
+* :func:`first_within_noise`: the same, preferring one family of maps to another unless it
+  falls out of the noise of the other's best.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
+* :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
+  which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
 """
 
 from __future__ import annotations
@@ -13,7 +17,17 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-__all__ = ["comembership", "ols_skill", "within_noise"]
+from dcfa.stats.kernels import row_blocks
+
+__all__ = [
+    "RIDGE_ALPHAS",
+    "comembership",
+    "first_within_noise",
+    "ols_skill",
+    "ridge_weights",
+    "scaled_gram",
+    "within_noise",
+]
 
 # the Cholesky factor's smallest diagonal over its largest below which the normal equations'
 # solution is left to least squares (a condition number of the Gram matrix above 1e8)
@@ -84,6 +98,57 @@ def within_noise(skill: np.ndarray, sizes: np.ndarray, parsimony: float = 1.0) -
     return int(pick[np.argmax(mean[pick])])
 
 
+def first_within_noise(
+    first: np.ndarray,
+    first_sizes: np.ndarray,
+    second: np.ndarray,
+    second_sizes: np.ndarray,
+    parsimony: float = 1.0,
+) -> tuple[int, int]:
+    """:func:`within_noise` among the ``first`` candidates, unless the best of them falls out
+    of the noise of the best of both families: then :func:`within_noise` among both.
+
+    Two families of maps (two merge orders) are not equally readable: the first is preferred,
+    and the second is taken only where it is clearly more skilful than anything the first
+    offers (the first family's best map, not only its smallest within the noise, is out of
+    the noise of the second's best).
+
+    Parameters
+    ----------
+    first, second : ndarray of shape (n_candidates, n_folds)
+        Each family's skill; a family never scored is all NaN.
+    first_sizes, second_sizes : ndarray of shape (n_candidates,)
+        Each candidate's number of groups.
+    parsimony : float, default=1.0
+
+    Returns
+    -------
+    (int, int)
+        The family (0 or 1) and the candidate in it.
+    """
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if not np.isfinite(first).all(axis=1).any():
+        return 1, within_noise(second, second_sizes, parsimony)
+    pick = within_noise(first, first_sizes, parsimony)
+    if np.isfinite(second).all(axis=1).any():
+        both = np.concatenate([first, second])
+        sizes = np.concatenate([first_sizes, second_sizes])
+        best = within_noise(both, sizes, 0.0)
+        own_best = within_noise(first, first_sizes, 0.0)
+        if not _within(first[own_best], both[best], parsimony):
+            choice = within_noise(both, sizes, parsimony)
+            n = first.shape[0]
+            return (0, choice) if choice < n else (1, choice - n)
+    return 0, pick
+
+
+def _within(skill: np.ndarray, best: np.ndarray, parsimony: float) -> bool:
+    """Whether ``skill`` is within ``parsimony`` standard errors of the paired ``best``."""
+    diff = skill - best
+    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
+    return bool(diff.mean() >= -parsimony * se - 1e-12)
+
+
 def comembership(labels: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
     """How much of each item's group recurs in each of ``others``: the mean over the other
     maps of the Jaccard index of the item's two groups (1: the same cells around it in every
@@ -111,3 +176,75 @@ def comembership(labels: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
         out += jac
     out /= len(others)
     return np.where(keep, out, np.nan)
+
+
+# bytes of the items' sums that ridge_weights scales at a time
+_BLOCK_BYTES = 8 << 20
+
+#: ridge penalties tried, relative to the mean eigenvalue of the Gram matrix
+RIDGE_ALPHAS = np.logspace(-6, 3, 37)
+
+
+def scaled_gram(sums: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """``Z.T @ Z`` for ``Z = sums / sqrt(size)`` (items x samples), a block of items at a time:
+    the Gram matrix of every sample pair, from which :func:`ridge_weights` takes any
+    fold's."""
+    gram = np.zeros((sums.shape[1], sums.shape[1]))
+    for b in row_blocks(sums.shape[0], sums.shape[1], _BLOCK_BYTES):
+        Z = sums[b] / np.sqrt(size[b])[:, None]
+        gram += Z.T @ Z
+    return gram
+
+
+def ridge_weights(
+    sums: np.ndarray, size: np.ndarray, y: np.ndarray, rows, gram: np.ndarray | None = None
+) -> np.ndarray:
+    """Each item's weight per cell in a ridge regression of ``y`` on all cells, every cell of
+    an item sharing the item's weight, fitted on the samples ``rows``.
+
+    With ``x_i`` the sum of an item's ``n_i`` cells and ``c_i`` the weight of each of its
+    cells, the prediction is ``sum_i c_i x_i`` and the penalty ``sum_i n_i c_i^2`` (that of
+    ridge on the cells themselves). It is solved in its dual form, on the ``rows x rows`` Gram
+    matrix of ``x_i / sqrt(n_i)`` (far fewer samples than cells), centred on ``rows``, with the
+    penalty chosen by generalised cross-validation among :data:`RIDGE_ALPHAS` times the mean
+    eigenvalue (so the choice does not depend on the field's units).
+
+    Parameters
+    ----------
+    sums : ndarray of shape (n_items, n_samples)
+        Each item's sum of its cells' series.
+    size : ndarray of shape (n_items,)
+        Cells per item.
+    y : ndarray of shape (n_samples,)
+    rows : slice or ndarray of int
+        The training samples.
+    gram : ndarray of shape (n_samples, n_samples), optional
+        :func:`scaled_gram` of ``sums`` and ``size``, when several folds share it.
+
+    Returns
+    -------
+    ndarray of shape (n_items,)
+    """
+    rows = np.arange(sums.shape[1])[rows]
+    yt = y[rows] - y[rows].mean()
+    m = yt.size
+    if gram is None:
+        gram = scaled_gram(sums[:, rows], size)
+    else:
+        gram = gram[np.ix_(rows, rows)]
+    # centred on the rows: H G H with H = I - 11'/m
+    gram = gram - gram.mean(axis=0) - gram.mean(axis=1)[:, None] + gram.mean()
+    s, U = np.linalg.eigh(gram)
+    s = np.clip(s, 0.0, None)
+    uy = U.T @ yt
+    best, alpha = np.inf, 1.0
+    for a in RIDGE_ALPHAS * max(s.mean(), np.finfo(float).tiny):
+        gcv = m * np.sum((a / (s + a) * uy) ** 2) / (m - np.sum(s / (s + a))) ** 2
+        if gcv < best:
+            best, alpha = gcv, a
+    dual = U @ (uy / (s + alpha))
+    dual -= dual.mean()  # a constant shift of the dual is no change of the centred fit
+    out = np.empty(sums.shape[0])
+    for b in row_blocks(sums.shape[0], m, _BLOCK_BYTES):
+        out[b] = (sums[b][:, rows] @ dual) / size[b]
+    return out
