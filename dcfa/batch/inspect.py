@@ -152,7 +152,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     chosen = (
         f"; eps {a['eps']:g} chosen by forward CV"
         if "eps" in a
-        else f"; level {a['level']:g} chosen by blocked CV"
+        else f"; level {a['level']:g}, {a.get('order', 'relevance')} order, chosen by blocked CV"
         if "level" in a
         else ""
     )

@@ -123,9 +123,9 @@ class RegionsCV(BaseCFA):
     orders : sequence of {"relevance", "weights"}, default=:data:`ORDERS`
         The second stage's merge orders the cross-validation chooses among. The relevance
         order's map is kept unless its best map falls out of the noise of the best
-        ``"weights"`` map
-        (regions of alike ridge weight, which suit smooth fields). ``("relevance",)`` scores
-        the first only (faster: no ridge regression and no second agglomeration per fold).
+        ``"weights"`` map (regions of alike ridge weight, which suit smooth fields).
+        ``("relevance",)`` scores the first only (faster: no ridge regression and no second
+        agglomeration per fold).
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0
@@ -448,6 +448,7 @@ class RegionsCV(BaseCFA):
         return {
             "execution": "series",
             "level": self.level_,
+            "order": self.order_,
             "cv_path": json.dumps(
                 {
                     "levels": path["level"].values.tolist(),

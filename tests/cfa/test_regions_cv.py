@@ -376,6 +376,7 @@ def test_regions_cv_fitted_values(regions_field):
     np.testing.assert_allclose(Xt.values, expected, rtol=1e-6)
     record = model.fit_record()
     assert record["level"] == model.level_ and "cv_path" in record
+    assert record["order"] == model.order_ == "relevance"
 
 
 @pytest.mark.slow
