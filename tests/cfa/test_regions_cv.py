@@ -397,16 +397,17 @@ def test_regions_cv_same_map_from_numpy_dask_and_xarray(regions_field):
 
 def test_the_weights_order_approaches_ridge_on_a_smooth_field():
     """A smooth field (no discrete regions), the whole estimator refitted in every fold: the
-    relevance order alone falls 0.1-0.4 R² below ridge on all cells; at the defaults, which
-    score regions of alike ridge weight too, the map comes within 0.05 of ridge."""
+    relevance order alone falls 0.13-0.32 R² below ridge on all cells (data seeds 0-3 at this
+    size); at the defaults, which score regions of alike ridge weight too, the map comes
+    within 0.011-0.042 of ridge."""
     from sklearn.linear_model import RidgeCV
     from sklearn.pipeline import make_pipeline
 
     from dcfa.datasets import make_smooth_field
 
-    ds = make_smooth_field(240, (36, 72), seed=0)
+    ds = make_smooth_field(240, (24, 48), seed=0)
     X, y = ds.field.values.reshape(240, -1), ds.target.values
-    A = grid_adjacency((36, 72), 1, periodic=(1,))
+    A = grid_adjacency((24, 48), 1, periodic=(1,))
     ridge = blocked_cv(RidgeCV(np.logspace(-2, 6, 33)), X, y).mean
 
     def skill(**kw):
@@ -419,7 +420,7 @@ def test_the_weights_order_approaches_ridge_on_a_smooth_field():
     model = dcfa.RegionsCV(neighbors=A).fit(X, y)
     assert model.order_ == "weights"
     assert np.isfinite(model.cv_path_["mean_r2_weights"]).any()
-    labels = model.labels_.reshape(36, 72)
+    labels = model.labels_.reshape(24, 48)
     assert np.all(group_patches(xr.DataArray(labels, dims=("lat", "lon")), periodic=True) == 1)
 
 
