@@ -108,11 +108,8 @@ def compute(*args, progress: bool | None = None):
             raise
         release(client, futures)
         return results
-    with (
-        blas_single_threaded_if_threaded(*args),
-        _local_progress(show),
-        _own_pool(*args) as kwargs,
-    ):
+    threaded = _threaded(args)  # found once: the traversal walks every argument
+    with _blas_one_thread(threaded), _local_progress(show), _own_pool(threaded) as kwargs:
         return dask.compute(*args, **kwargs)
 
 
@@ -262,11 +259,11 @@ def _threaded(collections) -> bool:
 
 
 @contextlib.contextmanager
-def _own_pool(*collections):
-    """Under the local threaded scheduler, a thread pool of this computation's own, shut down
-    (waiting for its running tasks) when it ends: Dask's shared pool would carry on with the
-    tasks of a computation that already raised."""
-    if not _threaded(collections) or dask.config.get("pool", None) is not None:
+def _own_pool(threaded: bool):
+    """Under the local threaded scheduler (``threaded``), a thread pool of this computation's
+    own, shut down (waiting for its running tasks) when it ends: Dask's shared pool would
+    carry on with the tasks of a computation that already raised."""
+    if not threaded or dask.config.get("pool", None) is not None:
         yield {}
         return
     from concurrent.futures import ThreadPoolExecutor
@@ -310,7 +307,13 @@ def scheduler_workers(client) -> dict:
 def blas_single_threaded_if_threaded(*collections):
     """BLAS on one thread while ``collections`` compute on the local threaded scheduler: its
     threads already use every core, and a BLAS pool per thread would oversubscribe them."""
-    if not _threaded(collections):
+    with _blas_one_thread(_threaded(collections)):
+        yield
+
+
+@contextlib.contextmanager
+def _blas_one_thread(on: bool):
+    if not on:
         yield
         return
     from threadpoolctl import threadpool_limits

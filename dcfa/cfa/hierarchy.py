@@ -346,7 +346,6 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     v = np.asarray(value, dtype=np.float64).ravel()
     w = np.asarray(weight, dtype=np.float64).ravel()
     n = v.size
-    adjacency = sp.csr_array(adjacency)
     labels = np.arange(n)
     uf = _UnionFind(n)
     out: tuple[list, list, list] = ([], [], [])

@@ -366,19 +366,13 @@ class RegionsCV(BaseCFA):
                 r2[i] = scored[pieces.n]
                 continue
             for f, (train, test) in enumerate(folds):
-                path = pieces.regions(train)
-                js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= pieces.n]
-                for j, G in zip(js, pieces.means_along(path, sizes[js]), strict=True):
-                    r2[i, j, f] = ols_skill(G, yv, train, test)
+                r2[i, :, f] = pieces.skill_along(pieces.regions(train), sizes, train, test)
             scored[pieces.n] = r2[i]
         finest = stages[levels[0]]
         r2_w = np.full((sizes.size, len(folds)), np.nan)
         alike = [finest.alike(train) for train, _ in folds] if "weights" in orders else []
         for f, path in enumerate(alike):
-            train, test = folds[f]
-            js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= finest.n]
-            for j, G in zip(js, finest.means_along(path, sizes[js]), strict=True):
-                r2_w[j, f] = ols_skill(G, yv, train, test)
+            r2_w[:, f] = finest.skill_along(path, sizes, *folds[f])
         # the relevance order's regions unless regions of alike weight are clearly better
         family, pick = first_within_noise(
             r2.reshape(-1, len(folds)), np.tile(sizes, levels.size), r2_w, sizes, self.parsimony
@@ -588,6 +582,15 @@ class _Pieces:
     def _gram(self) -> np.ndarray:
         """The scaled pieces' Gram matrix over all samples, which every fold's ridge reads."""
         return scaled_gram(self.sums, self.size)
+
+    def skill_along(self, path, sizes: np.ndarray, train, test) -> np.ndarray:
+        """The test R^2 of OLS on the region means of each map of ``sizes`` regions that
+        ``path`` makes (fitted on ``train``); NaN for sizes the path does not reach."""
+        out = np.full(sizes.size, np.nan)
+        js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= self.n]
+        for j, G in zip(js, self.means_along(path, sizes[js]), strict=True):
+            out[j] = ols_skill(G, self.y, train, test)
+        return out
 
     def means_along(self, path, sizes) -> list[np.ndarray]:
         """Each region's mean series (regions x samples, up to a constant per region) in the

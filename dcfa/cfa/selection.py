@@ -89,10 +89,7 @@ def within_noise(skill: np.ndarray, sizes: np.ndarray, parsimony: float = 1.0) -
         raise ValueError("no candidate map could be scored in every fold")
     mean = np.where(scored, skill.mean(axis=1) if skill.shape[1] else 0.0, -np.inf)
     best = int(np.argmax(mean))
-    diff = skill - skill[best]
-    k = skill.shape[1]
-    se = diff.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros(len(skill))
-    ok = scored & (diff.mean(axis=1) >= -parsimony * se - 1e-12)
+    ok = scored & _within(skill, skill[best], parsimony)
     fewest = sizes[ok].min()
     pick = np.flatnonzero(ok & (sizes == fewest))
     return int(pick[np.argmax(mean[pick])])
@@ -135,18 +132,20 @@ def first_within_noise(
         sizes = np.concatenate([first_sizes, second_sizes])
         best = within_noise(both, sizes, 0.0)
         own_best = within_noise(first, first_sizes, 0.0)
-        if not _within(first[own_best], both[best], parsimony):
+        if not _within(first[[own_best]], both[best], parsimony)[0]:
             choice = within_noise(both, sizes, parsimony)
             n = first.shape[0]
             return (0, choice) if choice < n else (1, choice - n)
     return 0, pick
 
 
-def _within(skill: np.ndarray, best: np.ndarray, parsimony: float) -> bool:
-    """Whether ``skill`` is within ``parsimony`` standard errors of the paired ``best``."""
+def _within(skill: np.ndarray, best: np.ndarray, parsimony: float) -> np.ndarray:
+    """Which candidates (rows of ``skill``, folds along its columns) are within ``parsimony``
+    standard errors of the paired differences from ``best`` (one skill per fold)."""
     diff = skill - best
-    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
-    return bool(diff.mean() >= -parsimony * se - 1e-12)
+    k = skill.shape[1]
+    se = diff.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros(len(skill))
+    return diff.mean(axis=1) >= -parsimony * se - 1e-12
 
 
 def comembership(labels: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
@@ -228,10 +227,7 @@ def ridge_weights(
     rows = np.arange(sums.shape[1])[rows]
     yt = y[rows] - y[rows].mean()
     m = yt.size
-    if gram is None:
-        gram = scaled_gram(sums[:, rows], size)
-    else:
-        gram = gram[np.ix_(rows, rows)]
+    gram = (scaled_gram(sums, size) if gram is None else gram)[np.ix_(rows, rows)]
     # centred on the rows: H G H with H = I - 11'/m
     gram = gram - gram.mean(axis=0) - gram.mean(axis=1)[:, None] + gram.mean()
     s, U = np.linalg.eigh(gram)
