@@ -35,8 +35,11 @@ def test_demo_on_real_observations(tmp_path):
         assert model in out
     assert "Pacific" in out  # where the regions are
     # each region's correlation with its 95 % interval, as the job's summary gives it
-    assert re.search(r"\d+ cells, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], ", out)
+    assert re.search(r"\d+ cells?, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], ", out)
+    assert not re.search(r"\b1 cells", out)
     assert "El Niño and La Niña months" in out and "GBMAP's embedding" in out
+    assert re.search(r"they disagree on \d+ months, \d+ of them right in the embedding; "
+                     r"McNemar p = \d\.\d\d\)", out)  # fmt: skip
     assert (tmp_path / "regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     result = xr.open_zarr(tmp_path / "result.zarr").load()

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dcfa.batch.output import corr_interval_text
+from dcfa.batch.output import cells, corr_interval_text
 from dcfa.geo import hemisphere
 
 __all__ = ["run_demo"]
@@ -136,19 +136,18 @@ def run_demo(
 def _extremes(result: xr.Dataset, data: xr.Dataset, lead: int, gbmap_params: dict, echo):
     """Do GBMAP's embedding and the region means tell El Niño from La Niña months apart?"""
     from dcfa import GBMAPRegressor
-    from dcfa.batch.gbmap_check import extremes_separation
+    from dcfa.batch.gbmap_check import extremes_separation, extremes_verdict
     from dcfa.datasets import enso_task
 
     _, y = enso_task(data, lead=lead, variables=VARIABLES, anomalies=False)
     features = result.features.load()
     y = y.sel(time=features["time"])
     sep = extremes_separation(GBMAPRegressor(**gbmap_params), features.values, y.values, gap=lead)
-    better = "better than" if sep["embedding"] > sep["features"] else "no better than"
     echo(
         f"demo: El Niño and La Niña months (the SOI's lowest and highest fifths, {lead} months "
         f"later) told apart by {sep['k']}-nearest neighbours, out of sample (forward CV): "
         f"{sep['embedding']:.2f} of the test months in GBMAP's embedding, {sep['features']:.2f} "
-        f"in the region means: the embedding separates them {better} the regions"
+        f"in the region means: {extremes_verdict(sep)}"
     )
 
 
@@ -226,7 +225,8 @@ def _describe(result: xr.Dataset, lead: int, echo, top: int = 6) -> None:
     for g in np.argsort(-np.abs(np.nan_to_num(corr)))[:top]:
         name, region = next((n, r) for n, r in maps.items() if (r.values == g).any())
         echo(
-            f"        {g:3d}: {name:>3s} {int(sizes[g]):3d} cells, corr {corr[g]:+.2f}"
+            f"        {g:3d}: {name:>3s} {int(sizes[g]):3d} {cells(int(sizes[g]))}, "
+            f"corr {corr[g]:+.2f}"
             f"{corr_interval_text(result, int(g))}, {_where(region, int(g))}"
         )
     if corr.size > top:

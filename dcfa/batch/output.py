@@ -51,6 +51,11 @@ def group_label(dataset: xr.Dataset, g: int) -> str:
     return f" ({dataset['group_name'].values[g]})" if "group_name" in dataset.coords else ""
 
 
+def cells(n: int) -> str:
+    """``"cell"`` or ``"cells"``, for a count of ``n``."""
+    return "cell" if n == 1 else "cells"
+
+
 def corr_interval_text(dataset: xr.Dataset, g: int) -> str:
     """`` [+0.71, +0.90]``: group ``g``'s 95 % interval of its correlation with the target,
     when the result has it (earlier results do not)."""
@@ -225,6 +230,6 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
                 f"{float(dataset.group_lon[g]):6.1f}"
             )
         echo(
-            f"        group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} cells{where}, "
-            f"corr {r[g]:+.2f}" + corr_interval_text(dataset, g)
+            f"        group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} "
+            f"{cells(int(sizes[g]))}{where}, corr {r[g]:+.2f}" + corr_interval_text(dataset, g)
         )

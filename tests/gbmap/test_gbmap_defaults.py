@@ -8,6 +8,7 @@ SYNTH-COS-R(2e4, 50) test R^2 0.37-0.40 against 0.24-0.29.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -16,7 +17,12 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import TimeSeriesSplit
 
 import dcfa
-from dcfa.batch.gbmap_check import extremes_separation, gbmap_against_linear, verdict_line
+from dcfa.batch.gbmap_check import (
+    extremes_separation,
+    extremes_verdict,
+    gbmap_against_linear,
+    verdict_line,
+)
 from dcfa.gbmap import InactiveLearnersWarning
 from dcfa.gbmap.datasets import make_synth_cos
 
@@ -86,3 +92,11 @@ def test_extremes_separation_compares_the_embedding_with_the_features():
         dist = (np.abs(b[:, None, :] - a[None, :, :]) ** p).sum(-1)
         vote = ytr[np.argsort(dist, axis=1)[:, :5]].mean(1) > 0.5
         assert np.mean(vote == yte) == pytest.approx(sep["folds"][name][0], abs=1e-12), name
+    # the paired test: months right in one space only, an exact binomial sum written out
+    b, c = sep["only"]["embedding"], sep["only"]["features"]
+    assert b + c > 0 and b > c
+    tail = sum(math.comb(b + c, i) for i in range(min(b, c) + 1)) / 2 ** (b + c)
+    assert sep["p_value"] == pytest.approx(min(1.0, 2 * tail), rel=1e-9)
+    assert extremes_verdict(sep).startswith("the embedding separates them better than")
+    assert extremes_verdict({**sep, "p_value": 0.2}).startswith("the difference is within")
+    assert f"they disagree on {b + c} months, {b} of them right" in extremes_verdict(sep)
