@@ -222,13 +222,14 @@ def correlation_merges(
             if not keep.any():
                 break
             rows, cols, rho = rows[keep], cols[keep], rho[keep]
-            # every group's best pair: pairs by decreasing correlation, first per group
+            # every group's best pair: the lowest rank by decreasing correlation at either end
             order = np.argsort(-rho, kind="stable")
-            ends = np.concatenate([rows[order], cols[order]])
-            pair = np.concatenate([order, order])
-            _, first = np.unique(ends, return_index=True)
-            best = np.unique(pair[first])
-            best = best[np.argsort(-rho[best], kind="stable")]
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            first = np.full(g, order.size, dtype=np.int64)
+            np.minimum.at(first, rows, rank)
+            np.minimum.at(first, cols, rank)
+            best = order[np.unique(first[first < order.size])]  # by decreasing correlation
             # group representatives: one item of each group
             rep = np.empty(g, dtype=np.int64)
             rep[labels] = np.arange(n_items)
