@@ -28,9 +28,9 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
   region's cells;
 * ``R2/oracle``: the blocked-CV R^2 over that of OLS on the true regions' mean series
   (regions); ``R2-ridge``: the blocked-CV R^2 minus that of ``RidgeCV`` on all cells (smooth);
-* ``nested`` (smooth): the same, the whole estimator refitted in every fold (the map is
-  then chosen without the test years' target, as ridge's weights are); the goal is judged
-  on it;
+* ``nested``: the same, the whole estimator refitted in every fold (the map is then chosen
+  without the test years' target, as the oracle's and ridge's weights are); the goals are
+  judged on it;
 * ``ARI``: median over the folds of the adjusted Rand index between the map a fold chose on
   its training months and the final map (``fold_ari_``); ``stable``: median over the cells
   of ``stability_``;
@@ -38,8 +38,8 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
 
 Goals (issue "Right maps on data nobody tuned on"), on every region draw: <= 60 groups at
 1 degree and <= 30 at 2 degree, all driving regions pure on >= 90 % of the draws, R2/oracle
->= 0.95 median and >= 0.90 worst, contiguous groups only; on the smooth draws <= 30 groups and
-within 0.02 R^2 of ridge. The summary says which hold.
+(nested) >= 0.95 median and >= 0.90 worst, contiguous groups only; on the smooth draws <= 30
+groups and within 0.02 R^2 of ridge (nested). The summary says which hold.
 """
 
 from __future__ import annotations
@@ -104,6 +104,10 @@ class Draw:
         return self.r2 - self.reference
 
     @property
+    def nested_ratio(self) -> float:
+        return self.extra.get("nested_r2", float("nan")) / self.reference
+
+    @property
     def nested_gap(self) -> float:
         return self.extra.get("nested_r2", float("nan")) - self.reference
 
@@ -129,7 +133,7 @@ def make(kind: str, res: float, months: int, params: dict, seed: int):
     return make_smooth_field(months, shape, land_fraction=0.3, seed=seed)
 
 
-def judge(draw: Draw, ds, model, compare_ridge: bool) -> None:
+def judge(draw: Draw, ds, model) -> None:
     """Fill ``draw`` from the fitted ``model`` (everything but the fit time)."""
     labels = model.labels_
     X = ds.field.values.reshape(ds.sizes["time"], -1).astype(np.float64)
@@ -154,14 +158,14 @@ def judge(draw: Draw, ds, model, compare_ridge: bool) -> None:
             [X[:, region == r].mean(axis=1) for r in np.unique(region[region >= 0])], 1
         )
         draw.reference = blocked_cv(LinearRegression(), truth, y, n_splits=5).mean
-    elif compare_ridge:
+    else:
         cells = X[:, np.isfinite(X).all(axis=0)]
         ridge = RidgeCV(alphas=np.logspace(-2, 6, 33))
         draw.reference = blocked_cv(ridge, cells, y, n_splits=5).mean
-        # the map chosen with the test years' target flatters a supervised map: refit the
-        # whole estimator in every fold, as ridge is
-        nested = make_pipeline(clone(model), LinearRegression())
-        draw.extra["nested_r2"] = blocked_cv(nested, ds.field, y, n_splits=5).mean
+    # the map chosen with the test years' target flatters a supervised map: refit the whole
+    # estimator in every fold, as the references' regressions are
+    nested = make_pipeline(clone(model), LinearRegression())
+    draw.extra["nested_r2"] = blocked_cv(nested, ds.field, y, n_splits=5).mean
 
 
 def fit_draw(kind, variant, res, months, params, seed, estimator) -> Draw:
@@ -170,7 +174,7 @@ def fit_draw(kind, variant, res, months, params, seed, estimator) -> Draw:
     t0 = time.perf_counter()
     model = estimator.fit(ds.field, ds.target)
     draw.fit_s = time.perf_counter() - t0
-    judge(draw, ds, model, compare_ridge=True)
+    judge(draw, ds, model)
     return draw
 
 
@@ -181,7 +185,11 @@ def row(d: Draw) -> str:
         f"{d.kind:8s} {d.variant:11s} {d.resolution:3.0f}° {d.months:5d} {d.seed:>10d} "
         f"{d.groups:6d} {d.contiguous:6.2f} {pure:>5s} {score} {d.r2:6.3f} {d.reference:6.3f} "
         f"{d.ari:5.2f} {d.stable:6.2f} {d.fit_s:6.1f}"
-        + (f"  nested {d.nested_gap:+.3f}" if "nested_r2" in d.extra else "")
+        + (
+            f"  nested {d.nested_ratio:.3f}"
+            if d.kind == "regions"
+            else f"  nested {d.nested_gap:+.3f}"
+        )
     )
 
 
@@ -199,6 +207,7 @@ def summarise(draws: list[Draw]) -> dict:
     out: dict = {}
     if regions:
         ratio = np.array([d.ratio for d in regions])
+        nested_ratio = np.array([d.nested_ratio for d in regions])
         all_pure = np.array([d.pure == d.driving for d in regions])
         over = [d for d in regions if d.groups > GOALS["groups"][d.resolution]]
         out["regions"] = {
@@ -214,6 +223,8 @@ def summarise(draws: list[Draw]) -> dict:
             "all_pure_share": float(all_pure.mean()),
             "ratio_median": float(np.median(ratio)),
             "ratio_worst": float(ratio.min()),
+            "nested_ratio_median": float(np.median(nested_ratio)),
+            "nested_ratio_worst": float(nested_ratio.min()),
             "ari_median": float(np.median([d.ari for d in regions])),
             "ari_worst": float(np.min([d.ari for d in regions])),
             "fit_s_median": float(np.median([d.fit_s for d in regions])),
@@ -221,8 +232,8 @@ def summarise(draws: list[Draw]) -> dict:
             "goals": {
                 "groups": not over,
                 "pure": bool(all_pure.mean() >= GOALS["pure_share"]),
-                "ratio_median": bool(np.median(ratio) >= GOALS["ratio_median"]),
-                "ratio_worst": bool(ratio.min() >= GOALS["ratio_worst"]),
+                "ratio_median": bool(np.median(nested_ratio) >= GOALS["ratio_median"]),
+                "ratio_worst": bool(nested_ratio.min() >= GOALS["ratio_worst"]),
                 "contiguous": bool(min(d.contiguous for d in regions) == 1.0),
             },
         }
@@ -256,8 +267,10 @@ def print_summary(summary: dict) -> None:
             f"{r['groups_worst']} [{'ok' if g['groups'] else 'MISSED'}: <= 30 at 2°, <= 60 at 1°]; "
             f"all driving regions pure on {100 * r['all_pure_share']:.0f} % of the draws "
             f"[{'ok' if g['pure'] else 'MISSED'}: >= 90 %]; R2/oracle median "
-            f"{r['ratio_median']:.3f} [{'ok' if g['ratio_median'] else 'MISSED'}: >= 0.95], worst "
-            f"{r['ratio_worst']:.3f} [{'ok' if g['ratio_worst'] else 'MISSED'}: >= 0.90]; "
+            f"{r['ratio_median']:.3f}, worst {r['ratio_worst']:.3f}; refitted in every fold "
+            f"(nested) median {r['nested_ratio_median']:.3f} "
+            f"[{'ok' if g['ratio_median'] else 'MISSED'}: >= 0.95], worst "
+            f"{r['nested_ratio_worst']:.3f} [{'ok' if g['ratio_worst'] else 'MISSED'}: >= 0.90]; "
             f"contiguous share worst {r['contiguous_worst']:.2f} "
             f"[{'ok' if g['contiguous'] else 'MISSED'}]; fold ARI median {r['ari_median']:.2f}, "
             f"worst {r['ari_worst']:.2f}; fit median {r['fit_s_median']:.1f} s, worst "

@@ -53,9 +53,14 @@ def panel_table(record: dict) -> tuple[list[str], list[list[str]]]:
          _goal(goals["groups"], "<= 30 at 2°, <= 60 at 1°")],
         ["regions: draws with all 4 driving regions pure", *map(pure, reg),
          _goal(goals["pure"], ">= 90 %")],
-        ["regions: R2 / oracle, median (worst)",
+        ["regions: R2 / oracle, map on all months, median (worst)",
          *(f"{r['ratio_median']:.3f} ({r['ratio_worst']:.3f})" for r in reg),
-         _goal(goals["ratio_median"] and goals["ratio_worst"], ">= 0.95 (>= 0.90)")],
+         "" if "nested_ratio_median" in reg[0]
+         else _goal(goals["ratio_median"] and goals["ratio_worst"], ">= 0.95 (>= 0.90)")],
+        *([["regions: the same, refitted in every fold, median (worst)",
+            *(f"{r['nested_ratio_median']:.3f} ({r['nested_ratio_worst']:.3f})" for r in reg),
+            _goal(goals["ratio_median"] and goals["ratio_worst"], ">= 0.95 (>= 0.90)")]]
+          if "nested_ratio_median" in reg[0] else []),
         ["regions: contiguous groups, worst share",
          *(f"{r['contiguous_worst']:.2f}" for r in reg), _goal(goals["contiguous"], "1.00")],
         ["regions: fold-to-fold ARI of the map, median (worst)",
