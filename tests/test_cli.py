@@ -37,6 +37,7 @@ def test_demo_on_real_observations(tmp_path):
     # each region's correlation with its 95 % interval, as the job's summary gives it
     assert re.search(r"\d+ cells?, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], ", out)
     assert not re.search(r"\b1 cells", out)
+    assert not re.search(r"(?<!\d)0°[NSEW]|180°[EW]", out)  # the equator 0°, the date line 180°
     assert "El Niño and La Niña months" in out and "GBMAP's embedding" in out
     assert re.search(r"they disagree on \d+ months, \d+ of them right in the embedding; "
                      r"McNemar p = \d\.\d\d\)", out)  # fmt: skip

@@ -31,7 +31,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa.batch.output import cells, corr_interval_text
-from dcfa.geo import hemisphere
+from dcfa.plot.maps import latitude_label, longitude_label
 
 __all__ = ["run_demo"]
 
@@ -196,13 +196,11 @@ def _span(low: str, high: str) -> str:
 
 
 def _lat(v: float) -> str:
-    degrees, letter = hemisphere(v, "lat")
-    return f"{degrees:.0f}°{letter}"
+    return latitude_label(round(v))  # the equator as 0°, not 0°N
 
 
 def _lon(v: float) -> str:
-    degrees, letter = hemisphere(v, "lon")
-    return f"{degrees:.0f}°{letter}"
+    return longitude_label(round(v))  # the date line as 180°, not 180°E
 
 
 def _maps(result: xr.Dataset) -> dict[str, xr.DataArray]:
