@@ -79,3 +79,13 @@ def test_the_enso_job_file_runs_as_printed(tmp_path):
     assert re.search(rf"\[5/5\] \S+: {n_regions} groups", run.stdout), run.stdout
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["enso-regions.zarr", "enso.zarr", "job.toml"], names
+
+
+def test_every_relative_link_of_the_readme_leads_to_a_file():
+    """The README is read on GitHub and PyPI, outside the docs' build, where nothing else
+    checks its links to the repository's files."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link and not link.startswith("mailto:")]
+    assert local, "the README links to its docs"
+    missing = [link for link in local if not (README.parent / link).exists()]
+    assert not missing, missing
