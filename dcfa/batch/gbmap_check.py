@@ -166,8 +166,7 @@ def extremes_separation(
 
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(target, dtype=np.float64).reshape(-1)
-    acc = {"embedding": [], "features": []}
-    right = {"embedding": [], "features": []}
+    right = {"embedding": [], "features": []}  # per fold, each test month labelled right
     n_test = []
     for train, test in _folds(len(y), n_splits, gap):
         bounds = np.quantile(y[train], [quantile, 1.0 - quantile])
@@ -183,9 +182,11 @@ def extremes_separation(
         }
         for name, (a, b, metric) in spaces.items():
             knn = KNeighborsClassifier(min(k, len(tr)), metric=metric).fit(a, ytr)
-            hit = knn.predict(b) == yte if te.size else np.zeros(0, dtype=bool)
-            right[name].append(hit)
-            acc[name].append(float(hit.mean()) if te.size else float("nan"))
+            right[name].append(knn.predict(b) == yte if te.size else np.zeros(0, dtype=bool))
+    acc = {
+        name: [float(hit.mean()) if hit.size else float("nan") for hit in hits]
+        for name, hits in right.items()
+    }
     emb, feat = (np.concatenate(right[name]) for name in ("embedding", "features"))
     only = {"embedding": int(np.sum(emb & ~feat)), "features": int(np.sum(feat & ~emb))}
     n_split = sum(only.values())

@@ -131,6 +131,24 @@ def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray
     return out
 
 
+def _best_pairs(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
+    """Each pair's rank in ``order`` (the pairs best first), and each group's best pair: the
+    lowest rank of the pairs at either end of which it is (``order.size`` for none)."""
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    best = np.full(n_groups, order.size, dtype=np.int64)
+    np.minimum.at(best, rows, rank)
+    np.minimum.at(best, cols, rank)
+    return rank, best
+
+
+def _representatives(labels: np.ndarray, n_groups: int) -> np.ndarray:
+    """One item of each group: the union-find's handle on it."""
+    rep = np.empty(n_groups, dtype=np.int64)
+    rep[labels] = np.arange(labels.size)
+    return rep
+
+
 class _UnionFind:
     """Items' groups under successive unions; each union that joins two groups is a merge."""
 
@@ -222,17 +240,11 @@ def correlation_merges(
             if not keep.any():
                 break
             rows, cols, rho = rows[keep], cols[keep], rho[keep]
-            # every group's best pair: the lowest rank by decreasing correlation at either end
+            # every group's best pair, by decreasing correlation
             order = np.argsort(-rho, kind="stable")
-            rank = np.empty(order.size, dtype=np.int64)
-            rank[order] = np.arange(order.size)
-            first = np.full(g, order.size, dtype=np.int64)
-            np.minimum.at(first, rows, rank)
-            np.minimum.at(first, cols, rank)
-            best = order[np.unique(first[first < order.size])]  # by decreasing correlation
-            # group representatives: one item of each group
-            rep = np.empty(g, dtype=np.int64)
-            rep[labels] = np.arange(n_items)
+            _, first = _best_pairs(order, rows, cols, g)
+            best = order[np.unique(first[first < order.size])]
+            rep = _representatives(labels, g)
             uf.union_all(rep[rows[best]], rep[cols[best]], rho[best], out)
             labels = uf.labels()
             g = int(labels.max()) + 1
@@ -355,16 +367,12 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     rows, cols = upper_pairs(adjacency)
     while rows.size:
         cost = gw[rows] * gw[cols] / (gw[rows] + gw[cols]) * (gv[rows] - gv[cols]) ** 2
-        rank = np.empty(cost.size, dtype=np.int64)
-        rank[np.lexsort((np.arange(cost.size), cost))] = np.arange(cost.size)  # no ties
-        best = np.full(g, cost.size, dtype=np.int64)  # every group's cheapest pair's rank
-        np.minimum.at(best, rows, rank)
-        np.minimum.at(best, cols, rank)
+        # every group's cheapest pair; ties by position, so that ranks are distinct
+        rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, g)
         mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
         # a merge is never below the merges that made its groups: cuts stay Ward's groups
         h = np.maximum(cost[mutual], np.maximum(height[rows[mutual]], height[cols[mutual]]))
-        rep = np.empty(g, dtype=np.int64)
-        rep[labels] = np.arange(n)
+        rep = _representatives(labels, g)
         uf.union_all(rep[rows[mutual]], rep[cols[mutual]], h, out)
         new = uf.labels()
         g_new = int(new.max()) + 1
