@@ -1,6 +1,6 @@
 """Agglomeration on a neighbour graph: the merge orders behind :class:`dcfa.RegionsCV`.
 
-Both functions take series held in memory (one row per item: a cell, or a piece made of
+The functions take series held in memory (one row per item: a cell, or a piece made of
 cells) and a sparse adjacency between items, and return the order in which a greedy
 agglomeration merges adjacent groups, as a :class:`Merges` value. Every group is the sum of
 its members' series (its mean up to the constant factor of its size, which no correlation
@@ -20,8 +20,12 @@ every neighbour of its two parts: every group is one connected patch of the grap
 * :func:`ward_merges` merges first the adjacent pair of groups whose values (each group's
   weighted mean of its items') are the most alike, by Ward's criterion: with the items'
   weights per cell in a ridge regression of the target, regions of alike weight.
+* :func:`projection_merges` merges first the adjacent pair whose merged mean loses least of
+  a linear prediction (ridge's, from those weights): neighbours whose means vary together
+  merge cheaply even where their weights differ.
 
-:func:`cut` turns the first ``k`` merges into labels. Nothing here imports Dask or xarray.
+:func:`cut` turns the first ``k`` merges into labels; :func:`chain` follows one order with
+another. Nothing here imports Dask or xarray.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "Merges",
+    "chain",
     "correlation_merges",
     "cut",
     "group_adjacency",
     "membership",
+    "projection_merges",
     "relevance_merges",
     "relevance_order",
     "segment_pair_cross",
@@ -393,3 +399,109 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     # and a merge's height is at least its groups', so every cut is a union of whole groups
     keep = np.argsort(h, kind="stable")
     return Merges(n, a[keep].astype(np.int64), b[keep].astype(np.int64), h[keep])
+
+
+def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adjacency) -> Merges:
+    """Merge adjacent groups so that a linear predictor on the group means loses least.
+
+    ``u = sum_i coef_i x_i`` is a prediction from the items' sums ``x_i`` (``coef``: the
+    weight of each of an item's cells, as :func:`dcfa.cfa.selection.ridge_weights` gives).
+    Each group carries a coefficient ``beta`` on its mean ``m`` (at the start, ``coef_i n_i``
+    on ``m_i = x_i / n_i``), so that ``sum_g beta_g m_g`` approximates ``u``. Merging
+    groups ``a`` and ``b`` replaces ``beta_a m_a + beta_b m_b`` by its projection on the
+    merged mean ``m_ab``; the cost is the variance of what the projection loses,
+    ``Var(beta_a m_a + beta_b m_b) - Cov(beta_a m_a + beta_b m_b, m_ab)^2 / Var(m_ab)``, and
+    the merged group's coefficient is the projection's. Unlike Ward's criterion on the
+    weights, two neighbours whose means vary together merge cheaply even where the weights
+    differ: their means carry the same signal, which one coefficient predicts as well.
+
+    The merges go in rounds, as in :func:`ward_merges` (reciprocal cheapest pairs; heights
+    kept monotone, then sorted). A round recomputes the variance of each group it made and
+    the covariances of their adjacent pairs, a dot product over the samples each.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (n_items, n_samples)
+        Each item's sum of its cells' series on the samples to use (centred here).
+    size : ndarray of shape (n_items,)
+        Cells per item (positive).
+    coef : ndarray of shape (n_items,)
+        The predictor's weight per cell of each item.
+    adjacency : sparse matrix of shape (n_items, n_items)
+
+    Returns
+    -------
+    Merges
+        ``value`` holds each merge's height: its cost, or the height of a merge that made one
+        of its groups when that is higher.
+    """
+    n_items, T = sums.shape
+    X = np.array(sums, dtype=np.float64)  # each group's sum lives in the row of its root
+    X -= X.mean(axis=1, keepdims=True)
+    w = np.asarray(size, dtype=np.float64).copy()
+    beta = np.asarray(coef, dtype=np.float64) * w
+    var = _row_dots(X, np.arange(n_items)) / T
+    height = np.zeros(n_items)
+    alias = np.arange(n_items)
+    a_out, b_out, h_out = [], [], []
+    rows, cols = upper_pairs(adjacency)
+    cross = _pair_cross(X, rows, cols) / T
+    while rows.size:
+        # on the groups' sums s (mean m = s / n): u = ca s_a + cb s_b, m_ab = (s_a + s_b) / n
+        n = w[rows] + w[cols]
+        ca, cb = beta[rows] / w[rows], beta[cols] / w[cols]
+        va, vb = var[rows], var[cols]
+        vu = ca * ca * va + 2 * ca * cb * cross + cb * cb * vb
+        vm = np.maximum((va + 2 * cross + vb) / (n * n), np.finfo(np.float64).tiny)
+        cu = (ca * va + (ca + cb) * cross + cb * vb) / n
+        cost = np.maximum(vu - cu * cu / vm, 0.0)
+        rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, n_items)
+        mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
+        a, b = rows[mutual], cols[mutual]
+        h = np.maximum(cost[mutual], np.maximum(height[a], height[b]))
+        a_out.append(a)
+        b_out.append(b)
+        h_out.append(h)
+        # the merged group lives in a's row (the pairs of a round are disjoint)
+        X[a] += X[b]
+        w[a] += w[b]
+        beta[a] = cu[mutual] / vm[mutual]
+        height[a] = h
+        var[a] = _row_dots(X, a) / T
+        alias[b] = a
+        changed = np.zeros(n_items, dtype=bool)
+        changed[a] = True
+        # the new pairs: unchanged ones keep their covariance, the others are recomputed
+        r, c = alias[rows], alias[cols]
+        lo, hi = np.minimum(r, c), np.maximum(r, c)
+        keep = (lo != hi) & ~changed[lo] & ~changed[hi]
+        new = np.unique((lo * n_items + hi)[(lo != hi) & (changed[lo] | changed[hi])])
+        nr, nc = new // n_items, new % n_items
+        rows = np.concatenate([lo[keep], nr])
+        cols = np.concatenate([hi[keep], nc])
+        cross = np.concatenate([cross[keep], _pair_cross(X, nr, nc) / T])
+    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
+    order = np.argsort(h, kind="stable")
+    return Merges(n_items, a[order].astype(np.int64), b[order].astype(np.int64), h[order])
+
+
+def _row_dots(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``X[i] . X[i]`` for each row ``i`` of ``rows``, in blocks."""
+    return _pair_cross(X, rows, rows)
+
+
+def chain(first: Merges, k: int, second: Merges) -> Merges:
+    """The first ``k`` merges of ``first``, then ``second``'s merges of the groups they leave.
+
+    ``second`` merges the groups of ``cut(first, k)`` (its items are those groups, numbered as
+    :func:`cut` numbers them); each is recorded by one of the group's items. Heights go on
+    from ``first``'s ``k``-th, so they stay in increasing order.
+    """
+    rep = _representatives(cut(first, k), second.n_items)
+    start = first.value[k - 1] if k else 0.0
+    return Merges(
+        first.n_items,
+        np.concatenate([first.a[:k], rep[second.a]]),
+        np.concatenate([first.b[:k], rep[second.b]]),
+        np.concatenate([first.value[:k], start + second.value]),
+    )

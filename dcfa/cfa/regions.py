@@ -14,20 +14,22 @@ and lets time-blocked cross-validation decide how far each stage goes:
    least relevant pair first (a pair's relevance is the larger absolute correlation of its
    two means with the target): pieces that say nothing about the target merge into a
    background, and a relevant piece stays apart until the end. A second order is scored
-   next to it: adjacent pieces of the finest level merge by Ward's criterion on their weight
-   per cell in a ridge regression of the target on all cells
-   (:func:`dcfa.cfa.selection.ridge_weights`, :func:`dcfa.cfa.hierarchy.ward_merges`), so
-   that each region holds cells the target weighs alike. On a field of discrete regions the
+   next to it, from each finest piece's weight per cell in a ridge regression of the target
+   on all cells (:func:`dcfa.cfa.selection.ridge_weights`): adjacent pieces of alike weight
+   merge first (:func:`dcfa.cfa.hierarchy.ward_merges`) down to :data:`WARD_GROUPS` groups,
+   then the pair whose merged mean loses least of ridge's prediction
+   (:func:`dcfa.cfa.hierarchy.projection_merges`), so that neighbours whose means carry one
+   signal merge even where their weights differ. On a field of discrete regions the
    relevance order reaches the best skill with fewer regions; on a smooth field, where the
-   target's pattern spans the whole grid, regions of alike weight approach ridge's skill
-   with a few dozen regions.
+   target's pattern spans the whole grid, this order approaches ridge's skill with about 30
+   regions.
 3. **Selection** (:func:`dcfa.cfa.selection.within_noise`). For every level and every number
    of regions, each fold of a purged blocked K-fold (:func:`dcfa.skill.blocked_folds`)
    merges the pieces on its training months (both orders) and scores an OLS of the target
    on the region means on its test months. The map kept is the smallest whose skill is
    within ``parsimony`` standard errors (of the paired differences over the folds) of the
    best, among the relevance order's maps; among both orders when the relevance order's best
-   map is not within the noise of the best map of alike weight
+   map is not within the noise of the second order's best map
    (:func:`dcfa.cfa.selection.first_within_noise`).
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
@@ -60,10 +62,12 @@ from dcfa.cfa.driver import COMPLETE_GRAPH_LIMIT
 from dcfa.cfa.executions import EXECUTIONS
 from dcfa.cfa.hierarchy import (
     PAIR_BYTES,
+    chain,
     correlation_merges,
     cut,
     group_adjacency,
     membership,
+    projection_merges,
     relevance_order,
     segment_pair_cross,
     upper_pairs,
@@ -78,7 +82,7 @@ from dcfa.cfa.selection import (
 )
 from dcfa.stats.kernels import row_blocks
 
-__all__ = ["RegionsCV", "LEVELS", "ORDERS", "SERIES_COPIES", "SIZES"]
+__all__ = ["RegionsCV", "LEVELS", "ORDERS", "SERIES_COPIES", "SIZES", "WARD_GROUPS"]
 
 logger = logging.getLogger("dcfa")
 
@@ -92,8 +96,13 @@ SERIES_COPIES = 4.0
 #: the numbers of regions the cross-validation scores (those the path reaches): a map of more
 #: than 100 regions is no small map
 SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
+#: groups of alike ridge weight the ``"weights"`` order starts its projection merges from: Ward's
+#: criterion is cheap and sound while groups are small (neighbours' weights are alike); the
+#: covariance of the groups' means decides once they are large. Ten times the largest map
+#: scored, so every scored map is made by the projection merges.
+WARD_GROUPS = 10 * max(SIZES)
 #: the second stage's merge orders: ``"relevance"`` (a background and the relevant pieces)
-#: and ``"weights"`` (regions of alike ridge weight, for fields without discrete regions)
+#: and ``"weights"`` (regions made from ridge's weights, for fields without discrete regions)
 ORDERS = ("relevance", "weights")
 
 
@@ -123,7 +132,7 @@ class RegionsCV(BaseCFA):
     orders : sequence of {"relevance", "weights"}, default=:data:`ORDERS`
         The second stage's merge orders the cross-validation chooses among. The relevance
         order's map is kept unless its best map falls out of the noise of the best
-        ``"weights"`` map (regions of alike ridge weight, which suit smooth fields).
+        ``"weights"`` map (regions made from ridge's weights, which suit smooth fields).
         ``("relevance",)`` scores the first only (faster: no ridge regression and no second
         agglomeration per fold).
     n_splits : int, default=5
@@ -373,7 +382,7 @@ class RegionsCV(BaseCFA):
         alike = [finest.alike(train) for train, _ in folds] if "weights" in orders else []
         for f, path in enumerate(alike):
             r2_w[:, f] = finest.skill_along(path, sizes, *folds[f])
-        # the relevance order's regions unless regions of alike weight are clearly better
+        # the relevance order's regions unless the weights order's are clearly better
         family, pick = first_within_noise(
             r2.reshape(-1, len(folds)), np.tile(sizes, levels.size), r2_w, sizes, self.parsimony
         )
@@ -572,11 +581,20 @@ class _Pieces:
         )
 
     def alike(self, rows):
-        """The second stage's other order on the samples ``rows``: adjacent pieces of alike
-        weight per cell, in a ridge regression of the target on all cells, merge first
-        (Ward's criterion, each piece weighing its cells)."""
+        """The second stage's other order on the samples ``rows``, from each piece's weight
+        per cell in a ridge regression of the target on all cells: adjacent pieces of alike
+        weight merge first (Ward's criterion, each piece weighing its cells) down to
+        :data:`WARD_GROUPS` groups; then the pair whose merged mean loses least of ridge's
+        prediction (:func:`dcfa.cfa.hierarchy.projection_merges`)."""
         c = ridge_weights(self.sums, self.size, self.y, rows, self._gram)
-        return ward_merges(c, self.size, self.adjacency)
+        ward = ward_merges(c, self.size, self.adjacency)
+        k = int(np.clip(self.n - WARD_GROUPS, 0, len(ward)))
+        labels = cut(ward, k)
+        M = membership(labels, self.n - k)
+        size = M @ self.size
+        sums = (M @ self.sums)[:, np.arange(self.sums.shape[1])[rows]]
+        A = group_adjacency(self.adjacency, labels, self.n - k)
+        return chain(ward, k, projection_merges(sums, size, (M @ (self.size * c)) / size, A))
 
     @cached_property
     def _gram(self) -> np.ndarray:
@@ -648,12 +666,12 @@ def _path_dataset(r2, r2_w, levels, sizes, stages, folds) -> xr.Dataset:
             "r2_weights": (
                 ("n_groups", "fold"),
                 r2_w,
-                {"long_name": "test R^2 of OLS on regions of alike ridge weight"},
+                {"long_name": "test R^2 of OLS on the regions of the weights order"},
             ),
             "mean_r2_weights": (
                 "n_groups",
                 _fold_mean(r2_w),
-                {"long_name": "mean test R^2 over the folds, regions of alike ridge weight"},
+                {"long_name": "mean test R^2 over the folds, regions of the weights order"},
             ),
             "n_pieces": ("level", np.array([stages[lv].n for lv in levels])),
             "test_start": ("fold", np.array([int(te[0]) for _, te in folds])),
