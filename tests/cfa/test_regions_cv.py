@@ -554,6 +554,29 @@ def test_the_weights_order_approaches_ridge_on_a_smooth_field():
     assert np.all(group_patches(xr.DataArray(labels, dims=("lat", "lon")), periodic=True) == 1)
 
 
+def test_regions_cv_solves_with_one_blas_thread(regions_field, monkeypatch):
+    """The selection's small solves run with one BLAS thread (OpenBLAS's threads made them
+    80x slower on a machine another process kept busy), and the caller's setting is back
+    after the fit."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from dcfa.cfa import regions
+
+    seen = []
+    real = regions.ridge_weights
+
+    def spy(*args, **kwargs):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regions, "ridge_weights", spy)
+    with threadpool_limits(limits=2, user_api="blas"):
+        dcfa.RegionsCV().fit(regions_field.field, regions_field.target)
+        after = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    assert seen and all(s == {1} for s in seen)
+    assert after == {2}
+
+
 def test_first_within_noise_keeps_the_first_family_while_it_is_close():
     """The first family's own choice stands while its best map is within the noise of the
     best of both; a second family clearly better takes over, with its own smallest map."""
