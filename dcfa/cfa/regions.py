@@ -603,7 +603,7 @@ class _Pieces:
         labels = cut(ward, k)
         M = membership(labels, self.n - k)
         size = M @ self.size
-        sums = (M @ self.sums)[:, np.arange(self.sums.shape[1])[rows]]
+        sums = (M @ self.sums)[:, rows]
         A = group_adjacency(self.adjacency, labels, self.n - k)
         return chain(ward, k, projection_merges(sums, size, (M @ (self.size * c)) / size, A))
 

@@ -28,6 +28,7 @@ from dcfa.cfa.hierarchy import (
     chain,
     correlation_merges,
     cut,
+    group_adjacency,
     projection_merges,
     relevance_merges,
     ward_merges,
@@ -323,11 +324,12 @@ def test_projection_merges_join_correlated_neighbours_of_unlike_weight_first():
     A = sp.csr_array(np.array([[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]]))
     coef = np.array([1.0, 3.0, 0.5, -0.5])
     size = np.ones(4)
-    assert {merges_first(projection_merges(S, size, coef, A))} == {(0, 1)}
-    assert {merges_first(ward_merges(coef, size, A))} == {(2, 3)}
+    assert {_first_merge(projection_merges(S, size, coef, A))} == {(0, 1)}
+    assert {_first_merge(ward_merges(coef, size, A))} == {(2, 3)}
 
 
-def merges_first(merges: Merges) -> tuple[int, int]:
+def _first_merge(merges: Merges) -> tuple[int, int]:
+    """The pair of items the first merge joined, smaller first."""
     return tuple(sorted((int(merges.a[0]), int(merges.b[0]))))
 
 
@@ -337,8 +339,6 @@ def test_chain_follows_the_first_merges_with_the_second(k):
     A = sp.csr_array(grid_adjacency((3, 4), 1))
     first = ward_merges(rng.normal(size=12), np.ones(12), A)
     labels = cut(first, k)
-    from dcfa.cfa.hierarchy import group_adjacency
-
     second = ward_merges(rng.normal(size=12 - k), np.ones(12 - k), group_adjacency(A, labels))
     both = chain(first, k, second)
     assert len(both) == 11 and np.all(np.diff(both.value) >= 0)
