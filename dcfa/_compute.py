@@ -38,6 +38,7 @@ __all__ = [
     "SPLIT_EVERY",
     "NoWorkersError",
     "compute",
+    "one_blas_thread",
     "progress_enabled",
     "tree",
     "tree_levels",
@@ -109,7 +110,7 @@ def compute(*args, progress: bool | None = None):
         release(client, futures)
         return results
     threaded = _threaded(args)  # found once: the traversal walks every argument
-    with _blas_one_thread(threaded), _local_progress(show), _own_pool(threaded) as kwargs:
+    with one_blas_thread(threaded), _local_progress(show), _own_pool(threaded) as kwargs:
         return dask.compute(*args, **kwargs)
 
 
@@ -307,12 +308,20 @@ def scheduler_workers(client) -> dict:
 def blas_single_threaded_if_threaded(*collections):
     """BLAS on one thread while ``collections`` compute on the local threaded scheduler: its
     threads already use every core, and a BLAS pool per thread would oversubscribe them."""
-    with _blas_one_thread(_threaded(collections)):
+    with one_blas_thread(_threaded(collections)):
         yield
 
 
 @contextlib.contextmanager
-def _blas_one_thread(on: bool):
+def one_blas_thread(on: bool = True):
+    """BLAS on one thread in this process while the block runs (when ``on``), the caller's
+    setting back after it.
+
+    For the driver's many small solves (a ridge ``eigh`` per fold, a least squares per
+    candidate map, L-BFGS-B's tiny products): OpenBLAS's threads wait for each other at every
+    call, which costs more than they give on matrices of hundreds of rows, and many times more
+    when another process keeps the cores busy. Dask's workers are other processes, unaffected.
+    """
     if not on:
         yield
         return

@@ -220,8 +220,8 @@ def score_models(models: dict, X: xr.DataArray, y: xr.DataArray, lead: int, *, n
     just before it (``gap``: no training target falls in the test block's months).
     """
     from sklearn.exceptions import ConvergenceWarning
-    from threadpoolctl import threadpool_limits
 
+    from dcfa._compute import one_blas_thread
     from dcfa.skill import forward_cv
 
     X = X.astype(np.float64).load()
@@ -230,9 +230,8 @@ def score_models(models: dict, X: xr.DataArray, y: xr.DataArray, lead: int, *, n
     level = log.level
     log.setLevel(logging.WARNING)  # not a line per fold and estimator
     try:
-        # the matrices are small (hundreds of months): BLAS threads cost more than they
-        # give, many times more on a busy machine
-        with warnings.catch_warnings(), threadpool_limits(1):
+        # the matrices are small (hundreds of months)
+        with warnings.catch_warnings(), one_blas_thread():
             warnings.simplefilter("ignore", ConvergenceWarning)  # LassoCV's weakest alphas
             for name, model in models.items():
                 out[name] = forward_cv(

@@ -47,8 +47,8 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
+from dcfa._compute import one_blas_thread
 from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     Interval,
@@ -296,12 +296,11 @@ class RegionsCV(BaseCFA):
     def _fit(self, X, y, *, moments=None, shared: _FirstStage | None = None) -> _FirstStage:
         """:meth:`fit`, from the first stage ``shared`` when given; returns the first stage.
 
-        One BLAS thread on the driver: the selection makes thousands of small solves (every
-        fold's ridge ``eigh``, every candidate's least squares), and OpenBLAS's threads wait
-        for each other at every call, which on a machine another process keeps busy made a
-        480 x 480 ``eigh`` take 2.7 s instead of 0.035 s. Dask's workers are unaffected.
+        One BLAS thread on the driver for the selection's thousands of small solves: on a
+        machine another process kept busy, a 480 x 480 ``eigh`` took 2.7 s with OpenBLAS's
+        threads instead of 0.035 s.
         """
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._fit_pinned(X, y, moments=moments, shared=shared)
 
     def _fit_pinned(self, X, y, *, moments, shared: _FirstStage | None) -> _FirstStage:

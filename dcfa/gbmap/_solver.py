@@ -41,8 +41,8 @@ from functools import partial
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 
+from dcfa._compute import one_blas_thread
 from dcfa.gbmap._learners import Learners
 from dcfa.gbmap._losses import (
     objective,
@@ -251,11 +251,9 @@ def boost(
     """
     counter = _Counter()
     start = len(learners)
-    # One BLAS thread on the driver: SciPy's L-BFGS-B makes many tiny BLAS calls, which a
-    # multi-threaded OpenBLAS turns into milliseconds of thread wake-ups per evaluation; the
-    # in-memory kernel's products are memory-bound and lose nothing. (Dask's threaded
-    # scheduler pins BLAS to one thread per task anyway; distributed workers are unaffected.)
-    with threadpool_limits(limits=1, user_api="blas"):
+    # One BLAS thread on the driver: L-BFGS-B's tiny products; the in-memory kernel's
+    # products are memory-bound and lose nothing
+    with one_blas_thread():
         for j in range(start, n_boosts):
             learners = _step(
                 data,
