@@ -63,6 +63,7 @@ from dcfa.batch.output import (
     region_on_grid,
     work_dir,
 )
+from dcfa.batch.shared import SharedFits, cells_digest
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
@@ -95,6 +96,8 @@ def run_job(
     with none is removed). With several targets, the archive is read once and held in the
     workers' memory (spilled to their disks beyond it) for every target's passes; each target
     has its own result and work directory, so ``--resume`` continues where the job stopped.
+    The targets on the same months are fitted together when the estimator shares work between
+    targets (:class:`dcfa.batch.shared.SharedFits`: RegionsCV's pieces made once).
     """
     t0 = time.perf_counter()
     config, unset = seeded(config)
@@ -148,11 +151,18 @@ def run_job(
             _run_task(tasks[0], None, client, echo, since=t0, done=[])
             return outs[0]
         held = _held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
+        todo = [task for task in tasks if task.out not in written]
+        shared = SharedFits(
+            {t.name: t.field[inp["sample_dim"]].values for t in todo},
+            {t.name: t.target for t in todo},
+        )
         for i, task in enumerate(tasks):
             if task.out in written:
                 continue
             echo(f"target {i + 1}/{len(tasks)}: {task.name} -> {task.out}")
-            _run_task(task, held, client, echo, since=time.perf_counter(), done=outs[:i])
+            _run_task(
+                task, held, client, echo, since=time.perf_counter(), done=outs[:i], shared=shared
+            )
     echo(f"{len(tasks)} targets in {time.perf_counter() - t0:.1f} s")
     return outs
 
@@ -260,7 +270,9 @@ def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArr
     return _hold(field, client)
 
 
-def _run_task(task: _Task, held, client, echo, *, since: float, done: list) -> None:
+def _run_task(
+    task: _Task, held, client, echo, *, since: float, done: list, shared: SharedFits | None = None
+) -> None:
     """One target's passes and result; on failure, its work directory kept or removed as
     the failure deserves, and the results of the targets before it named."""
     config, workdir, out = task.config, task.workdir, task.out
@@ -272,7 +284,7 @@ def _run_task(task: _Task, held, client, echo, *, since: float, done: list) -> N
     try:
         try:
             with reading(inp["store"], inp["variables"]):
-                _run_passes(
+                task.estimator = _run_passes(
                     config,
                     field,
                     task.target,
@@ -284,6 +296,7 @@ def _run_task(task: _Task, held, client, echo, *, since: float, done: list) -> N
                     client,
                     echo,
                     held=held is not None,
+                    shared=shared,
                 )
         except BaseException as exc:
             if done and isinstance(exc, Exception):
@@ -324,10 +337,23 @@ def _failed(exc: BaseException, workdir: WorkDir, out) -> None:
 
 
 def _run_passes(
-    config, field, target, read, estimator, gbmap, workdir, out, client, echo, *, held=False
-) -> None:
+    config,
+    field,
+    target,
+    read,
+    estimator,
+    gbmap,
+    workdir,
+    out,
+    client,
+    echo,
+    *,
+    held=False,
+    shared: SharedFits | None = None,
+):
     """The job's steps, in order: plan, prepare, fit, features, write (``held``: the field
-    is held on the workers already, in the passes' chunks)."""
+    is held on the workers already, in the passes' chunks; ``shared``: the fits of the
+    targets that read the same cells). Returns the fitted estimator."""
     dim = config.input["sample_dim"]
     estimator.set_params(sample_dim=dim)
     planned = _plan(estimator, field, dim, echo)
@@ -336,9 +362,10 @@ def _run_passes(
         field = io.plan_chunks(field, sample_dim=dim)
         field = _held_if_small(field, client, echo)
     step = _prepare(config, field, target, estimator, workdir, echo)
-    _fit(config, estimator, step, target, planned, workdir, echo)
+    estimator = _fit(config, estimator, step, target, planned, workdir, echo, shared=shared)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
     _write(config, out, estimator, gbmap, step, target, read, reduced, echo, workdir.identity)
+    return estimator
 
 
 def _plan(estimator, field: xr.DataArray, dim: str, echo) -> str:
@@ -425,15 +452,40 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepa
     return _Prepared(prep, moments, cells, keep, request is not None, action)
 
 
-def _fit(config, estimator, step: _Prepared, target, planned: str, workdir: WorkDir, echo) -> None:
-    """The estimator's fit on the prepared cells; its moments kept for --resume."""
+def _fit(
+    config,
+    estimator,
+    step: _Prepared,
+    target,
+    planned: str,
+    workdir: WorkDir,
+    echo,
+    *,
+    shared: SharedFits | None = None,
+):
+    """The estimator's fit on the prepared cells, or its fit with the targets that read the
+    same cells (``shared``); its moments kept for --resume. Returns the fitted estimator."""
     if not step.grid_pass:  # the cells that hold data, known now: the execution fit will run
         chosen = estimator.execution_for(step.cells)
         if chosen != planned:
             echo(f"      execution: {chosen} for the {step.keep.size:,} cells that hold data")
     t = time.perf_counter()
+    name = str(config.target["variable"])
+    together = None
+    if shared is not None and step.moments is None:  # (resumed moments: fitted alone)
+        months = step.cells[config.input["sample_dim"]].values
+        digest = cells_digest(months, step.keep, step.prep)
+        together = shared.fit(name, estimator, step.cells, digest)
     try:
-        estimator.fit(step.cells, target, moments=step.moments)
+        if together is None:
+            estimator.fit(step.cells, target, moments=step.moments)
+        else:
+            estimator, names = together
+            echo(
+                f"      one first stage for targets {', '.join(names)} (the same cells)"
+                if names[0] == name
+                else f"      fitted with target {names[0]}'s first stage (the same cells)"
+            )
     except NothingToFitError as exc:  # the input's fault, in the job's terms; nothing kept
         raise InputDataError(_nothing_to_fit(exc.excluded, config.input)) from None
     if step.moments is None:
@@ -451,6 +503,7 @@ def _fit(config, estimator, step: _Prepared, target, planned: str, workdir: Work
             "with missing = 'exclude'); method.params.missing = \"pairwise\" keeps them "
             "(pairwise-complete statistics, the dense execution)"
         )
+    return estimator
 
 
 @dataclass(frozen=True, eq=False)

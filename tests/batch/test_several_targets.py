@@ -165,3 +165,50 @@ def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
     proc = cli("fit", str(job), "--resume", cwd=tmp_path)
     fails(proc, 2, "r-soi.zarr", "was not written by this job with these inputs")
     assert tree(tmp_path) == before
+
+
+def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatch):
+    """RegionsCV's pieces depend on the field alone: the targets of a job on the same months
+    (the same cells) make them once, and each map equals the one a job of its own makes; a
+    target on other months makes its own."""
+    from distributed import LocalCluster
+
+    from dcfa.cfa import regions
+
+    job = _two_targets(tmp_path, method__name="regionscv", method__params={})
+    table = pd.read_csv(tmp_path / "soi.csv")
+    late = table["east"].to_numpy().copy()
+    late[:30] = np.nan  # 23 fewer months in common with the archive: other cells
+    table["late"] = late
+    table.to_csv(tmp_path / "soi.csv", index=False)
+    made = []
+    real = regions.correlation_merges
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regions, "correlation_merges", counted)
+    lines = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster:
+        address = cluster.scheduler_address
+        config = load_config(job, ["target.variable=east"])
+        alone = run_job(config, scheduler=address, output=str(tmp_path / "east.zarr"), echo=str)
+        assert len(made) == 1
+        config = load_config(
+            job,
+            ['target.variable=["soi", "east", "late"]'],
+            output=str(tmp_path / "{target}3.zarr"),
+        )
+        outs = run_job(config, scheduler=address, echo=lines.append)
+    assert len(made) == 1 + 2  # soi and east together, late alone
+    text = "\n".join(lines)
+    assert "one first stage for targets soi, east (the same cells)" in text
+    assert "fitted with target soi's first stage (the same cells)" in text
+    assert "first stage" not in text.split("target 3/3: late")[1]
+    a, b = xr.open_zarr(alone), xr.open_zarr(outs[1])
+    xr.testing.assert_identical(a.region, b.region)
+    xr.testing.assert_identical(a.stability, b.stability)
+    xr.testing.assert_allclose(a.features, b.features, rtol=1e-6)
+    assert a.attrs["cv_path"] == b.attrs["cv_path"]
+    assert xr.open_zarr(outs[2]).attrs["n_samples_used"] == 97
