@@ -366,8 +366,7 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     w = np.asarray(weight, dtype=np.float64).ravel()
     n = v.size
     labels = np.arange(n)
-    uf = _UnionFind(n)
-    out: tuple[list, list, list] = ([], [], [])
+    a_out, b_out, h_out = [], [], []
     g, gv, gw = n, v, w
     height = np.zeros(n)  # each group's highest merge so far
     rows, cols = upper_pairs(adjacency)
@@ -376,25 +375,31 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
         # every group's cheapest pair; ties by position, so that ranks are distinct
         rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, g)
         mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
+        p, q = rows[mutual], cols[mutual]  # disjoint: a group's cheapest pair is one pair
         # a merge is never below the merges that made its groups: cuts stay Ward's groups
-        h = np.maximum(cost[mutual], np.maximum(height[rows[mutual]], height[cols[mutual]]))
+        h = np.maximum(cost[mutual], np.maximum(height[p], height[q]))
         rep = _representatives(labels, g)
-        uf.union_all(rep[rows[mutual]], rep[cols[mutual]], h, out)
-        new = uf.labels()
-        g_new = int(new.max()) + 1
-        up = np.zeros(g_new)
-        np.maximum.at(up, new[rep], height)
-        np.maximum.at(up, new[rep[rows[mutual]]], h)
+        a_out.append(rep[p])
+        b_out.append(rep[q])
+        h_out.append(h)
+        # q's group joins p's; the groups left keep their order
+        left = np.ones(g, dtype=bool)
+        left[q] = False
+        to = np.cumsum(left) - 1
+        to[q] = to[p]
+        g_new = int(left.sum())
+        up = height[left].copy()
+        up[to[p]] = np.maximum(up[to[p]], h)
         # the pairs of the new groups: the old pairs relabelled, once each
-        a, b = new[rep[rows]], new[rep[cols]]
+        a, b = to[rows], to[cols]
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         pairs = np.unique(lo[lo != hi] * g_new + hi[lo != hi])
         rows, cols = pairs // g_new, pairs % g_new
-        g, height, labels = g_new, up, new
+        g, height, labels = g_new, up, to[labels]
         M = membership(labels, g)
         gw = M @ w
         gv = (M @ (w * v)) / gw
-    a, b, h = (np.array(x) for x in out)
+    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
     # by height across rounds, as the greedy order makes them; a round's merges are disjoint
     # and a merge's height is at least its groups', so every cut is a union of whole groups
     keep = np.argsort(h, kind="stable")

@@ -63,6 +63,7 @@ from dcfa.cfa.driver import COMPLETE_GRAPH_LIMIT
 from dcfa.cfa.executions import EXECUTIONS
 from dcfa.cfa.hierarchy import (
     PAIR_BYTES,
+    Merges,
     chain,
     correlation_merges,
     cut,
@@ -624,14 +625,16 @@ class _Pieces:
         """Each region's mean series (regions x samples, up to a constant per region) in the
         maps of ``sizes`` regions that ``path`` makes: the largest map from the pieces, the
         others from its regions (every map of a path is a union of its larger maps')."""
-        largest = cut(path, self.n - max(sizes))
+        k0 = self.n - max(sizes)
+        largest = cut(path, k0)
         M = membership(largest)
         sums, size = M @ self.sums, M @ self.size
-        one = np.empty(sums.shape[0], dtype=np.int64)
-        one[largest] = np.arange(self.n)  # a piece of each region of the largest map
+        # the path's later merges, of the largest map's regions: every smaller map is cut
+        # from these few regions, not from the pieces again
+        rest = Merges(sums.shape[0], largest[path.a[k0:]], largest[path.b[k0:]], path.value[k0:])
         out = []
         for k in sizes:
-            M = membership(cut(path, self.n - k)[one], k)
+            M = membership(cut(rest, self.n - k - k0), k)
             out.append((M @ sums) / (M @ size)[:, None])
         return out
 
