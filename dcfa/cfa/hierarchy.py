@@ -225,7 +225,7 @@ def correlation_merges(
     Merges
         ``value`` holds each merge's correlation.
     """
-    n_items = S.shape[0]
+    n_items, n_samples = S.shape
     adjacency = sp.csr_array(adjacency)
     pending = sorted({float(v) for v in levels} | {float(floor)}, reverse=True)
     if pending[-1] < floor:
@@ -234,30 +234,64 @@ def correlation_merges(
     out: tuple[list, list, list] = ([], [], [])
     labels = np.arange(n_items)
     g = n_items
-    sums = S
+    # each group's sum lives in a row of X (a copy of S from the first merge on): a round
+    # adds the sums of the groups it merges and leaves every other row where it is
+    X, row = S, np.arange(n_items)
+    rows, cols = _group_pairs(adjacency, labels, g)
+    ss = np.einsum("ij,ij->i", S, S)
+    cross = _pair_cross(S, rows, cols)
+    made_at, sums = 0, S  # the latest snapshot's merges and group sums
     for level in pending:
-        while True:
-            rows, cols = _group_pairs(adjacency, labels, g)
-            if rows.size == 0:
-                break
-            ss = np.einsum("ij,ij->i", sums, sums)
-            rho = correlation(_pair_cross(sums, rows, cols), ss[rows], ss[cols])
+        while rows.size:
+            rho = correlation(cross, ss[rows], ss[cols])
             keep = rho >= level
             if not keep.any():
                 break
-            rows, cols, rho = rows[keep], cols[keep], rho[keep]
+            r, c, rk = rows[keep], cols[keep], rho[keep]
             # every group's best pair, by decreasing correlation
-            order = np.argsort(-rho, kind="stable")
-            _, first = _best_pairs(order, rows, cols, g)
+            order = np.argsort(-rk, kind="stable")
+            _, first = _best_pairs(order, r, c, g)
             best = order[np.unique(first[first < order.size])]
             rep = _representatives(labels, g)
-            uf.union_all(rep[rows[best]], rep[cols[best]], rho[best], out)
-            labels = uf.labels()
-            g = int(labels.max()) + 1
-            sums = membership(labels, g) @ S
+            uf.union_all(rep[r[best]], rep[c[best]], rk[best], out)
+            new = uf.labels()
+            to = new[rep]  # each group's group after the round
+            g_new = int(new.max()) + 1
+            if X is S:
+                X = np.array(S, dtype=np.float64)
+            # a new group keeps the row of its first part; its other parts' sums are added in
+            lead = np.full(g_new, g)
+            np.minimum.at(lead, to, np.arange(g))
+            others = np.flatnonzero(lead[to] != np.arange(g))
+            grown = np.unique(to[others])
+            slot = np.full(g_new, -1)
+            slot[grown] = np.arange(grown.size)
+            add = sp.csr_array(
+                (np.ones(others.size), (slot[to[others]], row[others])),
+                shape=(grown.size, X.shape[0]),
+            )
+            row = row[lead]
+            X[row[grown]] += add @ X
+            is_grown = np.zeros(g_new, dtype=bool)
+            is_grown[grown] = True
+            new_ss = np.empty(g_new)
+            new_ss[to] = ss  # the groups left alone; the grown ones below
+            new_ss[grown] = _row_dots(X, row[grown])
+            # pairs of groups left alone keep their products; the others are recomputed
+            a, b = to[rows], to[cols]
+            lo, hi = np.minimum(a, b), np.maximum(a, b)
+            kept = (lo != hi) & ~is_grown[lo] & ~is_grown[hi]  # one old pair each
+            touched = np.unique((lo * g_new + hi)[(lo != hi) & (is_grown[lo] | is_grown[hi])])
+            key = np.concatenate([lo[kept] * g_new + hi[kept], touched])
+            order = np.argsort(key, kind="stable")
+            rows, cols = key[order] // g_new, key[order] % g_new
+            tl, th = touched // g_new, touched % g_new
+            cross = np.concatenate([cross[kept], _pair_cross(X, row[tl], row[th])])[order]
+            labels, g, ss = new, g_new, new_ss
         if snapshots is not None and level in {float(v) for v in levels}:
-            # not copies: each round makes new labels and sums, never changing the old ones
-            snapshots[level] = (len(out[0]), labels, sums)
+            if len(out[0]) != made_at:  # a copy: later rounds change X's rows in place
+                made_at, sums = len(out[0]), X[row]
+            snapshots[level] = (made_at, labels, sums)
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
 
