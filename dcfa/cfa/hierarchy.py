@@ -259,34 +259,11 @@ def correlation_merges(
             g_new = int(new.max()) + 1
             if X is S:
                 X = np.array(S, dtype=np.float64)
-            # a new group keeps the row of its first part; its other parts' sums are added in
-            lead = np.full(g_new, g)
-            np.minimum.at(lead, to, np.arange(g))
-            others = np.flatnonzero(lead[to] != np.arange(g))
-            grown = np.unique(to[others])
-            slot = np.full(g_new, -1)
-            slot[grown] = np.arange(grown.size)
-            add = sp.csr_array(
-                (np.ones(others.size), (slot[to[others]], row[others])),
-                shape=(grown.size, X.shape[0]),
-            )
-            row = row[lead]
-            X[row[grown]] += add @ X
-            is_grown = np.zeros(g_new, dtype=bool)
-            is_grown[grown] = True
+            row, grown = _add_parts(X, row, to, g_new)
             new_ss = np.empty(g_new)
             new_ss[to] = ss  # the groups left alone; the grown ones below
             new_ss[grown] = _row_dots(X, row[grown])
-            # pairs of groups left alone keep their products; the others are recomputed
-            a, b = to[rows], to[cols]
-            lo, hi = np.minimum(a, b), np.maximum(a, b)
-            kept = (lo != hi) & ~is_grown[lo] & ~is_grown[hi]  # one old pair each
-            touched = np.unique((lo * g_new + hi)[(lo != hi) & (is_grown[lo] | is_grown[hi])])
-            key = np.concatenate([lo[kept] * g_new + hi[kept], touched])
-            order = np.argsort(key, kind="stable")
-            rows, cols = key[order] // g_new, key[order] % g_new
-            tl, th = touched // g_new, touched % g_new
-            cross = np.concatenate([cross[kept], _pair_cross(X, row[tl], row[th])])[order]
+            rows, cols, cross = _carry_pairs(X, row, grown, to, rows, cols, cross)
             labels, g, ss = new, g_new, new_ss
         if snapshots is not None and level in {float(v) for v in levels}:
             if len(out[0]) != made_at:  # a copy: later rounds change X's rows in place
@@ -294,6 +271,44 @@ def correlation_merges(
             snapshots[level] = (made_at, labels, sums)
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
+
+
+def _add_parts(X: np.ndarray, row: np.ndarray, to: np.ndarray, g_new: int):
+    """Merge groups whose sums live in rows of ``X``, in place: group ``i``'s sum is in row
+    ``row[i]`` and it becomes group ``to[i]``. Each new group keeps the row of its first part
+    and its other parts' sums are added in. Returns the new groups' rows and the new groups
+    made of several parts."""
+    g = to.size
+    lead = np.full(g_new, g)
+    np.minimum.at(lead, to, np.arange(g))
+    others = np.flatnonzero(lead[to] != np.arange(g))
+    grown = np.unique(to[others])
+    slot = np.full(g_new, -1)
+    slot[grown] = np.arange(grown.size)
+    add = sp.csr_array(
+        (np.ones(others.size), (slot[to[others]], row[others])), shape=(grown.size, X.shape[0])
+    )
+    row = row[lead]
+    X[row[grown]] += add @ X
+    return row, grown
+
+
+def _carry_pairs(X, row, grown, to, rows, cols, cross):
+    """The adjacent pairs ``rows < cols`` of the new groups (old group ``i`` is ``to[i]``),
+    sorted, with their products: a pair of groups that did not grow keeps its product, the
+    others are computed from the sums in ``X`` (group ``j``'s in row ``row[j]``)."""
+    g_new = row.size
+    is_grown = np.zeros(g_new, dtype=bool)
+    is_grown[grown] = True
+    a, b = to[rows], to[cols]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    kept = (lo != hi) & ~is_grown[lo] & ~is_grown[hi]  # one old pair each
+    touched = np.unique((lo * g_new + hi)[(lo != hi) & (is_grown[lo] | is_grown[hi])])
+    key = np.concatenate([lo[kept] * g_new + hi[kept], touched])
+    order = np.argsort(key, kind="stable")
+    tl, th = touched // g_new, touched % g_new
+    cross = np.concatenate([cross[kept], _pair_cross(X, row[tl], row[th])])[order]
+    return key[order] // g_new, key[order] % g_new, cross
 
 
 def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
