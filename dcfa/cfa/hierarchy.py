@@ -300,15 +300,22 @@ def _carry_pairs(X, row, grown, to, rows, cols, cross):
     g_new = row.size
     is_grown = np.zeros(g_new, dtype=bool)
     is_grown[grown] = True
-    a, b = to[rows], to[cols]
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    kept = (lo != hi) & ~is_grown[lo] & ~is_grown[hi]  # one old pair each
-    touched = np.unique((lo * g_new + hi)[(lo != hi) & (is_grown[lo] | is_grown[hi])])
-    key = np.concatenate([lo[kept] * g_new + hi[kept], touched])
+    kl, kh, kept, tl, th = _split_pairs(to[rows], to[cols], is_grown, g_new)
+    key = np.concatenate([kl * g_new + kh, tl * g_new + th])
     order = np.argsort(key, kind="stable")
-    tl, th = touched // g_new, touched % g_new
     cross = np.concatenate([cross[kept], _pair_cross(X, row[tl], row[th])])[order]
     return key[order] // g_new, key[order] % g_new, cross
+
+
+def _split_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
+    """The pairs ``(a[i], b[i])`` of groups after a round (numbered below ``n``; ``changed``:
+    the groups the round made): those of two unchanged groups, one old pair each, as
+    ``lo, hi`` with the mask ``kept`` of the old pairs they were; and the pairs touching a
+    changed group, once each, sorted. Returns ``lo, hi, kept, touched_lo, touched_hi``."""
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    kept = (lo != hi) & ~changed[lo] & ~changed[hi]
+    touched = np.unique((lo * n + hi)[(lo != hi) & (changed[lo] | changed[hi])])
+    return lo[kept], hi[kept], kept, touched // n, touched % n
 
 
 def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
@@ -526,13 +533,9 @@ def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adja
         changed = np.zeros(n_items, dtype=bool)
         changed[a] = True
         # the new pairs: unchanged ones keep their covariance, the others are recomputed
-        r, c = alias[rows], alias[cols]
-        lo, hi = np.minimum(r, c), np.maximum(r, c)
-        keep = (lo != hi) & ~changed[lo] & ~changed[hi]
-        new = np.unique((lo * n_items + hi)[(lo != hi) & (changed[lo] | changed[hi])])
-        nr, nc = new // n_items, new % n_items
-        rows = np.concatenate([lo[keep], nr])
-        cols = np.concatenate([hi[keep], nc])
+        kl, kh, keep, nr, nc = _split_pairs(alias[rows], alias[cols], changed, n_items)
+        rows = np.concatenate([kl, nr])
+        cols = np.concatenate([kh, nc])
         cross = np.concatenate([cross[keep], _pair_cross(X, nr, nc) / T])
     a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
     order = np.argsort(h, kind="stable")
