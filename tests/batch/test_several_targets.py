@@ -189,6 +189,7 @@ def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(regions, "correlation_merges", counted)
+    inputs = tree(tmp_path)
     lines = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster:
         address = cluster.scheduler_address
@@ -212,3 +213,5 @@ def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatc
     xr.testing.assert_allclose(a.features, b.features, rtol=1e-6)
     assert a.attrs["cv_path"] == b.attrs["cv_path"]
     assert xr.open_zarr(outs[2]).attrs["n_samples_used"] == 97
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in inputs} == inputs  # inputs untouched
