@@ -2,11 +2,12 @@
 
 ``Z = [X, Y]`` is cut into column blocks (the feature chunks of ``X`` plus one block for the
 targets). The ``p x p`` result is assembled from the tiles ``(I, J)``, ``I <= J``, of that
-block structure. For each tile and each row chunk one task computes the moments of that row
-block of the two column blocks (:func:`dcfa.stats.kernels.chunk_exclude`); a tree of
-:func:`dcfa.stats.kernels.combine` tasks (``split_every`` inputs each) merges the row chunks. So no
-task holds more than a pair of input chunks and one output tile, and the memory of a worker
-does not depend on the number of rows.
+block structure. For each tile and each row slab (consecutive row chunks joined,
+:func:`slab_rows`) one task computes the moments of that row block of the two column blocks
+(:func:`dcfa.stats.kernels.chunk_exclude`); a tree of :func:`dcfa.stats.kernels.combine`
+tasks (``split_every`` inputs each) merges the slabs. So no task holds more than a pair of
+slabs and one output tile, and the memory of a worker does not depend on the number of rows.
+On a local scheduler a small pass skips the tiles (:func:`dcfa.moments`).
 
 Row *segments* (used for cross-validation folds) are contiguous row ranges reduced
 separately in the same pass: the row chunks are first split at the segment boundaries.
@@ -84,10 +85,11 @@ def slab_rows(
     chunks: tuple[int, ...], bounds: list[int], width: int
 ) -> tuple[tuple[int, ...], list[int]]:
     """:func:`segment_rows`, then consecutive chunks of a segment joined into slabs of at most
-    :data:`SLAB_ROWS` rows and at most ``width`` rows (the widest column block: a slab of a
-    block is then never larger than the largest tile a task makes). A chunk is never split."""
+    :data:`SLAB_ROWS` rows and at most ``2 * width`` rows (``width``: the widest column block,
+    so that a slab of a block holds at most twice the values of the largest tile a task
+    makes). A chunk is never split."""
     sizes, seg = segment_rows(chunks, bounds)
-    cap = min(SLAB_ROWS, int(width))
+    cap = min(SLAB_ROWS, 2 * int(width))
     out: list[int] = []
     out_seg: list[int] = []
     for size, s in zip(sizes, seg, strict=True):

@@ -152,17 +152,17 @@ def _prepare(a, shift):
 # Widest self-product left to BLAS's symmetric kernel: OpenBLAS's threaded syrk crashes the
 # process (SIGSEGV) on AVX-512 machines for outputs of about 19 000 columns and more (0.3.31,
 # SkylakeX kernels); its general product does not.
-_SYRK_COLUMNS = 8192
+SYRK_COLUMNS = 8192
 
 
 def self_product(c: np.ndarray) -> np.ndarray:
-    """``c.T @ c``: BLAS syrk up to :data:`_SYRK_COLUMNS` columns, a general product beyond.
+    """``c.T @ c``: BLAS syrk up to :data:`SYRK_COLUMNS` columns, a general product beyond.
 
     NumPy calls syrk when both operands are the same array; a copy of ``c`` makes it call
     gemm instead: twice the flops (about 1.5x the time of a threaded syrk at 500 x 20 000),
     and never the syrk that crashes.
     """
-    if c.shape[1] <= _SYRK_COLUMNS:
+    if c.shape[1] <= SYRK_COLUMNS:
         return c.T @ c
     return c.T @ c.copy()
 
@@ -181,6 +181,12 @@ def chunk_exclude(a, b=None, shift_a=None, shift_b=None, *, column_stats=False) 
     ca, sa, count_a = _prepare(a, shift_a)
     mean_a = sa / m if m else np.zeros(a.shape[1])
     if b is None:
+        if ca is not a and m < a.shape[1]:
+            # a short, wide block of our own: centring its m x I values costs less than
+            # taking the mean's rank-one term off the I x I product
+            ca -= mean_a
+            return {"n": m, "count_a": count_a, "mean_a": mean_a, "mean_b": mean_a,
+                    "cross": self_product(ca)}  # fmt: skip
         cross = self_product(ca)
         _sub_outer(cross, sa, mean_a)
         return {"n": m, "count_a": count_a, "mean_a": mean_a, "mean_b": mean_a, "cross": cross}

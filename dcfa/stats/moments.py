@@ -19,6 +19,7 @@ import numpy as np
 
 from dcfa._errors import InputError, InputTypeError
 from dcfa.stats.kernels import (
+    SYRK_COLUMNS,
     between_parts,
     chunk_exclude,
     chunk_pairwise,
@@ -53,7 +54,7 @@ def finalize(tile: dict, n_targets: int, missing: str, shift=None) -> Moments:
     return Moments(
         n=int(tile["n"]),
         n_targets=n_targets,
-        count=tile["count" if pairwise else "count_a"],
+        count=np.asarray(tile["count" if pairwise else "count_a"], dtype=np.float64),
         mean=mean,
         cross=tile["cross"],
         m2=tile["m2_a"] if pairwise else None,
@@ -171,7 +172,7 @@ def moments(
             tiles=tiles,
         )
 
-    if inp.is_dask:
+    if inp.is_dask and not (compute and not tiles and _runs_in_memory(inp.data, k, missing)):
         Yd = None if Y is None else _dask_target(Y, inp.data.chunks[0])
         lazy = tiled_moments(
             inp.data, Yd, missing=missing, segments=bounds, split_every=split_every, tiles=tiles
@@ -183,11 +184,37 @@ def moments(
         if compute:
             result = compute_all(result)
     else:
-        Z = inp.data if Y is None else np.column_stack([inp.data, Y])
+        data = inp.data
+        if inp.is_dask:
+            from dcfa._compute import compute as run
+
+            (data,) = run(data)
+        Z = data if Y is None else np.column_stack([data, Y])
         result = [from_numpy(Z[b0:b1], k, missing) for b0, b1 in _pairs_of(bounds)]
         if tiles:  # one tile: the in-memory kernel's matrix
             result = [_as_one_tile(m) for m in result]
     return result[0] if segments is None else result
+
+
+def _runs_in_memory(data, n_targets: int, missing: str) -> bool:
+    """Whether a Dask input's pass runs as one in-memory kernel instead of tile by tile.
+
+    Only on a local scheduler, where the chunks come to this process anyway, for a whole
+    matrix (not ``tiles``), and only where the tiles would be overhead: ``missing="exclude"``,
+    a product narrow enough for BLAS's
+    symmetric kernel, and rows (loaded, plus their float64 copy) that take no more memory than
+    the upper tiles a tiled pass holds besides the finished matrix.
+    """
+    from dcfa._compute import active_client
+
+    n, p = data.shape[0], data.shape[1] + n_targets
+    rows = n * p * (data.dtype.itemsize + 8)
+    return (
+        missing == "exclude"
+        and p <= SYRK_COLUMNS
+        and 2 * rows <= 8 * p * p
+        and active_client() is None
+    )
 
 
 def compute_all(parts: list[Moments]) -> list[Moments]:

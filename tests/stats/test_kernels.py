@@ -106,7 +106,7 @@ def test_one_part_is_itself():
 
 @pytest.mark.parametrize("p", [1, 7, 8, 9, 23])
 def test_a_wide_self_product_is_the_product(p, monkeypatch):
-    monkeypatch.setattr(kernels, "_SYRK_COLUMNS", 8)
+    monkeypatch.setattr(kernels, "SYRK_COLUMNS", 8)
     c = np.random.default_rng(p).normal(size=(11, p))
     out = kernels.self_product(c)
     np.testing.assert_allclose(out, c.T @ c, rtol=1e-13, atol=1e-12)

@@ -18,6 +18,7 @@ from strategies import chunks
 import dcfa
 from dcfa import Moments
 from dcfa.stats.graph import SLAB_ROWS, column_summary, segment_rows, slab_rows
+from dcfa.stats.moments import compute_all
 
 CHUNKINGS = [None, -1, 1, 3, (3, 5, 4)]
 
@@ -315,7 +316,7 @@ def test_slabs_join_whole_chunks_of_one_segment_up_to_their_cap(sizes, cuts, wid
     n = sum(sizes)
     bounds = sorted({0, n, *(c % n for c in cuts)})
     slabs, seg = slab_rows(tuple(sizes), bounds, width)
-    cap = min(SLAB_ROWS, width)
+    cap = min(SLAB_ROWS, 2 * width)
     edges = np.cumsum((0, *slabs))
     assert edges[-1] == n
     # only chunk edges and segment bounds, and every segment bound
@@ -345,8 +346,8 @@ def test_a_dense_pass_multiplies_slabs_and_merges_less(rng):
     lazy = dcfa.moments(da.from_array(X, chunks=(30, 60)), y, compute=False, tiles=True)
     graph = dict(lazy.cross.tiles[0, 0].__dask_graph__())
     products = [k for k in graph if isinstance(k, tuple) and k[1:2] == ("chunk",)]
-    # 6 upper tiles of 3 blocks (2 of X, y) x 5 slabs of at most 60 rows (2 chunks each)
-    assert len(products) == 6 * 5
+    # 6 upper tiles of 3 blocks (2 of X, y) x 3 slabs of at most 120 rows (4, 4, 2 chunks)
+    assert len(products) == 6 * 3
     m = lazy.compute()
     mean, C, _ = reference(X, y)
     np.testing.assert_allclose(m.mean, mean, rtol=1e-13)
@@ -437,3 +438,67 @@ def test_bad_arguments(rng, kwargs, err, match):
     X = da.from_array(rng.normal(size=(10, 3)), chunks=5)
     with pytest.raises(err, match=match):
         dcfa.moments(X, **kwargs)
+
+
+class _Keys(dask.callbacks.Callback):
+    """The keys of the tasks a local computation runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.keys = []
+
+    def _pretask(self, key, dask, state):
+        self.keys.append(key)
+
+
+def _ran_tiles(keys) -> bool:
+    return any("dcfa-moments-tiles" in str(k) for k in keys)
+
+
+@pytest.fixture
+def threads():
+    """The local threaded scheduler, even where an earlier test left its client as the
+    default (whose tasks would run on the cluster, unseen by :class:`_Keys`)."""
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_short_wide_local_pass_runs_as_one_kernel_with_the_tiles_numbers(rng, dtype, threads):
+    """A pass whose rows take less memory than the matrix, on the local scheduler, loads the
+    rows and runs one kernel; the tiles give the same moments (and exclude the same columns)."""
+    X = (rng.normal(size=(60, 300)) * rng.uniform(0.5, 2, 300) + 280.0).astype(dtype)
+    X[7, 11] = np.nan
+    Xd = da.from_array(X, chunks=(20, 100))
+    y = rng.normal(size=60)
+    with _Keys() as seen, count_computes(1):
+        m = dcfa.moments(Xd, y, segments=[0, 30, 60])
+    assert seen.keys
+    assert not _ran_tiles(seen.keys)
+    with _Keys() as seen:
+        tiled = Moments.merge_all(
+            compute_all(dcfa.moments(Xd, y, segments=[0, 30, 60], compute=False))
+        )
+    assert _ran_tiles(seen.keys)
+    whole = Moments.merge_all(m)
+    assert whole.excluded == tiled.excluded
+    assert list(whole.excluded) == [11]
+    keep = np.flatnonzero(~np.isin(np.arange(301), [11]))
+    np.testing.assert_allclose(whole.mean[keep], tiled.mean[keep], rtol=1e-13)
+    np.testing.assert_allclose(
+        whole.cross[np.ix_(keep, keep)], tiled.cross[np.ix_(keep, keep)], rtol=1e-10, atol=1e-8
+    )
+    Z = np.column_stack([np.delete(X, 11, axis=1).astype(np.float64), y])
+    Zc = Z - Z.mean(axis=0)
+    np.testing.assert_allclose(whole.cross[np.ix_(keep, keep)], Zc.T @ Zc, rtol=1e-9, atol=1e-7)
+
+
+def test_a_tall_pass_and_a_tiled_one_keep_the_tiles(rng, threads):
+    X = da.from_array(rng.normal(size=(400, 300)), chunks=(100, 100))
+    with _Keys() as seen:
+        dcfa.moments(X)
+    assert _ran_tiles(seen.keys)  # rows as large as the matrix: the tiles hold less
+    wide = da.from_array(rng.normal(size=(40, 300)), chunks=(20, 100))
+    with _Keys() as seen:
+        dcfa.moments(wide, tiles=True)
+    assert _ran_tiles(seen.keys)  # asked for tiles: never a whole matrix
