@@ -20,8 +20,10 @@ from dcfa.memory import (
     MemoryBudgetError,
     check_dense,
     estimate_dense,
+    estimate_moments,
     memory_budget,
 )
+from dcfa.stats.moments import _runs_in_memory
 
 N, D_BIG = 100, 60_000  # the reported case: 26.8 GiB per (D+1) x (D+1) float64 matrix
 
@@ -48,6 +50,23 @@ def test_estimate_bounds_the_measured_peak(make, n, D):
     estimate = estimate_dense(make(), n, D, data=X).driver_bytes
     measured = _traced_peak(lambda: make().fit(X, y))
     # the matrices dominate (the one-pass merges hold ~1.3 of them in memory): the test can tell
+    assert measured > (D + 1) ** 2 * 8
+    assert measured <= estimate <= 4 * measured, (estimate / 2**20, measured / 2**20)
+
+
+def test_the_estimate_bounds_a_short_wide_pass_run_in_memory():
+    """A short, wide chunked pass on the local scheduler loads its rows and runs one kernel
+    (:func:`dcfa.moments`): the estimate, made for its tiles, still bounds what it holds,
+    offsets and the target's column included."""
+    rng = np.random.default_rng(4)
+    n, D = 300, 2000
+    X = (rng.normal(size=(n, D)) + 280.0).astype(np.float32)  # kelvin: the rows are shifted
+    y = rng.normal(size=n)
+    Xd = da.from_array(X, chunks=(60, D))
+    estimate = estimate_moments(n, D, n_targets=1, data=Xd).driver_bytes
+    with dask.config.set(scheduler="threads"):
+        assert _runs_in_memory(Xd, 1, "exclude")
+        measured = _traced_peak(lambda: dcfa.moments(Xd, y))
     assert measured > (D + 1) ** 2 * 8
     assert measured <= estimate <= 4 * measured, (estimate / 2**20, measured / 2**20)
 
