@@ -135,6 +135,14 @@ def moments(
     -------
     Moments or list of Moments
 
+    Notes
+    -----
+    A Dask ``X`` is reduced tile by tile, except on a local scheduler when the rows (loaded,
+    plus their float64 copy) take less memory than half the matrix, there are at most 8 192
+    columns and neither ``tiles`` nor ``missing="pairwise"`` is asked: then the rows are
+    loaded and the in-memory kernel runs once, which is faster than the tiles. The moments
+    agree to rounding either way.
+
     Examples
     --------
     >>> import numpy as np, dask.array as da, dcfa
