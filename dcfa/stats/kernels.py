@@ -185,10 +185,10 @@ def chunk_exclude(a, b=None, shift_a=None, shift_b=None, *, column_stats=False) 
             # a short, wide block of our own: centring its m x I values costs less than
             # taking the mean's rank-one term off the I x I product
             ca -= mean_a
-            return {"n": m, "count_a": count_a, "mean_a": mean_a, "mean_b": mean_a,
-                    "cross": self_product(ca)}  # fmt: skip
-        cross = self_product(ca)
-        _sub_outer(cross, sa, mean_a)
+            cross = self_product(ca)
+        else:
+            cross = self_product(ca)
+            _sub_outer(cross, sa, mean_a)
         return {"n": m, "count_a": count_a, "mean_a": mean_a, "mean_b": mean_a, "cross": cross}
     cb, sb, _ = _prepare(b, shift_b)
     mean_b = sb / m if m else np.zeros(b.shape[1])

@@ -180,7 +180,7 @@ def moments(
             tiles=tiles,
         )
 
-    if inp.is_dask and not (compute and not tiles and _runs_in_memory(inp.data, k, missing)):
+    if inp.is_dask and not (compute and _runs_in_memory(inp.data, k, missing, tiles)):
         Yd = None if Y is None else _dask_target(Y, inp.data.chunks[0])
         lazy = tiled_moments(
             inp.data, Yd, missing=missing, segments=bounds, split_every=split_every, tiles=tiles
@@ -204,21 +204,22 @@ def moments(
     return result[0] if segments is None else result
 
 
-def _runs_in_memory(data, n_targets: int, missing: str) -> bool:
+def _runs_in_memory(data, n_targets: int, missing: str, tiles: bool = False) -> bool:
     """Whether a Dask input's pass runs as one in-memory kernel instead of tile by tile.
 
     Only on a local scheduler, where the chunks come to this process anyway, for a whole
     matrix (not ``tiles``), and only where the tiles would be overhead: ``missing="exclude"``,
-    a product narrow enough for BLAS's
-    symmetric kernel, and rows (loaded, plus their float64 copy) that take no more memory than
-    the upper tiles a tiled pass holds besides the finished matrix.
+    a product narrow enough for BLAS's symmetric kernel, and rows (loaded, plus their float64
+    copy) that take no more memory than the upper tiles a tiled pass holds besides the
+    finished matrix.
     """
     from dcfa._compute import active_client
 
     n, p = data.shape[0], data.shape[1] + n_targets
     rows = n * p * (data.dtype.itemsize + 8)
     return (
-        missing == "exclude"
+        not tiles
+        and missing == "exclude"
         and p <= SYRK_COLUMNS
         and 2 * rows <= 8 * p * p
         and active_client() is None
