@@ -440,7 +440,9 @@ def synthetic_records() -> dict[str, dict]:
         "p": 200,
         "test_rows": 20_000,
         "n_boosts": 16,
-        "tasks": {"regression": {"metric": "R2", "goal": 0.21, "fits": fits}},
+        "tasks": {
+            "regression": {"metric": "R2", "goal": 0.21, "fits": fits, "ceiling": [0.205, 0.23]}
+        },
     }
     region_row = {
         "name": "GenLinCFACV",
@@ -547,6 +549,8 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
         ">= 0.21: 2 of 4 (missed)",
         "9.00 s",
     ]
+    ceiling = built["gbmap_defaults"]["ceiling of 16 stage-wise learners"]
+    assert ceiling[1:] == ["0.205", "0.230", "", "0.21 within reach on 1 of 2 draws", ""]
     regions = built["regions"]
     assert regions["`GenLinCFACV(neighbors=1)` (chose eps 0.7)"][1:] == [
         "19", "1.00", "3/4", "0,3,0,1 (0,3,0,0)", "1.001", "313 s (2.5)", "0.5 / 1.0 GiB"

@@ -53,6 +53,7 @@ def make_synth_cos(
     alpha: float = 5.0,
     random_state: int | None = None,
     chunks: int | None = None,
+    coef: bool = False,
 ):
     """SYNTH-COS-R / SYNTH-COS-C data (the paper's recipe; no intercept column in ``X``).
 
@@ -67,12 +68,18 @@ def make_synth_cos(
     chunks : int or None, default=None
         Rows per chunk: ``X`` and ``y`` are then Dask arrays generated chunk-wise (the same
         numbers for any ``chunks`` only if ``chunks`` is fixed; each chunk has its own seed).
+    coef : bool, default=False
+        Also return the direction ``u``, as ``sklearn.datasets.make_regression(coef=True)``
+        returns its coefficients. How much of its squared mass lies on its largest terms
+        decides what a few learners can explain.
 
     Returns
     -------
     X : ndarray or dask.array.Array of shape (n, p)
     y : ndarray or dask.array.Array of shape (n,)
         Centred real target, or labels in {-1, +1} (float).
+    u : ndarray of shape (p,)
+        The unit vector of the target (only with ``coef=True``).
 
     Notes
     -----
@@ -110,7 +117,7 @@ def make_synth_cos(
     if task == "classification":
         prob = 1.0 / (1.0 + np.exp(-y))
         y = (data[:, p + 1] < prob) * 2.0 - 1.0
-    return X, y
+    return (X, y, u) if coef else (X, y)
 
 
 def _delayed_block(n, p, u, alpha, seed):

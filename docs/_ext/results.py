@@ -401,6 +401,13 @@ def gbmap_defaults_table(record: dict) -> tuple[list[str], list[list[str]]]:
              _goal(held == len(scores), f">= {goal:g}: {held} of {len(scores)}"),
              _seconds(float(np.median([f["seconds"] for f in fits])))]
         )  # fmt: skip
+        if "ceiling" in t:  # the most 16 stage-wise learners can reach on each draw
+            rows.append(
+                [f"ceiling of {res['n_boosts']} stage-wise learners",
+                 *(f"{c:.3f}" for c in t["ceiling"]),
+                 "", f"{goal:g} within reach on {sum(c >= goal for c in t['ceiling'])} "
+                     f"of {len(t['ceiling'])} draws", ""]
+            )  # fmt: skip
     states = sorted({f["random_state"] for t in res["tasks"].values() for f in t["fits"]})
     header = [f"test score (random_state {' / '.join(map(str, states))})"]
     header += [f"data seed {ds}" for ds in seeds]

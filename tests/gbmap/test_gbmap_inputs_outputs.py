@@ -265,6 +265,19 @@ def test_make_synth_cos_checks_chunks(kwargs):
     assert X.chunks == ((4, 4, 2), (3,)) and y.shape == (10,)
 
 
+@pytest.mark.parametrize("chunks", [None, 7])
+def test_make_synth_cos_returns_the_direction_of_its_target(chunks):
+    X, y, u = make_synth_cos(30, 4, alpha=2.0, random_state=3, chunks=chunks, coef=True)
+    X, y = np.asarray(X), np.asarray(y)
+    raw = 2.0 * np.cos(X) @ u  # the recipe, in NumPy
+    np.testing.assert_allclose(y, raw - raw.mean(), rtol=1e-12, atol=1e-12)
+    assert u.shape == (4,) and np.isclose(u @ u, 1.0)
+    X2, y2 = make_synth_cos(30, 4, alpha=2.0, random_state=3, chunks=chunks)
+    np.testing.assert_array_equal(np.asarray(X2), X)  # coef changes nothing else
+    Xc, yc, uc = make_synth_cos(30, 4, task="classification", random_state=3, coef=True)
+    np.testing.assert_array_equal(uc, u)  # the direction is the data seed's, for either task
+
+
 def test_a_checkpoint_path_that_cannot_be_a_directory_fails_before_any_pass(rng, tmp_path):
     X, y = bumpy(rng, n=60)
     afile = tmp_path / "not_a_directory"
