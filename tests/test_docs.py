@@ -153,20 +153,28 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     assert all(f'id="config-{section}"' in batch for section in ("input", "target", "cluster"))
 
 
-def test_the_panel_table_is_read_from_its_results_file():
-    """The evidence page's panel table comes from benchmarks/results/panel.json: its cells are
-    the file's draws summarised again here, independently, with NumPy."""
+@pytest.mark.parametrize(
+    ("name", "estimators"),
+    [
+        ("panel.json", ["RegionsCV()", "GenLinCFA(neighbors=1)"]),
+        ("panel_replay.json", ["RegionsCV()"]),
+    ],
+)
+def test_the_panel_table_is_read_from_its_results_file(name, estimators):
+    """The evidence page's panel tables come from their results files: their cells are the
+    file's draws summarised again here, independently, with NumPy."""
     import json
 
     import numpy as np
 
     results = _docs_extension("results")
-    record = json.loads((ROOT / "benchmarks/results/panel.json").read_text())
+    record = json.loads((ROOT / "benchmarks/results" / name).read_text())
     header, rows = results.panel_table(record)
-    assert header[1:3] == ["RegionsCV()", "GenLinCFA(neighbors=1)"]
+    assert header[0] == f"panel seed {record['panel_seed']}"
+    assert header[1:-1] == estimators
     cells = {row[0]: row[1:] for row in rows}
-    for col, name in enumerate(header[1:3]):
-        draws = [d for d in record["results"][name]["draws"] if d["kind"] == "regions"]
+    for col, estimator in enumerate(estimators):
+        draws = [d for d in record["results"][estimator]["draws"] if d["kind"] == "regions"]
         pure = sum(d["pure"] == d["driving"] for d in draws)
         assert cells["regions: draws with all 4 driving regions pure"][col].startswith(
             f"{pure} of {len(draws)} "
@@ -177,8 +185,12 @@ def test_the_panel_table_is_read_from_its_results_file():
         nested = np.array([d["extra"]["nested_r2"] / d["reference"] for d in draws])
         expect = f"{np.median(nested):.3f} ({nested.min():.3f})"
         assert cells["regions: the same, refitted in every fold, median (worst)"][col] == expect
+        smooth = [d for d in record["results"][estimator]["draws"] if d["kind"] == "smooth"]
+        groups = [d["groups"] for d in smooth]
+        expect = f"{np.median(groups):.0f} ({max(groups)})"
+        assert cells["smooth: groups, median (worst)"][col] == expect
     page = (ROOT / "docs/evidence/panel.md").read_text()
-    assert "{results-table} ../../benchmarks/results/panel.json" in page
+    assert f"{{results-table}} ../../benchmarks/results/{name}" in page
     assert "1.006 (1.001)" not in page  # no number copied by hand next to the table
 
 
