@@ -19,7 +19,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["extremes_separation", "gbmap_against_linear", "verdict_line"]
+__all__ = [
+    "extremes_separation",
+    "gbmap_against_linear",
+    "inactive_line",
+    "step_spans",
+    "verdict_line",
+]
 
 
 def _folds(n: int, n_splits: int, gap: int):
@@ -105,6 +111,29 @@ def gbmap_against_linear(gbmap, features, target, *, gap: int = 0, n_splits: int
         "best_linear": best,
         "beats": bool(mean["gbmap"] > mean[best]),
     }
+
+
+def step_spans(steps) -> str:
+    """Increasing step numbers as runs: ``[2, 3, 4, 7, 9, 10]`` -> ``"2-4, 7, 9-10"``, so that
+    a summary line stays one line when hundreds of steps are listed."""
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.size == 0:
+        return ""
+    runs = np.split(steps, np.flatnonzero(np.diff(steps) != 1) + 1)
+    return ", ".join(f"{r[0]}" if r.size == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def inactive_line(gbmap) -> str | None:
+    """The job's line on the fitted ``gbmap``'s switched-off steps (its ``inactive_steps_``),
+    or None when every step lowered the training loss."""
+    off = np.flatnonzero(gbmap.inactive_steps_) + 1
+    if not off.size:
+        return None
+    return (
+        f"GBMAP: {off.size} of {gbmap.n_boosts} steps ({step_spans(off)}) lowered the training "
+        "loss by less than 0.1 % of its first value: switched off (see gbmap.beta, now "
+        f"{gbmap.beta:g}, and gbmap.n_boosts)"
+    )
 
 
 def verdict_line(result: dict, n_features: int) -> str:

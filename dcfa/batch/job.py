@@ -644,15 +644,11 @@ def _gbmap_summary(gbmap, features, target, lead: int, echo) -> dict | None:
     """Say which GBMAP steps switched off, and whether GBMAP beats the linear models on the
     same features (forward-chaining CV, purged by the lead); the comparison, or None when
     the record is too short for it."""
-    from dcfa.batch.gbmap_check import gbmap_against_linear, verdict_line
+    from dcfa.batch.gbmap_check import gbmap_against_linear, inactive_line, verdict_line
 
-    off = np.flatnonzero(gbmap.inactive_steps_) + 1
-    if off.size:
-        echo(
-            f"      GBMAP: step(s) {', '.join(map(str, off))} of {gbmap.n_boosts} lowered the "
-            "training loss by less than 0.1 % of its first value: switched off (see "
-            f"gbmap.beta, now {gbmap.beta:g}, and gbmap.n_boosts)"
-        )
+    line = inactive_line(gbmap)
+    if line:
+        echo("      " + line)
     try:
         skill = gbmap_against_linear(gbmap, features.values, target.values, gap=lead)
     except ValueError as exc:  # too few samples for the folds

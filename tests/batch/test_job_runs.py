@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +159,15 @@ def test_resume_after_an_interrupt_in_gbmap_reuses_the_passes_and_the_checkpoint
     assert "preprocessing: reused" in proc.stdout and "moments reused" in proc.stdout
     assert "GBMAPRegressor: resuming after step" in proc.stderr
     assert "discarded" not in proc.stdout
+    # 300 learners on 9 features and 120 months: most switch off, said in one short line
+    (line,) = [s for s in proc.stdout.splitlines() if "switched off" in s]
+    assert re.fullmatch(
+        r" +GBMAP: \d+ of 300 steps \(\d+(-\d+)?(, \d+(-\d+)?)*\) lowered the training loss "
+        r"by less than 0.1 % of its first value: switched off \(see gbmap.beta, now 10, and "
+        r"gbmap.n_boosts\)",
+        line,
+    ), line
+    assert len(line) < 400, line
     assert not work.exists()
     after = tree(tmp_path)
     assert {k.split("/")[0] for k in set(after) - set(before)} == {"result.zarr"}

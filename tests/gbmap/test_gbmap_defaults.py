@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sklearn.metrics import r2_score
 from sklearn.model_selection import TimeSeriesSplit
 
@@ -21,6 +23,8 @@ from dcfa.batch.gbmap_check import (
     extremes_separation,
     extremes_verdict,
     gbmap_against_linear,
+    inactive_line,
+    step_spans,
     verdict_line,
 )
 from dcfa.gbmap import InactiveLearnersWarning
@@ -54,6 +58,25 @@ def test_switched_off_learners_warn_naming_beta_and_n_boosts():
     before = np.r_[model.initial_loss_, model.train_loss_[:-1]]
     drops = before - model.train_loss_
     np.testing.assert_array_equal(drops < 1e-3 * model.initial_loss_, model.inactive_steps_)
+    assert inactive_line(model) == (
+        "GBMAP: 2 of 3 steps (2-3) lowered the training loss by less than 0.1 % of its first "
+        "value: switched off (see gbmap.beta, now 1, and gbmap.n_boosts)"
+    )
+    model.inactive_steps_ = np.zeros(3, dtype=bool)
+    assert inactive_line(model) is None
+
+
+@given(st.sets(st.integers(1, 400), max_size=60))
+def test_step_spans_name_every_step_once_in_runs(steps):
+    """The job's summary names hundreds of switched-off steps in runs: expanding the runs
+    gives back the steps, and no two runs touch (each is as long as it can be)."""
+    text = step_spans(sorted(steps))
+    runs = [tuple(map(int, r.split("-"))) if "-" in r else (int(r),) * 2 for r in
+            text.split(", ")] if text else []  # fmt: skip
+    expanded = [k for a, b in runs for k in range(a, b + 1)]
+    assert expanded == sorted(steps)
+    assert all(a < b for a, b in runs if a != b)
+    assert all(nxt[0] > prev[1] + 1 for prev, nxt in zip(runs, runs[1:], strict=False))
 
 
 def test_gbmap_against_linear_says_who_wins():
