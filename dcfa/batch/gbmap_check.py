@@ -126,13 +126,15 @@ def step_spans(steps) -> str:
 def inactive_line(gbmap) -> str | None:
     """The job's line on the fitted ``gbmap``'s switched-off steps (its ``inactive_steps_``),
     or None when every step lowered the training loss."""
+    from dcfa.gbmap import INACTIVE_SHARE
+
     off = np.flatnonzero(gbmap.inactive_steps_) + 1
     if not off.size:
         return None
     return (
         f"GBMAP: {off.size} of {gbmap.n_boosts} steps ({step_spans(off)}) lowered the training "
-        "loss by less than 0.1 % of its first value: switched off (see gbmap.beta, now "
-        f"{gbmap.beta:g}, and gbmap.n_boosts)"
+        f"loss by less than {INACTIVE_SHARE * 100:g} % of its first value: switched off (see "
+        f"gbmap.beta, now {gbmap.beta:g}, and gbmap.n_boosts)"
     )
 
 

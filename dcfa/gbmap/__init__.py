@@ -19,6 +19,7 @@ _EXPORTS = {
     "GBMAPKNeighborsClassifier": "dcfa.gbmap._neighbors",
     "GBMAPKNeighborsRegressor": "dcfa.gbmap._neighbors",
     "GBMAPRegressor": "dcfa.gbmap._estimator",
+    "INACTIVE_SHARE": "dcfa.gbmap._base",
     "InactiveLearnersWarning": "dcfa.gbmap._base",
     "Standardizer": "dcfa.gbmap._losses",
     "drift_experiment": "dcfa.gbmap.experiment",

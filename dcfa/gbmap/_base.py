@@ -55,8 +55,9 @@ logger = logging.getLogger("dcfa")
 
 # Probabilities of a classifier ``f0`` are clipped to [eps, 1 - eps] before the logit.
 _PROBA_EPS = 1e-15
-#: a step that lowers the training loss by less than this share of the loss before the first
-#: step did nothing a user can see (the regressor's: 0.1 % of the target's variance)
+#: A step that lowers the training loss by less than this share of the loss before the first
+#: step is switched off (``inactive_steps_``, :class:`InactiveLearnersWarning`): for the
+#: regressor, 0.1 % of the target's variance.
 INACTIVE_SHARE = 1e-3
 
 
