@@ -38,6 +38,7 @@ __all__ = [
     "SPLIT_EVERY",
     "NoWorkersError",
     "compute",
+    "feeds_ended",
     "one_blas_thread",
     "progress_enabled",
     "tree",
@@ -384,10 +385,28 @@ def _DistributedLines(futures, scheduler):
         def _draw_stop(self, **kwargs):
             pass
 
+    global _feeds_end
     DistributedLines(futures, scheduler=scheduler, interval="100ms", complete=True)
-    # the scheduler's feed notices the closed comm on its next write, one interval later; a
-    # cluster closed before that logs a CancelledError traceback
-    time.sleep(0.25)
+    # the scheduler's feed notices the closed comm on its next write, one interval later
+    _feeds_end = time.monotonic() + 0.25
+
+
+_feeds_end = 0.0  # when the scheduler has noticed the end of every feed of text lines
+
+
+@contextlib.contextmanager
+def feeds_ended():
+    """On exit, wait until the scheduler has noticed the end of every feed of progress lines.
+
+    Around a client whose cluster is closed next: a scheduler closed while its feed still
+    waits to write logs a ``CancelledError`` traceback. Waiting here, not after every feed,
+    costs a job one wait instead of one per pass, and nothing on a scheduler it only attaches
+    to.
+    """
+    try:
+        yield
+    finally:
+        time.sleep(max(0.0, _feeds_end - time.monotonic()))
 
 
 def _has_widgets() -> bool:
@@ -401,6 +420,8 @@ def _has_widgets() -> bool:
 
 
 def _in_notebook() -> bool:
+    if "IPython" not in sys.modules:  # a notebook's kernel has imported it; importing costs 0.4 s
+        return False
     try:
         from IPython import get_ipython
     except ImportError:

@@ -138,6 +138,8 @@ def open_client(
     """
     from distributed import Client
 
+    from dcfa._compute import feeds_ended
+
     address = address or cluster.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         # a scheduler that is not up yet (a driver started beside it) is waited for, and
@@ -157,14 +159,19 @@ def open_client(
         return
     kind = cluster.get("kind", "local")
     if kind == "local":
-        with make_cluster(cluster) as started, Client(started) as client, _sigterm_interrupts():
+        with (
+            make_cluster(cluster) as started,
+            Client(started) as client,
+            feeds_ended(),
+            _sigterm_interrupts(),
+        ):
             yield client
         return
     cancel = shlex.split(_jobqueue_class(kind).job_cls.cancel_command)
     with _Watchdog(cancel) as watchdog:
         started = make_cluster(cluster, on_job=watchdog.add)
         try:
-            with Client(started) as client, _sigterm_interrupts():
+            with Client(started) as client, feeds_ended(), _sigterm_interrupts():
                 yield client
         finally:
             started.close()  # cancels the worker jobs

@@ -63,6 +63,7 @@ def run_demo(
     """Run the demo; return the path of the result store."""
     from distributed import Client
 
+    from dcfa._compute import feeds_ended
     from dcfa.batch.cluster import make_cluster
     from dcfa.batch.comparison import comparison_models, score_models, table_rows, tested_months
     from dcfa.batch.config import load_config
@@ -103,7 +104,7 @@ def run_demo(
         f"true, target.lead = {lead}, method regionscv with params = {{gap = {lead}}}, gbmap "
         f"= {gbmap_params}"
     )
-    with make_cluster(config.cluster) as cluster, Client(cluster):
+    with make_cluster(config.cluster) as cluster, Client(cluster), feeds_ended():
         out = run_job(config, scheduler=cluster.scheduler_address, echo=echo)
     result = xr.open_zarr(out).load()
 
