@@ -28,9 +28,11 @@ and lets time-blocked cross-validation decide how far each stage goes:
    merges the pieces on its training months (both orders) and scores an OLS of the target
    on the region means on its test months. The map kept is the smallest whose skill is
    within ``parsimony`` standard errors (of the paired differences over the folds) of the
-   best, among the relevance order's maps; among both orders when the relevance order's best
-   map is not within the noise of the second order's best map
-   (:func:`dcfa.cfa.selection.first_within_noise`).
+   best, among the relevance order's maps of at most ``max_groups`` regions. When the
+   relevance order's best map is not within the noise of the second order's best map, the
+   second order's best map is kept instead (:func:`dcfa.cfa.selection.first_within_noise`):
+   its maps coarsen one pattern, so its skill rises with every region it keeps, and the
+   number of regions is the budget ``max_groups`` sets.
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
 rescaled), so a region's series is in the field's units.
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import dataclass, replace
 from functools import cached_property
 from numbers import Integral, Real
@@ -124,8 +127,12 @@ class RegionsCV(BaseCFA):
         every pair of features neighbours (at most 5 000 features).
     periodic : "auto", bool or sequence of str, default="auto"
         Grid dims that wrap around (``"auto"``: a global longitude), as in :class:`LinCFA`.
-    max_groups : int or None, default=None
-        The most regions a map may have.
+    max_groups : int or None, default=30
+        The most regions a map may have: a map a reader can take in. The ``"weights"``
+        order's map, when kept, is its most skilful of at most this many regions (None: of
+        at most 100). Cells in more separate patches than this (the enclosed seas of a fine
+        land mask) make a region each, and leave room for ``max_groups`` more, with a
+        warning.
     parsimony : float, default=1.0
         How many standard errors below the best cross-validated skill the chosen (smallest)
         map may be. 0 takes the most skilful map.
@@ -218,7 +225,7 @@ class RegionsCV(BaseCFA):
         *,
         neighbors=1,
         periodic="auto",
-        max_groups=None,
+        max_groups=30,
         parsimony=1.0,
         levels=LEVELS,
         orders=ORDERS,
@@ -371,11 +378,7 @@ class RegionsCV(BaseCFA):
         }
         t1 = time.perf_counter()
 
-        sizes = np.array(
-            [k for k in SIZES if self.max_groups is None or k <= self.max_groups], dtype=np.int64
-        )
-        if sizes.size == 0 or (self.max_groups is not None and sizes.max() < self.max_groups):
-            sizes = np.unique(np.append(sizes, self.max_groups))
+        sizes = _sizes(self.max_groups, _patches(adjacency))
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
         scored: dict[int, np.ndarray] = {}  # levels with as many pieces have the same ones
         for i, lv in enumerate(levels):
@@ -617,6 +620,8 @@ class _Pieces:
         ``path`` makes (fitted on ``train``); NaN for sizes the path does not reach."""
         out = np.full(sizes.size, np.nan)
         js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= self.n]
+        if not js:  # fewer pieces than the smallest size, or more patches than the largest
+            return out
         for j, G in zip(js, self.means_along(path, sizes[js]), strict=True):
             out[j] = ols_skill(G, self.y, train, test)
         return out
@@ -640,6 +645,36 @@ class _Pieces:
 
     def cells(self, piece_labels: np.ndarray) -> np.ndarray:
         return piece_labels[self.cell_labels]
+
+
+def _patches(adjacency) -> int:
+    """How many separate patches the kept cells form: no map of contiguous regions has
+    fewer regions."""
+    from scipy.sparse.csgraph import connected_components
+
+    return int(connected_components(adjacency, directed=False)[0])
+
+
+def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
+    """The numbers of regions the cross-validation scores: :data:`SIZES` up to ``max_groups``
+    (and ``max_groups`` itself). When the cells form more separate patches than that (the
+    enclosed seas of a fine land mask), every patch is a region of its own and the map has
+    room for ``max_groups`` regions besides them (with a warning naming ``max_groups``):
+    a cap of the patches alone would leave the rest of the field one region."""
+    most = max(SIZES) if max_groups is None else max_groups
+    if patches > most:
+        if max_groups is not None:
+            most = patches + max_groups
+            warnings.warn(
+                f"max_groups: the kept cells form {patches} separate patches (land, masks, "
+                f"blocks of variables), each a region of its own, more than "
+                f"max_groups={max_groups}; the map may have up to {most} regions",
+                UserWarning,
+                stacklevel=5,
+            )
+        else:
+            most = patches
+    return np.unique(np.array([*(k for k in SIZES if k <= most), most], dtype=np.int64))
 
 
 def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:

@@ -6,7 +6,7 @@
   (a one-standard-error rule, as glmnet's ``lambda.1se``, with the standard error of the
   *paired* differences over the folds).
 * :func:`first_within_noise`: the same, preferring one family of maps to another unless it
-  falls out of the noise of the other's best.
+  falls out of the noise of the other's best; the other family's best map when it does.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
 * :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
   which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
@@ -103,12 +103,17 @@ def first_within_noise(
     parsimony: float = 1.0,
 ) -> tuple[int, int]:
     """:func:`within_noise` among the ``first`` candidates, unless the best of them falls out
-    of the noise of the best of both families: then :func:`within_noise` among both.
+    of the noise of the best of the ``second``: then the best of the second.
 
-    Two families of maps (two merge orders) are not equally readable: the first is preferred,
-    and the second is taken only where it is clearly more skilful than anything the first
-    offers (the first family's best map, not only its smallest within the noise, is out of
-    the noise of the second's best).
+    Two families of maps (two merge orders) are not alike. The first is preferred: it has a
+    size of its own (the few regions that carry the signal, and a background), which the
+    smallest map within the noise finds. The second is taken only where it is clearly more
+    skilful than anything the first offers (the first family's best map, not only its smallest
+    within the noise, is out of the noise of the second's best). The second family coarsens
+    one pattern that spans the grid, so its skill rises with every region up to its best; with
+    a few folds of a few years the noise of that rise is wide, and its smallest map within
+    the noise gives up skill that new years show. Its size is the most its candidates allow
+    (the sizes scored).
 
     Parameters
     ----------
@@ -125,17 +130,13 @@ def first_within_noise(
     """
     first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     if not np.isfinite(first).all(axis=1).any():
-        return 1, within_noise(second, second_sizes, parsimony)
+        return 1, within_noise(second, second_sizes, 0.0)
     pick = within_noise(first, first_sizes, parsimony)
     if np.isfinite(second).all(axis=1).any():
-        both = np.concatenate([first, second])
-        sizes = np.concatenate([first_sizes, second_sizes])
-        best = within_noise(both, sizes, 0.0)
         own_best = within_noise(first, first_sizes, 0.0)
-        if not _within(first[[own_best]], both[best], parsimony)[0]:
-            choice = within_noise(both, sizes, parsimony)
-            n = first.shape[0]
-            return (0, choice) if choice < n else (1, choice - n)
+        other_best = within_noise(second, second_sizes, 0.0)
+        if not _within(first[[own_best]], second[other_best], parsimony)[0]:
+            return 1, other_best
     return 0, pick
 
 
