@@ -31,8 +31,8 @@ and lets time-blocked cross-validation decide how far each stage goes:
    best, among the relevance order's maps of at most ``max_groups`` regions. When the
    relevance order's best map is not within the noise of the second order's best map, the
    second order's best map is kept instead (:func:`dcfa.cfa.selection.first_within_noise`):
-   its maps coarsen one pattern, so its skill rises with every region it keeps, and the
-   number of regions is the budget ``max_groups`` sets.
+   its maps coarsen one pattern, so its skill rises with every region it keeps, and its
+   most skilful map within ``max_groups`` is kept, not its smallest within the noise.
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
 rescaled), so a region's series is in the field's units.

@@ -112,8 +112,8 @@ def first_within_noise(
     within the noise, is out of the noise of the second's best). The second family coarsens
     one pattern that spans the grid, so its skill rises with every region up to its best; with
     a few folds of a few years the noise of that rise is wide, and its smallest map within
-    the noise gives up skill that new years show. Its size is the most its candidates allow
-    (the sizes scored).
+    the noise gives up skill that new years show. Its map is its most skilful among the
+    sizes scored (those up to a cap).
 
     Parameters
     ----------
