@@ -660,9 +660,13 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
     (and ``max_groups`` itself). When the cells form more separate patches than that (the
     enclosed seas of a fine land mask), every patch is a region of its own and the map has
     room for ``max_groups`` regions besides them (with a warning naming ``max_groups``):
-    a cap of the patches alone would leave the rest of the field one region."""
+    a cap of the patches alone would leave the rest of the field one region. The patches'
+    own count is scored too: no path has fewer regions, and the sizes above it may be more
+    than the pieces."""
     most = max(SIZES) if max_groups is None else max_groups
+    extra = []
     if patches > most:
+        extra = [patches]
         if max_groups is not None:
             most = patches + max_groups
             warnings.warn(
@@ -674,7 +678,7 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
             )
         else:
             most = patches
-    return np.unique(np.array([*(k for k in SIZES if k <= most), most], dtype=np.int64))
+    return np.unique(np.array([*(k for k in SIZES if k <= most), *extra, most], dtype=np.int64))
 
 
 def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:

@@ -722,3 +722,24 @@ def test_more_separate_patches_than_max_groups_warns_and_keeps_one_region_per_pa
     assert int(model.cv_path_.n_groups.max()) == 7
     for region in np.unique(labels):
         assert np.unique(patches[labels == region]).size == 1
+
+
+def test_a_map_of_one_region_per_patch_is_scored_when_no_larger_size_is_reachable(rng):
+    """31 separate patches, each one piece at every level, and max_groups=1: the sizes
+    scored were those of the list up to 32 (31 patches + 1), of which no map of these pieces
+    has any (the path has exactly 31 regions), and the fit stopped with "no candidate map
+    could be scored". The patches' own count is a size: one region per patch."""
+    patches = np.repeat(np.arange(31), 3)
+    same = (patches[:, None] == patches[None, :]) & (
+        np.abs(np.arange(93)[:, None] - np.arange(93)[None, :]) == 1
+    )
+    signal = rng.normal(size=(240, 31))
+    X = signal[:, patches] + 0.01 * rng.normal(size=(240, 93))
+    y = signal[:, 0] + 0.3 * rng.normal(size=240)
+    with pytest.warns(UserWarning, match=r"max_groups: the kept cells form 31 separate patches"):
+        model = dcfa.RegionsCV(neighbors=sp.csr_array(same), max_groups=1).fit(X, y)
+    assert model.n_features_out_ == 31
+    assert set(model.n_pieces_.values()) == {31}
+    np.testing.assert_array_equal(np.unique(patches[model.labels_ == model.labels_[0]]), [0])
+    for region in np.unique(model.labels_):
+        assert np.unique(patches[model.labels_ == region]).size == 1
