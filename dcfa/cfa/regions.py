@@ -664,21 +664,18 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
     own count is scored too: no path has fewer regions, and the sizes above it may be more
     than the pieces."""
     most = max(SIZES) if max_groups is None else max_groups
-    extra = []
-    if patches > most:
-        extra = [patches]
-        if max_groups is not None:
-            most = patches + max_groups
-            warnings.warn(
-                f"max_groups: the kept cells form {patches} separate patches (land, masks, "
-                f"blocks of variables), each a region of its own, more than "
-                f"max_groups={max_groups}; the map may have up to {most} regions",
-                UserWarning,
-                stacklevel=5,
-            )
-        else:
-            most = patches
-    return np.unique(np.array([*(k for k in SIZES if k <= most), *extra, most], dtype=np.int64))
+    if patches <= most:
+        return np.unique(np.array([*(k for k in SIZES if k <= most), most], dtype=np.int64))
+    most = patches + (max_groups or 0)
+    if max_groups is not None:
+        warnings.warn(
+            f"max_groups: the kept cells form {patches} separate patches (land, masks, "
+            f"blocks of variables), each a region of its own, more than "
+            f"max_groups={max_groups}; the map may have up to {most} regions",
+            UserWarning,
+            stacklevel=5,
+        )
+    return np.unique(np.array([*(k for k in SIZES if k <= most), patches, most], dtype=np.int64))
 
 
 def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:

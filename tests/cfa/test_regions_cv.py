@@ -702,16 +702,22 @@ def test_the_memory_budget_counts_what_the_fit_holds(make):
     assert 1.5 * series_bytes(*X.shape) < peak < counted
 
 
+def _chains(patches: np.ndarray) -> sp.csr_array:
+    """An adjacency of items in a row, each a neighbour of the next within its patch only:
+    one separate chain per patch."""
+    i = np.arange(patches.size)
+    return sp.csr_array(
+        (patches[:, None] == patches[None, :]) & (np.abs(i[:, None] - i[None, :]) == 1)
+    )
+
+
 def test_more_separate_patches_than_max_groups_warns_and_keeps_one_region_per_patch(rng):
     """Cells in 4 separate patches (islands of a land mask) and max_groups=3: no map of
     contiguous regions has 3 regions. The fit crashed on an empty list of sizes (a global
     field at 0.25 degree); it warns, naming max_groups, and its map has a region or more per
     patch, each within one patch, and room for max_groups more (at most 7)."""
     patches = np.repeat(np.arange(4), 10)
-    same = (patches[:, None] == patches[None, :]) & (
-        np.abs(np.arange(40)[:, None] - np.arange(40)[None, :]) == 1
-    )
-    A = sp.csr_array(same)
+    A = _chains(patches)
     signal = rng.normal(size=(240, 4))
     X = signal[:, patches] + 0.5 * rng.normal(size=(240, 40))
     y = signal[:, 0] - signal[:, 2] + 0.3 * rng.normal(size=240)
@@ -730,14 +736,11 @@ def test_a_map_of_one_region_per_patch_is_scored_when_no_larger_size_is_reachabl
     has any (the path has exactly 31 regions), and the fit stopped with "no candidate map
     could be scored". The patches' own count is a size: one region per patch."""
     patches = np.repeat(np.arange(31), 3)
-    same = (patches[:, None] == patches[None, :]) & (
-        np.abs(np.arange(93)[:, None] - np.arange(93)[None, :]) == 1
-    )
     signal = rng.normal(size=(240, 31))
     X = signal[:, patches] + 0.01 * rng.normal(size=(240, 93))
     y = signal[:, 0] + 0.3 * rng.normal(size=240)
     with pytest.warns(UserWarning, match=r"max_groups: the kept cells form 31 separate patches"):
-        model = dcfa.RegionsCV(neighbors=sp.csr_array(same), max_groups=1).fit(X, y)
+        model = dcfa.RegionsCV(neighbors=_chains(patches), max_groups=1).fit(X, y)
     assert model.n_features_out_ == 31
     assert set(model.n_pieces_.values()) == {31}
     np.testing.assert_array_equal(np.unique(patches[model.labels_ == model.labels_[0]]), [0])
