@@ -177,9 +177,10 @@ def _run(args) -> int:
     try:
         if args.command == "fit":
             from dcfa.batch.config import load_config
-            from dcfa.batch.job import run_job
 
             config = load_config(args.config, args.overrides, output=args.output)
+            from dcfa.batch.job import run_job  # after the file's check: a bad file fails at once
+
             run_job(
                 config,
                 scheduler=args.scheduler,

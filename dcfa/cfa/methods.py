@@ -3,19 +3,37 @@ read by the config check and the job. A new method is its estimator and one entr
 
 from __future__ import annotations
 
-from dcfa.cfa.genlincfa import GenLinCFA
-from dcfa.cfa.lincfa import LinCFA
-from dcfa.cfa.nonlincfa import NonLinCFA
-from dcfa.cfa.regions import RegionsCV
-from dcfa.cfa.tolerance import GenLinCFACV, NonLinCFACV
+import importlib
+from collections.abc import Iterator, Mapping
 
 __all__ = ["METHODS"]
 
-METHODS: dict[str, type] = {
-    "regionscv": RegionsCV,
-    "lincfa": LinCFA,
-    "nonlincfa": NonLinCFA,
-    "genlincfa": GenLinCFA,
-    "genlincfacv": GenLinCFACV,
-    "nonlincfacv": NonLinCFACV,
-}
+
+class _Registry(Mapping[str, type]):
+    """Names to estimator classes, each class imported when first looked up: checking a job
+    file's names then costs no import of scikit-learn or Dask, so a bad file fails at once."""
+
+    def __init__(self, paths: dict[str, str]):
+        self._paths = paths
+
+    def __getitem__(self, name: str) -> type:
+        module, _, attr = self._paths[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+METHODS: Mapping[str, type] = _Registry(
+    {
+        "regionscv": "dcfa.cfa.regions:RegionsCV",
+        "lincfa": "dcfa.cfa.lincfa:LinCFA",
+        "nonlincfa": "dcfa.cfa.nonlincfa:NonLinCFA",
+        "genlincfa": "dcfa.cfa.genlincfa:GenLinCFA",
+        "genlincfacv": "dcfa.cfa.tolerance:GenLinCFACV",
+        "nonlincfacv": "dcfa.cfa.tolerance:NonLinCFACV",
+    }
+)

@@ -69,3 +69,28 @@ def test_output_on_the_command_line_is_output_store(tmp_path):
     proc = cli("fit", str(job), "--output", "mine.zarr", "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "mine.zarr").is_dir()
+
+
+def test_a_bad_job_file_is_refused_before_the_estimators_are_imported(tmp_path):
+    """The registry names its estimators without importing them, and ``dcfa fit`` checks the
+    file before it imports the job: a bad file costs no import of scikit-learn or Dask's array
+    module (1-2 s of a 2 s refusal), and each name still gives its class."""
+    import subprocess
+    import sys
+
+    from dcfa.cfa import lincfa, regions, tolerance
+    from dcfa.cfa.methods import METHODS
+
+    assert METHODS["regionscv"] is regions.RegionsCV and METHODS["lincfa"] is lincfa.LinCFA
+    assert METHODS["genlincfacv"] is tolerance.GenLinCFACV and len(METHODS) == 6
+    job = write_job(tmp_path, input__bogus=1)
+    probe = (
+        "import sys\nfrom dcfa.cli import main\ncode = main(['fit', sys.argv[1]])\n"
+        "heavy = sorted({'sklearn', 'dask.array', 'dcfa.batch.job'} & set(sys.modules))\n"
+        "print(code, heavy)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(job)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.strip() == "2 []", (proc.stdout, proc.stderr)
+    assert "input.bogus" in proc.stderr
