@@ -8,7 +8,18 @@ bug or of a library included, exits 1.
 
 from __future__ import annotations
 
-__all__ = ["InputError", "InputNotFoundError", "InputTypeError", "NothingToFitError"]
+__all__ = [
+    "LARGEST_TARGET",
+    "InputError",
+    "InputNotFoundError",
+    "InputTypeError",
+    "NothingToFitError",
+]
+
+#: The largest target magnitude the checks accept: its squares summed over up to ~1e7 samples
+#: stay finite (float64 overflows at 1.8e308; a square at about 1.3e154). Here, not beside
+#: the estimators' checks, so that reading a target imports no scikit-learn.
+LARGEST_TARGET = 1e150
 
 
 class InputError(ValueError):

@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import (  # noqa: F401 (re-export)
 from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import LARGEST_TARGET, InputError, InputTypeError
 from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, isel_positions, stack_features
 
@@ -398,11 +398,6 @@ def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
 def check_n_samples(n: int, minimum: int, *, why: str) -> None:
     if n < minimum:
         raise InputError(f"X: expected at least {minimum} samples ({why}), got n_samples = {n}")
-
-
-# Largest target magnitude: its squares summed over up to ~1e7 samples stay finite
-# (float64 overflows at 1.8e308; a square at about 1.3e154).
-LARGEST_TARGET = 1e150
 
 
 def check_y(

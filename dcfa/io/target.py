@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa._errors import InputError, InputNotFoundError
-from dcfa._validation import LARGEST_TARGET
+from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError
 from dcfa.io.archive import exists, location, open_zarr
 from dcfa.io.calendars import (
     CALENDARS,

@@ -71,26 +71,39 @@ def test_output_on_the_command_line_is_output_store(tmp_path):
     assert (tmp_path / "mine.zarr").is_dir()
 
 
-def test_a_bad_job_file_is_refused_before_the_estimators_are_imported(tmp_path):
-    """The registry names its estimators without importing them, and ``dcfa fit`` checks the
-    file before it imports the job: a bad file costs no import of scikit-learn or Dask's array
-    module (1-2 s of a 2 s refusal), and each name still gives its class."""
-    import subprocess
-    import sys
-
+def test_the_registry_gives_each_estimator_by_its_name():
     from dcfa.cfa import lincfa, regions, tolerance
     from dcfa.cfa.methods import METHODS
 
     assert METHODS["regionscv"] is regions.RegionsCV and METHODS["lincfa"] is lincfa.LinCFA
     assert METHODS["genlincfacv"] is tolerance.GenLinCFACV and len(METHODS) == 6
-    job = write_job(tmp_path, input__bogus=1)
+
+
+@pytest.mark.parametrize(
+    "command, message, unneeded",
+    [
+        (["fit", "job.toml"], "input.bogus", {"sklearn", "dask.array", "dcfa.batch.job"}),
+        (["inspect", "nothere.zarr"], "no Zarr store at", {"sklearn"}),
+    ],
+)
+def test_a_refusal_imports_nothing_it_does_not_need(tmp_path, command, message, unneeded):
+    """``dcfa fit`` checks the job file before it imports the job, and the registry names its
+    estimators without importing them; ``dcfa inspect`` reads a store without the estimators.
+    So these refusals import no scikit-learn (with SciPy's statistics, 1 s of a 2 s refusal)."""
+    import subprocess
+    import sys
+
+    write_job(tmp_path, input__bogus=1)
     probe = (
-        "import sys\nfrom dcfa.cli import main\ncode = main(['fit', sys.argv[1]])\n"
-        "heavy = sorted({'sklearn', 'dask.array', 'dcfa.batch.job'} & set(sys.modules))\n"
-        "print(code, heavy)"
+        "import sys\nfrom dcfa.cli import main\ncode = main(sys.argv[1:])\n"
+        f"print(code, sorted(set({sorted(unneeded)!r}) & set(sys.modules)))"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", probe, str(job)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", probe, *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert proc.stdout.strip() == "2 []", (proc.stdout, proc.stderr)
-    assert "input.bogus" in proc.stderr
+    assert message in proc.stderr
