@@ -9,13 +9,16 @@ import errno
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from dcfa.batch.config import ConfigError, JobConfig
-from dcfa.cfa.reduction import Reduction
 from dcfa.io.store import FULL_DISK, check_apart, check_replaceable, check_writable
+
+if TYPE_CHECKING:  # a hint only: `dcfa inspect` imports this module, not the estimators
+    from dcfa.cfa.reduction import Reduction
 
 __all__ = [
     "NO_ROOM",
