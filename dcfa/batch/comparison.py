@@ -194,6 +194,10 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
             Anomalies(), AgglomerationByCV()
         )
     models["RegionsCV() -> OLS"] = make_pipeline(Anomalies(), RegionsCV(gap=lead))
+    if full:  # the same regions, the regression a forecaster may fit on them instead
+        models["RegionsCV() -> RidgeCV"] = make_pipeline(
+            Anomalies(), RegionsCV(gap=lead), StandardScaler(), RidgeCV(np.logspace(-1, 6, 30))
+        )
     models["GenLinCFA(neighbors=1) -> OLS"] = make_pipeline(Anomalies(), GenLinCFA(neighbors=1))
     if full:
         models["GenLinCFACV(neighbors=1) -> OLS"] = make_pipeline(
