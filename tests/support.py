@@ -93,6 +93,18 @@ def cli(*args, cwd, env=None):
     )
 
 
+def cli_imports(*args, cwd, modules):
+    """``dcfa ARGS`` in a separate process, as :func:`cli`, whose last line of output is the
+    exit code and which of ``modules`` the command imported (``2 []``: none)."""
+    probe = (
+        "import sys\nfrom dcfa.cli import main\ncode = main(sys.argv[1:])\n"
+        f"print(code, sorted(set({sorted(modules)!r}) & set(sys.modules)))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
+
+
 def tree(root: Path) -> dict[str, str]:
     """Every entry under ``root``: relative path -> content hash (or 'dir' / 'link -> target')."""
     out = {}

@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 import xarray as xr
-from support import cli, fails, tree, write_job
+from support import cli, cli_imports, fails, tree, write_job
 from terminal import dcfa_command
 
 import dcfa
@@ -171,25 +171,13 @@ def test_inspect_describes_moments_stores_and_apply_outputs(job, tmp_path, rng):
     assert tree(tmp_path) == before
 
 
-def test_inspect_of_a_result_imports_no_estimator(job):
+def test_inspect_of_a_result_imports_no_estimator(job, tmp_path):
     """``dcfa inspect`` prints a result's groups with the job summary's own formatting,
     which lives beside the result's writing: that module names the fitted reduction for
     its type hints only, so describing a store imports no scikit-learn (1 s of 2.5 s)."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import sys\nfrom dcfa.cli import main\ncode = main(['inspect', sys.argv[1]])\n"
-        "print(code, 'sklearn' in sys.modules)"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe, str(job / "result.zarr")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = cli_imports("inspect", str(job / "result.zarr"), cwd=tmp_path, modules={"sklearn"})
     lines = proc.stdout.splitlines()
-    assert lines[-1] == "0 False", (proc.stdout, proc.stderr)
+    assert lines[-1] == "0 []", (proc.stdout, proc.stderr)
     assert any(line.lstrip().startswith("group ") and " corr " in line for line in lines)
 
 

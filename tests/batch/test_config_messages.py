@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dask
 import pytest
-from support import cli, write_job
+from support import cli, cli_imports, write_job
 
 from dcfa.batch.cluster import make_cluster
 from dcfa.batch.config import ConfigError, load_config
@@ -90,20 +90,7 @@ def test_a_refusal_imports_nothing_it_does_not_need(tmp_path, command, message, 
     """``dcfa fit`` checks the job file before it imports the job, and the registry names its
     estimators without importing them; ``dcfa inspect`` reads a store without the estimators.
     So these refusals import no scikit-learn (with SciPy's statistics, 1 s of a 2 s refusal)."""
-    import subprocess
-    import sys
-
     write_job(tmp_path, input__bogus=1)
-    probe = (
-        "import sys\nfrom dcfa.cli import main\ncode = main(sys.argv[1:])\n"
-        f"print(code, sorted(set({sorted(unneeded)!r}) & set(sys.modules)))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe, *command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    proc = cli_imports(*command, cwd=tmp_path, modules=unneeded)
     assert proc.stdout.strip() == "2 []", (proc.stdout, proc.stderr)
     assert message in proc.stderr
