@@ -217,8 +217,9 @@ def correlation_merges(
     levels : sequence of float, default=()
         Correlations (each >= ``floor``) at which to record the groups.
     snapshots : dict, optional
-        Filled with ``{level: (n_merges, labels, group sums)}``: the merges made when the level
-        was reached, each item's group, and each group's sum of its items' series.
+        Filled with ``{level: (n_merges, labels)}``: the merges made when the level was
+        reached and each item's group. The groups' sums are not kept: ``membership(labels) @
+        S`` gives them, and a copy per level would hold the series several times over.
 
     Returns
     -------
@@ -240,7 +241,6 @@ def correlation_merges(
     rows, cols = _group_pairs(adjacency, labels, g)
     ss = np.einsum("ij,ij->i", S, S)
     cross = _pair_cross(S, rows, cols)
-    made_at, sums = 0, S  # the latest snapshot's merges and group sums
     for level in pending:
         while rows.size:
             rho = correlation(cross, ss[rows], ss[cols])
@@ -266,9 +266,7 @@ def correlation_merges(
             rows, cols, cross = _carry_pairs(X, row, grown, to, rows, cols, cross)
             labels, g, ss = new, g_new, new_ss
         if snapshots is not None and level in {float(v) for v in levels}:
-            if len(out[0]) != made_at:  # a copy: later rounds change X's rows in place
-                made_at, sums = len(out[0]), X[row]
-            snapshots[level] = (made_at, labels, sums)
+            snapshots[level] = (len(out[0]), labels)
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
 

@@ -94,10 +94,13 @@ logger = logging.getLogger("dcfa")
 #: default levels of the first stage: the correlation of two pieces' means below which they
 #: stay apart (high: many small pieces; low: few large ones)
 LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
-#: the driver's peak over the series' size: the series, the pieces' sums at every level
-#: (kept for the selection) and the sums of the round being merged; measured 3.2x (1 degree,
-#: 600 months, in memory) to 3.8x (0.25 degree, 500 months, on a cluster)
-SERIES_COPIES = 4.0
+#: the driver's peak over the series' size (with :func:`dcfa.cfa.series.series_bytes`' 15 %):
+#: the series, and either the first stage's working copy or one level's pieces' sums;
+#: measured 2.3x (0.25 degree) to 2.5x (1 degree), 600 months, in memory
+SERIES_COPIES = 2.5
+#: and the blocks the merges and the ridge weights work in, a few at once: what dominates
+#: on a small field
+WORKING_BYTES = 4 * PAIR_BYTES
 #: the numbers of regions the cross-validation scores (those the path reaches): a map of more
 #: than 100 regions is no small map
 SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
@@ -190,7 +193,8 @@ class RegionsCV(BaseCFA):
     cross-validate the whole estimator (:func:`dcfa.forward_cv`), which refits it per fold.
 
     Memory: the kept features' series are held on the driver (``n x D`` float64, as the
-    series execution of :class:`GenLinCFA`), with the pieces' sums at every level: about
+    series execution of :class:`GenLinCFA`), with a working copy while the pieces are made
+    and one level's pieces' sums at a time while they are scored: about
     :data:`SERIES_COPIES` times the series' size at the peak. :class:`dcfa.MemoryBudgetError`
     is raised before any pass when that would not fit ``dcfa.memory_budget``.
 
@@ -364,17 +368,18 @@ class RegionsCV(BaseCFA):
                 levels=levels,
                 snapshots=snapshots,
             )
-            shared = _FirstStage(data.cols, adjacency, snapshots)
+            shared = _FirstStage(data.cols, adjacency, data.series, snapshots)
             columns = data.columns  # exclusions, means and spreads of all samples
-            del data  # the pieces' sums are in the snapshots
+            del data
         else:  # the same X: only this target's column statistics are new
             columns = column_statistics(inp.data, Y[:, 0])
             if not np.array_equal(np.flatnonzero(columns.valid), shared.cols):
                 raise AssertionError("fit_targets: the kept features differ between targets")
-        cols, adjacency, snapshots = shared.cols, shared.adjacency, shared.snapshots
+        cols, adjacency = shared.cols, shared.adjacency
         segments = _Segments(n, [train for train, _ in folds])
         stages = {
-            lv: _Pieces.from_snapshot(adjacency, snapshots[lv], segments, yv) for lv in levels
+            lv: _Pieces(shared.snapshots[lv][1], shared.series, adjacency, segments, yv)
+            for lv in levels
         }
         t1 = time.perf_counter()
 
@@ -391,11 +396,13 @@ class RegionsCV(BaseCFA):
             for f, (train, test) in enumerate(folds):
                 r2[i, :, f] = pieces.skill_along(pieces.regions(train), sizes, train, test)
             scored[pieces.n] = r2[i]
+            pieces.drop_sums()
         finest = stages[levels[0]]
         r2_w = np.full((sizes.size, len(folds)), np.nan)
         alike = [finest.alike(train) for train, _ in folds] if "weights" in orders else []
         for f, path in enumerate(alike):
             r2_w[:, f] = finest.skill_along(path, sizes, *folds[f])
+        finest.drop_sums()
         # the relevance order's regions unless the weights order's are clearly better
         family, pick = first_within_noise(
             r2.reshape(-1, len(folds)), np.tile(sizes, levels.size), r2_w, sizes, self.parsimony
@@ -494,18 +501,20 @@ def _check_budget(n_samples: int, n_features: int) -> None:
     from dcfa.cfa.series import over_budget
     from dcfa.memory import MemoryBudgetError
 
-    why = over_budget(n_samples, n_features, copies=SERIES_COPIES)
+    why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=WORKING_BYTES)
     if why is not None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 
 
 @dataclass(frozen=True, eq=False)
 class _FirstStage:
-    """What the first stage makes of ``X`` alone: the kept features, their neighbour graph
-    and the pieces at every level (``correlation_merges``' snapshots)."""
+    """What the first stage makes of ``X`` alone: the kept features, their neighbour graph,
+    their series (centred) and the pieces at every level (``correlation_merges``'
+    snapshots)."""
 
     cols: np.ndarray
     adjacency: sp.csr_array
+    series: np.ndarray
     snapshots: dict
 
 
@@ -539,23 +548,28 @@ class _Pieces:
     def __init__(
         self,
         cell_labels: np.ndarray,
-        sums: np.ndarray,
-        adjacency: sp.csr_array,
+        series: np.ndarray,
+        cell_adjacency: sp.csr_array,
         segments: _Segments,
         y: np.ndarray,
     ):
         self.cell_labels = cell_labels  # piece of each kept cell
-        self.sums = sums  # (n_pieces, n_samples), centred over all samples
+        self.series = series  # (n_cells, n_samples), centred over all samples
         self.size = np.bincount(cell_labels).astype(np.float64)
-        self.adjacency = adjacency
-        self.n = int(sums.shape[0])
+        self.n = self.size.size
+        self.adjacency = group_adjacency(cell_adjacency, cell_labels, self.n)
         self.segments = segments
         self.y = y
 
-    @classmethod
-    def from_snapshot(cls, adjacency, snapshot, segments: _Segments, y) -> _Pieces:
-        _, labels, sums = snapshot
-        return cls(labels, sums, group_adjacency(adjacency, labels), segments, y)
+    @cached_property
+    def sums(self) -> np.ndarray:
+        """Each piece's sum of its cells' series, ``(n_pieces, n_samples)``."""
+        return membership(self.cell_labels, self.n) @ self.series
+
+    def drop_sums(self) -> None:
+        """Forget :attr:`sums` (made again when next read): the finest level's are nearly
+        the series' size, so the driver holds one level's at a time."""
+        self.__dict__.pop("sums", None)
 
     @cached_property
     def _segment_sums(self) -> dict:
@@ -563,13 +577,15 @@ class _Pieces:
         target's sum and sum of squares, the adjacent pairs' products (one pass)."""
         starts = self.segments.starts
         rows, cols = upper_pairs(self.adjacency)
-        sq = np.empty((self.n, starts.size))
-        for b in row_blocks(self.n, self.sums.shape[1], PAIR_BYTES):  # squares, a block at a time
+        s, sq, sy = (np.empty((self.n, starts.size)) for _ in range(3))
+        for b in row_blocks(self.n, self.sums.shape[1], PAIR_BYTES):  # no copy of the sums
+            s[b] = np.add.reduceat(self.sums[b], starts, axis=1)
             sq[b] = np.add.reduceat(self.sums[b] ** 2, starts, axis=1)
+            sy[b] = np.add.reduceat(self.sums[b] * self.y, starts, axis=1)
         return {
-            "s": np.add.reduceat(self.sums, starts, axis=1),
+            "s": s,
             "ss": sq,
-            "sy": np.add.reduceat(self.sums * self.y, starts, axis=1),
+            "sy": sy,
             "y": np.add.reduceat(self.y, starts),
             "yy": np.add.reduceat(self.y * self.y, starts),
             "rows": rows,

@@ -42,13 +42,15 @@ def series_bytes(n_samples: int, n_features: int) -> int:
     return int(8 * n_samples * n_features * 1.15 + 64 * n_features)
 
 
-def over_budget(n_samples: int, n_features: int, *, copies: float = 1.0) -> str | None:
+def over_budget(
+    n_samples: int, n_features: int, *, copies: float = 1.0, blocks: int = 0
+) -> str | None:
     """Why the series of ``n_samples x n_features`` (and what is made of them: ``copies``
-    times their size in all) would not fit ``dcfa.memory_budget`` on the driver, or None when
-    they fit."""
+    times their size in all, plus ``blocks`` bytes of working blocks) would not fit
+    ``dcfa.memory_budget`` on the driver, or None when they fit."""
     from dcfa.memory import gib, memory_budget
 
-    need = int(copies * series_bytes(n_samples, n_features))
+    need = int(copies * series_bytes(n_samples, n_features)) + blocks
     budget = memory_budget()
     if need <= budget.driver:
         return None
