@@ -501,7 +501,7 @@ def _check_budget(n_samples: int, n_features: int) -> None:
     from dcfa.cfa.series import over_budget
     from dcfa.memory import MemoryBudgetError
 
-    why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=WORKING_BYTES)
+    why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=WORKING_BYTES, hint=True)
     if why is not None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 

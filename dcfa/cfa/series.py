@@ -43,22 +43,26 @@ def series_bytes(n_samples: int, n_features: int) -> int:
 
 
 def over_budget(
-    n_samples: int, n_features: int, *, copies: float = 1.0, blocks: int = 0
+    n_samples: int, n_features: int, *, copies: float = 1.0, blocks: int = 0, hint: bool = False
 ) -> str | None:
     """Why the series of ``n_samples x n_features`` (and what is made of them: ``copies``
     times their size in all, plus ``blocks`` bytes of working blocks) would not fit
-    ``dcfa.memory_budget`` on the driver, or None when they fit."""
+    ``dcfa.memory_budget`` on the driver, or None when they fit; with ``hint``, how to
+    raise the budget."""
     from dcfa.memory import gib, memory_budget
+    from dcfa.memory.check import raise_hint
 
     need = int(copies * series_bytes(n_samples, n_features)) + blocks
     budget = memory_budget()
     if need <= budget.driver:
         return None
     made = f" and what is made of them ({copies:g}x their size)" if copies != 1 else ""
+    if blocks:
+        made += f" and {gib(blocks)} of working blocks"
     return (
         f"the series ({n_samples:,} x {n_features:,} float64){made} would hold {gib(need)}, "
         f"over the budget of {gib(budget.driver)} ({budget.source})"
-    )
+    ) + (f"; {raise_hint(need)}" if hint else "")
 
 
 _COPY_BYTES = 8 * 2**20  # a block of features copied into the series at a time

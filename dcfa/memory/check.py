@@ -15,7 +15,7 @@ from dcfa._errors import InputError
 from dcfa.memory.budget import CONFIG_KEY, _budget_setting, memory_budget
 from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments, fit_options
 
-__all__ = ["MemoryBudgetError", "check_dense", "check_moments", "gib"]
+__all__ = ["MemoryBudgetError", "check_dense", "check_moments", "gib", "raise_hint"]
 
 
 class MemoryBudgetError(MemoryError, InputError):
@@ -119,7 +119,8 @@ def gib(b: float) -> str:
     return f"{b / 2**30:,.1f} GiB" if b >= 2**30 else format_bytes(int(b))
 
 
-def _raise_hint(need: int) -> str:
+def raise_hint(need: int) -> str:
+    """How to raise ``dcfa.memory_budget`` to hold ``need`` bytes (with 10 % to spare)."""
     size = f"{math.ceil(need / 2**30 * 1.1)}GiB"
     return (
         f'raise the budget: dask.config.set({{"{CONFIG_KEY}": "{size}"}}) (or a fraction of '
@@ -140,7 +141,7 @@ def _enforce(est: DenseEstimate, hint: str, at) -> None:
             f"process ({p:,} x {p:,} float64 matrices of {gib(est.matrix_bytes)} each; "
             f"{parts}), over the memory budget of {gib(budget.driver)} ({budget.source}). "
             f"Nothing was computed. About {fit:,} features would fit. Options: {hint}; or "
-            f"{_raise_hint(est.driver_bytes)}."
+            f"{raise_hint(est.driver_bytes)}."
         )
     if not est.tasks or est.local_tasks:
         return

@@ -640,8 +640,9 @@ def test_regions_cv_refuses_dates_out_of_order(regions_field):
 def test_regions_cv_memory_budget_before_any_pass(regions_field):
     ds = regions_field
     with dask.config.set({"dcfa.memory_budget": "1MB"}), count_computes(0):
-        with pytest.raises(dcfa.MemoryBudgetError, match="RegionsCV holds the series"):
+        with pytest.raises(dcfa.MemoryBudgetError, match="RegionsCV holds the series") as err:
             dcfa.RegionsCV().fit(ds.field.chunk({"time": 60}), ds.target)
+    assert "DASK_DCFA__MEMORY_BUDGET=1GiB" in str(err.value)  # and how to raise it
 
 
 def test_plot_stability_draws_the_map_with_region_borders(regions_field):
