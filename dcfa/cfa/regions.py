@@ -370,7 +370,6 @@ class RegionsCV(BaseCFA):
             )
             shared = _FirstStage(data.cols, adjacency, data.series, snapshots)
             columns = data.columns  # exclusions, means and spreads of all samples
-            del data
         else:  # the same X: only this target's column statistics are new
             columns = column_statistics(inp.data, Y[:, 0])
             if not np.array_equal(np.flatnonzero(columns.valid), shared.cols):

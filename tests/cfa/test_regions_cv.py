@@ -370,10 +370,13 @@ def test_ridge_weights_are_ridge_on_the_cells(monkeypatch):
     np.testing.assert_allclose(shared, got, rtol=1e-9, atol=1e-13)
 
 
+@pytest.mark.parametrize("level", [None, 0.5], ids=["cells", "pieces"])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed):
+def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
     """Every fold's second stage reads the per-segment sums of the pieces: the merges (and
-    every map's region means) must be those of the series centred on the fold's own rows."""
+    every map's region means) must be those of the series centred on the fold's own rows.
+    The pieces are the cells, or the first stage's pieces at a level, whose sums are made
+    from the cells' series."""
     from dcfa.cfa.regions import _Pieces, _Segments
     from dcfa.skill import blocked_folds
 
@@ -382,18 +385,27 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed):
     y = X[:, :4].sum(axis=1) + rng.normal(size=X.shape[0])
     S = np.ascontiguousarray(X.T)
     labels = np.arange(S.shape[0])
+    if level is not None:
+        snaps: dict = {}
+        correlation_merges(S, A, floor=level, levels=(level,), snapshots=snaps)
+        labels = snaps[level][1]
+        assert labels.max() + 1 < S.shape[0]  # pieces of several cells
+    # brute force: each piece's sum of its cells' series, and the pieces' adjacency
+    P = np.stack([S[labels == g].sum(axis=0) for g in range(labels.max() + 1)])
+    AP = group_adjacency(A, labels)
     folds = blocked_folds(X.shape[0], 4, 3)
     pieces = _Pieces(labels, S, sp.csr_array(A), _Segments(X.shape[0], [t for t, _ in folds]), y)
+    np.testing.assert_allclose(pieces.sums, P, rtol=1e-12, atol=1e-12)
     for rows in [train for train, _ in folds] + [slice(None)]:
-        Sr = S[:, rows] - S[:, rows].mean(axis=1, keepdims=True)
-        expected = relevance_merges(Sr, y[rows] - y[rows].mean(), A)
+        Pr = P[:, rows] - P[:, rows].mean(axis=1, keepdims=True)
+        expected = relevance_merges(Pr, y[rows] - y[rows].mean(), AP)
         got = pieces.regions(rows)
         np.testing.assert_array_equal(got.a, expected.a)
         np.testing.assert_array_equal(got.b, expected.b)
         np.testing.assert_allclose(got.value, expected.value, rtol=1e-10)
         sizes = np.array([1, 2, 5, 9])
         for k, G in zip(sizes, pieces.means_along(got, sizes), strict=True):
-            M = cut(got, pieces.n - k)
+            M = pieces.cells(cut(got, pieces.n - k))
             direct = np.stack([S[M == g].mean(axis=0) for g in range(k)])
             np.testing.assert_allclose(G, direct, rtol=1e-12, atol=1e-12)
 
