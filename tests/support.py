@@ -3,11 +3,15 @@ of a directory tree, failures injected into a run, and the memory a call traces.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import gc
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -54,17 +58,31 @@ def make_archive(
     return ds
 
 
-def write_job(tmp_path, **changes):
-    make_archive(tmp_path / "sst.zarr", n=120, shape=(5, 8), land=((0, 0), (4, 7), (2, 3)))
+@functools.cache
+def _job_inputs() -> Path:
+    """The archive and target of :func:`write_job`, written once per test process (about 0.7 s
+    with xarray) and copied into each test's directory."""
+    root = Path(tempfile.mkdtemp(prefix="dcfa-test-job-inputs-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    make_archive(root / "sst.zarr", n=120, shape=(5, 8), land=((0, 0), (4, 7), (2, 3)))
     time = pd.date_range("1999-06-01", periods=150, freq="MS") + pd.Timedelta(days=14)
     rng = np.random.default_rng(3)
-    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)
+    ds = xr.open_zarr(root / "sst.zarr", consolidated=False)
     anomalies = ds.sst.groupby("time.month") - ds.sst.groupby("time.month").mean()
     driver = anomalies.isel(lat=slice(1, 3), lon=slice(2, 5)).mean(["lat", "lon"]).values
     soi = np.concatenate(
         [rng.normal(size=7), driver + 0.3 * rng.normal(size=120), rng.normal(size=23)]
     )
-    pd.DataFrame({"time": time, "soi": soi}).to_csv(tmp_path / "soi.csv", index=False)
+    pd.DataFrame({"time": time, "soi": soi}).to_csv(root / "soi.csv", index=False)
+    return root
+
+
+def write_job(tmp_path, **changes):
+    """A LinCFA job on a 5 x 8 archive of 120 months whose target follows a box of cells.
+    The inputs are copies, not links: tests change and break them."""
+    inputs = _job_inputs()
+    shutil.copytree(inputs / "sst.zarr", tmp_path / "sst.zarr")
+    shutil.copyfile(inputs / "soi.csv", tmp_path / "soi.csv")
     config = {
         "input": {"store": str(tmp_path / "sst.zarr"), "variables": ["sst"], "anomalies": True},
         "target": {"path": str(tmp_path / "soi.csv"), "variable": "soi", "match": "month"},
