@@ -179,7 +179,12 @@ def _run(args) -> int:
             from dcfa.batch.config import load_config
 
             config = load_config(args.config, args.overrides, output=args.output)
-            from dcfa.batch.job import run_job  # after the file's check: a bad file fails at once
+            from dcfa.batch.destination import destinations
+
+            # before the job's imports (xarray, the estimators): a bad file or output path
+            # is refused at once; run_job checks the outputs again, for callers in Python
+            destinations(config, output=args.output, resume=args.resume)
+            from dcfa.batch.job import run_job
 
             run_job(
                 config,
@@ -330,7 +335,7 @@ def _apply(args) -> None:
 def _error(exc, message: str | None = None) -> None:
     """``message`` (default: ``exc``) on one line, then each note added to ``exc`` (what a
     failed job kept) on a line of its own."""
-    from dcfa.batch.inspect import escape
+    from dcfa._terminal import escape
 
     print(f"dcfa: error: {escape(str(exc) if message is None else message)}", file=sys.stderr)
     for note in getattr(exc, "__notes__", ()):

@@ -20,17 +20,11 @@ from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
-from dcfa.io.archive import (
-    archive_name,
-    location,
-    open_store,
-    open_zarr,
-    take_record,
-    variable_units,
-)
-from dcfa.io.archive import exists as store_exists
+from dcfa.io.archive import open_store, open_zarr, take_record, variable_units
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
+from dcfa.io.sources import archive_name, location
+from dcfa.io.sources import exists as store_exists
 
 CLI_NAMES = {
     "result": "RESULT",
@@ -298,7 +292,7 @@ def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
 
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
     """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
-    from dcfa.batch.output import NO_ROOM
+    from dcfa.batch.destination import NO_ROOM
     from dcfa.io.store import atomic_store
 
     kw = {"storage_options": so} if isinstance(out, str) and so else {}

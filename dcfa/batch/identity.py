@@ -93,7 +93,7 @@ def store_parts(path: str | os.PathLike, storage_options: dict | None = None) ->
     if is_url(path):
         entries = listing(os.fspath(path), storage_options)
         return {"": _hash([os.fspath(path), entries])}
-    from dcfa.io.archive import archive_kind, source_files
+    from dcfa.io.sources import archive_kind, source_files
 
     root = Path(path)
     kind = archive_kind(root)

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError, InputNotFoundError
+from dcfa._terminal import escape
 
 __all__ = ["describe"]
 
@@ -27,8 +28,9 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     temporary store of an interrupted write, or a store on object storage without its root
     metadata (written last), is reported incomplete (a ValueError).
     """
-    from dcfa.io.archive import exists, location, open_zarr
+    from dcfa.io.archive import open_zarr
     from dcfa.io.objectstore import check_protocol
+    from dcfa.io.sources import exists, location
     from dcfa.io.store import dcfa_kind, incomplete_reason
 
     check_protocol(store, "store")
@@ -57,13 +59,6 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     else:
         lines = _describe_archive(ds, path)
     return "\n".join(escape(line) for line in lines)
-
-
-def escape(text: str) -> str:
-    """``text`` with every non-printable character (ESC, CR, BEL, ...) written as an escape."""
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
-    )
 
 
 _MOMENTS_KINDS = ("Moments", "GridMoments", "ColumnMoments")  # dcfa.stats.kinds.KINDS

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -41,7 +40,8 @@ import xarray as xr
 from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa._errors import InputError, NothingToFitError
-from dcfa.batch.config import JobConfig, for_target, target_names
+from dcfa.batch.config import JobConfig
+from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
 from dcfa.batch.features import region_series
 from dcfa.batch.identity import COMPARED, InputChangedError, check_unchanged, job_identity
 from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
@@ -53,24 +53,20 @@ from dcfa.batch.method import (
     seeded,
 )
 from dcfa.batch.output import (
-    NO_ROOM,
     application,
-    check_output,
     missing_chunk_lines,
-    no_room,
     on_grid,
     print_groups,
     region_on_grid,
-    work_dir,
 )
 from dcfa.batch.shared import SharedFits, cells_digest
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
-from dcfa.io.archive import location, open_zarr, take_record
+from dcfa.io.archive import open_zarr, take_record
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
-from dcfa.storage.store import OutputError, dcfa_kind
+from dcfa.storage.store import OutputError
 
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
 
@@ -101,24 +97,9 @@ def run_job(
     """
     t0 = time.perf_counter()
     config, unset = seeded(config)
-    if output is not None:
-        config = replace(config, output={**config.output, "store": os.fspath(output)})
-    configs = [for_target(config, name) for name in target_names(config)]
+    dest = destinations(config, output=output, resume=resume)
+    configs, outs, written = dest.configs, dest.outs, dest.written
     several = len(configs) > 1
-    outs, written = [], set()
-    for job in configs:
-        out = location(job.output["store"])
-        out = out if isinstance(out, str) else Path(os.path.abspath(out))
-        try:
-            check_output(out, work_dir(out, job.output["work_dir"]), job)
-        except OutputError:
-            # --resume of several targets: a result written before the job stopped is
-            # skipped if it records this job's identity (checked once the target is read)
-            so = job.output["storage_options"]
-            if not (resume and several and dcfa_kind(out, so) == "result"):
-                raise
-            written.add(out)
-        outs.append(out)
     inp = config.input
     field = io.open_archive(
         inp["store"],

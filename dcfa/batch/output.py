@@ -1,52 +1,18 @@
-"""Where a job writes and what its result holds beyond the features: the output store and
-its work directory checked before anything is read, the region map and every cell's place in
-the reduction on the grid (what ``dcfa apply`` reads back), the summary printed after a run,
-and what a write that ran out of room says."""
+"""What a job's result holds beyond the features: the region map and every cell's place in
+the reduction on the grid (what ``dcfa apply`` reads back), and the summary printed after a
+run. Where it writes is :mod:`dcfa.batch.destination`."""
 
 from __future__ import annotations
 
-import errno
-import hashlib
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from dcfa.batch.config import ConfigError, JobConfig
-from dcfa.io.store import FULL_DISK, check_apart, check_replaceable, check_writable
-
 if TYPE_CHECKING:  # a hint only: `dcfa inspect` imports this module, not the estimators
     from dcfa.cfa.reduction import Reduction
 
-__all__ = [
-    "NO_ROOM",
-    "application",
-    "check_output",
-    "no_room",
-    "print_groups",
-    "region_on_grid",
-    "work_dir",
-]
-
-
-# no room to write: a full disk or quota, or a file system turned read-only
-NO_ROOM = FULL_DISK | {errno.EROFS}
-
-
-def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
-    """The message of a write that failed for want of room (a full disk, a quota, a file
-    system turned read-only): where, and what a rerun can reuse."""
-    return (
-        f"output.store: {exc.strerror or os.strerror(exc.errno)} while writing "
-        f"{str(out)!r} or its work directory {str(work)!r}; "
-        + (
-            f"the finished passes are kept in {str(work)!r}: make room, then rerun with --resume"
-            if kept
-            else "nothing was kept"
-        )
-    )
+__all__ = ["application", "print_groups", "region_on_grid"]
 
 
 def group_label(dataset: xr.Dataset, g: int) -> str:
@@ -79,66 +45,6 @@ def missing_chunk_lines(absent: dict) -> list[str]:
         "else the store is incomplete (recorded in the output as missing_chunks)"
         for name, c in absent.items()
     ]
-
-
-def work_dir(out: Path | str, given: str | None) -> Path:
-    """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
-    a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working
-    directory: resume state stays local, where renames are atomic."""
-    if given:
-        return Path(os.path.abspath(given))
-    if isinstance(out, Path):
-        return out.with_name(out.name + ".work")
-    tag = hashlib.sha256(out.encode()).hexdigest()[:8]
-    return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
-
-
-def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
-    """Before anything is read: the output and its work directory are apart from every input
-    and from each other, replaceable (only an earlier dcfa result, with overwrite) and
-    writable."""
-    from dcfa.io.archive import location, source_files
-
-    inputs = {
-        "input.store": config.input["store"],
-        "target.path": config.target["path"],
-    }
-    store = location(config.input["store"])
-    if isinstance(store, Path):  # a glob's files, those a kerchunk reference points into
-        inputs.update((f"input.store ({f.name})", f) for f in source_files(store))
-    if config.source != "<config>":
-        inputs["the job file"] = config.source
-    given = bool(config.output["work_dir"])
-    check_apart(out, inputs, "output.store")
-    check_apart(work, inputs, "output.work_dir" if given else "output.store")
-    if isinstance(out, Path):
-        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
-        rel = (
-            "is"
-            if o == w
-            else "lies inside"
-            if o in w.parents
-            else "contains"
-            if w in o.parents
-            else None
-        )
-        if rel:
-            raise ConfigError(
-                f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "
-                "directory and the result store must lie apart (choose another output.work_dir, "
-                "or leave it unset for <output.store>.work)"
-            )
-    if given:
-        check_writable(work, "output.work_dir")
-    so = config.output["storage_options"]
-    check_replaceable(
-        out,
-        overwrite=config.output["overwrite"],
-        key="output.store",
-        kinds=("result",),
-        storage_options=so,
-    )
-    check_writable(out, "output.store", so)
 
 
 def application(reduction: Reduction, keep: np.ndarray, prep) -> dict:

@@ -18,9 +18,10 @@ import xarray as xr
 from dcfa import io
 from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.fitted import PYTHON_NAMES, FittedResult, _months
-from dcfa.io.archive import exists as store_exists
-from dcfa.io.archive import location, open_zarr
+from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import calendar_of
+from dcfa.io.sources import exists as store_exists
+from dcfa.io.sources import location
 
 __all__ = ["load_result", "FittedResult", "PYTHON_NAMES"]
 

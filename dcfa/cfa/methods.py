@@ -20,6 +20,9 @@ class _Registry(Mapping[str, type]):
         module, _, attr = self._paths[name].partition(":")
         return getattr(importlib.import_module(module), attr)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._paths  # Mapping's would look the class up, importing it
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)
 

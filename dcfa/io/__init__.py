@@ -17,10 +17,23 @@ Writing
     moments and provenance to a new Zarr store, through a temporary store and a rename.
 """
 
-from dcfa.io.archive import ChunkWarning, open_archive, plan_chunks
-from dcfa.io.preprocess import Preprocessing, apply_preprocessing, fit_preprocessing
-from dcfa.io.result import result_dataset, write_dataset, write_result
-from dcfa.io.target import align_target, open_target
+from dcfa._lazy import lazy_attributes
+
+# imported on first use: the batch job checks paths through dcfa.io.sources and dcfa.io.store
+# before it needs xarray (a refused output path is said in well under a second)
+_EXPORTS = {
+    "ChunkWarning": "dcfa.io.archive",
+    "open_archive": "dcfa.io.archive",
+    "plan_chunks": "dcfa.io.archive",
+    "Preprocessing": "dcfa.io.preprocess",
+    "apply_preprocessing": "dcfa.io.preprocess",
+    "fit_preprocessing": "dcfa.io.preprocess",
+    "result_dataset": "dcfa.io.result",
+    "write_dataset": "dcfa.io.result",
+    "write_result": "dcfa.io.result",
+    "align_target": "dcfa.io.target",
+    "open_target": "dcfa.io.target",
+}
 
 __all__ = [
     "open_archive",
@@ -35,3 +48,5 @@ __all__ = [
     "write_dataset",
     "ChunkWarning",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__)

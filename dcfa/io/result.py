@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dcfa.io.archive import location
+from dcfa.io.sources import location
 
 
 def result_dataset(

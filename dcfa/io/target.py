@@ -10,7 +10,7 @@ import pandas as pd
 import xarray as xr
 
 from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError
-from dcfa.io.archive import exists, location, open_zarr
+from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import (
     CALENDARS,
     CFTIME_FALLBACK,
@@ -20,6 +20,7 @@ from dcfa.io.calendars import (
     same_calendar,
     sample_keys,
 )
+from dcfa.io.sources import exists, location
 
 
 def open_target(

@@ -1,0 +1,150 @@
+"""Where a job writes, checked before anything is read: each target's result store and work
+directory, apart from every input and from each other, replaceable only when they are an
+earlier dcfa result and ``output.overwrite`` says so, and writable; and what a write that ran
+out of room says.
+
+Nothing here imports xarray or the estimators, so ``dcfa fit`` refuses a bad output path
+before it loads them.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from dcfa.batch.config import ConfigError, JobConfig, for_target, target_names
+from dcfa.io.sources import location, source_files
+from dcfa.storage.store import (
+    FULL_DISK,
+    OutputError,
+    check_apart,
+    check_replaceable,
+    check_writable,
+    dcfa_kind,
+)
+
+__all__ = ["NO_ROOM", "Destinations", "check_output", "destinations", "no_room", "work_dir"]
+
+
+# no room to write: a full disk or quota, or a file system turned read-only
+NO_ROOM = FULL_DISK | {errno.EROFS}
+
+
+def no_room(exc: OSError, out: Path | str, work: Path, kept: bool) -> str:
+    """The message of a write that failed for want of room (a full disk, a quota, a file
+    system turned read-only): where, and what a rerun can reuse."""
+    return (
+        f"output.store: {exc.strerror or os.strerror(exc.errno)} while writing "
+        f"{str(out)!r} or its work directory {str(work)!r}; "
+        + (
+            f"the finished passes are kept in {str(work)!r}: make room, then rerun with --resume"
+            if kept
+            else "nothing was kept"
+        )
+    )
+
+
+def work_dir(out: Path | str, given: str | None) -> Path:
+    """Where the finished passes are kept: ``output.work_dir``, else ``<output>.work`` next to
+    a local output, else (an output on object storage) ``<name>-<hash>.work`` in the working
+    directory: resume state stays local, where renames are atomic."""
+    if given:
+        return Path(os.path.abspath(given))
+    if isinstance(out, Path):
+        return out.with_name(out.name + ".work")
+    tag = hashlib.sha256(out.encode()).hexdigest()[:8]
+    return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
+
+
+def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
+    """Before anything is read: the output and its work directory are apart from every input
+    and from each other, replaceable (only an earlier dcfa result, with overwrite) and
+    writable."""
+    inputs = {
+        "input.store": config.input["store"],
+        "target.path": config.target["path"],
+    }
+    store = location(config.input["store"])
+    if isinstance(store, Path):  # a glob's files, those a kerchunk reference points into
+        inputs.update((f"input.store ({f.name})", f) for f in source_files(store))
+    if config.source != "<config>":
+        inputs["the job file"] = config.source
+    given = bool(config.output["work_dir"])
+    check_apart(out, inputs, "output.store")
+    check_apart(work, inputs, "output.work_dir" if given else "output.store")
+    if isinstance(out, Path):
+        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
+        rel = (
+            "is"
+            if o == w
+            else "lies inside"
+            if o in w.parents
+            else "contains"
+            if w in o.parents
+            else None
+        )
+        if rel:
+            raise ConfigError(
+                f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "
+                "directory and the result store must lie apart (choose another output.work_dir, "
+                "or leave it unset for <output.store>.work)"
+            )
+    if given:
+        check_writable(work, "output.work_dir")
+    so = config.output["storage_options"]
+    check_replaceable(
+        out,
+        overwrite=config.output["overwrite"],
+        key="output.store",
+        kinds=("result",),
+        storage_options=so,
+    )
+    check_writable(out, "output.store", so)
+
+
+@dataclass(frozen=True)
+class Destinations:
+    """A job's targets and where each writes, checked.
+
+    Attributes
+    ----------
+    configs : list of JobConfig
+        One per target (``target.variable`` may name several), in the job's order.
+    outs : list of Path or str
+        Their result stores: an absolute local path, or a URL.
+    written : set
+        The results that ``--resume`` of several targets skips: written before the job
+        stopped (checked against the job's identity once the target is read).
+    """
+
+    configs: list[JobConfig]
+    outs: list[Path | str]
+    written: set
+
+
+def destinations(config: JobConfig, *, output=None, resume: bool = False) -> Destinations:
+    """Every target's output checked (:func:`check_output`) before anything is read.
+
+    ``output`` replaces ``output.store`` (``dcfa fit --output``). A result store that exists
+    is refused, unless ``resume`` continues a job of several targets that wrote it.
+    """
+    if output is not None:
+        config = replace(config, output={**config.output, "store": os.fspath(output)})
+    configs = [for_target(config, name) for name in target_names(config)]
+    several = len(configs) > 1
+    outs, written = [], set()
+    for job in configs:
+        out = location(job.output["store"])
+        out = out if isinstance(out, str) else Path(os.path.abspath(out))
+        try:
+            check_output(out, work_dir(out, job.output["work_dir"]), job)
+        except OutputError:
+            so = job.output["storage_options"]
+            if not (resume and several and dcfa_kind(out, so) == "result"):
+                raise
+            written.add(out)
+        outs.append(out)
+    return Destinations(configs, outs, written)
