@@ -307,11 +307,23 @@ def _apply(args) -> None:
     import contextlib
     import os
 
-    from dcfa.batch.apply import CLI_NAMES, apply_result
     from dcfa.batch.config import check_duration
+    from dcfa.batch.destination import CLI_NAMES, check_applied_output
 
     options = _storage_options(args)
     check_duration(args.connect_timeout, "--connect-timeout")
+    # before apply's imports (xarray, scikit-learn): a bad path is refused at once;
+    # apply_result checks them again, for callers in Python
+    check_applied_output(
+        args.result,
+        args.archive,
+        args.output,
+        overwrite=args.overwrite,
+        names=CLI_NAMES,
+        storage_options=options,
+    )
+    from dcfa.batch.apply import apply_result
+
     address = args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         from dcfa.batch.cluster import open_client

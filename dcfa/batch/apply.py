@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import time as _time
-from pathlib import Path
 
 import xarray as xr
 
 from dcfa import io
 from dcfa._errors import InputError, InputNotFoundError
-from dcfa.batch.fitted import PYTHON_NAMES, FittedResult
+from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
+from dcfa.batch.fitted import FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record, variable_units
@@ -25,17 +25,6 @@ from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 from dcfa.io.sources import archive_name, location
 from dcfa.io.sources import exists as store_exists
-
-CLI_NAMES = {
-    "result": "RESULT",
-    "archive": "ARCHIVE",
-    "output": "--output",
-    "time": "--time",
-    "overwrite": "pass --overwrite",
-}
-
-
-_APPLIED = "region series"  # the dcfa_kind of the stores apply writes
 
 
 def apply_result(
@@ -108,25 +97,19 @@ def _apply(
     _names: dict | None,
 ):
     """:func:`apply_result`'s steps (the same arguments)."""
-    from dcfa.io.objectstore import check_protocol
-    from dcfa.io.store import check_apart, check_writable
-
     t0 = _time.perf_counter()
     names = _names or PYTHON_NAMES
-    for key, where in (("result", result), ("archive", archive), ("output", output)):
-        if not isinstance(where, FittedResult):
-            check_protocol(where, names[key])
+    loaded = isinstance(result, FittedResult)
     so = storage_options or None
-    out = location(output)
-    out = out if isinstance(out, str) else Path(os.path.abspath(out))
-    result_path = result.path if isinstance(result, FittedResult) else os.fspath(result)
-    check_apart(
+    out = check_applied_output(
+        result.path if loaded else result,
+        archive,
         output,
-        {names["result"]: result_path, names["archive"]: os.fspath(archive)},
-        names["output"],
+        overwrite=overwrite,
+        names=names,
+        storage_options=so,
+        loaded=loaded,
     )
-    _check_replaceable(location(output), overwrite, names, so)  # named as given
-    check_writable(out, names["output"], so)
     fitted = (
         result
         if isinstance(result, FittedResult)
@@ -266,40 +249,16 @@ def _check_units(fitted: FittedResult, ds: xr.Dataset, key: str, loc) -> None:
             )
 
 
-def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
-    """A new path, or with ``overwrite`` an earlier output of apply (never a result, never a
-    store or file that dcfa did not write, never through a symbolic link)."""
-    from dcfa.io.store import OutputError, check_replaceable, dcfa_kind
-
-    key = names["output"]
-    link = isinstance(out, Path) and out.is_symlink()
-    exists = store_exists(out, so) if isinstance(out, str) else out.exists()
-    if exists and not link:  # what overwrite cannot replace is said first
-        kind = dcfa_kind(out, so)
-        if kind not in (None, _APPLIED, "incomplete"):
-            raise OutputError(
-                f"{key}: {str(out)!r} is a dcfa {kind} store, not an output of apply; "
-                "overwrite replaces only those. Choose another path"
-            )
-        if kind is not None and not overwrite:
-            raise OutputError(
-                f"{key}: {str(out)!r} exists (an earlier output of apply); "
-                f"{names['overwrite']} to replace it, or choose another"
-            )
-    # a store or file dcfa did not write: named as such, with or without overwrite
-    check_replaceable(out, overwrite=overwrite, key=key, kinds=(_APPLIED,), storage_options=so)
-
-
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
     """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
     from dcfa.batch.destination import NO_ROOM
     from dcfa.io.store import atomic_store
 
     kw = {"storage_options": so} if isinstance(out, str) and so else {}
-    dataset = stamped(uniform_chunks(dataset), _APPLIED)
+    dataset = stamped(uniform_chunks(dataset), APPLIED)
     try:
         with atomic_store(
-            out, overwrite=overwrite, key=names["output"], kinds=(_APPLIED,), **kw
+            out, overwrite=overwrite, key=names["output"], kinds=(APPLIED,), **kw
         ) as tmp:
             write_into(dataset, tmp, **kw)
     except OSError as exc:

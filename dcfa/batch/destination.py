@@ -1,10 +1,10 @@
-"""Where a job writes, checked before anything is read: each target's result store and work
-directory, apart from every input and from each other, replaceable only when they are an
-earlier dcfa result and ``output.overwrite`` says so, and writable; and what a write that ran
-out of room says.
+"""Where a job or ``dcfa apply`` writes, checked before anything is read: the output apart
+from every input, replaceable only when it is an earlier output of the same command and
+overwrite says so, and writable; a job's work directory too; and what a write that ran out
+of room says.
 
-Nothing here imports xarray or the estimators, so ``dcfa fit`` refuses a bad output path
-before it loads them.
+Nothing here imports xarray or the estimators, so ``dcfa fit`` and ``dcfa apply`` refuse a
+bad output path before they load them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dcfa.batch.config import ConfigError, JobConfig, for_target, target_names
-from dcfa.io.sources import location, source_files
+from dcfa.io.objectstore import check_protocol
+from dcfa.io.sources import exists, location, source_files
 from dcfa.storage.store import (
     FULL_DISK,
     OutputError,
@@ -26,7 +27,36 @@ from dcfa.storage.store import (
     dcfa_kind,
 )
 
-__all__ = ["NO_ROOM", "Destinations", "check_output", "destinations", "no_room", "work_dir"]
+__all__ = [
+    "APPLIED",
+    "CLI_NAMES",
+    "NO_ROOM",
+    "PYTHON_NAMES",
+    "Destinations",
+    "check_applied_output",
+    "check_output",
+    "destinations",
+    "no_room",
+    "work_dir",
+]
+
+APPLIED = "region series"  # the dcfa_kind of the stores dcfa apply writes
+
+# how apply's errors name its arguments: the Python API's parameters, or the command line's
+PYTHON_NAMES = {
+    "result": "result",
+    "archive": "archive",
+    "output": "output",
+    "time": "time",
+    "overwrite": "pass overwrite=True",
+}
+CLI_NAMES = {
+    "result": "RESULT",
+    "archive": "ARCHIVE",
+    "output": "--output",
+    "time": "--time",
+    "overwrite": "pass --overwrite",
+}
 
 
 # no room to write: a full disk or quota, or a file system turned read-only
@@ -148,3 +178,51 @@ def destinations(config: JobConfig, *, output=None, resume: bool = False) -> Des
             written.add(out)
         outs.append(out)
     return Destinations(configs, outs, written)
+
+
+def check_applied_output(
+    result,
+    archive,
+    output,
+    *,
+    overwrite: bool,
+    names: dict,
+    storage_options: dict | None,
+    loaded: bool = False,
+) -> Path | str:
+    """``dcfa apply``'s paths before anything is read: known URL protocols (but ``result``'s
+    when it is ``loaded`` already), the output apart from the result and the archive, a new
+    path or, with ``overwrite``, an earlier output of apply (never a result, never a store
+    or file that dcfa did not write, never through a symbolic link), and writable. Returns
+    the output's location (an absolute local path, or the URL)."""
+    so = storage_options or None
+    for key, where in (("result", result), ("archive", archive), ("output", output)):
+        if not (key == "result" and loaded):
+            check_protocol(where, names[key])
+    out = location(output)
+    inputs = {names["result"]: os.fspath(result), names["archive"]: os.fspath(archive)}
+    check_apart(output, inputs, names["output"])
+    _check_replaceable(out, overwrite, names, so)  # named as given
+    out = out if isinstance(out, str) else Path(os.path.abspath(out))
+    check_writable(out, names["output"], so)
+    return out
+
+
+def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
+    key = names["output"]
+    link = isinstance(out, Path) and out.is_symlink()
+    there = exists(out, so) if isinstance(out, str) else out.exists()
+    if there and not link:  # what overwrite cannot replace is said first
+        kind = dcfa_kind(out, so)
+        if kind not in (None, APPLIED, "incomplete"):
+            raise OutputError(
+                f"{key}: {str(out)!r} is a dcfa {kind} store, not an output of apply; "
+                "overwrite replaces only those. Choose another path"
+            )
+        if kind is not None and not overwrite:
+            raise OutputError(
+                f"{key}: {str(out)!r} exists (an earlier output of apply); "
+                f"{names['overwrite']} to replace it, or choose another"
+            )
+    # a store or file dcfa did not write: named as such, with or without overwrite
+    check_replaceable(out, overwrite=overwrite, key=key, kinds=(APPLIED,), storage_options=so)

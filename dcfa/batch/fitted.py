@@ -21,19 +21,11 @@ import xarray as xr
 from dcfa import io
 from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import label_positions, same_coordinates
+from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
 from dcfa.io.calendars import calendar_of
 from dcfa.stacking import isel_positions
-
-# how errors name the arguments: the Python API's parameters, or the command line's
-PYTHON_NAMES = {
-    "result": "result",
-    "archive": "archive",
-    "output": "output",
-    "time": "time",
-    "overwrite": "pass overwrite=True",
-}
 
 
 @dataclass

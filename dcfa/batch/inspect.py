@@ -14,6 +14,7 @@ import xarray as xr
 
 from dcfa._errors import InputError, InputNotFoundError
 from dcfa._terminal import escape
+from dcfa.batch.destination import APPLIED
 
 __all__ = ["describe"]
 
@@ -54,7 +55,7 @@ def describe(store: str, storage_options: dict | None = None) -> str:
         return "\n".join(escape(line) for line in lines)
     if "dcfa_version" in ds.attrs and "region" in ds:
         lines = _describe_result(ds, path)
-    elif kind == _APPLIED:
+    elif kind == APPLIED:
         lines = _describe_applied(ds, path)
     else:
         lines = _describe_archive(ds, path)
@@ -62,7 +63,6 @@ def describe(store: str, storage_options: dict | None = None) -> str:
 
 
 _MOMENTS_KINDS = ("Moments", "GridMoments", "ColumnMoments")  # dcfa.stats.kinds.KINDS
-_APPLIED = "region series"  # the stores dcfa apply writes (dcfa.batch.apply)
 
 
 def _describe_moments(path, kind: str, storage_options: dict | None) -> list[str]:

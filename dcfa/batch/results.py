@@ -17,7 +17,8 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._errors import InputError, InputNotFoundError
-from dcfa.batch.fitted import PYTHON_NAMES, FittedResult, _months
+from dcfa.batch.destination import PYTHON_NAMES
+from dcfa.batch.fitted import FittedResult, _months
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import calendar_of
 from dcfa.io.sources import exists as store_exists
