@@ -110,11 +110,7 @@ def _apply(
         storage_options=so,
         loaded=loaded,
     )
-    fitted = (
-        result
-        if isinstance(result, FittedResult)
-        else load_result(result, so, _key=names["result"])
-    )
+    fitted = result if loaded else load_result(result, so, _key=names["result"])
     field = _open(fitted, archive, names, so)
     absent = take_record(field, "missing_chunks")
     take_record(field, "variable_attrs")  # checked above, on the store's own metadata

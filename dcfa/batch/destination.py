@@ -209,6 +209,8 @@ def check_applied_output(
 
 
 def _check_replaceable(out, overwrite: bool, names: dict, so) -> None:
+    """A new path, or with ``overwrite`` an earlier output of apply (never a result, never a
+    store or file that dcfa did not write, never through a symbolic link)."""
     key = names["output"]
     link = isinstance(out, Path) and out.is_symlink()
     there = exists(out, so) if isinstance(out, str) else out.exists()
