@@ -51,6 +51,7 @@ __all__ = [
     "relevance_merges",
     "relevance_order",
     "segment_pair_cross",
+    "sums_in_place",
     "upper_pairs",
     "ward_merges",
 ]
@@ -98,10 +99,7 @@ def cut(merges: Merges, k: int) -> np.ndarray:
         (np.ones(k, dtype=np.int8), (merges.a[:k], merges.b[:k])), shape=(n, n)
     ).tocsr()
     _, comp = connected_components(graph, directed=False)
-    _, first = np.unique(comp, return_index=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[comp]
+    return _by_first_item(comp)
 
 
 def membership(labels: np.ndarray, n_groups: int | None = None) -> sp.csr_array:
@@ -218,8 +216,10 @@ def correlation_merges(
         Correlations (each >= ``floor``) at which to record the groups.
     snapshots : dict, optional
         Filled with ``{level: (n_merges, labels)}``: the merges made when the level was
-        reached and each item's group. The groups' sums are not kept: ``membership(labels) @
-        S`` gives them, and a copy per level would hold the series several times over.
+        reached and each item's group (numbered in the order of their first item, as
+        :func:`cut` numbers them). The groups' sums are not kept: ``membership(labels) @ S``
+        gives them (:func:`sums_in_place` over ``S``), and a copy per level would hold the
+        series several times over.
 
     Returns
     -------
@@ -235,12 +235,10 @@ def correlation_merges(
     out: tuple[list, list, list] = ([], [], [])
     labels = np.arange(n_items)
     g = n_items
-    # each group's sum lives in a row of X (a copy of S from the first merge on): a round
-    # adds the sums of the groups it merges and leaves every other row where it is
-    X, row = S, np.arange(n_items)
+    sums = _GroupSums(S)
     rows, cols = _group_pairs(adjacency, labels, g)
     ss = np.einsum("ij,ij->i", S, S)
-    cross = _pair_cross(S, rows, cols)
+    cross = sums.cross(rows, cols)
     for level in pending:
         while rows.size:
             rho = correlation(cross, ss[rows], ss[cols])
@@ -257,51 +255,152 @@ def correlation_merges(
             new = uf.labels()
             to = new[rep]  # each group's group after the round
             g_new = int(new.max()) + 1
-            if X is S:
-                X = np.array(S, dtype=np.float64)
-            row, grown = _add_parts(X, row, to, g_new)
+            grown = sums.merge(to, g_new)
             new_ss = np.empty(g_new)
             new_ss[to] = ss  # the groups left alone; the grown ones below
-            new_ss[grown] = _row_dots(X, row[grown])
-            rows, cols, cross = _carry_pairs(X, row, grown, to, rows, cols, cross)
+            new_ss[grown] = sums.cross(grown, grown)
+            rows, cols, cross = _carry_pairs(sums, grown, to, rows, cols, cross)
             labels, g, ss = new, g_new, new_ss
         if snapshots is not None and level in {float(v) for v in levels}:
-            snapshots[level] = (len(out[0]), labels)
+            snapshots[level] = (len(out[0]), _by_first_item(labels))
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
 
 
-def _add_parts(X: np.ndarray, row: np.ndarray, to: np.ndarray, g_new: int):
-    """Merge groups whose sums live in rows of ``X``, in place: group ``i``'s sum is in row
-    ``row[i]`` and it becomes group ``to[i]``. Each new group keeps the row of its first part
-    and its other parts' sums are added in. Returns the new groups' rows and the new groups
-    made of several parts."""
-    g = to.size
-    lead = np.full(g_new, g)
-    np.minimum.at(lead, to, np.arange(g))
-    others = np.flatnonzero(lead[to] != np.arange(g))
-    grown = np.unique(to[others])
-    slot = np.full(g_new, -1)
-    slot[grown] = np.arange(grown.size)
-    add = sp.csr_array(
-        (np.ones(others.size), (slot[to[others]], row[others])), shape=(grown.size, X.shape[0])
-    )
-    row = row[lead]
-    X[row[grown]] += add @ X
-    return row, grown
+def _by_first_item(labels: np.ndarray) -> np.ndarray:
+    """The same groups, numbered in the order of their first item."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse]
 
 
-def _carry_pairs(X, row, grown, to, rows, cols, cross):
+def sums_in_place(S: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each group's sum of its items' series, written over ``S``: ``membership(labels) @ S``
+    without a second array of its size, for a caller that needs the items' series no more.
+
+    Returns ``S[:n_groups]`` (a view; the rows below it are left as they are). The groups
+    must be numbered in the order of their first item (as :func:`cut` and the snapshots of
+    :func:`correlation_merges` number them): group ``g``'s items are then all at rows ``>=
+    g``, so writing the groups in increasing order overwrites no row that is still to be read.
+    """
+    n_groups = int(labels.max()) + 1
+    first = np.full(n_groups, labels.size)
+    np.minimum.at(first, labels, np.arange(labels.size))
+    if np.any(np.diff(first) <= 0):
+        raise ValueError("labels: groups must be numbered in the order of their first item")
+    M = membership(labels, n_groups)
+    for blk in row_blocks(n_groups, S.shape[1], PAIR_BYTES):
+        rows = slice(blk.start, min(blk.stop, n_groups))
+        S[rows] = M[rows] @ S  # reads rows >= rows.start only
+    return S[:n_groups]
+
+
+class _GroupSums:
+    """Each group's sum of its items' series, without a copy of the series: a group of one
+    item is that item's row of ``S`` (never written), a group of several a row of ``G``. Only
+    the merged groups take memory, and a row freed by a merge is used again.
+
+    Group ``g``'s sum is ``S[at[g]]`` when ``at[g] >= 0``, else ``G[-1 - at[g]]``.
+    """
+
+    def __init__(self, S: np.ndarray):
+        self.S = S
+        self.G = np.empty((0, S.shape[1]))
+        self.at = np.arange(S.shape[0])
+        self.free = np.zeros(0, dtype=np.int64)
+
+    def take(self, groups: np.ndarray) -> np.ndarray:
+        """The sums of ``groups``, one row each (a copy)."""
+        at = self.at[groups]
+        alone = at >= 0
+        if alone.all():
+            return self.S[at]
+        out = np.empty((at.size, self.S.shape[1]))
+        out[alone] = self.S[at[alone]]
+        out[~alone] = self.G[-1 - at[~alone]]
+        return out
+
+    def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``sum_a . sum_b`` for every pair ``(a[i], b[i])``, in blocks."""
+        out = np.empty(a.size)
+        for blk in row_blocks(a.size, self.S.shape[1], PAIR_BYTES):
+            out[blk] = np.einsum("ij,ij->i", self.take(a[blk]), self.take(b[blk]))
+        return out
+
+    def merge(self, to: np.ndarray, g_new: int) -> np.ndarray:
+        """Group ``i`` becomes group ``to[i]``: each new group of several parts keeps the row
+        of ``G`` of its first part that has one (else takes a free row) and the other parts'
+        sums are added in. Returns the new groups made of several parts."""
+        g, at = to.size, self.at
+        parts = np.bincount(to, minlength=g_new)
+        grown = np.flatnonzero(parts > 1)
+        # each grown group's first part already in G, if any: it keeps its row
+        in_g = np.flatnonzero(at < 0)
+        keeper = np.full(g_new, g)
+        np.minimum.at(keeper, to[in_g], in_g)
+        keeper = keeper[grown]
+        kept = keeper < g
+        fresh = self._rows(int((~kept).sum()))
+        row = np.empty(grown.size, dtype=np.int64)
+        row[kept] = -1 - at[keeper[kept]]
+        row[~kept] = fresh
+        self.G[fresh] = 0.0
+        # the parts added in: all but the keeper, by where their sums are
+        slot = np.full(g_new, -1)
+        slot[grown] = np.arange(grown.size)
+        added = np.flatnonzero(slot[to] >= 0)
+        is_keeper = np.zeros(g, dtype=bool)
+        is_keeper[keeper[kept]] = True
+        added = added[~is_keeper[added]]
+        alone = at[added] >= 0
+        shape = (grown.size, self.S.shape[0])
+        from_s = _adder(slot[to[added[alone]]], at[added[alone]], shape)
+        from_g = _adder(
+            slot[to[added[~alone]]], -1 - at[added[~alone]], (grown.size, self.G.shape[0])
+        )
+        for blk in row_blocks(grown.size, self.S.shape[1], PAIR_BYTES):
+            add = from_s[blk] @ self.S
+            add += from_g[blk] @ self.G
+            self.G[row[blk]] += add
+        new_at = np.empty(g_new, dtype=np.int64)
+        new_at[to] = at  # the groups of one part keep their rows
+        new_at[grown] = -1 - row
+        self.free = np.concatenate([self.free, -1 - at[added[~alone]]])
+        self.at = new_at
+        return grown
+
+    def _rows(self, k: int) -> np.ndarray:
+        """``k`` free rows of ``G``, made when too few are free (a quarter more than needed,
+        so that ``G`` is seldom copied)."""
+        short = k - self.free.size
+        if short > 0:
+            n = self.G.shape[0]
+            more = max(short, n // 4)
+            G = np.empty((n + more, self.S.shape[1]))
+            G[:n] = self.G
+            self.G = G
+            self.free = np.concatenate([self.free, np.arange(n, n + more)])
+        rows, self.free = self.free[:k], self.free[k:]
+        return rows
+
+
+def _adder(to: np.ndarray, src: np.ndarray, shape) -> sp.csr_array:
+    """The 0/1 matrix adding source row ``src[i]`` into row ``to[i]``."""
+    return sp.csr_array((np.ones(to.size), (to, src)), shape=shape)
+
+
+def _carry_pairs(sums: _GroupSums, grown, to, rows, cols, cross):
     """The adjacent pairs ``rows < cols`` of the new groups (old group ``i`` is ``to[i]``),
     sorted, with their products: a pair of groups that did not grow keeps its product, the
-    others are computed from the sums in ``X`` (group ``j``'s in row ``row[j]``)."""
-    g_new = row.size
+    others are computed from the groups' sums."""
+    g_new = sums.at.size
     is_grown = np.zeros(g_new, dtype=bool)
     is_grown[grown] = True
     kl, kh, kept, tl, th = _split_pairs(to[rows], to[cols], is_grown, g_new)
     key = np.concatenate([kl * g_new + kh, tl * g_new + th])
     order = np.argsort(key, kind="stable")
-    cross = np.concatenate([cross[kept], _pair_cross(X, row[tl], row[th])])[order]
+    cross = np.concatenate([cross[kept], sums.cross(tl, th)])[order]
     return key[order] // g_new, key[order] % g_new, cross
 
 

@@ -75,6 +75,7 @@ from dcfa.cfa.hierarchy import (
     projection_merges,
     relevance_order,
     segment_pair_cross,
+    sums_in_place,
     upper_pairs,
     ward_merges,
 )
@@ -95,9 +96,10 @@ logger = logging.getLogger("dcfa")
 #: stay apart (high: many small pieces; low: few large ones)
 LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 #: the driver's peak over the series' size (with :func:`dcfa.cfa.series.series_bytes`' 15 %):
-#: the series, and either the first stage's working copy or one level's pieces' sums;
-#: measured 2.3x (0.25 degree) to 2.5x (1 degree), 600 months, in memory
-SERIES_COPIES = 2.5
+#: the series, whose memory the finest pieces' sums then take over, and one coarser level's
+#: pieces' sums (the merges' rows while the pieces are made are fewer); measured 1.55x (0.25
+#: degree) to 1.71x (1 degree) the float64 series, 600 months, in memory
+SERIES_COPIES = 1.5
 #: and the blocks the merges and the ridge weights work in, a few at once: what dominates
 #: on a small field
 WORKING_BYTES = 4 * PAIR_BYTES
@@ -193,9 +195,10 @@ class RegionsCV(BaseCFA):
     cross-validate the whole estimator (:func:`dcfa.forward_cv`), which refits it per fold.
 
     Memory: the kept features' series are held on the driver (``n x D`` float64, as the
-    series execution of :class:`GenLinCFA`), with a working copy while the pieces are made
-    and one level's pieces' sums at a time while they are scored: about
-    :data:`SERIES_COPIES` times the series' size at the peak. :class:`dcfa.MemoryBudgetError`
+    series execution of :class:`GenLinCFA`), with the merged groups' sums while the pieces
+    are made; the finest pieces' sums then take the series' memory, and one coarser level's
+    sums are held at a time while they are scored: about :data:`SERIES_COPIES` times the
+    series' size at the peak. :class:`dcfa.MemoryBudgetError`
     is raised before any pass when that would not fit ``dcfa.memory_budget``.
 
     Examples
@@ -368,7 +371,12 @@ class RegionsCV(BaseCFA):
                 levels=levels,
                 snapshots=snapshots,
             )
-            shared = _FirstStage(data.cols, adjacency, data.series, snapshots)
+            # every level's pieces are unions of the finest's: their sums replace the
+            # cells' series, in the same memory
+            finest = snapshots[levels[0]][1]
+            shared = _FirstStage(
+                data.cols, adjacency, finest, sums_in_place(data.series, finest), snapshots
+            )
             columns = data.columns  # exclusions, means and spreads of all samples
         else:  # the same X: only this target's column statistics are new
             columns = column_statistics(inp.data, Y[:, 0])
@@ -376,10 +384,7 @@ class RegionsCV(BaseCFA):
                 raise AssertionError("fit_targets: the kept features differ between targets")
         cols, adjacency = shared.cols, shared.adjacency
         segments = _Segments(n, [train for train, _ in folds])
-        stages = {
-            lv: _Pieces(shared.snapshots[lv][1], shared.series, adjacency, segments, yv)
-            for lv in levels
-        }
+        stages = {lv: _Pieces(shared.snapshots[lv][1], shared, segments, yv) for lv in levels}
         t1 = time.perf_counter()
 
         sizes = _sizes(self.max_groups, _patches(adjacency))
@@ -508,12 +513,14 @@ def _check_budget(n_samples: int, n_features: int) -> None:
 @dataclass(frozen=True, eq=False)
 class _FirstStage:
     """What the first stage makes of ``X`` alone: the kept features, their neighbour graph,
-    their series (centred) and the pieces at every level (``correlation_merges``'
-    snapshots)."""
+    the finest level's piece of each kept cell and those pieces' sums of the cells' series
+    (centred; every level's pieces are unions of them), and the pieces at every level
+    (``correlation_merges``' snapshots)."""
 
     cols: np.ndarray
     adjacency: sp.csr_array
-    series: np.ndarray
+    finest: np.ndarray
+    sums: np.ndarray
     snapshots: dict
 
 
@@ -545,29 +552,31 @@ class _Pieces:
     sums over each segment that the second stage reads in every fold."""
 
     def __init__(
-        self,
-        cell_labels: np.ndarray,
-        series: np.ndarray,
-        cell_adjacency: sp.csr_array,
-        segments: _Segments,
-        y: np.ndarray,
+        self, cell_labels: np.ndarray, first: _FirstStage, segments: _Segments, y: np.ndarray
     ):
         self.cell_labels = cell_labels  # piece of each kept cell
-        self.series = series  # (n_cells, n_samples), centred over all samples
+        self.first = first
         self.size = np.bincount(cell_labels).astype(np.float64)
         self.n = self.size.size
-        self.adjacency = group_adjacency(cell_adjacency, cell_labels, self.n)
+        self.adjacency = group_adjacency(first.adjacency, cell_labels, self.n)
         self.segments = segments
         self.y = y
 
     @cached_property
     def sums(self) -> np.ndarray:
-        """Each piece's sum of its cells' series, ``(n_pieces, n_samples)``."""
-        return membership(self.cell_labels, self.n) @ self.series
+        """Each piece's sum of its cells' series, ``(n_pieces, n_samples)``, centred over all
+        samples: the sum of its finest pieces' sums (both numbered by their first cell, so
+        the finest level's are the first stage's own)."""
+        finest = self.first.finest
+        if self.n == self.first.sums.shape[0]:
+            return self.first.sums
+        piece = np.empty(self.first.sums.shape[0], dtype=np.int64)
+        piece[finest] = self.cell_labels  # each finest piece's piece at this level
+        return membership(piece, self.n) @ self.first.sums
 
     def drop_sums(self) -> None:
-        """Forget :attr:`sums` (made again when next read): the finest level's are nearly
-        the series' size, so the driver holds one level's at a time."""
+        """Forget :attr:`sums` (made again when next read): the driver holds the finest
+        level's and one other level's at a time."""
         self.__dict__.pop("sums", None)
 
     @cached_property
