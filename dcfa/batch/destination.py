@@ -25,6 +25,7 @@ from dcfa.storage.store import (
     check_replaceable,
     check_writable,
     dcfa_kind,
+    relation,
 )
 
 __all__ = [
@@ -106,16 +107,7 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     check_apart(out, inputs, "output.store")
     check_apart(work, inputs, "output.work_dir" if given else "output.store")
     if isinstance(out, Path):
-        o, w = Path(os.path.realpath(out)), Path(os.path.realpath(work))
-        rel = (
-            "is"
-            if o == w
-            else "lies inside"
-            if o in w.parents
-            else "contains"
-            if w in o.parents
-            else None
-        )
+        rel = relation(work, out)
         if rel:
             raise ConfigError(
                 f"output.work_dir: {str(work)!r} {rel} output.store {str(out)!r}; the work "

@@ -46,6 +46,7 @@ __all__ = [
     "check_replaceable",
     "dcfa_kind",
     "incomplete_reason",
+    "relation",
     "remove_leftovers",
     "tree_digest",
 ]
@@ -172,32 +173,33 @@ def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str)
 def check_apart(output: str | os.PathLike, inputs: dict[str, str | os.PathLike], key: str):
     """Raise :class:`OutputError` if ``output`` is, contains or lies inside any input.
 
-    ``inputs`` maps each input's config key to its path; paths are compared after resolving
-    symbolic links, so a link cannot hide an input. URLs (``s3://...``) are not local paths and
-    are skipped.
+    ``inputs`` maps each input's config key to its path; paths are compared as
+    :func:`relation` compares them.
     """
-    out = _real(output)
-    if out is None:
-        return
     for name, value in inputs.items():
-        src = _real(value)
-        if src is None:
-            continue
-        if out == src:
-            rel = "is"
-        elif src in out.parents:
-            rel = "lies inside"
-        elif out in src.parents:
-            rel = "contains"
-        else:
-            continue
-        raise OutputError(
-            f"{key}: {str(output)!r} {rel} {name} {str(value)!r}; dcfa never writes over, "
-            "into or around its inputs: choose an output path elsewhere"
-        )
+        rel = relation(output, value)
+        if rel:
+            raise OutputError(
+                f"{key}: {str(output)!r} {rel} {name} {str(value)!r}; dcfa never writes over, "
+                "into or around its inputs: choose an output path elsewhere"
+            )
 
 
-def _real(path) -> Path | None:
+def relation(path: str | os.PathLike, other: str | os.PathLike) -> str | None:
+    """How ``path`` stands to ``other``: ``"is"``, ``"lies inside"``, ``"contains"``, or
+    None when they are apart. Symbolic links are resolved, so a link cannot hide a path; URLs
+    are compared as URLs (protocol and key)."""
+    a, b = _real(path), _real(other)
+    if a == b:
+        return "is"
+    if b in a.parents:
+        return "lies inside"
+    if a in b.parents:
+        return "contains"
+    return None
+
+
+def _real(path) -> Path | PurePosixPath:
     s = os.fspath(path)
     if is_url(s):  # compared as URLs: protocol and key, as POSIX paths
         return PurePosixPath("/" + s.replace("://", "/", 1).rstrip("/"))
