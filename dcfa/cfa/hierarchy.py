@@ -25,7 +25,8 @@ every neighbour of its two parts: every group is one connected patch of the grap
   merge cheaply even where their weights differ.
 
 :func:`cut` turns the first ``k`` merges into labels; :func:`chain` follows one order with
-another. Nothing here imports Dask or xarray.
+another; :func:`sums_in_place` writes the groups' sums over the items' series. Nothing here
+imports Dask or xarray.
 """
 
 from __future__ import annotations

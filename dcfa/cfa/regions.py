@@ -98,7 +98,7 @@ LEVELS = (0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 #: the driver's peak over the series' size (with :func:`dcfa.cfa.series.series_bytes`' 15 %):
 #: the series, whose memory the finest pieces' sums then take over, and one coarser level's
 #: pieces' sums (the merges' rows while the pieces are made are fewer); measured 1.55x (0.25
-#: degree) to 1.71x (1 degree) the float64 series, 600 months, in memory
+#: degree) to 1.71x (1 degree) the float64 series, 600 months, with tracemalloc, no cluster
 SERIES_COPIES = 1.5
 #: and the blocks the merges and the ridge weights work in, a few at once: what dominates
 #: on a small field
@@ -198,8 +198,8 @@ class RegionsCV(BaseCFA):
     series execution of :class:`GenLinCFA`), with the merged groups' sums while the pieces
     are made; the finest pieces' sums then take the series' memory, and one coarser level's
     sums are held at a time while they are scored: about :data:`SERIES_COPIES` times the
-    series' size at the peak. :class:`dcfa.MemoryBudgetError`
-    is raised before any pass when that would not fit ``dcfa.memory_budget``.
+    series' size at the peak. :class:`dcfa.MemoryBudgetError` is raised before any pass when
+    that would not fit ``dcfa.memory_budget``.
 
     Examples
     --------
@@ -567,11 +567,10 @@ class _Pieces:
         """Each piece's sum of its cells' series, ``(n_pieces, n_samples)``, centred over all
         samples: the sum of its finest pieces' sums (both numbered by their first cell, so
         the finest level's are the first stage's own)."""
-        finest = self.first.finest
         if self.n == self.first.sums.shape[0]:
             return self.first.sums
         piece = np.empty(self.first.sums.shape[0], dtype=np.int64)
-        piece[finest] = self.cell_labels  # each finest piece's piece at this level
+        piece[self.first.finest] = self.cell_labels  # each finest piece's piece here
         return membership(piece, self.n) @ self.first.sums
 
     def drop_sums(self) -> None:
