@@ -519,9 +519,10 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     v = np.asarray(value, dtype=np.float64).ravel()
     w = np.asarray(weight, dtype=np.float64).ravel()
     n = v.size
-    labels = np.arange(n)
     a_out, b_out, h_out = [], [], []
     g, gv, gw = n, v, w
+    wv = w * v  # each group's weighted sum: a round updates the groups, not the items
+    rep = np.arange(n)  # each group's last item
     height = np.zeros(n)  # each group's highest merge so far
     rows, cols = upper_pairs(adjacency)
     while rows.size:
@@ -532,7 +533,6 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
         p, q = rows[mutual], cols[mutual]  # disjoint: a group's cheapest pair is one pair
         # a merge is never below the merges that made its groups: cuts stay Ward's groups
         h = np.maximum(cost[mutual], np.maximum(height[p], height[q]))
-        rep = _representatives(labels, g)
         a_out.append(rep[p])
         b_out.append(rep[q])
         h_out.append(h)
@@ -544,15 +544,21 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
         g_new = int(left.sum())
         up = height[left].copy()
         up[to[p]] = np.maximum(up[to[p]], h)
-        # the pairs of the new groups: the old pairs relabelled, once each
-        a, b = to[rows], to[cols]
-        lo, hi = np.minimum(a, b), np.maximum(a, b)
-        pairs = np.unique(lo[lo != hi] * g_new + hi[lo != hi])
+        # the pairs of the new groups, sorted, once each: the relabelling keeps the order
+        # of the pairs of two unchanged groups, so only those touching a merged one are
+        # sorted and slotted in
+        changed = np.zeros(g_new, dtype=bool)
+        changed[to[p]] = True
+        kl, kh, _, tl, th = _split_pairs(to[rows], to[cols], changed, g_new)
+        kept, touched = kl * g_new + kh, tl * g_new + th
+        pairs = np.insert(kept, np.searchsorted(kept, touched), touched)
         rows, cols = pairs // g_new, pairs % g_new
-        g, height, labels = g_new, up, to[labels]
-        M = membership(labels, g)
-        gw = M @ w
-        gv = (M @ (w * v)) / gw
+        rep_pq = np.maximum(rep[p], rep[q])
+        rep = rep[left]
+        rep[to[p]] = rep_pq
+        gw = np.bincount(to, weights=gw, minlength=g_new)
+        wv = np.bincount(to, weights=wv, minlength=g_new)
+        g, height, gv = g_new, up, wv / gw
     a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
     # by height across rounds, as the greedy order makes them; a round's merges are disjoint
     # and a merge's height is at least its groups', so every cut is a union of whole groups
