@@ -123,9 +123,8 @@ def group_adjacency(adjacency, labels: np.ndarray, n_groups: int | None = None) 
 
 
 def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
-    """The pairs ``p < q`` of groups that hold adjacent items."""
-    B = sp.triu(group_adjacency(adjacency, labels, n_groups), k=1).tocoo()
-    return B.row.astype(np.int64), B.col.astype(np.int64)
+    """The pairs ``p < q`` of groups that hold adjacent items, sorted."""
+    return upper_pairs(group_adjacency(adjacency, labels, n_groups))
 
 
 def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -398,11 +397,22 @@ def _carry_pairs(sums: _GroupSums, grown, to, rows, cols, cross):
     g_new = sums.at.size
     is_grown = np.zeros(g_new, dtype=bool)
     is_grown[grown] = True
-    kl, kh, kept, tl, th = _split_pairs(to[rows], to[cols], is_grown, g_new)
-    key = np.concatenate([kl * g_new + kh, tl * g_new + th])
-    order = np.argsort(key, kind="stable")
-    cross = np.concatenate([cross[kept], sums.cross(tl, th)])[order]
-    return key[order] // g_new, key[order] % g_new, cross
+    rows, cols, kept, at, tl, th = _next_pairs(to[rows], to[cols], is_grown, g_new)
+    return rows, cols, np.insert(cross[kept], at, sums.cross(tl, th))
+
+
+def _next_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
+    """The sorted pairs ``(a[i], b[i])`` of a round's groups, once each, from the round's
+    sorted pairs relabelled (``changed``: the groups it made). A relabelling that keeps the
+    order of the unchanged groups keeps their pairs' order too, so only the pairs touching a
+    changed group are sorted, then slotted in. Returns ``rows, cols``, the mask ``kept`` of
+    the old pairs carried over, and where the others sit (positions for ``np.insert`` among
+    the kept) with their ends."""
+    kl, kh, kept, tl, th = _split_pairs(a, b, changed, n)
+    old, new = kl * n + kh, tl * n + th
+    at = np.searchsorted(old, new)
+    pairs = np.insert(old, at, new)
+    return pairs // n, pairs % n, kept, at, tl, th
 
 
 def _split_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
@@ -486,9 +496,11 @@ def segment_pair_cross(
 
 
 def upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
-    """The adjacent pairs ``rows[i] < cols[i]`` of a symmetric adjacency."""
+    """The adjacent pairs ``rows[i] < cols[i]`` of a symmetric adjacency, sorted (the merge
+    rounds keep them sorted, and break ties by position)."""
     rows, cols = sp.triu(sp.csr_array(adjacency), k=1).nonzero()
-    return rows.astype(np.int64), cols.astype(np.int64)
+    order = np.lexsort((cols, rows))
+    return rows[order].astype(np.int64), cols[order].astype(np.int64)
 
 
 def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
@@ -544,15 +556,10 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
         g_new = int(left.sum())
         up = height[left].copy()
         up[to[p]] = np.maximum(up[to[p]], h)
-        # the pairs of the new groups, sorted, once each: the relabelling keeps the order
-        # of the pairs of two unchanged groups, so only those touching a merged one are
-        # sorted and slotted in
+        # the pairs of the new groups, sorted, once each
         changed = np.zeros(g_new, dtype=bool)
         changed[to[p]] = True
-        kl, kh, _, tl, th = _split_pairs(to[rows], to[cols], changed, g_new)
-        kept, touched = kl * g_new + kh, tl * g_new + th
-        pairs = np.insert(kept, np.searchsorted(kept, touched), touched)
-        rows, cols = pairs // g_new, pairs % g_new
+        rows, cols, *_ = _next_pairs(to[rows], to[cols], changed, g_new)
         rep_pq = np.maximum(rep[p], rep[q])
         rep = rep[left]
         rep[to[p]] = rep_pq
