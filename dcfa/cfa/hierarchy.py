@@ -127,11 +127,13 @@ def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
     return upper_pairs(group_adjacency(adjacency, labels, n_groups))
 
 
-def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks."""
+def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray, take=None) -> np.ndarray:
+    """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks; ``take(items)`` gives the items'
+    rows where they are not ``S[items]``."""
+    take = S.__getitem__ if take is None else take
     out = np.empty(rows.size)
     for b in row_blocks(rows.size, S.shape[1], PAIR_BYTES):
-        out[b] = np.einsum("ij,ij->i", S[rows[b]], S[cols[b]])
+        out[b] = np.einsum("ij,ij->i", take(rows[b]), take(cols[b]))
     return out
 
 
@@ -323,10 +325,7 @@ class _GroupSums:
 
     def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``sum_a . sum_b`` for every pair ``(a[i], b[i])``, in blocks."""
-        out = np.empty(a.size)
-        for blk in row_blocks(a.size, self.S.shape[1], PAIR_BYTES):
-            out[blk] = np.einsum("ij,ij->i", self.take(a[blk]), self.take(b[blk]))
-        return out
+        return _pair_cross(self.S, a, b, take=self.take)
 
     def merge(self, to: np.ndarray, g_new: int) -> np.ndarray:
         """Group ``i`` becomes group ``to[i]``: each new group of several parts keeps the row
