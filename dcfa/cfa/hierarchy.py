@@ -25,7 +25,8 @@ every neighbour of its two parts: every group is one connected patch of the grap
   merge cheaply even where their weights differ.
 
 :func:`cut` turns the first ``k`` merges into labels; :func:`chain` follows one order with
-another; :func:`sums_in_place` writes the groups' sums over the items' series. Nothing here
+another; :func:`sums_in_place` writes the groups' sums over the items' series;
+:func:`neighbourhood_means` smooths the items' values over the graph. Nothing here
 imports Dask or xarray.
 """
 
@@ -48,6 +49,7 @@ __all__ = [
     "cut",
     "group_adjacency",
     "membership",
+    "neighbourhood_means",
     "projection_merges",
     "relevance_merges",
     "relevance_order",
@@ -500,6 +502,17 @@ def upper_pairs(adjacency) -> tuple[np.ndarray, np.ndarray]:
     rows, cols = sp.triu(sp.csr_array(adjacency), k=1).nonzero()
     order = np.lexsort((cols, rows))
     return rows[order].astype(np.int64), cols[order].astype(np.int64)
+
+
+def neighbourhood_means(value: np.ndarray, weight: np.ndarray, adjacency, times: int) -> np.ndarray:
+    """Each item's ``value`` replaced ``times`` over by the ``weight``-weighted mean of its own
+    and its neighbours' values."""
+    A = sp.csr_array(adjacency, dtype=np.float64)
+    A = A + sp.eye_array(A.shape[0], format="csr")
+    total = A @ weight
+    for _ in range(times):
+        value = (A @ (weight * value)) / total
+    return value
 
 
 def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:

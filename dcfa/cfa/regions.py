@@ -32,7 +32,12 @@ and lets time-blocked cross-validation decide how far each stage goes:
    relevance order's best map is not within the noise of the second order's best map, the
    second order's best map is kept instead (:func:`dcfa.cfa.selection.first_within_noise`):
    its maps coarsen one pattern, so its skill rises with every region it keeps, and its
-   most skilful map within ``max_groups`` is kept, not its smallest within the noise.
+   most skilful map within ``max_groups`` is kept, not its smallest within the noise. That
+   map is cut from smoothed weights (each piece's weight averaged with its neighbours',
+   :data:`SMOOTHING` times, before Ward's criterion): weights fitted on a few hundred months
+   are noisy from piece to piece, and the smoothing denoises a pattern that spans the grid.
+   The choice of the order is made without it, since a smoothness prior would lift the
+   second order's skill on a field of discrete regions too.
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
 rescaled), so a region's series is in the field's units.
@@ -72,6 +77,7 @@ from dcfa.cfa.hierarchy import (
     cut,
     group_adjacency,
     membership,
+    neighbourhood_means,
     projection_merges,
     relevance_order,
     segment_pair_cross,
@@ -85,10 +91,19 @@ from dcfa.cfa.selection import (
     ols_skill,
     ridge_weights,
     scaled_gram,
+    within_noise,
 )
 from dcfa.stats.kernels import row_blocks
 
-__all__ = ["RegionsCV", "LEVELS", "ORDERS", "SERIES_COPIES", "SIZES", "WARD_GROUPS"]
+__all__ = [
+    "RegionsCV",
+    "LEVELS",
+    "ORDERS",
+    "SERIES_COPIES",
+    "SIZES",
+    "SMOOTHING",
+    "WARD_GROUPS",
+]
 
 logger = logging.getLogger("dcfa")
 
@@ -111,6 +126,9 @@ SIZES = (*range(1, 31), 35, 40, 45, 50, 60, 70, 80, 100)
 #: covariance of the groups' means decides once they are large. Ten times the largest map
 #: scored, so every scored map is made by the projection merges.
 WARD_GROUPS = 10 * max(SIZES)
+#: rounds of neighbourhood means of the ridge weights that the ``"weights"`` order's kept map
+#: is cut from (one round averaged too little on smooth fields; see the design notes)
+SMOOTHING = 3
 #: the second stage's merge orders: ``"relevance"`` (a background and the relevant pieces)
 #: and ``"weights"`` (regions made from ridge's weights, for fields without discrete regions)
 ORDERS = ("relevance", "weights")
@@ -174,8 +192,10 @@ class RegionsCV(BaseCFA):
         ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold (NaN where the
         path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
         the same for the ``"weights"`` order on the finest level's pieces (``r2_weights``:
-        n_groups, fold; ``mean_r2_weights``: n_groups; NaN when not scored), and the folds'
-        test blocks (``test_start``, ``test_stop``: fold).
+        n_groups, fold; ``mean_r2_weights``: n_groups; NaN when not scored) and for its maps
+        from smoothed weights, scored when that order is kept (``r2_smoothed``,
+        ``mean_r2_smoothed``), and the folds' test blocks (``test_start``, ``test_stop``:
+        fold).
     stability_ : ndarray of shape (``n_features_in_``,)
         For each cell, the mean over the folds of the Jaccard index of its region in the
         chosen map and its region in the map the fold chose at the same level and size on
@@ -403,7 +423,10 @@ class RegionsCV(BaseCFA):
             pieces.drop_sums()
         finest = stages[levels[0]]
         r2_w = np.full((sizes.size, len(folds)), np.nan)
-        alike = [finest.alike(train) for train, _ in folds] if "weights" in orders else []
+        coefs, alike = [], []
+        if "weights" in orders:
+            coefs = [finest.weights(train) for train, _ in folds]
+            alike = [finest.alike(train, c) for c, (train, _) in zip(coefs, folds, strict=True)]
         for f, path in enumerate(alike):
             r2_w[:, f] = finest.skill_along(path, sizes, *folds[f])
         finest.drop_sums()
@@ -413,10 +436,23 @@ class RegionsCV(BaseCFA):
         )
         i, j = divmod(pick, sizes.size) if family == 0 else (levels.size, pick)
         order = ("relevance", "weights")[family]
+        r2_s = np.full_like(r2_w, np.nan)
         if order == "weights":
-            level, k, pieces = float(levels[0]), int(sizes[j]), finest
-            paths = [finest.alike(slice(None)), *alike]
-            mean_r2 = float(np.mean(r2_w[j]))
+            # chosen on the weights themselves: smoothed ones would favour this order by the
+            # prior they assume; once chosen, its map is cut from the smoothed weights
+            level, pieces = float(levels[0]), finest
+            smoothed = [
+                finest.alike(train, c, smoothed=True)
+                for c, (train, _) in zip(coefs, folds, strict=True)
+            ]
+            for f, path in enumerate(smoothed):
+                r2_s[:, f] = finest.skill_along(path, sizes, *folds[f])
+            finest.drop_sums()
+            j = within_noise(r2_s, sizes, 0.0)
+            k = int(sizes[j])
+            every = slice(None)
+            paths = [finest.alike(every, finest.weights(every), smoothed=True), *smoothed]
+            mean_r2 = float(np.mean(r2_s[j]))
         else:
             level, k = float(levels[i]), int(sizes[j])
             pieces = stages[level]
@@ -430,7 +466,7 @@ class RegionsCV(BaseCFA):
         self.level_ = level
         self.order_ = order
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
-        self.cv_path_ = _path_dataset(r2, r2_w, levels, sizes, stages, folds)
+        self.cv_path_ = _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds)
         self._set_fitted(inp, columns, labels, opts, None)
         self._set_stability(inp, cols, final, fold_maps)
         logger.info(
@@ -617,14 +653,21 @@ class _Pieces:
             t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
         )
 
-    def alike(self, rows):
-        """The second stage's other order on the samples ``rows``, from each piece's weight
-        per cell in a ridge regression of the target on all cells: adjacent pieces of alike
-        weight merge first (Ward's criterion, each piece weighing its cells) down to
-        :data:`WARD_GROUPS` groups; then the pair whose merged mean loses least of ridge's
-        prediction (:func:`dcfa.cfa.hierarchy.projection_merges`)."""
-        c = ridge_weights(self.sums, self.size, self.y, rows, self._gram)
-        ward = ward_merges(c, self.size, self.adjacency)
+    def weights(self, rows) -> np.ndarray:
+        """Each piece's weight per cell in a ridge regression of the target on all cells,
+        fitted on the samples ``rows``."""
+        return ridge_weights(self.sums, self.size, self.y, rows, self._gram)
+
+    def alike(self, rows, c: np.ndarray, smoothed: bool = False):
+        """The second stage's other order on the samples ``rows``, from the pieces'
+        :meth:`weights` ``c`` on those samples: adjacent pieces of alike weight merge first
+        (Ward's criterion, each piece weighing its cells) down to :data:`WARD_GROUPS` groups;
+        then the pair whose merged mean loses least of ridge's prediction
+        (:func:`dcfa.cfa.hierarchy.projection_merges`). ``smoothed``: Ward's criterion reads
+        the weights averaged over each piece's neighbourhood (:func:`neighbourhood_means`,
+        :data:`SMOOTHING` times)."""
+        v = neighbourhood_means(c, self.size, self.adjacency, SMOOTHING) if smoothed else c
+        ward = ward_merges(v, self.size, self.adjacency)
         k = int(np.clip(self.n - WARD_GROUPS, 0, len(ward)))
         labels = cut(ward, k)
         M = membership(labels, self.n - k)
@@ -725,7 +768,7 @@ def _fold_mean(r2: np.ndarray) -> np.ndarray:
     return np.where(scored, np.where(np.isfinite(r2), r2, 0.0).mean(axis=-1), np.nan)
 
 
-def _path_dataset(r2, r2_w, levels, sizes, stages, folds) -> xr.Dataset:
+def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds) -> xr.Dataset:
     mean = _fold_mean(r2)
     return xr.Dataset(
         {
@@ -744,6 +787,16 @@ def _path_dataset(r2, r2_w, levels, sizes, stages, folds) -> xr.Dataset:
                 "n_groups",
                 _fold_mean(r2_w),
                 {"long_name": "mean test R^2 over the folds, regions of the weights order"},
+            ),
+            "r2_smoothed": (
+                ("n_groups", "fold"),
+                r2_s,
+                {"long_name": "test R^2 of OLS on the regions of the smoothed weights order"},
+            ),
+            "mean_r2_smoothed": (
+                "n_groups",
+                _fold_mean(r2_s),
+                {"long_name": "mean test R^2 over the folds, regions of the smoothed weights"},
             ),
             "n_pieces": ("level", np.array([stages[lv].n for lv in levels])),
             "test_start": ("fold", np.array([int(te[0]) for _, te in folds])),
