@@ -707,3 +707,17 @@ def test_the_config_choices_are_what_the_check_accepts():
             assert getattr(load(section, key, value), section)[key] == value
         with pytest.raises(config.ConfigError, match=rf"{section}\.{key}"):
             load(section, key, "not-a-choice")
+
+
+def test_the_pages_hold_no_control_characters():
+    """A backslash sequence written through a non-raw string (``"\\frac"``) leaves a control
+    character in the page, which the site builds without a warning and MathJax then drops."""
+    pages = [ROOT / "README.md", *DOCS.glob("*.md"), *DOCS.glob("*/*.md")]
+    bad = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+    found = {
+        f"{page.relative_to(ROOT)}:{n}": line
+        for page in pages
+        for n, line in enumerate(page.read_text().split("\n"), 1)
+        if bad.search(line)
+    }
+    assert len(pages) > 20 and not found
