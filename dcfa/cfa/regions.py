@@ -417,8 +417,7 @@ class RegionsCV(BaseCFA):
             if pieces.n in scored:
                 r2[i] = scored[pieces.n]
                 continue
-            for f, (train, test) in enumerate(folds):
-                r2[i, :, f] = pieces.skill_along(pieces.regions(train), sizes, train, test)
+            r2[i] = pieces.skill_of((pieces.regions(train) for train, _ in folds), sizes, folds)
             scored[pieces.n] = r2[i]
             pieces.drop_sums()
         finest = stages[levels[0]]
@@ -427,8 +426,7 @@ class RegionsCV(BaseCFA):
         if "weights" in orders:
             coefs = [finest.weights(train) for train, _ in folds]
             alike = [finest.alike(train, c) for c, (train, _) in zip(coefs, folds, strict=True)]
-        for f, path in enumerate(alike):
-            r2_w[:, f] = finest.skill_along(path, sizes, *folds[f])
+            r2_w = finest.skill_of(alike, sizes, folds)
         finest.drop_sums()
         # the relevance order's regions unless the weights order's are clearly better
         family, pick = first_within_noise(
@@ -445,8 +443,7 @@ class RegionsCV(BaseCFA):
                 finest.alike(train, c, smoothed=True)
                 for c, (train, _) in zip(coefs, folds, strict=True)
             ]
-            for f, path in enumerate(smoothed):
-                r2_s[:, f] = finest.skill_along(path, sizes, *folds[f])
+            r2_s = finest.skill_of(smoothed, sizes, folds)
             finest.drop_sums()
             j = within_noise(r2_s, sizes, 0.0)
             k = int(sizes[j])
@@ -691,6 +688,12 @@ class _Pieces:
         for j, G in zip(js, self.means_along(path, sizes[js]), strict=True):
             out[j] = ols_skill(G, self.y, train, test)
         return out
+
+    def skill_of(self, paths, sizes: np.ndarray, folds) -> np.ndarray:
+        """:meth:`skill_along` of each fold's path (one per fold, in order): shape
+        ``(sizes, folds)``."""
+        pairs = zip(paths, folds, strict=True)
+        return np.stack([self.skill_along(p, sizes, tr, te) for p, (tr, te) in pairs], axis=1)
 
     def means_along(self, path, sizes) -> list[np.ndarray]:
         """Each region's mean series (regions x samples, up to a constant per region) in the
