@@ -29,7 +29,8 @@ and lets time-blocked cross-validation decide how far each stage goes:
    on the region means on its test months. The map kept is the smallest whose skill is
    within ``parsimony`` standard errors (of the paired differences over the folds) of the
    best, among the relevance order's maps of at most ``max_groups`` regions. When the
-   relevance order's best map is not within the noise of the second order's best map, the
+   relevance order's best map is not within the noise of the second order's best map, and
+   behind it by more than :data:`dcfa.cfa.selection.LEAST_GAIN` (0.01) in mean skill, the
    second order's best map is kept instead (:func:`dcfa.cfa.selection.first_within_noise`):
    its maps coarsen one pattern, so its skill rises with every region it keeps, and its
    most skilful map within ``max_groups`` is kept, not its smallest within the noise. That
@@ -164,7 +165,8 @@ class RegionsCV(BaseCFA):
     orders : sequence of {"relevance", "weights"}, default=:data:`ORDERS`
         The second stage's merge orders the cross-validation chooses among. The relevance
         order's map is kept unless its best map falls out of the noise of the best
-        ``"weights"`` map (regions made from ridge's weights, which suit smooth fields).
+        ``"weights"`` map (regions made from ridge's weights, which suit smooth fields) and
+        behind it by more than :data:`dcfa.cfa.selection.LEAST_GAIN`.
         ``("relevance",)`` scores the first only (faster: no ridge regression and no second
         agglomeration per fold).
     n_splits : int, default=5

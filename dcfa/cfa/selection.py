@@ -6,7 +6,8 @@
   (a one-standard-error rule, as glmnet's ``lambda.1se``, with the standard error of the
   *paired* differences over the folds).
 * :func:`first_within_noise`: the same, preferring one family of maps to another unless it
-  falls out of the noise of the other's best; the other family's best map when it does.
+  falls out of the noise of the other's best and behind it by more than :data:`LEAST_GAIN`;
+  the other family's best map when it does.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
 * :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
   which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
@@ -20,6 +21,7 @@ import scipy.linalg
 from dcfa.stats.kernels import row_blocks
 
 __all__ = [
+    "LEAST_GAIN",
     "RIDGE_ALPHAS",
     "comembership",
     "first_within_noise",
@@ -28,6 +30,11 @@ __all__ = [
     "scaled_gram",
     "within_noise",
 ]
+
+#: the least gain in mean test R^2 over the first family's best map for which
+#: :func:`first_within_noise` takes the second family: a gain of under 1 % of the target's
+#: variance is not worth a map that no longer keeps each signal in a region of its own
+LEAST_GAIN = 0.01
 
 # the Cholesky factor's smallest diagonal over its largest below which the normal equations'
 # solution is left to least squares (a condition number of the Gram matrix above 1e8)
@@ -101,19 +108,24 @@ def first_within_noise(
     second: np.ndarray,
     second_sizes: np.ndarray,
     parsimony: float = 1.0,
+    least_gain: float = LEAST_GAIN,
 ) -> tuple[int, int]:
     """:func:`within_noise` among the ``first`` candidates, unless the best of them falls out
-    of the noise of the best of the ``second``: then the best of the second.
+    of the noise of the best of the ``second`` and below it by more than ``least_gain``: then
+    the best of the second.
 
     Two families of maps (two merge orders) are not alike. The first is preferred: it has a
     size of its own (the few regions that carry the signal, and a background), which the
     smallest map within the noise finds. The second is taken only where it is clearly more
-    skilful than anything the first offers (the first family's best map, not only its smallest
-    within the noise, is out of the noise of the second's best). The second family coarsens
-    one pattern that spans the grid, so its skill rises with every region up to its best; with
-    a few folds of a few years the noise of that rise is wide, and its smallest map within
-    the noise gives up skill that new years show. Its map is its most skilful among the
-    sizes scored (those up to a cap).
+    skilful than anything the first offers: the first family's best map, not only its
+    smallest within the noise, is out of the noise of the second's best, and behind it by
+    more than ``least_gain`` in mean skill. A few folds of a few years can make a gain of a
+    thousandth look significant; the second family's maps mix the first's regions, so a
+    gain that small does not buy them. The second family coarsens one pattern that spans the
+    grid, so its skill rises with every region up to its best; with a few folds of a few
+    years the noise of that rise is wide, and its smallest map within the noise gives up
+    skill that new years show. Its map is its most skilful among the sizes scored (those up
+    to a cap).
 
     Parameters
     ----------
@@ -122,6 +134,9 @@ def first_within_noise(
     first_sizes, second_sizes : ndarray of shape (n_candidates,)
         Each candidate's number of groups.
     parsimony : float, default=1.0
+    least_gain : float, default=LEAST_GAIN
+        The least gain in mean skill of the second family's best map over the first's best
+        for the second to be taken.
 
     Returns
     -------
@@ -135,7 +150,8 @@ def first_within_noise(
     if np.isfinite(second).all(axis=1).any():
         own_best = within_noise(first, first_sizes, 0.0)
         other_best = within_noise(second, second_sizes, 0.0)
-        if not _within(first[[own_best]], second[other_best], parsimony)[0]:
+        gain = second[other_best].mean() - first[own_best].mean()
+        if gain > least_gain and not _within(first[[own_best]], second[other_best], parsimony)[0]:
             return 1, other_best
     return 0, pick
 

@@ -706,6 +706,23 @@ def test_first_within_noise_keeps_the_first_family_while_it_is_close():
     assert first_within_noise(never, sizes, better, sizes) == (1, 2)
 
 
+def test_first_within_noise_wants_more_than_a_sliver_of_skill():
+    """A second family better in every fold, so out of the noise, but by less than the
+    least gain in mean skill leaves the first family's choice standing; the same edge over
+    the least gain, or a least gain of zero, hands over to the second."""
+    from dcfa.cfa.selection import LEAST_GAIN, first_within_noise
+
+    sizes = np.array([2, 5, 10])
+    first = np.array([[0.50, 0.60, 0.55], [0.68, 0.74, 0.69], [0.71, 0.73, 0.70]])
+    best = first[2]  # its best map; its own rule takes the 5-group one
+    sliver = np.vstack([best - 0.2, best - 0.1, best + [0.004, 0.006, 0.005]])
+    assert not np.isclose(sliver[2].mean() - best.mean(), LEAST_GAIN)
+    assert first_within_noise(first, sizes, sliver, sizes) == (0, 1)
+    assert first_within_noise(first, sizes, sliver, sizes, least_gain=0.0) == (1, 2)
+    clear = sliver + [[0.0], [0.0], [LEAST_GAIN]]
+    assert first_within_noise(first, sizes, clear, sizes) == (1, 2)
+
+
 def test_regions_cv_max_groups(regions_field):
     ds = regions_field
     model = dcfa.RegionsCV(max_groups=3).fit(ds.field, ds.target)
