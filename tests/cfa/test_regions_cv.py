@@ -716,10 +716,11 @@ def test_first_within_noise_wants_more_than_a_sliver_of_skill():
     first = np.array([[0.50, 0.60, 0.55], [0.68, 0.74, 0.69], [0.71, 0.73, 0.70]])
     best = first[2]  # its best map; its own rule takes the 5-group one
     sliver = np.vstack([best - 0.2, best - 0.1, best + [0.004, 0.006, 0.005]])
-    assert not np.isclose(sliver[2].mean() - best.mean(), LEAST_GAIN)
+    assert 0 < sliver[2].mean() - best.mean() < LEAST_GAIN
     assert first_within_noise(first, sizes, sliver, sizes) == (0, 1)
     assert first_within_noise(first, sizes, sliver, sizes, least_gain=0.0) == (1, 2)
     clear = sliver + [[0.0], [0.0], [LEAST_GAIN]]
+    assert clear[2].mean() - best.mean() > LEAST_GAIN
     assert first_within_noise(first, sizes, clear, sizes) == (1, 2)
 
 
