@@ -30,7 +30,9 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
   (regions); ``R2-ridge``: the blocked-CV R^2 minus that of ``RidgeCV`` on all cells (smooth);
 * ``nested``: the same, the whole estimator refitted in every fold (the map is then chosen
   without the test years' target, as the oracle's and ridge's weights are); the goals are
-  judged on it;
+  judged on it; in brackets, the same with ridge on the region means (``StandardScaler ->
+  RidgeCV``, the regression :class:`dcfa.RegionsCV` chooses its map for) against ridge on the
+  true regions' means (regions) or on all cells (smooth), from the same refitted maps;
 * ``ARI``: median over the folds of the adjusted Rand index between the map a fold chose on
   its training months and the final map (``fold_ari_``); ``stable``: median over the cells
   of ``stability_``;
@@ -56,12 +58,13 @@ from pathlib import Path
 import numpy as np
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, RidgeCV
-from sklearn.pipeline import make_pipeline
+from sklearn.metrics import r2_score
 
 import dcfa
+from dcfa.cfa.selection import regression
 from dcfa.datasets import make_regions_field, make_smooth_field
 from dcfa.geo import group_patches
-from dcfa.skill import blocked_cv
+from dcfa.skill import blocked_cv, blocked_folds
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _results import write_results  # noqa: E402
@@ -112,6 +115,14 @@ class Draw:
     @property
     def nested_gap(self) -> float:
         return self.extra.get("nested_r2", float("nan")) - self.reference
+
+    @property
+    def ridge_score(self) -> float:
+        """The nested score with ridge on the region means (the regression RegionsCV chooses
+        its map for), against ridge on the true regions (regions) or on all cells (smooth)."""
+        r2 = self.extra.get("nested_ridge_r2", float("nan"))
+        ref = self.extra.get("ridge_reference", float("nan"))
+        return r2 / ref if self.kind == "regions" else r2 - ref
 
 
 def design(quick: bool) -> list[tuple[str, str, float, int, dict]]:
@@ -165,14 +176,34 @@ def judge(draw: Draw, ds, model) -> None:
             [X[:, region == r].mean(axis=1) for r in np.unique(region[region >= 0])], 1
         )
         draw.reference = blocked_cv(LinearRegression(), truth, y, n_splits=5).mean
+        draw.extra["ridge_reference"] = blocked_cv(regression("ridge"), truth, y).mean
     else:
         cells = X[:, np.isfinite(X).all(axis=0)]
         ridge = RidgeCV(alphas=np.logspace(-2, 6, 33))
         draw.reference = blocked_cv(ridge, cells, y, n_splits=5).mean
+        draw.extra["ridge_reference"] = draw.reference
     # the map chosen with the test years' target flatters a supervised map: refit the whole
     # estimator in every fold, as the references' regressions are
-    nested = make_pipeline(clone(model), LinearRegression())
-    draw.extra["nested_r2"] = blocked_cv(nested, ds.field, y, n_splits=5).mean
+    nested = nested_skill(
+        model, ds.field, y, {"ols": LinearRegression(), "ridge": regression("ridge")}
+    )
+    draw.extra["nested_r2"] = nested["ols"]
+    draw.extra["nested_ridge_r2"] = nested["ridge"]
+
+
+def nested_skill(model, X, y, regressions: dict) -> dict:
+    """The mean test R^2 over the 5 blocked folds (those of :func:`dcfa.skill.blocked_cv`) of
+    ``model`` refitted on each fold's training months, followed by each of ``regressions``:
+    one fit of the map per fold for every regression."""
+    scores: dict = {name: [] for name in regressions}
+    for train, test in blocked_folds(len(y), 5, 0):
+        fitted = clone(model).fit(X.isel(time=train), y[train])
+        G_train = np.asarray(fitted.transform(X.isel(time=train)))
+        G_test = np.asarray(fitted.transform(X.isel(time=test)))
+        for name, reg in regressions.items():
+            pred = clone(reg).fit(G_train, y[train]).predict(G_test)
+            scores[name].append(r2_score(y[test], pred))
+    return {name: float(np.mean(v)) for name, v in scores.items()}
 
 
 def fit_draw(kind, variant, res, months, params, seed, estimator) -> Draw:
@@ -193,9 +224,9 @@ def row(d: Draw) -> str:
         f"{d.groups:6d} {d.contiguous:6.2f} {pure:>5s} {score} {d.r2:6.3f} {d.reference:6.3f} "
         f"{d.ari:5.2f} {d.stable:6.2f} {d.fit_s:6.1f}"
         + (
-            f"  nested {d.nested_ratio:.3f}"
+            f"  nested {d.nested_ratio:.3f} (ridge {d.ridge_score:.3f})"
             if d.kind == "regions"
-            else f"  nested {d.nested_gap:+.3f}"
+            else f"  nested {d.nested_gap:+.3f} (ridge {d.ridge_score:+.3f})"
         )
         + (f"  {d.extra['order']} (gain {d.extra['gain']:+.3f})" if "gain" in d.extra else "")
     )
@@ -233,6 +264,8 @@ def summarise(draws: list[Draw]) -> dict:
             "ratio_worst": float(ratio.min()),
             "nested_ratio_median": float(np.median(nested_ratio)),
             "nested_ratio_worst": float(nested_ratio.min()),
+            "ridge_ratio_median": float(np.median([d.ridge_score for d in regions])),
+            "ridge_ratio_worst": float(np.min([d.ridge_score for d in regions])),
             "ari_median": float(np.median([d.ari for d in regions])),
             "ari_worst": float(np.min([d.ari for d in regions])),
             "fit_s_median": float(np.median([d.fit_s for d in regions])),
@@ -256,6 +289,8 @@ def summarise(draws: list[Draw]) -> dict:
             "gap_worst": float(gap.min()),
             "nested_gap_median": float(np.median(nested)),
             "nested_gap_worst": float(nested.min()),
+            "ridge_gap_median": float(np.median([d.ridge_score for d in smooth])),
+            "ridge_gap_worst": float(np.min([d.ridge_score for d in smooth])),
             "contiguous_worst": float(min(d.contiguous for d in smooth)),
             "fit_s_median": float(np.median([d.fit_s for d in smooth])),
             "goals": {
@@ -282,7 +317,9 @@ def print_summary(summary: dict) -> None:
             f"contiguous share worst {r['contiguous_worst']:.2f} "
             f"[{'ok' if g['contiguous'] else 'MISSED'}]; fold ARI median {r['ari_median']:.2f}, "
             f"worst {r['ari_worst']:.2f}; fit median {r['fit_s_median']:.1f} s, worst "
-            f"{r['fit_s_worst']:.1f} s"
+            f"{r['fit_s_worst']:.1f} s; with ridge on the regions against ridge on the true "
+            f"regions, nested: median {r['ridge_ratio_median']:.3f}, worst "
+            f"{r['ridge_ratio_worst']:.3f}"
         )
     s = summary.get("smooth")
     if s:
@@ -294,7 +331,9 @@ def print_summary(summary: dict) -> None:
             f"fold (nested) median {s['nested_gap_median']:+.3f}, worst "
             f"{s['nested_gap_worst']:+.3f} [{'ok' if g['within_ridge'] else 'MISSED'}: >= -0.02]"
             "; contiguous share worst "
-            f"{s['contiguous_worst']:.2f}; fit median {s['fit_s_median']:.1f} s"
+            f"{s['contiguous_worst']:.2f}; fit median {s['fit_s_median']:.1f} s; with ridge "
+            f"on the regions, nested: median {s['ridge_gap_median']:+.3f}, worst "
+            f"{s['ridge_gap_worst']:+.3f}"
         )
 
 

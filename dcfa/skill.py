@@ -85,10 +85,14 @@ HEADER = f"{'model':<40s} {'R² (mean ± sd)':>14s}   {'features':>8s}   {'fit t
 
 
 def as_regressor(model) -> Pipeline:
-    """``model`` itself if it predicts, else ``model -> LinearRegression`` (a reduction + OLS)."""
+    """``model`` itself if it predicts, else ``model ->`` the regression its last step was
+    made for (``regressor()``, as :meth:`dcfa.RegionsCV.regressor`), or ``LinearRegression``
+    (a reduction + OLS)."""
     if is_regressor(model) or hasattr(model, "predict"):
         return model
-    return make_pipeline(model, LinearRegression())
+    last = model[-1] if isinstance(model, Pipeline) else model
+    make = getattr(last, "regressor", None)
+    return make_pipeline(model, make() if callable(make) else LinearRegression())
 
 
 def _n_features(fitted) -> int:
@@ -181,7 +185,9 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None
     ----------
     model : estimator
         A scikit-learn regressor, or a transformer (LinCFA, PCA, ...) that is scored as
-        ``model -> LinearRegression``. It is cloned and refitted on every training block.
+        ``model -> LinearRegression`` (:class:`dcfa.RegionsCV`: ``model ->`` the regression
+        its map is chosen for, :meth:`~dcfa.RegionsCV.regressor`). It is cloned and refitted
+        on every training block.
     X : array-like or xarray.DataArray of shape (n_samples, n_features)
         Samples in time order. A DataArray (samples along its first dim, features along the
         others) is read into memory as float64 and passed on as a DataArray, so that a
@@ -411,8 +417,10 @@ def forward_cv(
     model : estimator
         A scikit-learn regressor, or a transformer (LinCFA, PCA, a pipeline such as
         ``make_pipeline(Anomalies(), LinCFA())``) that is scored as
-        ``model -> LinearRegression``. It is cloned and refitted, every step of it, on every
-        training window: no statistic of a test sample is used to fit anything.
+        ``model -> LinearRegression`` (:class:`dcfa.RegionsCV` last: ``model ->`` the
+        regression its map is chosen for, :meth:`~dcfa.RegionsCV.regressor`). It is cloned
+        and refitted, every step of it, on every training window: no statistic of a test
+        sample is used to fit anything.
     X : array-like or xarray.DataArray of shape (n_samples, n_features)
         Samples in time order. A DataArray (samples along its first dim, features along the
         others, e.g. ``(time, lat, lon)``) is read into memory as float64 and passed on as a

@@ -31,7 +31,7 @@ def test_demo_on_real_observations(tmp_path):
     assert "[5/5]" in out and "345 samples in common" in out and "lead 3:" in out
     assert "GBMAP forward-CV R²" in out and "against OLS" in out and "linear model" in out
     assert "lead 0: R²" in out and "lead 3: R²" in out
-    for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "RegionsCV() -> OLS"):
+    for model in ("Nino-3.4 box", "PCA/EOF", "PLS", "RidgeCV", "RegionsCV() -> RidgeCV"):
         assert model in out
     assert "Pacific" in out  # where the regions are
     # each region's correlation with its 95 % interval, as the job's summary gives it

@@ -255,7 +255,7 @@ def synthetic_records() -> dict[str, dict]:
     models = {
         "Nino-3.4 box mean -> OLS": skill([0.3, 0.5], [1, 1]),
         "PCA/EOF -> OLS (modes by CV)": skill([0.2, 0.4], [3, 5]),
-        "RegionsCV() -> OLS": skill([0.4, 0.4], [2, 7]),
+        "RegionsCV() -> RidgeCV": skill([0.4, 0.4], [2, 7]),
     }
     column = {
         "lead": 0,
@@ -535,7 +535,7 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     enso = built["enso"]
     assert enso["PCA/EOF -> OLS (modes by CV)"][1] == "**+0.30** ± 0.10 (3-5)"
     assert enso["Nino-3.4 box mean -> OLS"][1] == "+0.40 ± 0.10 (1)"  # not a baseline
-    assert "**RegionsCV() -> OLS**" in enso
+    assert "**RegionsCV() -> RidgeCV**" in enso
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"

@@ -167,6 +167,33 @@ def test_a_whole_pipeline_on_a_grid(rng):
     assert skill.mean > 0.5 and skill.row().startswith("anom -> LinCFA")
 
 
+@pytest.mark.parametrize("regression", ["ridge", "ols"])
+def test_regions_cv_is_scored_with_the_regression_its_map_is_chosen_for(rng, regression):
+    """A bare RegionsCV, or a pipeline ending in one, is followed by ridge on the standardised
+    region means (or OLS): each fold's map by hand, then scikit-learn's StandardScaler and
+    RidgeCV (or LinearRegression) on its means."""
+    from sklearn.linear_model import RidgeCV
+    from sklearn.preprocessing import StandardScaler
+
+    from dcfa import RegionsCV
+    from dcfa.cfa.selection import REGION_ALPHAS
+
+    X, y, _ = task(rng)
+    model = make_pipeline(Anomalies(), RegionsCV(regression=regression, n_splits=3))
+    skill = forward_cv(model, X, y, n_splits=3, gap=2, min_train=48)
+    scores = []
+    for train, test in skill.extra["folds"]:
+        reduce = make_pipeline(Anomalies(), RegionsCV(regression=regression, n_splits=3))
+        reduce.fit(X[train], y[train])
+        Z_tr, Z_te = reduce.transform(X[train]), reduce.transform(X[test])
+        if regression == "ridge":
+            reg = make_pipeline(StandardScaler(), RidgeCV(alphas=REGION_ALPHAS))
+        else:
+            reg = LinearRegression()
+        scores.append(r2(y[test], reg.fit(Z_tr, y[train]).predict(Z_te)))
+    np.testing.assert_allclose(skill.r2, scores, atol=1e-10)
+
+
 def test_blocked_cv_keeps_its_folds_and_scores_on_dataarrays(rng):
     """blocked_cv is unchanged: KFold blocks, and a DataArray scores as its values do."""
     X, y, _ = task(rng, n=80)

@@ -31,8 +31,10 @@ def test_the_enso_example_runs_as_printed_and_gives_the_quoted_numbers(tmp_path)
     text = README.read_text()
     block = next(b for b in python_blocks(text) if "write_enso_store" in b)
     n_regions, level = _demo_regions(text)
-    # "RegionsCV() -> OLS   +0.62 ± 0.24   10-17   +0.14 ± 0.17   4-7": lead 3
-    quoted = re.search(r"RegionsCV\(\) -> OLS +\S+ ± \S+ +\S+ +(\S+) ± (\S+) +(\S+)", text).groups()
+    # "RegionsCV() -> RidgeCV   +0.62 ± 0.24   10-17   +0.14 ± 0.17   4-7": lead 3
+    quoted = re.search(
+        r"RegionsCV\(\) -> RidgeCV +\S+ ± \S+ +\S+ +(\S+) ± (\S+) +(\S+)", text
+    ).groups()
     script = tmp_path / "example.py"
     *lines, last = block.rstrip().splitlines()  # the last line shows the skill row
     lines += [f"print('ROW', {last})", "print('FIT', model.level_, model.n_features_out_)"]

@@ -160,7 +160,8 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
     """The models of the ENSO comparison, each a pipeline from the raw fields.
 
     Every pipeline starts with :class:`dcfa.Anomalies` (the mean seasonal cycle of each cell,
-    fitted on the training months of each fold); a reduction is then followed by OLS (by
+    fitted on the training months of each fold); a reduction is then followed by OLS, or by
+    the regression :class:`dcfa.RegionsCV` chooses its map for (by
     :func:`dcfa.skill.forward_cv`). Inner model choices use time-ordered CV on the training
     months too (RidgeCV its efficient leave-one-out, scikit-learn's default); as in a
     ``GridSearchCV`` after a scaler, the inner folds see the anomalies and scaling of the whole
@@ -193,10 +194,11 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
         models["FeatureAgglomeration (k by CV) -> OLS"] = make_pipeline(
             Anomalies(), AgglomerationByCV()
         )
-    models["RegionsCV() -> OLS"] = make_pipeline(Anomalies(), RegionsCV(gap=lead))
-    if full:  # the same regions, the regression a forecaster may fit on them instead
-        models["RegionsCV() -> RidgeCV"] = make_pipeline(
-            Anomalies(), RegionsCV(gap=lead), StandardScaler(), RidgeCV(np.logspace(-1, 6, 30))
+    # forward_cv follows RegionsCV with the regression its map is chosen for: ridge
+    models["RegionsCV() -> RidgeCV"] = make_pipeline(Anomalies(), RegionsCV(gap=lead))
+    if full:  # the map chosen for OLS, and OLS on it
+        models["RegionsCV(regression='ols') -> OLS"] = make_pipeline(
+            Anomalies(), RegionsCV(gap=lead, regression="ols")
         )
     models["GenLinCFA(neighbors=1) -> OLS"] = make_pipeline(Anomalies(), GenLinCFA(neighbors=1))
     if full:

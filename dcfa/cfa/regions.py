@@ -25,10 +25,13 @@ and lets time-blocked cross-validation decide how far each stage goes:
    regions.
 3. **Selection** (:func:`dcfa.cfa.selection.within_noise`). For every level and every number
    of regions, each fold of a purged blocked K-fold (:func:`dcfa.skill.blocked_folds`)
-   merges the pieces on its training months (both orders) and scores an OLS of the target
-   on the region means on its test months. The map kept is the smallest whose skill is
-   within ``parsimony`` standard errors (of the paired differences over the folds) of the
-   best, among the relevance order's maps of at most ``max_groups`` regions. When the
+   merges the pieces on its training months (both orders) and scores a regression of the
+   target on the region means on its test months: ridge on the standardised means, its
+   penalty by leave-one-out on the training months (``regression="ridge"``, the regression a
+   forecaster fits on the regions; :func:`dcfa.cfa.selection.ridge_skill`), or OLS. The map
+   kept is the smallest whose skill is within ``parsimony`` standard errors (of the paired
+   differences over the folds) of the best, among the relevance order's maps of at most
+   ``max_groups`` regions. When the
    relevance order's best map is not within the noise of the second order's best map, and
    behind it by more than :data:`dcfa.cfa.selection.LEAST_GAIN` (0.01) in mean skill, the
    second order's best map is kept instead (:func:`dcfa.cfa.selection.first_within_noise`):
@@ -49,6 +52,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from numbers import Integral, Real
@@ -87,9 +91,10 @@ from dcfa.cfa.hierarchy import (
     ward_merges,
 )
 from dcfa.cfa.selection import (
+    REGRESSIONS,
     comembership,
     first_within_noise,
-    ols_skill,
+    regression,
     ridge_weights,
     scaled_gram,
     within_noise,
@@ -160,6 +165,13 @@ class RegionsCV(BaseCFA):
     parsimony : float, default=1.0
         How many standard errors below the best cross-validated skill the chosen (smallest)
         map may be. 0 takes the most skilful map.
+    regression : {"ridge", "ols"}, default="ridge"
+        The regression on the region means that scores every candidate map, and that the map
+        is chosen for (:meth:`regressor` makes it; :func:`dcfa.forward_cv` fits it after
+        this estimator): ``"ridge"`` is ``StandardScaler() -> RidgeCV`` (the penalty by
+        leave-one-out on the training months), ``"ols"`` is ``LinearRegression()``. Ridge
+        keeps a region that carries a little of the signal at a small cost, so its maps may
+        hold a few more regions (on the ENSO comparison they predict better: up to 0.09 R²).
     levels : sequence of float, default=:data:`LEVELS`
         Correlations in (-1, 1] at which the first stage stops, each giving its own pieces.
     orders : sequence of {"relevance", "weights"}, default=:data:`ORDERS`
@@ -242,6 +254,7 @@ class RegionsCV(BaseCFA):
         "periodic": [StrOptions({"auto"}), "boolean", tuple, list],
         "max_groups": [None, Interval(Integral, 1, None, closed="left")],
         "parsimony": [Interval(Real, 0, None, closed="left")],
+        "regression": [StrOptions(set(REGRESSIONS))],
         "levels": ["array-like"],
         "orders": [tuple, list],
         "n_splits": [Interval(Integral, 2, None, closed="left")],
@@ -256,6 +269,7 @@ class RegionsCV(BaseCFA):
         periodic="auto",
         max_groups=30,
         parsimony=1.0,
+        regression="ridge",
         levels=LEVELS,
         orders=ORDERS,
         n_splits=5,
@@ -266,11 +280,26 @@ class RegionsCV(BaseCFA):
         self.periodic = periodic
         self.max_groups = max_groups
         self.parsimony = parsimony
+        self.regression = regression
         self.levels = levels
         self.orders = orders
         self.n_splits = n_splits
         self.gap = gap
         self.sample_dim = sample_dim
+
+    def regressor(self):
+        """The regression the map is chosen for (``regression``), new and unfitted: the step
+        to put after this estimator in a pipeline.
+
+        Examples
+        --------
+        >>> from sklearn.pipeline import make_pipeline
+        >>> import dcfa
+        >>> model = dcfa.RegionsCV()
+        >>> forecast = make_pipeline(model, model.regressor())
+        """
+        validate_params(self)
+        return regression(self.regression)
 
     def fit_options(self):
         # a region is the plain mean of its cells
@@ -406,7 +435,10 @@ class RegionsCV(BaseCFA):
                 raise AssertionError("fit_targets: the kept features differ between targets")
         cols, adjacency = shared.cols, shared.adjacency
         segments = _Segments(n, [train for train, _ in folds])
-        stages = {lv: _Pieces(shared.snapshots[lv][1], shared, segments, yv) for lv in levels}
+        skill = REGRESSIONS[self.regression].skill
+        stages = {
+            lv: _Pieces(shared.snapshots[lv][1], shared, segments, yv, skill) for lv in levels
+        }
         t1 = time.perf_counter()
 
         sizes = _sizes(self.max_groups, _patches(adjacency))
@@ -512,6 +544,8 @@ class RegionsCV(BaseCFA):
             "execution": "series",
             "level": self.level_,
             "order": self.order_,
+            # the regression on the region means the map was chosen for
+            "regression": self.regression,
             "cv_path": json.dumps(
                 {
                     "levels": path["level"].values.tolist(),
@@ -587,7 +621,12 @@ class _Pieces:
     sums over each segment that the second stage reads in every fold."""
 
     def __init__(
-        self, cell_labels: np.ndarray, first: _FirstStage, segments: _Segments, y: np.ndarray
+        self,
+        cell_labels: np.ndarray,
+        first: _FirstStage,
+        segments: _Segments,
+        y: np.ndarray,
+        skill: Callable[..., float],
     ):
         self.cell_labels = cell_labels  # piece of each kept cell
         self.first = first
@@ -596,6 +635,7 @@ class _Pieces:
         self.adjacency = group_adjacency(first.adjacency, cell_labels, self.n)
         self.segments = segments
         self.y = y
+        self.skill = skill  # a map's test R^2 in one fold (REGRESSIONS)
 
     @cached_property
     def sums(self) -> np.ndarray:
@@ -681,14 +721,15 @@ class _Pieces:
         return scaled_gram(self.sums, self.size)
 
     def skill_along(self, path, sizes: np.ndarray, train, test) -> np.ndarray:
-        """The test R^2 of OLS on the region means of each map of ``sizes`` regions that
-        ``path`` makes (fitted on ``train``); NaN for sizes the path does not reach."""
+        """The test R^2 of the regression on the region means of each map of ``sizes``
+        regions that ``path`` makes (fitted on ``train``); NaN for sizes the path does not
+        reach."""
         out = np.full(sizes.size, np.nan)
         js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= self.n]
         if not js:  # fewer pieces than the smallest size, or more patches than the largest
             return out
         for j, G in zip(js, self.means_along(path, sizes[js]), strict=True):
-            out[j] = ols_skill(G, self.y, train, test)
+            out[j] = self.skill(G, self.y, train, test)
         return out
 
     def skill_of(self, paths, sizes: np.ndarray, folds) -> np.ndarray:

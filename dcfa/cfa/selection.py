@@ -2,6 +2,9 @@
 
 * :func:`ols_skill`: the test R^2 of ``LinearRegression()`` on group series, as scikit-learn
   fits it, for one fold.
+* :func:`ridge_skill`: the same for ridge on the standardised group series, its penalty by
+  leave-one-out on the training rows (``StandardScaler() -> RidgeCV``).
+* :data:`REGRESSIONS`: each regression a map can be chosen for, its skill and its estimator.
 * :func:`within_noise`: the smallest map whose skill is within the noise of the best one
   (a one-standard-error rule, as glmnet's ``lambda.1se``, with the standard error of the
   *paired* differences over the folds).
@@ -15,6 +18,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.linalg
 
@@ -22,10 +28,14 @@ from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "LEAST_GAIN",
+    "REGION_ALPHAS",
+    "REGRESSIONS",
     "RIDGE_ALPHAS",
     "comembership",
     "first_within_noise",
     "ols_skill",
+    "regression",
+    "ridge_skill",
     "ridge_weights",
     "scaled_gram",
     "within_noise",
@@ -63,6 +73,82 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
     yt = y[test]
     sst = np.sum((yt - yt.mean()) ** 2)
     return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
+
+
+#: the penalties :func:`ridge_skill` tries on standardised group series (those of the ENSO
+#: comparison's ridge on all cells)
+REGION_ALPHAS = np.logspace(-1, 6, 30)
+
+
+def ridge_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
+    """R^2 on ``test`` rows of ``make_pipeline(StandardScaler(), RidgeCV(REGION_ALPHAS))``
+    fitted on ``train`` rows of ``y`` on the groups ``G`` (groups x samples), as scikit-learn
+    fits it: each group standardised on the training rows, the penalty the one of least
+    leave-one-out squared error there (the intercept unpenalised), ties to the smallest.
+
+    Ridge keeps every region of a map, shrinking the ones the training years cannot pin
+    down, where OLS fits each coefficient in full: a region that carries a little of the
+    signal costs OLS more in new years than it brings, and ridge less.
+    """
+    A, b = G[:, train].T, y[train]
+    n = A.shape[0]
+    am = A.mean(axis=0)
+    var = A.var(axis=0)
+    # StandardScaler leaves a column constant to rounding unscaled (its bound)
+    eps = np.finfo(np.float64).eps
+    sd = np.where(var <= n * eps * var + (n * am * eps) ** 2, 1.0, np.sqrt(var))
+    bm = b.mean()
+    U, s, Vt = np.linalg.svd((A - am) / sd, full_matrices=False)
+    uy = U.T @ (b - bm)
+    s2 = s[:, None] ** 2
+    shrink = s2 / (s2 + REGION_ALPHAS)  # (components, alphas)
+    # leave-one-out residuals of every penalty at once: the hat matrix's diagonal, with the
+    # unpenalised intercept's 1/n
+    hat = 1.0 / n + (U**2) @ shrink
+    loo = ((b - bm)[:, None] - U @ (shrink * uy[:, None])) / (1.0 - hat)
+    alpha = REGION_ALPHAS[np.argmin(np.mean(loo**2, axis=0))]
+    coef = Vt.T @ (s / (s**2 + alpha) * uy)
+    pred = bm + ((G[:, test].T - am) / sd) @ coef
+    yt = y[test]
+    sst = np.sum((yt - yt.mean()) ** 2)
+    return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A regression on group series that a map can be chosen for: its test R^2 in one fold
+    (``skill(G, y, train, test)``), and the scikit-learn estimator that fits it
+    (``estimator()``, unfitted)."""
+
+    skill: Callable[..., float]
+    estimator: Callable[[], object]
+
+
+def _ols():
+    from sklearn.linear_model import LinearRegression
+
+    return LinearRegression()
+
+
+def _ridge():
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), RidgeCV(alphas=REGION_ALPHAS))
+
+
+#: the regressions :class:`dcfa.RegionsCV` can choose its map for (its ``regression``)
+REGRESSIONS: dict[str, Regression] = {
+    "ols": Regression(ols_skill, _ols),
+    "ridge": Regression(ridge_skill, _ridge),
+}
+
+
+def regression(name: str):
+    """A new, unfitted scikit-learn estimator of the regression ``name`` of
+    :data:`REGRESSIONS`: the one to fit on the region means of a map chosen for it."""
+    return REGRESSIONS[name].estimator()
 
 
 def within_noise(skill: np.ndarray, sizes: np.ndarray, parsimony: float = 1.0) -> int:

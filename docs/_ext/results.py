@@ -73,6 +73,16 @@ def panel_table(record: dict) -> tuple[list[str], list[list[str]]]:
         ["regions: fit time, median (worst)",
          *(f"{r['fit_s_median']:.1f} s ({r['fit_s_worst']:.1f} s)" for r in reg), ""],
     ]  # fmt: skip
+    if all("ridge_ratio_median" in r for r in reg):  # results since the map is chosen for ridge
+        rows.insert(4, ["regions: ridge on the regions / on the true regions, refitted in "
+                        "every fold, median (worst)",
+                        *(f"{r['ridge_ratio_median']:.3f} ({r['ridge_ratio_worst']:.3f})"
+                          for r in reg), ""])  # fmt: skip
+    if all("ridge_gap_median" in s for s in smo):
+        rows.insert(-1, ["smooth: ridge on the regions minus ridge on all cells, refitted in "
+                         "every fold, median (worst)",
+                         *(f"{s['ridge_gap_median']:+.3f} ({s['ridge_gap_worst']:+.3f})"
+                           for s in smo), ""])  # fmt: skip
     if "time_ratio" in res:
         t = res["time_ratio"]
         rows.append(["fit time against GenLinCFA on the same draw, median (worst)",
@@ -100,7 +110,7 @@ def _times(ratio: float) -> str:
 
 #: The baselines a forecaster would use instead of dcfa (bold: the best of them per column).
 ENSO_BASELINES = ("PCA", "PLS", "RidgeCV", "LassoCV", "RGDR")
-ENSO_RECOMMENDED = "RegionsCV() -> OLS"
+ENSO_RECOMMENDED = "RegionsCV() -> RidgeCV"
 
 
 def enso_table(record: dict) -> tuple[list[str], list[list[str]]]:

@@ -453,7 +453,8 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
     folds = blocked_folds(X.shape[0], 4, 3)
     first = _FirstStage(np.arange(S.shape[0]), sp.csr_array(A), finest,
                         sums_in_place(S.copy(), finest), snaps)  # fmt: skip
-    pieces = _Pieces(labels, first, _Segments(X.shape[0], [t for t, _ in folds]), y)
+    segments = _Segments(X.shape[0], [t for t, _ in folds])
+    pieces = _Pieces(labels, first, segments, y, selection.ridge_skill)
     np.testing.assert_allclose(pieces.sums, P, rtol=1e-12, atol=1e-12)
     for rows in [train for train, _ in folds] + [slice(None)]:
         Pr = P[:, rows] - P[:, rows].mean(axis=1, keepdims=True)
@@ -510,6 +511,50 @@ def test_ols_skill_is_scikit_learn_linear_regression():
     train, test = np.arange(35), np.arange(35, 50)
     model = LinearRegression().fit(G[:, train].T, y[train])
     assert ols_skill(G, y, train, test) == pytest.approx(model.score(G[:, test].T, y[test]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(1, 40),
+    n=st.integers(20, 200),
+    noise=st.floats(0.05, 5.0),
+    constant=st.booleans(),
+)
+def test_ridge_skill_is_scikit_learns_scaler_and_ridge_cv(seed, k, n, noise, constant):
+    """Groups on scales from 0.01 to 100, a near-duplicate pair, perhaps a constant one, more
+    groups than rows at times: the R^2 of StandardScaler -> RidgeCV(REGION_ALPHAS), penalty
+    and all."""
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(seed)
+    G = rng.normal(size=(k, n + 30)) * rng.uniform(0.01, 100, size=(k, 1))
+    if k > 2:
+        G[1] = G[0] + 1e-3 * G[2]
+    if constant:
+        G[-1] = 7.0
+    y = G[: min(3, k)].sum(0) / G[: min(3, k)].std(1).clip(1e-9).sum()
+    y = y + noise * rng.normal(size=n + 30)
+    train, test = slice(0, n), slice(n, n + 30)
+    ref = make_pipeline(StandardScaler(), RidgeCV(alphas=selection.REGION_ALPHAS))
+    ref.fit(G[:, train].T, y[train])
+    expected = ref.score(G[:, test].T, y[test])
+    assert selection.ridge_skill(G, y, train, test) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_regressions_estimators_are_the_ones_their_skill_scores():
+    rng = np.random.default_rng(3)
+    G = rng.normal(size=(6, 80))
+    y = G.T @ rng.normal(size=6) + rng.normal(size=80)
+    train, test = np.arange(60), np.arange(60, 80)
+    for name, reg in selection.REGRESSIONS.items():
+        model = selection.regression(name).fit(G[:, train].T, y[train])
+        score = model.score(G[:, test].T, y[test])
+        assert reg.skill(G, y, train, test) == pytest.approx(score), name
+    # two fresh estimators, not one shared
+    assert selection.regression("ridge") is not selection.regression("ridge")
 
 
 ############################################################################################
@@ -576,6 +621,7 @@ def test_regions_cv_fitted_values(regions_field):
     record = model.fit_record()
     assert record["level"] == model.level_ and "cv_path" in record
     assert record["order"] == model.order_ == "relevance"
+    assert record["regression"] == "ridge"
 
 
 @pytest.mark.slow
@@ -739,6 +785,7 @@ def test_regions_cv_max_groups(regions_field):
         ({"parsimony": -1}, "parsimony"),
         ({"orders": ["relevance", "alike"]}, "orders: expected a non-empty sequence of"),
         ({"orders": []}, "orders: expected a non-empty sequence of"),
+        ({"regression": "lasso"}, "regression"),
     ],
 )
 def test_regions_cv_bad_parameters_are_named_before_any_pass(regions_field, params, match):
