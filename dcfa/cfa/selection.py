@@ -69,8 +69,11 @@ def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
         coef = scipy.linalg.cho_solve(factor, A.T @ (b - bm), check_finite=False)
     except np.linalg.LinAlgError:  # more groups than rows, or collinear: the minimum norm
         coef = np.linalg.lstsq(A, b - bm, rcond=None)[0]  # as LinearRegression (SVD)
-    pred = bm + (G[:, test].T - am) @ coef
-    yt = y[test]
+    return _test_r2(y[test], bm + (G[:, test].T - am) @ coef)
+
+
+def _test_r2(yt: np.ndarray, pred: np.ndarray) -> float:
+    """R^2 of ``pred`` on the test rows ``yt``; NaN when ``yt`` is constant."""
     sst = np.sum((yt - yt.mean()) ** 2)
     return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
 
@@ -108,10 +111,7 @@ def ridge_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
     loo = ((b - bm)[:, None] - U @ (shrink * uy[:, None])) / (1.0 - hat)
     alpha = REGION_ALPHAS[np.argmin(np.mean(loo**2, axis=0))]
     coef = Vt.T @ (s / (s**2 + alpha) * uy)
-    pred = bm + ((G[:, test].T - am) / sd) @ coef
-    yt = y[test]
-    sst = np.sum((yt - yt.mean()) ** 2)
-    return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
+    return _test_r2(y[test], bm + ((G[:, test].T - am) / sd) @ coef)
 
 
 @dataclass(frozen=True)
