@@ -203,8 +203,9 @@ class RegionsCV(BaseCFA):
     n_pieces_ : dict of float to int
         Pieces at each level.
     cv_path_ : xarray.Dataset
-        ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold (NaN where the
-        path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
+        ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold, of the
+        regression on its region means (``regression``, also in the attributes; NaN where
+        the path does not reach that size), ``mean_r2`` (level, n_groups), ``n_pieces`` (level),
         the same for the ``"weights"`` order on the finest level's pieces (``r2_weights``:
         n_groups, fold; ``mean_r2_weights``: n_groups; NaN when not scored) and for its maps
         from smoothed weights, scored when that order is kept (``r2_smoothed``,
@@ -497,7 +498,7 @@ class RegionsCV(BaseCFA):
         self.level_ = level
         self.order_ = order
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
-        self.cv_path_ = _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds)
+        self.cv_path_ = _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, self.regression)
         self._set_fitted(inp, columns, labels, opts, None)
         self._set_stability(inp, cols, final, fold_maps)
         logger.info(
@@ -814,20 +815,20 @@ def _fold_mean(r2: np.ndarray) -> np.ndarray:
     return np.where(scored, np.where(np.isfinite(r2), r2, 0.0).mean(axis=-1), np.nan)
 
 
-def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds) -> xr.Dataset:
+def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, regression: str) -> xr.Dataset:
     mean = _fold_mean(r2)
     return xr.Dataset(
         {
             "r2": (
                 ("level", "n_groups", "fold"),
                 r2,
-                {"long_name": "test R^2 of OLS on the region means"},
+                {"long_name": "test R^2 of the regression on the region means"},
             ),
             "mean_r2": (("level", "n_groups"), mean, {"long_name": "mean test R^2 over the folds"}),
             "r2_weights": (
                 ("n_groups", "fold"),
                 r2_w,
-                {"long_name": "test R^2 of OLS on the regions of the weights order"},
+                {"long_name": "test R^2 of the regression on the weights order's regions"},
             ),
             "mean_r2_weights": (
                 "n_groups",
@@ -837,7 +838,7 @@ def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds) -> xr.Dataset:
             "r2_smoothed": (
                 ("n_groups", "fold"),
                 r2_s,
-                {"long_name": "test R^2 of OLS on the regions of the smoothed weights order"},
+                {"long_name": "test R^2 of the regression on the smoothed weights' regions"},
             ),
             "mean_r2_smoothed": (
                 "n_groups",
@@ -849,5 +850,9 @@ def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds) -> xr.Dataset:
             "test_stop": ("fold", np.array([int(te[-1]) + 1 for _, te in folds])),
         },
         coords={"level": levels, "n_groups": sizes, "fold": np.arange(len(folds))},
-        attrs={"description": "RegionsCV's candidate maps: purged blocked K-fold skill"},
+        attrs={
+            "description": "RegionsCV's candidate maps: purged blocked K-fold skill of the "
+            "regression (attribute regression) on their region means",
+            "regression": regression,
+        },
     )

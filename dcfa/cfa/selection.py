@@ -30,6 +30,7 @@ __all__ = [
     "LEAST_GAIN",
     "REGION_ALPHAS",
     "REGRESSIONS",
+    "Regression",
     "RIDGE_ALPHAS",
     "comembership",
     "first_within_noise",

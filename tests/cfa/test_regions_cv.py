@@ -622,6 +622,11 @@ def test_regions_cv_fitted_values(regions_field):
     assert record["level"] == model.level_ and "cv_path" in record
     assert record["order"] == model.order_ == "relevance"
     assert record["regression"] == "ridge"
+    # the path says which regression its skill is of, not a fixed one
+    assert path.attrs["regression"] == "ridge"
+    assert all("OLS" not in path[v].attrs["long_name"] for v in ("r2", "r2_weights"))
+    ols = dcfa.RegionsCV(n_splits=4, regression="ols").fit(ds.field, ds.target).cv_path_
+    assert ols.attrs["regression"] == "ols"
 
 
 @pytest.mark.slow
