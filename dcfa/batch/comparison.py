@@ -200,6 +200,10 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
         models["RegionsCV(regression='ols') -> OLS"] = make_pipeline(
             Anomalies(), RegionsCV(gap=lead, regression="ols")
         )
+        # groups of cells anywhere (every pair neighbours): what contiguity costs
+        models["RegionsCV(neighbors=None) -> RidgeCV"] = make_pipeline(
+            Anomalies(), RegionsCV(gap=lead, neighbors=None)
+        )
     models["GenLinCFA(neighbors=1) -> OLS"] = make_pipeline(Anomalies(), GenLinCFA(neighbors=1))
     if full:
         models["GenLinCFACV(neighbors=1) -> OLS"] = make_pipeline(
