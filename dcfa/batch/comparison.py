@@ -175,6 +175,7 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
     from sklearn.preprocessing import StandardScaler
 
     from dcfa import Anomalies, GenLinCFA, GenLinCFACV, LinCFA, NonLinCFA, RegionsCV
+    from dcfa.cfa.selection import REGION_ALPHAS  # ridge on the cells, as on the regions
 
     def cells():
         return [Anomalies(), Cells(), StandardScaler()]
@@ -183,7 +184,7 @@ def comparison_models(lead: int, *, full: bool = True) -> dict:
         "Nino-3.4 box mean -> OLS": make_pipeline(Anomalies(), BoxMean()),
         "PCA/EOF -> OLS (modes by CV)": make_pipeline(*cells(), PCAByCV()),
         "PLS (components by CV)": make_pipeline(*cells(), PLSByCV()),
-        "RidgeCV on all cells": make_pipeline(*cells(), RidgeCV(np.logspace(-1, 6, 30))),
+        "RidgeCV on all cells": make_pipeline(*cells(), RidgeCV(REGION_ALPHAS)),
     }
     if full:
         models["LassoCV on all cells"] = make_pipeline(

@@ -815,7 +815,7 @@ def _fold_mean(r2: np.ndarray) -> np.ndarray:
     return np.where(scored, np.where(np.isfinite(r2), r2, 0.0).mean(axis=-1), np.nan)
 
 
-def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, regression: str) -> xr.Dataset:
+def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, scored_by: str) -> xr.Dataset:
     mean = _fold_mean(r2)
     return xr.Dataset(
         {
@@ -853,6 +853,6 @@ def _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, regression: str)
         attrs={
             "description": "RegionsCV's candidate maps: purged blocked K-fold skill of the "
             "regression (attribute regression) on their region means",
-            "regression": regression,
+            "regression": scored_by,
         },
     )

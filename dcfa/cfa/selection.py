@@ -79,8 +79,8 @@ def _test_r2(yt: np.ndarray, pred: np.ndarray) -> float:
     return float(1.0 - np.sum((yt - pred) ** 2) / sst) if sst > 0 else float("nan")
 
 
-#: the penalties :func:`ridge_skill` tries on standardised group series (those of the ENSO
-#: comparison's ridge on all cells)
+#: the penalties :func:`ridge_skill` tries on standardised group series (the ENSO
+#: comparison's ridge on all cells tries the same)
 REGION_ALPHAS = np.logspace(-1, 6, 30)
 
 
