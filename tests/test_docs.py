@@ -124,6 +124,64 @@ def test_no_docstring_cites_a_file_outside_the_repository():
     assert not missing, f"cited but not in the repository: {missing}"
 
 
+# a dotted name of dcfa in backquotes, and a module file in backquotes (``hierarchy.py``)
+_DOTTED = re.compile(r"`(dcfa(?:\.\w+)+)")
+_MODULE_FILE = re.compile(r"`((?:[\w/]+/)?\w+\.py)`")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module or an attribute of one, or a Dask config key that dcfa's
+    code reads (``dcfa.memory_budget``)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                break
+            obj = getattr(obj, attr)
+        else:
+            return True
+        break
+    source = "".join(p.read_text() for p in (ROOT / "dcfa").rglob("*.py"))
+    return f'"{dotted}"' in source
+
+
+def _pages() -> list[Path]:
+    """The pages that describe the code as it is: the README and the site, not the
+    changelog (history names what has gone)."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    return [p for p in pages if "_build" not in p.parts and p.name != "changelog.md"]
+
+
+def test_the_pages_name_only_code_that_exists():
+    """A module renamed or a function moved leaves no page pointing at the old name: no
+    dotted name of dcfa, and no file in the module map of the contributing guide (other pages
+    also name the papers' authors' files)."""
+    files = {p.name for p in ROOT.rglob("*.py") if ".venv" not in p.parts}
+    stale = []
+    for page in _pages():
+        text = page.read_text()
+        where = page.relative_to(ROOT)
+        stale += [f"{where}: {d}" for d in sorted(set(_DOTTED.findall(text))) if not _resolves(d)]
+        if page.name == "contributing.md":
+            for name in sorted(set(_MODULE_FILE.findall(text))):
+                if Path(name).name not in files:
+                    stale.append(f"{where}: {name}")
+    assert not stale, "named in the pages, not in the code: " + "; ".join(stale)
+
+
+def test_the_name_check_finds_a_stale_name():
+    assert _resolves("dcfa.cfa.selection.ridge_skill") and _resolves("dcfa.memory_budget")
+    assert not _resolves("dcfa.batch.job._time_scales")
+    assert _MODULE_FILE.findall("`executions/full.py`, `rows.py` and `x.pyc`") == [
+        "executions/full.py",
+        "rows.py",
+    ]
+
+
 @pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     out = tmp_path / "html"
