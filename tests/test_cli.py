@@ -35,7 +35,11 @@ def test_demo_on_real_observations(tmp_path):
         assert model in out
     assert "Pacific" in out  # where the regions are
     # each region's correlation with its 95 % interval, as the job's summary gives it
-    assert re.search(r"\d+ cells?, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], ", out)
+    # and how much it recurs across the CV folds, from the store
+    shown = re.findall(
+        r"\d+ cells?, corr [+-]0\.\d\d \[[+-]0\.\d\d, [+-]0\.\d\d\], recurs (\d\.\d\d), ", out
+    )
+    assert shown and "recurs: how much of the region the CV folds' maps make again" in out
     assert not re.search(r"\b1 cells", out)
     assert not re.search(r"(?<!\d)0°[NSEW]|180°[EW]", out)  # the equator 0°, the date line 180°
     assert "El Niño and La Niña months" in out and "GBMAP's embedding" in out
@@ -71,6 +75,11 @@ def test_demo_on_real_observations(tmp_path):
         ref.stability_map_.transpose(*result.region.dims).values[kept],
         rtol=1e-6,
     )
+    np.testing.assert_allclose(result.group_stability.values, ref.group_stability_, rtol=1e-6)
+    by_size = np.argsort(-np.abs(result.group_target_corr.values))  # the order printed
+    assert [float(s) for s in shown] == [
+        float(f"{v:.2f}") for v in result.group_stability.values[by_size[: len(shown)]]
+    ]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

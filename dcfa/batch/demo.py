@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dcfa.batch.output import cells, corr_interval_text
+from dcfa.batch.output import RECURRENCE_LEGEND, cells, corr_interval_text, recurrence_text
 from dcfa.plot.maps import latitude_label, longitude_label
 
 __all__ = ["run_demo"]
@@ -219,14 +219,15 @@ def _describe(result: xr.Dataset, lead: int, echo, top: int = 6) -> None:
     echo(
         f"demo: {corr.size} regions ({result.attrs.get('method')}: the number by cross-"
         f"validation, pieces at correlation {result.attrs.get('level')}), by |correlation| "
-        f"with the SOI {lead} months later:"
+        f"with the SOI {lead} months later ({RECURRENCE_LEGEND}):"
     )
     for g in np.argsort(-np.abs(np.nan_to_num(corr)))[:top]:
         name, region = next((n, r) for n, r in maps.items() if (r.values == g).any())
         echo(
             f"        {g:3d}: {name:>3s} {int(sizes[g]):3d} {cells(int(sizes[g]))}, "
             f"corr {corr[g]:+.2f}"
-            f"{corr_interval_text(result, int(g))}, {_where(region, int(g))}"
+            f"{corr_interval_text(result, int(g))}{recurrence_text(result, int(g))}, "
+            f"{_where(region, int(g))}"
         )
     if corr.size > top:
         echo(f"        ... and {corr.size - top} more (all in the result)")

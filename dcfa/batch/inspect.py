@@ -165,19 +165,9 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         lines.append(f"  moments: {load_moments(path / 'moments')!r}")
     if "group_target_corr" not in ds:
         return lines
-    r = ds["group_target_corr"].values
-    sizes = ds["group_size"].values
-    from dcfa.batch.output import cells, corr_interval_text, group_label
+    from dcfa.batch.output import print_groups
 
-    lines.append("  groups most correlated with the target (95 % interval, autocorrelation)")
-    for g in np.argsort(-np.nan_to_num(np.abs(r)))[:5]:
-        where = ""
-        if "group_lat" in ds and "group_lon" in ds:
-            where = f" around lat {float(ds.group_lat[g]):.1f}, lon {float(ds.group_lon[g]):.1f}"
-        lines.append(
-            f"    group {g}{group_label(ds, g)}: {sizes[g]} {cells(int(sizes[g]))}{where}, "
-            f"corr {r[g]:+.2f}" + corr_interval_text(ds, g)
-        )
+    print_groups(ds, lines.append, top=5, indent="  ")
     return lines
 
 

@@ -35,6 +35,18 @@ def corr_interval_text(dataset: xr.Dataset, g: int) -> str:
     return f" [{low:+.2f}, {high:+.2f}]"
 
 
+def recurrence_text(dataset: xr.Dataset, g: int) -> str:
+    """``, recurs 0.84``: how much group ``g`` recurs across the CV folds' maps, when the
+    result has it (RegionsCV's; earlier results do not)."""
+    if "group_stability" not in dataset:
+        return ""
+    return f", recurs {float(dataset['group_stability'][g]):.2f}"
+
+
+#: what ``recurs`` means, said once above the groups that show it
+RECURRENCE_LEGEND = "recurs: how much of the region the CV folds' maps make again, 1 = all of it"
+
+
 def missing_chunk_lines(absent: dict) -> list[str]:
     """A warning per variable with chunks missing from the store (``missing_chunks`` of
     :func:`dcfa.io.open_archive`), which Zarr reads as the fill value."""
@@ -107,11 +119,13 @@ def on_grid(values: np.ndarray, keep: np.ndarray, has_data: xr.DataArray, *, fil
     return has_data.copy(data=grid.reshape(has_data.shape))
 
 
-def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
+def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      ") -> None:
+    """The ``top`` groups most correlated with the target, a line each (the job's summary and
+    ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence."""
     from dcfa.stacking import BLOCK_DIMS
 
     names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
-    names += ["group_target_corr_low", "group_target_corr_high", "group_name"]
+    names += ["group_target_corr_low", "group_target_corr_high", "group_name", "group_stability"]
     dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
     sizes = dataset["group_size"].values
@@ -120,8 +134,9 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
     blocks = [d for d in BLOCK_DIMS if "region" in dataset and d in dataset["region"].dims]
     region = dataset["region"].transpose(*blocks, ...).values if blocks else None
     echo(
-        "      groups most correlated with the target"
+        f"{indent}groups most correlated with the target"
         + (" (95 % interval, autocorrelation)" if "group_target_corr_low" in dataset else "")
+        + (f"; {RECURRENCE_LEGEND}" if "group_stability" in dataset else "")
         + ":"
     )
     for g in order:
@@ -139,6 +154,8 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8) -> None:
                 f"{float(dataset.group_lon[g]):6.1f}"
             )
         echo(
-            f"        group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} "
-            f"{cells(int(sizes[g]))}{where}, corr {r[g]:+.2f}" + corr_interval_text(dataset, g)
+            f"{indent}  group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} "
+            f"{cells(int(sizes[g]))}{where}, corr {r[g]:+.2f}"
+            + corr_interval_text(dataset, g)
+            + recurrence_text(dataset, g)
         )

@@ -94,6 +94,7 @@ from dcfa.cfa.selection import (
     REGRESSIONS,
     comembership,
     first_within_noise,
+    group_recurrence,
     regression,
     ridge_weights,
     scaled_gram,
@@ -217,6 +218,9 @@ class RegionsCV(BaseCFA):
         its training months: 1 where the region recurs cell for cell. NaN for excluded cells.
     stability_map_ : xarray.DataArray
         ``stability_`` on the grid (xarray input).
+    group_stability_ : ndarray of shape (``n_features_out_``,)
+        Each region's mean ``stability_`` over its cells: how much the region recurs in the
+        folds' maps, 1 when every fold made it cell for cell.
     fold_ari_ : ndarray of shape (n_splits,)
         Adjusted Rand index of each fold's map against the chosen map (over the kept cells).
     group_sizes_, excluded_, mean_, scale_, n_features_in_, feature_names_in_
@@ -521,6 +525,7 @@ class RegionsCV(BaseCFA):
         stability = np.full(inp.n_features, np.nan)
         stability[cols] = comembership(final, fold_maps)
         self.stability_ = stability
+        self.group_stability_ = group_recurrence(stability, self.labels_, self.n_features_out_)
         self.fold_ari_ = np.array([adjusted_rand_score(final, m) for m in fold_maps])
         if inp.layout is not None:
             self.stability_map_ = inp.layout.unstack(

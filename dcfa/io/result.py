@@ -33,7 +33,8 @@ def result_dataset(
     ``region`` is the map of groups on the grid (-1 where a cell was not used); by default the
     model's ``label_map_``. ``stability``: how much each cell's region recurs across the
     folds, on the same grid (NaN where a cell was not used); by default the model's
-    ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`). With ``target``, each
+    ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`), and its ``group_stability_``
+    per group. With ``target``, each
     group's correlation with it is computed from the features in the same pass that writes
     them. ``features``: ``model.transform(field)`` when the caller has it already (computed
     or persisted). ``units``: each input variable's units (the field's own ``units`` when
@@ -64,6 +65,14 @@ def result_dataset(
             "long_name": "recurrence of each cell's region across the CV folds",
             "description": "mean Jaccard index of the cell's region in the chosen map and in "
             "each fold's map (1: the same cells in every fold); NaN: cell not used",
+            "units": "1",
+        }
+    if getattr(model, "group_stability_", None) is not None:
+        ds["group_stability"] = ("group", model.group_stability_.astype("float32"))
+        ds["group_stability"].attrs = {
+            "long_name": "recurrence of each group across the CV folds",
+            "description": "mean of stability over the group's cells (1: the same cells in "
+            "every fold)",
             "units": "1",
         }
     if target is not None:

@@ -39,6 +39,7 @@ from dcfa.cfa.hierarchy import (
 )
 from dcfa.cfa.selection import (
     comembership,
+    group_recurrence,
     ols_skill,
     ridge_weights,
     scaled_gram,
@@ -502,6 +503,24 @@ def test_comembership_is_the_mean_jaccard_of_each_cell_region():
     # cells 3, 4: {3,4} vs {2,3,4,5} -> 2/4
     np.testing.assert_allclose(jac[:5], [2 / 3, 2 / 3, 1 / 6, 1 / 2, 1 / 2])
     np.testing.assert_allclose(comembership(final, [final, other])[:5], (1 + jac[:5]) / 2)
+    # each region's recurrence is its cells' mean: (2/3 + 2/3 + 1/6) / 3 and (1/2 + 1/2) / 2
+    np.testing.assert_allclose(group_recurrence(jac, final, 2), [1.5 / 3, 1 / 2])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(-1, 3), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
+def test_group_recurrence_is_each_group_mean_of_its_cells(labels, seed):
+    labels = np.array(labels)
+    labels[labels >= 0] = np.unique(labels[labels >= 0], return_inverse=True)[1]  # 0..n-1 used
+    n = int(labels.max()) + 1 if (labels >= 0).any() else 0
+    values = np.random.default_rng(seed).uniform(size=labels.size)
+    values[labels < 0] = np.nan  # comembership leaves unused cells NaN
+    got = group_recurrence(values, labels, n)
+    assert got.shape == (n,)
+    for g in range(n):
+        assert got[g] == pytest.approx(
+            np.mean([v for v, lab in zip(values, labels, strict=True) if lab == g])
+        )
 
 
 def test_ols_skill_is_scikit_learn_linear_regression():
@@ -610,6 +629,12 @@ def test_regions_cv_fitted_values(regions_field):
     assert np.all((model.stability_[kept] >= 0) & (model.stability_[kept] <= 1))
     assert model.stability_map_.dims == ("lat", "lon")
     assert model.label_map_.dims == ("lat", "lon")
+    # each region's recurrence: the mean stability of its cells
+    assert model.group_stability_.shape == (model.n_features_out_,)
+    for g in range(model.n_features_out_):
+        assert model.group_stability_[g] == pytest.approx(
+            model.stability_[model.labels_ == g].mean()
+        )
     # the features are the plain means of the regions' cells, in the field's units
     Xt = model.transform(ds.field)
     assert Xt.dims == ("time", "group") and Xt.attrs.get("units") == "K"
