@@ -563,6 +563,7 @@ def synthetic_records() -> dict[str, dict]:
         "regions": _record(regions_run, load=load),
         "panel": _record(panel, panel_seed=1),
         "enso": _record(enso),
+        "enso_goal": _record(enso),
         "lincfa": _record(lincfa),
         "cfa": _record(cfa),
         "job": _record(job),
@@ -594,6 +595,17 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     assert enso["PCA/EOF -> OLS (modes by CV)"][1] == "**+0.30** ± 0.10 (3-5)"
     assert enso["Nino-3.4 box mean -> OLS"][1] == "+0.40 ± 0.10 (1)"  # not a baseline
     assert "**RegionsCV() -> RidgeCV**" in enso
+    # the goal's bar, the baselines held to it too: PCA is the best baseline (mean 0.3) in both
+    # columns, RegionsCV 0.1 above it in both
+    goal = built["enso_goal"]
+    assert goal["PCA/EOF -> OLS (modes by CV)"][1:] == [
+        "2 of 2: lead 0, SST; lead 3, SST",
+        "+0.000 / +0.000",
+    ]
+    assert goal["**RegionsCV() -> RidgeCV**"][1:] == [
+        "2 of 2: lead 0, SST; lead 3, SST",
+        "+0.100 / +0.100",
+    ]
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
