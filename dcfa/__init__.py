@@ -10,14 +10,8 @@ less per worker process).
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("dcfa")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
-
-from dcfa._lazy import lazy_attributes  # noqa: E402
+from dcfa._lazy import lazy_attributes
+from dcfa._version import __version__
 
 _EXPORTS = {
     "Anomalies": "dcfa.anomalies",

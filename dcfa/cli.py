@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
-        from dcfa import __version__
+        from dcfa._version import __version__
 
         print(__version__)
         return EXIT_OK

@@ -14,7 +14,7 @@ import time as _time
 
 import xarray as xr
 
-from dcfa import io
+from dcfa import _version, io
 from dcfa._errors import InputError, InputNotFoundError
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult
@@ -134,7 +134,7 @@ def _apply(
     span = date_span(features[dim], calendar_of(features[dim]), "exact")
     n_samples = int(features.sizes[dim])
     attrs = {
-        "dcfa_version": _version(),
+        "dcfa_version": _version.__version__,
         # provenance that still names the stores when read from another directory
         "result": _absolute(fitted.path),
         "archive": _absolute(archive),
@@ -272,9 +272,3 @@ def _absolute(path) -> str:
     """A URL as it is, a local path made absolute (symbolic links kept, as the user named it)."""
     loc = location(path)
     return loc if isinstance(loc, str) else os.path.abspath(loc)
-
-
-def _version() -> str:
-    from dcfa import __version__
-
-    return __version__

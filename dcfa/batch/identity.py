@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dcfa import _version
+
 __all__ = [
     "InputChangedError",
     "check_unchanged",
@@ -146,15 +148,8 @@ def _settings(config) -> dict[str, object]:
 
     for section in ("input", "target", "method"):
         flat(section, getattr(config, section))
-    out["dcfa.version"] = _version()
+    out["dcfa.version"] = _version.__version__
     return out
-
-
-def _version() -> str:
-    """The code is an input too: passes of another dcfa version are not reused."""
-    from dcfa import __version__
-
-    return __version__
 
 
 def job_identity(config, target) -> dict:
@@ -169,7 +164,7 @@ def job_identity(config, target) -> dict:
                 "input": config.input,
                 "target": config.target,
                 "method": config.method,
-                "dcfa": _version(),
+                "dcfa": _version.__version__,
             }
         ),
         "input": _hash(parts),

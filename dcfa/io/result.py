@@ -387,7 +387,7 @@ def provenance(
     config_raw: dict, *, method: str, params: dict, input_store: str, target: str, n_common: int
 ) -> dict:
     """Attributes recording how a result was made."""
-    from dcfa import __version__
+    from dcfa._version import __version__
 
     return {
         "dcfa_version": __version__,

@@ -505,7 +505,7 @@ class Moments:
         The store is written under a temporary name next to ``path`` and renamed into place,
         so an interrupted save never leaves a store that looks complete.
         """
-        from dcfa import __version__
+        from dcfa._version import __version__
 
         return write_zarr_atomic(
             path,

@@ -23,7 +23,7 @@ class StoredFields:
 
     def save(self, path, *, overwrite: bool = False) -> Path:
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
-        from dcfa import __version__
+        from dcfa._version import __version__
 
         return write_zarr_atomic(
             path,

@@ -207,14 +207,14 @@ def test_passes_of_another_dcfa_version_are_not_reused(tmp_path, monkeypatch):
     """The code is an input: the identity of the same job under another dcfa version differs
     in its configuration, and the refusal names the version (an upgrade reused the passes of
     the old code)."""
-    import dcfa
+    from dcfa import _version
     from dcfa.batch.identity import job_identity, what_changed
     from dcfa.io.target import open_target
 
     config = load_config(write_job(tmp_path))
     target = open_target(config.target["path"], config.target["variable"])
     old = job_identity(config, target)
-    monkeypatch.setattr(dcfa, "__version__", "99.0")
+    monkeypatch.setattr(_version, "__version__", "99.0")
     new = job_identity(config, target)
     assert old["input"] == new["input"] and old["target"] == new["target"]
     assert old["configuration"] != new["configuration"]
