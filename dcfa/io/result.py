@@ -34,12 +34,12 @@ def result_dataset(
     model's ``label_map_``. ``stability``: how much each cell's region recurs across the
     folds, on the same grid (NaN where a cell was not used); by default the model's
     ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`), and its ``group_stability_``
-    per group. With ``target``, each
-    group's correlation with it is computed from the features in the same pass that writes
-    them. ``features``: ``model.transform(field)`` when the caller has it already (computed
-    or persisted). ``units``: each input variable's units (the field's own ``units`` when
-    None); every group gets those of its variable's aggregates (``group_units``), and the
-    features get them as their ``units`` when all groups share them.
+    per group. With ``target``, each group's correlation with it is computed from the
+    features in the same pass that writes them. ``features``: ``model.transform(field)``
+    when the caller has it already (computed or persisted). ``units``: each input
+    variable's units (the field's own ``units`` when None); every group gets those of its
+    variable's aggregates (``group_units``), and the features get them as their ``units``
+    when all groups share them.
     """
     features = model.transform(field) if features is None else features
     region = (model.label_map_ if region is None else region).astype("int32")
