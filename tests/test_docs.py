@@ -3,6 +3,7 @@ API page, and no docstring cites a file that is not in the repository."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import subprocess
@@ -145,8 +146,13 @@ def _resolves(dotted: str) -> bool:
         else:
             return True
         break
-    source = "".join(p.read_text() for p in (ROOT / "dcfa").rglob("*.py"))
-    return f'"{dotted}"' in source
+    return f'"{dotted}"' in _dcfa_source()
+
+
+@functools.cache
+def _dcfa_source() -> str:
+    """All of dcfa's code, read once: a config key is named there as a string."""
+    return "".join(p.read_text() for p in (ROOT / "dcfa").rglob("*.py"))
 
 
 def _pages() -> list[Path]:

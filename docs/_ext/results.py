@@ -113,6 +113,18 @@ ENSO_BASELINES = ("PCA", "PLS", "RidgeCV", "LassoCV", "RGDR")
 ENSO_RECOMMENDED = "RegionsCV() -> RidgeCV"
 
 
+def _best_baselines(columns: list[dict], mean) -> list[float]:
+    """The best ``mean`` of the baselines (:data:`ENSO_BASELINES`) in each column (None in a
+    column without one)."""
+    return [
+        max(
+            (mean(m) for name, m in c["models"].items() if name.startswith(ENSO_BASELINES)),
+            default=None,
+        )
+        for c in columns
+    ]
+
+
 def enso_table(record: dict) -> tuple[list[str], list[list[str]]]:
     """bench_enso.py: test R² mean ± sd over the blocks (the features in brackets, their range
     over the folds) of every model in every column; bold the best baseline of each column."""
@@ -128,16 +140,11 @@ def enso_table(record: dict) -> tuple[list[str], list[list[str]]]:
         r2 = f"{mean(m):+.2f}"
         return f"{f'**{r2}**' if mean(m) == best else r2} ± {np.std(m['r2']):.2f} ({feats})"
 
-    def baseline(name: str) -> bool:
-        return name.startswith(ENSO_BASELINES)
-
-    best = [
-        max((mean(m) for n, m in c["models"].items() if baseline(n)), default=None) for c in columns
-    ]
+    best = _best_baselines(columns, mean)
     rows = [
         [f"**{name}**" if name == ENSO_RECOMMENDED else name]
         + [
-            cell(c["models"][name], b if baseline(name) else None)
+            cell(c["models"][name], b if name.startswith(ENSO_BASELINES) else None)
             for c, b in zip(columns, best, strict=True)
         ]
         for name in names
@@ -160,12 +167,7 @@ def enso_goal_table(record: dict) -> tuple[list[str], list[list[str]]]:
     def mean(m: dict) -> float:
         return float(np.mean(m["r2"]))
 
-    best = np.array(
-        [
-            max(mean(m) for n, m in c["models"].items() if n.startswith(ENSO_BASELINES))
-            for c in columns
-        ]
-    )
+    best = np.array(_best_baselines(columns, mean))
     rows = []
     for name in names:
         gap = np.array([mean(c["models"][name]) for c in columns]) - best
