@@ -7,6 +7,9 @@ not. :func:`is_global_longitude` tells a regularly spaced longitude axis that cl
 (its last cell is a neighbour of its first) from a regional one. Everything here takes plain
 arrays (degrees) and returns plain values: no xarray, no Dask.
 
+:func:`group_mean` is the arithmetic counterpart of :func:`group_circular_mean`, for latitudes
+and other per-cell values.
+
 :func:`group_patches` counts the connected patches of every group of a ``(lat, lon)`` label map
 (a fitted estimator's ``label_map_``), with the neighbours of the ``neighbors=1`` grid
 restriction and across the longitude seam of a global grid: how readable a map of groups is.
@@ -23,6 +26,7 @@ from dcfa._errors import InputError
 __all__ = [
     "circular_mean",
     "group_circular_mean",
+    "group_mean",
     "group_patches",
     "hemisphere",
     "is_global_longitude",
@@ -123,6 +127,23 @@ def unwrapped_mean(lon, *, lower: float | None = None) -> float:
         return float("nan")
     offset = wrap_longitude(values - centre, -180.0)
     return float(wrap_longitude(centre + np.mean(offset), lower))
+
+
+def group_mean(labels, values, n_groups: int) -> np.ndarray:
+    """The arithmetic mean of the values of every group at once: latitudes, or any per-cell
+    value (the counterpart of :func:`group_circular_mean` for what is not an angle).
+
+    ``labels`` gives the group of each value, ``0 .. n_groups - 1``; other labels are
+    ignored. NaN for a group without values.
+    """
+    labels = np.asarray(labels).ravel()
+    values = np.asarray(values, dtype=np.float64).ravel()
+    use = (labels >= 0) & (labels < n_groups)
+    g = labels[use].astype(np.int64)
+    sizes = np.bincount(g, minlength=n_groups)
+    total = np.bincount(g, weights=values[use], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sizes > 0, total / sizes, np.nan)
 
 
 def group_circular_mean(labels, lon, n_groups: int, weights=None, *, lower: float = 0.0):

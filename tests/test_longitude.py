@@ -21,6 +21,7 @@ from dcfa import io
 from dcfa.geo import (
     circular_mean,
     group_circular_mean,
+    group_mean,
     is_global_longitude,
     is_longitude,
     longitude_convention,
@@ -574,3 +575,19 @@ def test_batch_job_gives_the_same_regions_and_centres_in_every_convention(tmp_pa
     for name in CONVENTIONS:
         np.testing.assert_array_equal(maps[name], maps["0..360"], err_msg=name)
     assert centres["-180..180"] == pytest.approx(172.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(-1, 3), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
+def test_group_mean_is_each_group_mean_of_its_values(labels, seed):
+    labels = np.array(labels)
+    labels[labels >= 0] = np.unique(labels[labels >= 0], return_inverse=True)[1]  # 0..n-1 used
+    n = int(labels.max()) + 1 if (labels >= 0).any() else 0
+    values = np.random.default_rng(seed).uniform(size=labels.size)
+    values[labels < 0] = np.nan  # unused cells, as a stability map leaves them
+    got = group_mean(labels, values, n)
+    assert got.shape == (n,)
+    for g in range(n):
+        assert got[g] == pytest.approx(
+            np.mean([v for v, lab in zip(values, labels, strict=True) if lab == g])
+        )

@@ -94,12 +94,12 @@ from dcfa.cfa.selection import (
     REGRESSIONS,
     comembership,
     first_within_noise,
-    group_recurrence,
     regression,
     ridge_weights,
     scaled_gram,
     within_noise,
 )
+from dcfa.geo import group_mean
 from dcfa.stats.kernels import row_blocks
 
 __all__ = [
@@ -525,7 +525,8 @@ class RegionsCV(BaseCFA):
         stability = np.full(inp.n_features, np.nan)
         stability[cols] = comembership(final, fold_maps)
         self.stability_ = stability
-        self.group_stability_ = group_recurrence(stability, self.labels_, self.n_features_out_)
+        # each region's cells' mean: how much the region recurs
+        self.group_stability_ = group_mean(self.labels_, stability, self.n_features_out_)
         self.fold_ari_ = np.array([adjusted_rand_score(final, m) for m in fold_maps])
         if inp.layout is not None:
             self.stability_map_ = inp.layout.unstack(

@@ -12,7 +12,6 @@
   falls out of the noise of the other's best and behind it by more than :data:`LEAST_GAIN`;
   the other family's best map when it does.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
-* :func:`group_recurrence`: the same per region, the mean over its cells.
 * :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
   which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
 """
@@ -34,7 +33,6 @@ __all__ = [
     "Regression",
     "RIDGE_ALPHAS",
     "comembership",
-    "group_recurrence",
     "first_within_noise",
     "ols_skill",
     "regression",
@@ -281,16 +279,6 @@ def comembership(labels: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
         out += jac
     out /= len(others)
     return np.where(keep, out, np.nan)
-
-
-def group_recurrence(stability: np.ndarray, labels: np.ndarray, n_groups: int) -> np.ndarray:
-    """Each group's mean over its items of their ``stability`` (:func:`comembership`): how
-    much the group recurs in the other maps, 1 when it recurs item for item in every one.
-    Items labelled -1 are left out."""
-    keep = np.asarray(labels) >= 0
-    labels, stability = np.asarray(labels)[keep], np.asarray(stability)[keep]
-    size = np.bincount(labels, minlength=n_groups)
-    return np.bincount(labels, weights=stability, minlength=n_groups) / size
 
 
 # bytes of the items' sums that ridge_weights scales at a time

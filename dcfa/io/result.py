@@ -251,7 +251,7 @@ def group_centres(region: xr.DataArray, n_groups: int) -> dict:
     longitudes (-180..180 if any is negative, else 0..360), so a region across the dateline
     or Greenwich is centred where it is; NaN when undefined (cells evenly all round the globe).
     """
-    from dcfa.geo import group_circular_mean, is_longitude, longitude_convention
+    from dcfa.geo import group_circular_mean, group_mean, is_longitude, longitude_convention
 
     labels = region.values
     out = {}
@@ -262,12 +262,7 @@ def group_centres(region: xr.DataArray, n_groups: int) -> dict:
                 lower = longitude_convention(region[coord].values)
                 out[f"group_{coord}"] = group_circular_mean(labels, values, n_groups, lower=lower)
                 continue
-            use = (labels >= 0) & (labels < n_groups)
-            g = labels[use].astype(np.int64)
-            sizes = np.bincount(g, minlength=n_groups)
-            total = np.bincount(g, weights=values[use].astype(np.float64), minlength=n_groups)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[f"group_{coord}"] = np.where(sizes > 0, total / sizes, np.nan)
+            out[f"group_{coord}"] = group_mean(labels, values, n_groups)
     return out
 
 

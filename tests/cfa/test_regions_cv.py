@@ -39,14 +39,13 @@ from dcfa.cfa.hierarchy import (
 )
 from dcfa.cfa.selection import (
     comembership,
-    group_recurrence,
     ols_skill,
     ridge_weights,
     scaled_gram,
     within_noise,
 )
 from dcfa.datasets import make_regions_field
-from dcfa.geo import group_patches
+from dcfa.geo import group_mean, group_patches
 from dcfa.neighbors import grid_adjacency
 from dcfa.skill import blocked_cv
 
@@ -504,23 +503,7 @@ def test_comembership_is_the_mean_jaccard_of_each_cell_region():
     np.testing.assert_allclose(jac[:5], [2 / 3, 2 / 3, 1 / 6, 1 / 2, 1 / 2])
     np.testing.assert_allclose(comembership(final, [final, other])[:5], (1 + jac[:5]) / 2)
     # each region's recurrence is its cells' mean: (2/3 + 2/3 + 1/6) / 3 and (1/2 + 1/2) / 2
-    np.testing.assert_allclose(group_recurrence(jac, final, 2), [1.5 / 3, 1 / 2])
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(-1, 3), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
-def test_group_recurrence_is_each_group_mean_of_its_cells(labels, seed):
-    labels = np.array(labels)
-    labels[labels >= 0] = np.unique(labels[labels >= 0], return_inverse=True)[1]  # 0..n-1 used
-    n = int(labels.max()) + 1 if (labels >= 0).any() else 0
-    values = np.random.default_rng(seed).uniform(size=labels.size)
-    values[labels < 0] = np.nan  # comembership leaves unused cells NaN
-    got = group_recurrence(values, labels, n)
-    assert got.shape == (n,)
-    for g in range(n):
-        assert got[g] == pytest.approx(
-            np.mean([v for v, lab in zip(values, labels, strict=True) if lab == g])
-        )
+    np.testing.assert_allclose(group_mean(final, jac, 2), [1.5 / 3, 1 / 2])
 
 
 def test_ols_skill_is_scikit_learn_linear_regression():
