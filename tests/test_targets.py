@@ -86,7 +86,7 @@ def test_regionscv_makes_its_pieces_once_for_every_target(monkeypatch):
     import dcfa.cfa.regions as regions
 
     calls = []
-    real = regions.correlation_merges
+    real = regions.first_stage
 
     def counted(*args, **kwargs):
         calls.append(1)
@@ -96,7 +96,7 @@ def test_regionscv_makes_its_pieces_once_for_every_target(monkeypatch):
     y = ds.target.values
     rng = np.random.default_rng(1)
     targets = {"y": y, "-y": -y, "noise": rng.standard_normal(y.size)}
-    monkeypatch.setattr(regions, "correlation_merges", counted)
+    monkeypatch.setattr(regions, "first_stage", counted)
     models = dcfa.fit_each(dcfa.RegionsCV(gap=2), ds.field, targets)
     assert len(calls) == 1
     monkeypatch.undo()

@@ -52,13 +52,10 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 import xarray as xr
 
 from dcfa._compute import one_blas_thread
@@ -74,33 +71,16 @@ from dcfa._validation import (
 from dcfa.cfa.base import BaseCFA, checked_moments
 from dcfa.cfa.driver import COMPLETE_GRAPH_LIMIT
 from dcfa.cfa.executions import EXECUTIONS
-from dcfa.cfa.hierarchy import (
-    PAIR_BYTES,
-    Merges,
-    chain,
-    correlation_merges,
-    cut,
-    group_adjacency,
-    membership,
-    neighbourhood_means,
-    projection_merges,
-    relevance_order,
-    segment_pair_cross,
-    sums_in_place,
-    upper_pairs,
-    ward_merges,
-)
+from dcfa.cfa.hierarchy import PAIR_BYTES, cut
+from dcfa.cfa.pieces import FirstStage, Pieces, Segments, first_stage, kept_adjacency
 from dcfa.cfa.selection import (
     REGRESSIONS,
     comembership,
     first_within_noise,
     regression,
-    ridge_weights,
-    scaled_gram,
     within_noise,
 )
 from dcfa.geo import group_mean
-from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "RegionsCV",
@@ -364,7 +344,7 @@ class RegionsCV(BaseCFA):
             first = out[name]._fit(X, y, shared=first)
         return out
 
-    def _fit(self, X, y, *, moments=None, shared: _FirstStage | None = None) -> _FirstStage:
+    def _fit(self, X, y, *, moments=None, shared: FirstStage | None = None) -> FirstStage:
         """:meth:`fit`, from the first stage ``shared`` when given; returns the first stage.
 
         One BLAS thread on the driver for the selection's thousands of small solves: on a
@@ -374,38 +354,13 @@ class RegionsCV(BaseCFA):
         with one_blas_thread():
             return self._fit_pinned(X, y, moments=moments, shared=shared)
 
-    def _fit_pinned(self, X, y, *, moments, shared: _FirstStage | None) -> _FirstStage:
+    def _fit_pinned(self, X, y, *, moments, shared: FirstStage | None) -> FirstStage:
         from dcfa.cfa.series import SeriesData, column_statistics
         from dcfa.neighbors import resolve_grid
-        from dcfa.skill import blocked_folds
 
-        validate_params(self)
-        levels = np.asarray(self.levels, dtype=np.float64).ravel()
-        if levels.size == 0 or not np.all((levels > -1) & (levels <= 1)):
-            raise InputError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
-        levels = np.unique(levels)[::-1]
-        orders = list(dict.fromkeys(self.orders))
-        if not orders or set(orders) - set(ORDERS):
-            raise InputError(
-                f"orders: expected a non-empty sequence of {list(ORDERS)}, got {list(self.orders)}"
-            )
-        inp = check_X(X, sample_dim=self.sample_dim)
-        if inp.layout is not None:
-            dim = inp.layout.sample_dim
-            check_time_order(
-                inp.layout.sample_coords.get(dim), dim, why="RegionsCV's blocked folds"
-            )
-        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
-        Y = self._check_target(y, inp)
+        levels, orders = self._checked_levels_and_orders()
+        inp, Y, folds = self._checked_input(X, y)
         n, D = inp.n_samples, inp.n_features
-        if self.neighbors is None and D > COMPLETE_GRAPH_LIMIT:
-            raise InputError(
-                f"neighbors: None makes all {D:,} features neighbours of each other "
-                f"(at most {COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
-                "or an adjacency matrix"
-            )
-        folds = blocked_folds(n, self.n_splits, self.gap)
-        _check_budget(n, D)
 
         opts = self.fit_options()
         if moments is not None:
@@ -417,107 +372,92 @@ class RegionsCV(BaseCFA):
             data = SeriesData.gather(inp.data, Y[:, 0], columns=moments)
             if data.cols.size == 0:
                 raise NothingToFitError(data.columns.excluded)
-            adjacency = _kept_adjacency(grid, data.cols)
-            # the first stage, once: the pieces at every level (X only)
-            snapshots: dict = {}
-            correlation_merges(
-                data.series,
-                adjacency,
-                floor=float(levels.min()),
-                levels=levels,
-                snapshots=snapshots,
-            )
-            # every level's pieces are unions of the finest's: their sums replace the
-            # cells' series, in the same memory
-            finest = snapshots[levels[0]][1]
-            shared = _FirstStage(
-                data.cols, adjacency, finest, sums_in_place(data.series, finest), snapshots
-            )
+            adjacency = kept_adjacency(grid, data.cols)
+            shared = first_stage(data.series, data.cols, adjacency, levels)
             columns = data.columns  # exclusions, means and spreads of all samples
         else:  # the same X: only this target's column statistics are new
             columns = column_statistics(inp.data, Y[:, 0])
             if not np.array_equal(np.flatnonzero(columns.valid), shared.cols):
                 raise AssertionError("fit_targets: the kept features differ between targets")
-        cols, adjacency = shared.cols, shared.adjacency
-        segments = _Segments(n, [train for train, _ in folds])
+        segments = Segments(n, [train for train, _ in folds])
         skill = REGRESSIONS[self.regression].skill
-        stages = {
-            lv: _Pieces(shared.snapshots[lv][1], shared, segments, yv, skill) for lv in levels
-        }
+        stages = {lv: Pieces(shared.snapshots[lv][1], shared, segments, yv, skill) for lv in levels}
         t1 = time.perf_counter()
 
-        sizes = _sizes(self.max_groups, _patches(adjacency))
+        sizes = _sizes(self.max_groups, _patches(shared.adjacency))
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
-        scored: dict[int, np.ndarray] = {}  # levels with as many pieces have the same ones
-        for i, lv in enumerate(levels):
-            if "relevance" not in orders:
-                break
-            pieces = stages[lv]
-            if pieces.n in scored:
-                r2[i] = scored[pieces.n]
-                continue
-            r2[i] = pieces.skill_of((pieces.regions(train) for train, _ in folds), sizes, folds)
-            scored[pieces.n] = r2[i]
-            pieces.drop_sums()
+        if "relevance" in orders:
+            r2 = _relevance_skill(stages, sizes, folds)
         finest = stages[levels[0]]
-        r2_w = np.full((sizes.size, len(folds)), np.nan)
-        coefs, alike = [], []
+        r2_w, coefs = np.full((sizes.size, len(folds)), np.nan), []
         if "weights" in orders:
-            coefs = [finest.weights(train) for train, _ in folds]
-            alike = [finest.alike(train, c) for c, (train, _) in zip(coefs, folds, strict=True)]
-            r2_w = finest.skill_of(alike, sizes, folds)
+            r2_w, coefs = _weights_skill(finest, sizes, folds)
         finest.drop_sums()
-        # the relevance order's regions unless the weights order's are clearly better
-        family, pick = first_within_noise(
-            r2.reshape(-1, len(folds)), np.tile(sizes, levels.size), r2_w, sizes, self.parsimony
-        )
-        i, j = divmod(pick, sizes.size) if family == 0 else (levels.size, pick)
-        order = ("relevance", "weights")[family]
-        r2_s = np.full_like(r2_w, np.nan)
-        if order == "weights":
-            # chosen on the weights themselves: smoothed ones would favour this order by the
-            # prior they assume; once chosen, its map is cut from the smoothed weights
-            level, pieces = float(levels[0]), finest
-            smoothed = [
-                finest.alike(train, c, smoothed=True)
-                for c, (train, _) in zip(coefs, folds, strict=True)
-            ]
-            r2_s = finest.skill_of(smoothed, sizes, folds)
-            finest.drop_sums()
-            j = within_noise(r2_s, sizes, 0.0)
-            k = int(sizes[j])
-            every = slice(None)
-            paths = [finest.alike(every, finest.weights(every), smoothed=True), *smoothed]
-            mean_r2 = float(np.mean(r2_s[j]))
-        else:
-            level, k = float(levels[i]), int(sizes[j])
-            pieces = stages[level]
-            paths = [pieces.regions(rows) for rows in [slice(None)] + [tr for tr, _ in folds]]
-            mean_r2 = float(np.mean(r2[i, j]))
-        final, *fold_maps = (pieces.cells(cut(path, pieces.n - k)) for path in paths)
+        chosen = _choose(r2, r2_w, stages, sizes, folds, coefs, self.parsimony)
+        pieces = chosen.pieces
+        final, *fold_maps = (pieces.cells(cut(path, pieces.n - chosen.k)) for path in chosen.paths)
         t2 = time.perf_counter()
 
         labels = np.full(D, -1, dtype=np.int64)
-        labels[cols] = final
-        self.level_ = level
-        self.order_ = order
+        labels[shared.cols] = final
+        self.level_ = chosen.level
+        self.order_ = chosen.order
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
-        self.cv_path_ = _path_dataset(r2, r2_w, r2_s, levels, sizes, stages, folds, self.regression)
+        self.cv_path_ = _path_dataset(
+            r2, r2_w, chosen.r2_smoothed, levels, sizes, stages, folds, self.regression
+        )
         self._set_fitted(inp, columns, labels, opts, None)
-        self._set_stability(inp, cols, final, fold_maps)
+        self._set_stability(inp, shared.cols, final, fold_maps)
         logger.info(
             "RegionsCV: %d cells -> %d regions (%s order, level %.2f: %d pieces; mean CV R^2 "
             "%.3f); pieces %.1f s, selection %.1f s",
-            cols.size,
-            k,
-            order,
-            level,
+            shared.cols.size,
+            chosen.k,
+            chosen.order,
+            chosen.level,
             pieces.n,
-            mean_r2,
+            chosen.mean_r2,
             t1 - t0,
             t2 - t1,
         )
         return shared
+
+    def _checked_input(self, X, y) -> tuple:
+        """``X`` and ``y`` checked, with the selection's folds: the input, the target as a
+        column and the purged blocked folds. Raises before the series are read."""
+        from dcfa.skill import blocked_folds
+
+        inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.layout is not None:
+            dim = inp.layout.sample_dim
+            check_time_order(
+                inp.layout.sample_coords.get(dim), dim, why="RegionsCV's blocked folds"
+            )
+        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        Y = self._check_target(y, inp)
+        D = inp.n_features
+        if self.neighbors is None and D > COMPLETE_GRAPH_LIMIT:
+            raise InputError(
+                f"neighbors: None makes all {D:,} features neighbours of each other "
+                f"(at most {COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
+                "or an adjacency matrix"
+            )
+        folds = blocked_folds(inp.n_samples, self.n_splits, self.gap)
+        _check_budget(inp.n_samples, D)
+        return inp, Y, folds
+
+    def _checked_levels_and_orders(self) -> tuple[np.ndarray, list[str]]:
+        """The parameters checked: ``levels`` distinct and highest first, ``orders`` distinct."""
+        validate_params(self)
+        levels = np.asarray(self.levels, dtype=np.float64).ravel()
+        if levels.size == 0 or not np.all((levels > -1) & (levels <= 1)):
+            raise InputError(f"levels: expected correlations in (-1, 1], got {levels.tolist()}")
+        orders = list(dict.fromkeys(self.orders))
+        if not orders or set(orders) - set(ORDERS):
+            raise InputError(
+                f"orders: expected a non-empty sequence of {list(ORDERS)}, got {list(self.orders)}"
+            )
+        return np.unique(levels)[::-1], orders
 
     def _set_stability(self, inp, cols, final, fold_maps) -> None:
         from sklearn.metrics import adjusted_rand_score
@@ -586,184 +526,90 @@ def _check_budget(n_samples: int, n_features: int) -> None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 
 
-@dataclass(frozen=True, eq=False)
-class _FirstStage:
-    """What the first stage makes of ``X`` alone: the kept features, their neighbour graph,
-    the finest level's piece of each kept cell and those pieces' sums of the cells' series
-    (centred; every level's pieces are unions of them), and the pieces at every level
-    (``correlation_merges``' snapshots)."""
-
-    cols: np.ndarray
-    adjacency: sp.csr_array
-    finest: np.ndarray
-    sums: np.ndarray
-    snapshots: dict
-
-
-class _Segments:
-    """Consecutive runs of samples of which every fold's training rows are a union: the
-    sums over each run give any fold's statistics without reading its rows again."""
-
-    def __init__(self, n: int, row_sets: list[np.ndarray]):
-        inside = np.zeros((len(row_sets), n), dtype=bool)
-        for k, rows in enumerate(row_sets):
-            inside[k, rows] = True
-        change = np.flatnonzero((inside[:, 1:] != inside[:, :-1]).any(axis=0)) + 1
-        self.n = n
-        self.starts = np.concatenate([[0], change]).astype(np.int64)
-        self.lengths = np.diff(np.append(self.starts, n))
-
-    def of(self, rows) -> np.ndarray:
-        """Which segments make up the samples ``rows`` (a slice or indices): a boolean mask."""
-        inside = np.zeros(self.n, dtype=bool)
-        inside[rows] = True
-        take = inside[self.starts]
-        if not np.array_equal(np.repeat(take, self.lengths), inside):
-            raise AssertionError("rows are not a union of segments")
-        return take
+def _relevance_skill(stages: dict, sizes: np.ndarray, folds) -> np.ndarray:
+    """The relevance order's skill at every level (``stages``, highest first) and size in
+    every fold, shape ``(levels, sizes, folds)``: each fold merges the level's pieces on its
+    training rows. Levels with as many pieces have the same ones, and are scored once."""
+    r2 = np.full((len(stages), sizes.size, len(folds)), np.nan)
+    scored: dict[int, np.ndarray] = {}
+    for i, pieces in enumerate(stages.values()):
+        if pieces.n in scored:
+            r2[i] = scored[pieces.n]
+            continue
+        r2[i] = pieces.skill_of((pieces.regions(train) for train, _ in folds), sizes, folds)
+        scored[pieces.n] = r2[i]
+        pieces.drop_sums()
+    return r2
 
 
-class _Pieces:
-    """The pieces of one level: their sums over all samples, sizes and adjacency, and the
-    sums over each segment that the second stage reads in every fold."""
+def _weights_skill(finest: Pieces, sizes: np.ndarray, folds) -> tuple[np.ndarray, list]:
+    """The weights order's skill at every size in every fold, shape ``(sizes, folds)``, with
+    each fold's ridge weights of the finest pieces that its maps were cut from."""
+    coefs = [finest.weights(train) for train, _ in folds]
+    paths = (
+        finest.alike(train, c, ward_groups=WARD_GROUPS)
+        for c, (train, _) in zip(coefs, folds, strict=True)
+    )
+    return finest.skill_of(paths, sizes, folds), coefs
 
-    def __init__(
-        self,
-        cell_labels: np.ndarray,
-        first: _FirstStage,
-        segments: _Segments,
-        y: np.ndarray,
-        skill: Callable[..., float],
-    ):
-        self.cell_labels = cell_labels  # piece of each kept cell
-        self.first = first
-        self.size = np.bincount(cell_labels).astype(np.float64)
-        self.n = self.size.size
-        self.adjacency = group_adjacency(first.adjacency, cell_labels, self.n)
-        self.segments = segments
-        self.y = y
-        self.skill = skill  # a map's test R^2 in one fold (REGRESSIONS)
 
-    @cached_property
-    def sums(self) -> np.ndarray:
-        """Each piece's sum of its cells' series, ``(n_pieces, n_samples)``, centred over all
-        samples: the sum of its finest pieces' sums (both numbered by their first cell, so
-        the finest level's are the first stage's own)."""
-        if self.n == self.first.sums.shape[0]:
-            return self.first.sums
-        piece = np.empty(self.first.sums.shape[0], dtype=np.int64)
-        piece[self.first.finest] = self.cell_labels  # each finest piece's piece here
-        return membership(piece, self.n) @ self.first.sums
+@dataclass(frozen=True)
+class _Choice:
+    """The map kept: its order, its pieces' level and pieces, its number of regions ``k``,
+    and the merge paths it is cut from (all samples first, then each fold's training rows);
+    its mean CV skill, and the skill of the smoothed weights' maps (NaN unless scored)."""
 
-    def drop_sums(self) -> None:
-        """Forget :attr:`sums` (made again when next read): the driver holds the finest
-        level's and one other level's at a time."""
-        self.__dict__.pop("sums", None)
+    order: str
+    level: float
+    pieces: Pieces
+    k: int
+    paths: list
+    mean_r2: float
+    r2_smoothed: np.ndarray
 
-    @cached_property
-    def _segment_sums(self) -> dict:
-        """Per segment: each piece's sum, sum of squares and products with ``y``, the
-        target's sum and sum of squares, the adjacent pairs' products (one pass)."""
-        starts = self.segments.starts
-        rows, cols = upper_pairs(self.adjacency)
-        s, sq, sy = (np.empty((self.n, starts.size)) for _ in range(3))
-        for b in row_blocks(self.n, self.sums.shape[1], PAIR_BYTES):  # no copy of the sums
-            s[b] = np.add.reduceat(self.sums[b], starts, axis=1)
-            sq[b] = np.add.reduceat(self.sums[b] ** 2, starts, axis=1)
-            sy[b] = np.add.reduceat(self.sums[b] * self.y, starts, axis=1)
-        return {
-            "s": s,
-            "ss": sq,
-            "sy": sy,
-            "y": np.add.reduceat(self.y, starts),
-            "yy": np.add.reduceat(self.y * self.y, starts),
-            "rows": rows,
-            "cols": cols,
-            "cross": segment_pair_cross(self.sums, rows, cols, starts),
-        }
 
-    def regions(self, rows):
-        """The second stage on the samples ``rows`` (a fold's training rows, or every
-        sample): its merges of these pieces, from the series centred on those rows."""
-        t = self._segment_sums
-        take = self.segments.of(rows)
-        n = float(self.segments.lengths[take].sum())
-        mean = t["s"][:, take].sum(axis=1) / n
-        ymean = t["y"][take].sum() / n
-        return relevance_order(
-            t["rows"],
-            t["cols"],
-            t["ss"][:, take].sum(axis=1) - n * mean * mean,
-            t["sy"][:, take].sum(axis=1) - n * mean * ymean,
-            float(t["yy"][take].sum() - n * ymean * ymean),
-            t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
+def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _Choice:
+    """The relevance order's smallest map within ``parsimony`` standard errors of its best,
+    unless the weights order's maps are clearly better: then the most skilful map of the
+    weights order, cut from smoothed weights (chosen on the weights themselves, since
+    smoothed ones would favour this order by the prior they assume)."""
+    levels = list(stages)
+    family, pick = first_within_noise(
+        r2.reshape(-1, len(folds)), np.tile(sizes, len(levels)), r2_w, sizes, parsimony
+    )
+    r2_s = np.full_like(r2_w, np.nan)
+    if family == 0:
+        i, j = divmod(pick, sizes.size)
+        pieces = stages[levels[i]]
+        paths = [pieces.regions(rows) for rows in [slice(None)] + [tr for tr, _ in folds]]
+        return _Choice(
+            "relevance",
+            float(levels[i]),
+            pieces,
+            int(sizes[j]),
+            paths,
+            float(np.mean(r2[i, j])),
+            r2_s,
         )
-
-    def weights(self, rows) -> np.ndarray:
-        """Each piece's weight per cell in a ridge regression of the target on all cells,
-        fitted on the samples ``rows``."""
-        return ridge_weights(self.sums, self.size, self.y, rows, self._gram)
-
-    def alike(self, rows, c: np.ndarray, smoothed: bool = False):
-        """The second stage's other order on the samples ``rows``, from the pieces'
-        :meth:`weights` ``c`` on those samples: adjacent pieces of alike weight merge first
-        (Ward's criterion, each piece weighing its cells) down to :data:`WARD_GROUPS` groups;
-        then the pair whose merged mean loses least of ridge's prediction
-        (:func:`dcfa.cfa.hierarchy.projection_merges`). ``smoothed``: Ward's criterion reads
-        the weights averaged over each piece's neighbourhood (:func:`neighbourhood_means`,
-        :data:`SMOOTHING` times)."""
-        v = neighbourhood_means(c, self.size, self.adjacency, SMOOTHING) if smoothed else c
-        ward = ward_merges(v, self.size, self.adjacency)
-        k = int(np.clip(self.n - WARD_GROUPS, 0, len(ward)))
-        labels = cut(ward, k)
-        M = membership(labels, self.n - k)
-        size = M @ self.size
-        sums = (M @ self.sums)[:, rows]
-        A = group_adjacency(self.adjacency, labels, self.n - k)
-        return chain(ward, k, projection_merges(sums, size, (M @ (self.size * c)) / size, A))
-
-    @cached_property
-    def _gram(self) -> np.ndarray:
-        """The scaled pieces' Gram matrix over all samples, which every fold's ridge reads."""
-        return scaled_gram(self.sums, self.size)
-
-    def skill_along(self, path, sizes: np.ndarray, train, test) -> np.ndarray:
-        """The test R^2 of the regression on the region means of each map of ``sizes``
-        regions that ``path`` makes (fitted on ``train``); NaN for sizes the path does not
-        reach."""
-        out = np.full(sizes.size, np.nan)
-        js = [j for j, k in enumerate(sizes) if path.min_groups <= k <= self.n]
-        if not js:  # fewer pieces than the smallest size, or more patches than the largest
-            return out
-        for j, G in zip(js, self.means_along(path, sizes[js]), strict=True):
-            out[j] = self.skill(G, self.y, train, test)
-        return out
-
-    def skill_of(self, paths, sizes: np.ndarray, folds) -> np.ndarray:
-        """:meth:`skill_along` of each fold's path (one per fold, in order): shape
-        ``(sizes, folds)``."""
-        pairs = zip(paths, folds, strict=True)
-        return np.stack([self.skill_along(p, sizes, tr, te) for p, (tr, te) in pairs], axis=1)
-
-    def means_along(self, path, sizes) -> list[np.ndarray]:
-        """Each region's mean series (regions x samples, up to a constant per region) in the
-        maps of ``sizes`` regions that ``path`` makes: the largest map from the pieces, the
-        others from its regions (every map of a path is a union of its larger maps')."""
-        k0 = self.n - max(sizes)
-        largest = cut(path, k0)
-        M = membership(largest)
-        sums, size = M @ self.sums, M @ self.size
-        # the path's later merges, of the largest map's regions: every smaller map is cut
-        # from these few regions, not from the pieces again
-        rest = Merges(sums.shape[0], largest[path.a[k0:]], largest[path.b[k0:]], path.value[k0:])
-        out = []
-        for k in sizes:
-            M = membership(cut(rest, self.n - k - k0), k)
-            out.append((M @ sums) / (M @ size)[:, None])
-        return out
-
-    def cells(self, piece_labels: np.ndarray) -> np.ndarray:
-        return piece_labels[self.cell_labels]
+    finest = stages[levels[0]]
+    smoothed = [
+        finest.alike(train, c, ward_groups=WARD_GROUPS, smoothing=SMOOTHING)
+        for c, (train, _) in zip(coefs, folds, strict=True)
+    ]
+    r2_s = finest.skill_of(smoothed, sizes, folds)
+    finest.drop_sums()
+    j = within_noise(r2_s, sizes, 0.0)
+    every = slice(None)
+    whole = finest.alike(every, finest.weights(every), ward_groups=WARD_GROUPS, smoothing=SMOOTHING)
+    return _Choice(
+        "weights",
+        float(levels[0]),
+        finest,
+        int(sizes[j]),
+        [whole, *smoothed],
+        float(np.mean(r2_s[j])),
+        r2_s,
+    )
 
 
 def _patches(adjacency) -> int:
@@ -795,24 +641,6 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
             stacklevel=5,
         )
     return np.unique(np.array([*(k for k in SIZES if k <= most), patches, most], dtype=np.int64))
-
-
-def _kept_adjacency(grid, cols: np.ndarray) -> sp.csr_array:
-    """The neighbour graph among the kept features; never across two blocks."""
-    if grid.adjacency is None:
-        A = sp.csr_array(np.ones((cols.size, cols.size), dtype=bool))
-    else:
-        A = sp.csr_array(grid.adjacency)[cols][:, cols]
-    if grid.blocks is not None:
-        b = np.asarray(grid.blocks)[cols]
-        rows, cs = A.nonzero()
-        same = b[rows] == b[cs]
-        A = sp.csr_array(
-            (np.ones(int(same.sum()), dtype=bool), (rows[same], cs[same])), shape=A.shape
-        )
-    A = A.tolil()
-    A.setdiag(False)
-    return sp.csr_array(A)
 
 
 def _fold_mean(r2: np.ndarray) -> np.ndarray:

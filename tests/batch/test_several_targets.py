@@ -182,13 +182,13 @@ def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatc
     table["late"] = late
     table.to_csv(tmp_path / "soi.csv", index=False)
     made = []
-    real = regions.correlation_merges
+    real = regions.first_stage
 
     def counted(*args, **kwargs):
         made.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(regions, "correlation_merges", counted)
+    monkeypatch.setattr(regions, "first_stage", counted)
     inputs = tree(tmp_path)
     lines = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster:

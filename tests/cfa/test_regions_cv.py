@@ -434,7 +434,7 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
     The pieces are the cells, or the first stage's pieces at its finest level (0.7) or a
     coarser one, whose sums are made from the finest pieces' sums, made over the cells'
     series."""
-    from dcfa.cfa.regions import _FirstStage, _Pieces, _Segments
+    from dcfa.cfa.pieces import FirstStage, Pieces, Segments
     from dcfa.skill import blocked_folds
 
     X, A = _field(seed, shape=(6, 7), n=90)
@@ -451,10 +451,10 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
     P = np.stack([S[labels == g].sum(axis=0) for g in range(labels.max() + 1)])
     AP = group_adjacency(A, labels)
     folds = blocked_folds(X.shape[0], 4, 3)
-    first = _FirstStage(np.arange(S.shape[0]), sp.csr_array(A), finest,
+    first = FirstStage(np.arange(S.shape[0]), sp.csr_array(A), finest,
                         sums_in_place(S.copy(), finest), snaps)  # fmt: skip
-    segments = _Segments(X.shape[0], [t for t, _ in folds])
-    pieces = _Pieces(labels, first, segments, y, selection.ridge_skill)
+    segments = Segments(X.shape[0], [t for t, _ in folds])
+    pieces = Pieces(labels, first, segments, y, selection.ridge_skill)
     np.testing.assert_allclose(pieces.sums, P, rtol=1e-12, atol=1e-12)
     for rows in [train for train, _ in folds] + [slice(None)]:
         Pr = P[:, rows] - P[:, rows].mean(axis=1, keepdims=True)
@@ -694,14 +694,14 @@ def test_the_order_is_chosen_on_the_weights_and_the_map_cut_from_smoothed_ones(m
     """The choice between the orders reads the ridge weights themselves: smoothing them
     otherwise (here: not at all, or scrambled) changes the kept map, never the scores the
     choice is made on. Without smoothing the kept map's scores are the weights order's."""
-    from dcfa.cfa import regions
+    from dcfa.cfa import pieces
     from dcfa.datasets import make_smooth_field
 
     ds = make_smooth_field(240, (24, 48), seed=0)
     X, y = ds.field.values.reshape(240, -1), ds.target.values
     A = grid_adjacency((24, 48), 1, periodic=(1,))
     fitted = {}
-    real = regions.neighbourhood_means
+    real = pieces.neighbourhood_means
     for name, smooth in {
         "smoothed": real,
         "raw": lambda value, weight, adjacency, times: value,
@@ -709,7 +709,7 @@ def test_the_order_is_chosen_on_the_weights_and_the_map_cut_from_smoothed_ones(m
             value
         ),
     }.items():
-        monkeypatch.setattr(regions, "neighbourhood_means", smooth)
+        monkeypatch.setattr(pieces, "neighbourhood_means", smooth)
         fitted[name] = dcfa.RegionsCV(neighbors=A).fit(X, y)
     base = fitted["smoothed"]
     assert base.order_ == "weights"
@@ -729,16 +729,16 @@ def test_regions_cv_solves_with_one_blas_thread(regions_field, monkeypatch):
     after the fit."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from dcfa.cfa import regions
+    from dcfa.cfa import pieces
 
     seen = []
-    real = regions.ridge_weights
+    real = pieces.ridge_weights
 
     def spy(*args, **kwargs):
         seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(regions, "ridge_weights", spy)
+    monkeypatch.setattr(pieces, "ridge_weights", spy)
     with threadpool_limits(limits=2, user_api="blas"):
         dcfa.RegionsCV().fit(regions_field.field, regions_field.target)
         after = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
