@@ -22,6 +22,7 @@ from dcfa._validation import (
     StrOptions,
     check_fitted_X,
     check_n_samples,
+    check_time_order,
     check_X,
     check_y,
     pandas_output,
@@ -182,6 +183,16 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if Y.shape[1] != 1:
             raise InputError(f"y: expected a single target, got {Y.shape[1]} columns")
         return Y
+
+    def _check_time_series(self, X, y, *, why: str) -> tuple[InputData, np.ndarray]:
+        """``X`` and ``y`` checked for a fit whose cross-validation reads the samples in time
+        order (``why`` says which): a DataArray's sample coordinate must increase."""
+        inp = check_X(X, sample_dim=self.sample_dim)
+        if inp.layout is not None:
+            dim = inp.layout.sample_dim
+            check_time_order(inp.layout.sample_coords.get(dim), dim, why=why)
+        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        return inp, self._check_target(y, inp)
 
     def grid_pass_request(self, X) -> dict | None:
         """The grid pass a fit on ``X`` gathers its moments from, or None.

@@ -63,8 +63,6 @@ from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     Interval,
     StrOptions,
-    check_n_samples,
-    check_time_order,
     check_X,
     validate_params,
 )
@@ -427,14 +425,7 @@ class RegionsCV(BaseCFA):
         column and the purged blocked folds. Raises before the series are read."""
         from dcfa.skill import blocked_folds
 
-        inp = check_X(X, sample_dim=self.sample_dim)
-        if inp.layout is not None:
-            dim = inp.layout.sample_dim
-            check_time_order(
-                inp.layout.sample_coords.get(dim), dim, why="RegionsCV's blocked folds"
-            )
-        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
-        Y = self._check_target(y, inp)
+        inp, Y = self._check_time_series(X, y, why="RegionsCV's blocked folds")
         D = inp.n_features
         if self.neighbors is None and D > COMPLETE_GRAPH_LIMIT:
             raise InputError(

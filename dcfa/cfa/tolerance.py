@@ -33,8 +33,6 @@ from sklearn.utils import check_random_state
 from dcfa._errors import InputError, NothingToFitError
 from dcfa._validation import (
     Interval,
-    check_n_samples,
-    check_time_order,
     check_X,
     validate_params,
 )
@@ -172,55 +170,29 @@ class _TolerancePath:
                 f"mode: {type(self).__name__} runs the series execution (the path reads the "
                 f"folds' moments from the series), got mode={self.mode!r}"
             )
-        inp = check_X(X, sample_dim=self.sample_dim)
-        if inp.layout is not None:
-            dim = inp.layout.sample_dim
-            check_time_order(
-                inp.layout.sample_coords.get(dim),
-                dim,
-                why=f"{type(self).__name__}'s forward-chaining CV",
-            )
-        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
-        Y = self._check_target(y, inp)
-        epsilons = np.asarray(
-            self._default_path if self.epsilons is None else self.epsilons, dtype=np.float64
-        ).ravel()
-        if epsilons.size == 0:
-            raise InputError("epsilons: expected at least one tolerance")
-        if not np.all(np.isfinite(epsilons)) or not self._valid_eps(epsilons).all():
-            raise InputError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
+        inp, Y = self._check_time_series(X, y, why=f"{type(self).__name__}'s forward-chaining CV")
+        epsilons = self._checked_epsilons()
         n = inp.n_samples
         splits = self._splits(n)
         series = require(EXECUTIONS["series"], opts, inp, None)
         weights = feature_weights(self.weights, inp)
         grid = grid_of(opts, inp)
-        # every row set the path reads, as segment bounds: each fold's training prefix (and
-        # NonLinCFA's folds within it), its test block, and the rule's sets on all rows
+        # every row set the path reads: each fold's training prefix (and NonLinCFA's folds
+        # within it) and the rule's sets on all rows
         fold_sets = [_row_sets(train, opts.folds(train)) for train, _ in splits]
         rule_folds = opts.folds(n)
         all_sets = _row_sets(n, rule_folds)
-        ranges = [r for sets in [*fold_sets, all_sets] for rs in sets for r in rs]
-        ranges += [test for _, test in splits]
-        bounds = sorted({0, n} | {b for r in ranges for b in r})
         if moments is not None:
             moments = checked_moments(series, opts, moments, inp, Y, None)
         data = SeriesData.gather(
-            apply_inputs(inp.data, opts.inputs), Y[:, 0], bounds=bounds, columns=moments
+            apply_inputs(inp.data, opts.inputs),
+            Y[:, 0],
+            bounds=_segment_bounds(n, splits, [*fold_sets, all_sets]),
+            columns=moments,
         )
         if data.cols.size == 0:
             raise NothingToFitError(data.columns.excluded)
-        loop = opts.loop(order=grid.order, blocks=grid.blocks)
-        if loop["shuffle"] and not isinstance(loop["random_state"], Integral):
-            # None or a RandomState would give every partition of the path its own visiting
-            # order: one seed drawn here serves every fold, tolerance and the final fit
-            loop["random_state"] = int(
-                check_random_state(loop["random_state"]).randint(np.iinfo(np.int32).max)
-            )
-        # every fold's own column statistics (exclusions, and the spreads standardize= divides
-        # by), from its training rows only
-        yy = np.array([data.y[lo:hi] @ data.y[lo:hi] for lo, hi in pairwise(data.bounds)])
-        seg_sums = (*data.segment_sums(), yy)  # per segment (the series are never scaled)
-        fold_columns = [_rows_columns(data, seg_sums, train) for train, _ in splits]
+        loop = self._visiting(opts, grid)
 
         def partition(rows, eps: float, sets) -> np.ndarray:
             parts = [[s for lo, hi in rs for s in rows.segments(lo, hi)] for rs in sets]
@@ -232,41 +204,52 @@ class _TolerancePath:
                 **loop,
             )
 
-        yv = Y[:, 0]
-        E, K = epsilons.size, len(splits)
-        skill = np.full((E, K), np.nan)
-        fold_groups = np.zeros((E, K), dtype=np.int64)
-        groups = np.zeros(E, dtype=np.int64)
-        for k, (train, test) in enumerate(splits):
-            scale = feature_scale(fold_columns[k], opts.standardize)
-            with _fold_rows(data, fold_columns[k]) as rows:
-                for i, eps in enumerate(epsilons):
-                    labels = partition(rows, eps, fold_sets[k])
-                    G = rows.group_series(
-                        labels[rows.cols],
-                        None if weights is None else weights[rows.cols],
-                        opts.aggregation,
-                        scale,
-                    )
-                    fold_groups[i, k] = G.shape[0]
-                    skill[i, k] = ols_skill(G, yv, slice(0, train), slice(*test))
-        labels_all = []
-        for i, eps in enumerate(epsilons):
-            labels_all.append(partition(data, eps, all_sets))
-            groups[i] = int(labels_all[-1].max()) + 1
-            logger.info(
-                "%s: eps=%g: %d groups, CV R^2 %.3f",
-                type(self).__name__,
-                eps,
-                groups[i],
-                float(np.mean(skill[i][np.isfinite(skill[i])]))
-                if np.isfinite(skill[i]).any()
-                else np.nan,
-            )
+        skill, fold_groups = _fold_skill(
+            data, partition, epsilons, splits, fold_sets, weights, opts, Y[:, 0]
+        )
+        labels_all = [partition(data, eps, all_sets) for eps in epsilons]
+        groups = np.array([int(labels.max()) + 1 for labels in labels_all], dtype=np.int64)
         finite = np.isfinite(skill)
         with np.errstate(invalid="ignore"):  # a tolerance no fold could score stays NaN
             mean = np.where(finite, skill, 0.0).sum(axis=1) / finite.sum(axis=1)
-        allowed = np.ones(E, dtype=bool) if self.max_groups is None else groups <= self.max_groups
+        for eps, g, m in zip(epsilons, groups, mean, strict=True):
+            logger.info("%s: eps=%g: %d groups, CV R^2 %.3f", type(self).__name__, eps, g, m)
+        best = self._best(epsilons, groups, mean)
+        self.eps_ = float(epsilons[best])
+        self.cv_path_ = _path_dataset(epsilons, groups, fold_groups, skill, mean, splits)
+        _warn_if_no_skill(self, mean)
+        if rule_folds is not None:
+            self.folds_ = rule_folds
+        self.execution_ = "series"
+        self._set_fitted(inp, data.columns, labels_all[best], opts, weights)
+        return self
+
+    def _checked_epsilons(self) -> np.ndarray:
+        epsilons = np.asarray(
+            self._default_path if self.epsilons is None else self.epsilons, dtype=np.float64
+        ).ravel()
+        if epsilons.size == 0:
+            raise InputError("epsilons: expected at least one tolerance")
+        if not np.all(np.isfinite(epsilons)) or not self._valid_eps(epsilons).all():
+            raise InputError(f"epsilons: expected {self._eps_range}, got {epsilons.tolist()}")
+        return epsilons
+
+    def _visiting(self, opts, grid) -> dict:
+        """The driver's loop options; with ``shuffle``, one seed for the whole path."""
+        loop = opts.loop(order=grid.order, blocks=grid.blocks)
+        if loop["shuffle"] and not isinstance(loop["random_state"], Integral):
+            # None or a RandomState would give every partition of the path its own visiting
+            # order: one seed drawn here serves every fold, tolerance and the final fit
+            loop["random_state"] = int(
+                check_random_state(loop["random_state"]).randint(np.iinfo(np.int32).max)
+            )
+        return loop
+
+    def _best(self, epsilons: np.ndarray, groups: np.ndarray, mean: np.ndarray) -> int:
+        """The tolerance of the best mean CV skill among those within ``max_groups``."""
+        allowed = np.ones(groups.size, dtype=bool)
+        if self.max_groups is not None:
+            allowed = groups <= self.max_groups
         if not allowed.any():
             # the documented fallback: the smallest map of the path, said where a user sees it
             # (a logger line is silent unless logging is configured)
@@ -277,20 +260,12 @@ class _TolerancePath:
                 f"{', '.join(f'{e:g}' for e in epsilons[allowed])}); {type(self).__name__} "
                 "takes the best of those. Add larger tolerances to epsilons or raise max_groups.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         score = np.where(allowed & np.isfinite(mean), mean, -np.inf)
         # no fold scored (a constant target in every test block): the first allowed tolerance,
         # never one that breaks max_groups
-        best = int(np.argmax(score)) if np.isfinite(score).any() else int(np.argmax(allowed))
-        self.eps_ = float(epsilons[best])
-        self.cv_path_ = _path_dataset(epsilons, groups, fold_groups, skill, mean, splits)
-        _warn_if_no_skill(self, mean)
-        if rule_folds is not None:
-            self.folds_ = rule_folds
-        self.execution_ = "series"
-        self._set_fitted(inp, data.columns, labels_all[best], opts, weights)
-        return self
+        return int(np.argmax(score)) if np.isfinite(score).any() else int(np.argmax(allowed))
 
     def fit_record(self) -> dict:
         """The execution, the chosen tolerance and the path (tolerance, groups, mean CV R^2)."""
@@ -345,6 +320,41 @@ class _TolerancePath:
             )
         raw = TimeSeriesSplit(self.n_splits, gap=self.gap).split(np.zeros((n, 1)))
         return [(int(tr[-1]) + 1, (int(te[0]), int(te[-1]) + 1)) for tr, te in raw]
+
+
+def _segment_bounds(n: int, splits, row_sets) -> list[int]:
+    """The segment bounds the series are summed over: every range of ``row_sets`` and every
+    fold's test block, so that any of them is a union of segments."""
+    ranges = [r for sets in row_sets for rs in sets for r in rs]
+    ranges += [test for _, test in splits]
+    return sorted({0, n} | {b for r in ranges for b in r})
+
+
+def _fold_skill(data, partition, epsilons, splits, fold_sets, weights, opts, y):
+    """Each tolerance's test R^2 in each fold (OLS on the group means of the fold's partition
+    of its training rows), and the groups it made: two ``(tolerances, folds)`` arrays."""
+    E, K = epsilons.size, len(splits)
+    skill = np.full((E, K), np.nan)
+    fold_groups = np.zeros((E, K), dtype=np.int64)
+    # every fold's own column statistics (exclusions, and the spreads standardize= divides
+    # by), from its training rows only
+    yy = np.array([data.y[lo:hi] @ data.y[lo:hi] for lo, hi in pairwise(data.bounds)])
+    seg_sums = (*data.segment_sums(), yy)  # per segment (the series are never scaled)
+    for k, (train, test) in enumerate(splits):
+        columns = _rows_columns(data, seg_sums, train)
+        scale = feature_scale(columns, opts.standardize)
+        with _fold_rows(data, columns) as rows:
+            for i, eps in enumerate(epsilons):
+                labels = partition(rows, eps, fold_sets[k])
+                G = rows.group_series(
+                    labels[rows.cols],
+                    None if weights is None else weights[rows.cols],
+                    opts.aggregation,
+                    scale,
+                )
+                fold_groups[i, k] = G.shape[0]
+                skill[i, k] = ols_skill(G, y, slice(0, train), slice(*test))
+    return skill, fold_groups
 
 
 def _row_sets(n: int, folds) -> list[list[tuple[int, int]]]:
