@@ -320,6 +320,9 @@ def synthetic_records() -> dict[str, dict]:
         "Nino-3.4 box mean -> OLS": skill([0.3, 0.5], [1, 1]),
         "PCA/EOF -> OLS (modes by CV)": skill([0.2, 0.4], [3, 5]),
         "RegionsCV() -> RidgeCV": skill([0.4, 0.4], [2, 7]),
+        # behind PCA by 0.1 in both blocks (beyond the noise), and by 0.1 on average (within)
+        "LinCFA -> OLS": skill([0.1, 0.3], [9, 9]),
+        "GenLinCFA(neighbors=1) -> OLS": skill([0.3, 0.1], [9, 9]),
     }
     column = {
         "lead": 0,
@@ -607,11 +610,20 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
     assert goal["PCA/EOF -> OLS (modes by CV)"][1:] == [
         "2 of 2: lead 0, SST; lead 3, SST",
         "+0.000 / +0.000",
+        "0 of 2",
     ]
     assert goal["**RegionsCV() -> RidgeCV**"][1:] == [
         "2 of 2: lead 0, SST; lead 3, SST",
         "+0.100 / +0.100",
+        "0 of 2",
     ]
+    # a steady lag is beyond the noise, the same mean lag from one bad block is not
+    assert goal["LinCFA -> OLS"][1:] == [
+        "0 of 2",
+        "-0.100 / -0.100",
+        "2 of 2: lead 0, SST; lead 3, SST",
+    ]
+    assert goal["GenLinCFA(neighbors=1) -> OLS"][1:] == ["0 of 2", "-0.100 / -0.100", "0 of 2"]
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"
