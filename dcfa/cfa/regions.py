@@ -45,6 +45,9 @@ and lets time-blocked cross-validation decide how far each stage goes:
 
 Every feature out is the mean of its region's cells (their size-weighted mean: no cell is
 rescaled), so a region's series is in the field's units.
+
+This module holds the estimator and its choice; the pieces, and the per-segment sums from
+which every fold's second stage and skill are computed, are in :mod:`dcfa.cfa.pieces`.
 """
 
 from __future__ import annotations
