@@ -15,7 +15,7 @@ import time as _time
 import xarray as xr
 
 from dcfa import _version, io
-from dcfa._errors import InputError, InputNotFoundError
+from dcfa._errors import InputError
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult
 from dcfa.batch.output import missing_chunk_lines
@@ -23,8 +23,7 @@ from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record, variable_units
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
-from dcfa.io.sources import archive_name, location
-from dcfa.io.sources import exists as store_exists
+from dcfa.io.sources import existing, location
 
 
 def apply_result(
@@ -186,9 +185,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     """The archive's variables as the job opens its input (every sample: ``time`` is
     selected after the windows and lags, by :meth:`FittedResult.transform`)."""
     key = names["archive"]
-    loc = location(archive)
-    if not store_exists(loc, so):
-        raise InputNotFoundError(f"{key}: no {archive_name(loc)} at {str(loc)!r}")
+    loc = existing(archive, key, so)
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
     ds = open_store(loc, key, storage_options=so)
     missing = [v for v in fitted.variables if v not in ds.data_vars]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dcfa.batch.config import ConfigError, JobConfig, for_target, target_names
 from dcfa.io.objectstore import check_protocol
-from dcfa.io.sources import exists, location, source_files
+from dcfa.io.sources import existing, exists, location, source_files
 from dcfa.storage.store import (
     FULL_DISK,
     OutputError,
@@ -185,8 +185,9 @@ def check_applied_output(
     """``dcfa apply``'s paths before anything is read: known URL protocols (but ``result``'s
     when it is ``loaded`` already), the output apart from the result and the archive, a new
     path or, with ``overwrite``, an earlier output of apply (never a result, never a store
-    or file that dcfa did not write, never through a symbolic link), and writable. Returns
-    the output's location (an absolute local path, or the URL)."""
+    or file that dcfa did not write, never through a symbolic link), and writable; then the
+    result and the archive there (:class:`dcfa.InputNotFoundError`). Returns the output's
+    location (an absolute local path, or the URL)."""
     so = storage_options or None
     for key, where in (("result", result), ("archive", archive), ("output", output)):
         if not (key == "result" and loaded):
@@ -197,6 +198,9 @@ def check_applied_output(
     _check_replaceable(out, overwrite, names, so)  # named as given
     out = out if isinstance(out, str) else Path(os.path.abspath(out))
     check_writable(out, names["output"], so)
+    if not loaded:
+        existing(result, names["result"], so, "Zarr store")
+    existing(archive, names["archive"], so)
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dcfa._errors import InputError, InputNotFoundError
+from dcfa._errors import InputError
 from dcfa._terminal import escape
 from dcfa.batch.destination import APPLIED
 
@@ -31,13 +31,11 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     """
     from dcfa.io.archive import open_zarr
     from dcfa.io.objectstore import check_protocol
-    from dcfa.io.sources import exists, location
+    from dcfa.io.sources import existing
     from dcfa.io.store import dcfa_kind, incomplete_reason
 
     check_protocol(store, "store")
-    path = location(store)
-    if not exists(path, storage_options):
-        raise InputNotFoundError(f"store: no Zarr store at {store!r}")
+    path = existing(store, "store", storage_options, "Zarr store")
     reason = incomplete_reason(path, storage_options)
     if reason is not None:
         raise InputError(f"store: {escape(reason)}")

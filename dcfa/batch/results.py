@@ -16,13 +16,12 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._errors import InputError, InputNotFoundError
+from dcfa._errors import InputError
 from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.batch.fitted import FittedResult, _months
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import calendar_of
-from dcfa.io.sources import exists as store_exists
-from dcfa.io.sources import location
+from dcfa.io.sources import existing
 
 __all__ = ["load_result", "FittedResult", "PYTHON_NAMES"]
 
@@ -64,10 +63,8 @@ def load_result(path, storage_options: dict | None = None, *, _key: str = "resul
     """
     from dcfa.io.store import incomplete_reason
 
-    loc = location(path)
     key = _key
-    if not store_exists(loc, storage_options):
-        raise InputNotFoundError(f"{key}: no Zarr store at {str(loc)!r}")
+    loc = existing(path, key, storage_options, "Zarr store")
     reason = incomplete_reason(loc, storage_options)
     if reason is not None:
         raise InputError(f"{key}: {reason}")

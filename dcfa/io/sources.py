@@ -8,10 +8,13 @@ import json
 import os
 from pathlib import Path
 
+from dcfa._errors import InputNotFoundError
+
 __all__ = [
     "archive_kind",
     "archive_name",
     "exists",
+    "existing",
     "is_netcdf",
     "location",
     "netcdf_files",
@@ -34,6 +37,16 @@ def exists(path: Path | str, storage_options: dict | None) -> bool:
     if isinstance(path, str):
         return exists(path, storage_options)
     return bool(netcdf_files(path)) if is_netcdf(path) else path.exists()
+
+
+def existing(path, key: str, storage_options: dict | None, what: str | None = None) -> Path | str:
+    """``path``'s :func:`location`, or :class:`dcfa.InputNotFoundError` naming ``key`` when
+    nothing is there: "``key``: no ``what`` at ..." (``what``: the :func:`archive_name` of
+    the path by default)."""
+    loc = location(path)
+    if not exists(loc, storage_options):
+        raise InputNotFoundError(f"{key}: no {what or archive_name(loc)} at {str(loc)!r}")
+    return loc
 
 
 # an archive of netCDF files: one file, or a glob of them (one per year, as most are stored)

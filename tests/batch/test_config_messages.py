@@ -98,6 +98,18 @@ HEAVY = {"sklearn", "xarray", "dask.array", "dcfa.batch.job"}
             "--output: 'sst.zarr/x' lies inside ARCHIVE 'sst.zarr'",
             HEAVY | {"dcfa.batch.apply"},
         ),
+        (
+            ["apply", "result.zarr", "sst.zarr", "--output", "out.zarr"],
+            {},
+            "RESULT: no Zarr store at 'result.zarr'",
+            HEAVY | {"dcfa.batch.apply"},
+        ),
+        (
+            ["apply", "sst.zarr", "nothere.zarr", "--output", "out.zarr"],
+            {},
+            "ARCHIVE: no Zarr store at 'nothere.zarr'",
+            HEAVY | {"dcfa.batch.apply"},
+        ),
         (["inspect", "nothere.zarr"], {}, "no Zarr store at", {"sklearn"}),
     ],
 )
@@ -105,7 +117,8 @@ def test_a_refusal_imports_nothing_it_does_not_need(tmp_path, command, changes, 
     """``dcfa fit`` checks the job file and its output paths before it imports the job, and
     the registry names its estimators without importing them (``name in METHODS`` imported
     the estimator's module, and with it scikit-learn); ``dcfa apply`` checks its paths before
-    it imports apply; ``dcfa inspect`` reads a store without the estimators. So these
+    it imports apply, and that the result and the archive are there; ``dcfa inspect`` reads a
+    store without the estimators. So these
     refusals take about 0.4 s, not 1.8 s (fit) or 2.2 s (apply)."""
     write_job(tmp_path, **changes)
     before = tree(tmp_path)
