@@ -113,12 +113,13 @@ ENSO_BASELINES = ("PCA", "PLS", "RidgeCV", "LassoCV", "RGDR")
 ENSO_RECOMMENDED = "RegionsCV() -> RidgeCV"
 
 
-def _best_baselines(columns: list[dict], mean) -> list[float]:
-    """The best ``mean`` of the baselines (:data:`ENSO_BASELINES`) in each column (None in a
-    column without one)."""
+def _best_baselines(columns: list[dict], mean) -> list[dict | None]:
+    """The baseline (:data:`ENSO_BASELINES`) of the best ``mean`` in each column, its record
+    (None in a column without one)."""
     return [
         max(
-            (mean(m) for name, m in c["models"].items() if name.startswith(ENSO_BASELINES)),
+            (m for name, m in c["models"].items() if name.startswith(ENSO_BASELINES)),
+            key=mean,
             default=None,
         )
         for c in columns
@@ -140,7 +141,7 @@ def enso_table(record: dict) -> tuple[list[str], list[list[str]]]:
         r2 = f"{mean(m):+.2f}"
         return f"{f'**{r2}**' if mean(m) == best else r2} ± {np.std(m['r2']):.2f} ({feats})"
 
-    best = _best_baselines(columns, mean)
+    best = [None if b is None else mean(b) for b in _best_baselines(columns, mean)]
     rows = [
         [f"**{name}**" if name == ENSO_RECOMMENDED else name]
         + [
@@ -172,12 +173,10 @@ def enso_goal_table(record: dict) -> tuple[list[str], list[list[str]]]:
     def mean(m: dict) -> float:
         return float(np.mean(m["r2"]))
 
-    best = np.array(_best_baselines(columns, mean))
+    baselines = _best_baselines(columns, mean)
+    best = np.array([mean(b) for b in baselines])
     # the best baseline's score in every block, to pair each model's with
-    best_r2 = [
-        np.asarray(next(m["r2"] for m in c["models"].values() if mean(m) == b), dtype=float)
-        for c, b in zip(columns, best, strict=True)
-    ]
+    best_r2 = [np.asarray(b["r2"], dtype=float) for b in baselines]
     rows = []
     for name in names:
         gap = np.array([mean(c["models"][name]) for c in columns]) - best
