@@ -23,7 +23,7 @@ from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record, variable_units
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
-from dcfa.io.sources import existing, location
+from dcfa.io.sources import location
 
 
 def apply_result(
@@ -185,7 +185,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
     """The archive's variables as the job opens its input (every sample: ``time`` is
     selected after the windows and lags, by :meth:`FittedResult.transform`)."""
     key = names["archive"]
-    loc = existing(archive, key, so)
+    loc = location(archive)  # there: check_applied_output said so
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
     ds = open_store(loc, key, storage_options=so)
     missing = [v for v in fitted.variables if v not in ds.data_vars]
