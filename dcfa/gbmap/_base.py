@@ -180,6 +180,22 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         -------
         self
         """
+        inp, target, standardizer = self._checked_input(X, y)  # with the first pass
+        learners, seed, save = self._resumed(inp, standardizer, target)
+        F0 = self._initial_score(inp.data)
+        initial_loss = _mean_loss(self._loss, target, F0)
+        n_evals, persisted = 0, False
+        if len(learners) < self.n_boosts:
+            learners, n_evals, persisted = self._boost(
+                inp, target, standardizer, F0, learners, seed, save
+            )
+        self._set_fitted(inp, standardizer, learners, initial_loss, n_evals, persisted)
+        del self._fit_target
+        return self
+
+    def _checked_input(self, X, y) -> tuple[InputData, np.ndarray, object]:
+        """The parameters, ``X`` and ``y`` checked, ``f0`` fitted and the first pass over
+        ``X`` (its columns' standardisation moments) done: ``(inp, target, standardizer)``."""
         validate_params(self)
         if self._activation not in ACTIVATIONS:
             raise ValueError(f"_activation: expected one of {sorted(ACTIVATIONS)}")
@@ -188,10 +204,8 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, 2, why="the features are standardised")
         target = self._encode_target(y, inp)  # cheap checks of y first: no pass over X yet
-        n, p = inp.n_samples, inp.n_features
         self._fit_feature_names = inp.feature_names
         self._resolve_f0(inp)
-
         if self.checkpoint is not None:
             check_directory(self.checkpoint)  # a bad path fails now, not after step 1
         standardizer, bad, empty = column_stats(inp.data, empty_columns=True)  # the first pass
@@ -199,8 +213,8 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             # a masked grid (land in a sea-surface field) is NaN in whole features, not in
             # some samples: say so, since dropping samples would drop them all
             where = (
-                f"; {empty} of the {p} features have no finite value at all (masked cells "
-                "such as land? keep the valid ones, e.g. "
+                f"; {empty} of the {inp.n_features} features have no finite value at all "
+                "(masked cells such as land? keep the valid ones, e.g. "
                 "X.stack(cell=['lat', 'lon']).dropna('cell', how='all'))"
                 if empty
                 else " (impute or drop those samples)"
@@ -208,57 +222,65 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             raise InputError(
                 f"X: contains {bad} NaN or infinite values; GBMAP needs finite features{where}"
             )
+        return inp, target, standardizer
 
+    def _resumed(self, inp: InputData, standardizer, target: np.ndarray):
+        """The learners to start from (those of a matching checkpoint, or none), the seed of
+        the restarts, and the callback that saves each step (None without a checkpoint)."""
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        learners = Learners.empty(p)
-        fingerprint = arrays = None  # only with a checkpoint: it hashes y and a fitted f0
-        if self.checkpoint is not None:
-            fingerprint, arrays = self._fingerprint(
-                n, p, standardizer.mean, standardizer.scale, target
-            )
-            found = load_checkpoint(self.checkpoint, fingerprint, arrays)
-            if found is not None:
-                learners, seed = found
-                learners = learners.head(self.n_boosts)
-                logger.info("%s: resuming after step %d", type(self).__name__, len(learners))
+        learners = Learners.empty(inp.n_features)
+        if self.checkpoint is None:
+            return learners, seed, None
+        # the fingerprint hashes y and a fitted f0: a checkpoint of other data is not resumed
+        fingerprint, arrays = self._fingerprint(
+            inp.n_samples, inp.n_features, standardizer.mean, standardizer.scale, target
+        )
+        found = load_checkpoint(self.checkpoint, fingerprint, arrays)
+        if found is not None:
+            learners, seed = found
+            learners = learners.head(self.n_boosts)
+            logger.info("%s: resuming after step %d", type(self).__name__, len(learners))
 
-        F0 = self._initial_score(inp.data)
-        initial_loss = _mean_loss(self._loss, target, F0)
-        persisted = False
-        n_evals = 0
-        if len(learners) < self.n_boosts:
-            persisted = inp.is_dask and should_persist(self.persist, n, p)
-            data = make_data(
-                inp.data,
-                target,
-                standardizer,
-                persist=persisted,
-                learners=learners,
-                beta=float(self.beta),
-                activation=self._activation,
-                F0=F0,
-            )
+        def save(fitted: Learners) -> None:
+            save_checkpoint(self.checkpoint, fingerprint, arrays, seed, fitted)
 
-            def save(fitted: Learners) -> None:
-                save_checkpoint(self.checkpoint, fingerprint, arrays, seed, fitted)
+        return learners, seed, save
 
-            learners, n_evals = boost(
-                data,
-                n_boosts=self.n_boosts,
-                beta=float(self.beta),
-                penalty=float(self.penalty),
-                max_iter=self.max_iter,
-                tol=float(self.tol),
-                n_restarts=self.n_restarts,
-                seed=seed,
-                loss=self._loss,
-                activation=self._activation,
-                learners=learners,
-                callback=None if self.checkpoint is None else save,
-            )
-            del data
+    def _boost(self, inp: InputData, target, standardizer, F0, learners: Learners, seed, save):
+        """The steps after ``learners``, up to ``n_boosts``: ``(learners, n_evals,
+        persisted)``."""
+        persisted = inp.is_dask and should_persist(self.persist, inp.n_samples, inp.n_features)
+        data = make_data(
+            inp.data,
+            target,
+            standardizer,
+            persist=persisted,
+            learners=learners,
+            beta=float(self.beta),
+            activation=self._activation,
+            F0=F0,
+        )
+        learners, n_evals = boost(
+            data,
+            n_boosts=self.n_boosts,
+            beta=float(self.beta),
+            penalty=float(self.penalty),
+            max_iter=self.max_iter,
+            tol=float(self.tol),
+            n_restarts=self.n_restarts,
+            seed=seed,
+            loss=self._loss,
+            activation=self._activation,
+            learners=learners,
+            callback=save,
+        )
+        return learners, n_evals, persisted
 
-        self.n_features_in_ = p
+    def _set_fitted(
+        self, inp: InputData, standardizer, learners: Learners, initial_loss, n_evals, persisted
+    ) -> None:
+        """The fitted attributes, the training embedding and its scores."""
+        self.n_features_in_ = inp.n_features
         self._layout = inp.layout  # the grid a DataArray given to transform is aligned to
         if inp.feature_names is not None:
             self.feature_names_in_ = inp.feature_names
@@ -274,7 +296,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.train_loss_ = learners.train_loss.copy()
         self.initial_loss_ = initial_loss
         self.inactive_steps_ = inactive_steps(initial_loss, self.train_loss_)
-        self._warn_inactive()
+        self._warn_inactive(stacklevel=4)
         self.step_n_iter_ = learners.n_iter.copy()
         self.step_n_evals_ = learners.n_evals.copy()
         self.n_iter_ = int(learners.n_iter.sum())
@@ -282,10 +304,8 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.persisted_ = bool(persisted)
         self.train_embedding_ = self._embed(inp.data)
         self._train_scores = self._scores(self.train_embedding_, inp.data)
-        del self._fit_target
-        return self
 
-    def _warn_inactive(self) -> None:
+    def _warn_inactive(self, stacklevel: int) -> None:
         steps = np.flatnonzero(self.inactive_steps_)
         if steps.size == 0:
             return
@@ -301,7 +321,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             f"{self.beta:g}: a learner bends only if its output spans about 1/beta of the "
             f"target) or fewer n_boosts (now {self.n_boosts}) may help; see inactive_steps_.",
             InactiveLearnersWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
     def _fingerprint(self, n: int, p: int, mean, scale, target: np.ndarray) -> tuple[dict, dict]:
