@@ -111,6 +111,34 @@ def cli(*args, cwd, env=None):
     )
 
 
+def cli_after_line(*args, cwd, line: str):
+    """:func:`cli`, and the seconds from the first line of its output that holds ``line`` to
+    its exit (None if no line holds it): a wait timed without the imports before it, which
+    take several times longer on a loaded machine."""
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dcfa", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))
+    reader.start()
+    out, seen = [], None
+    for text in proc.stdout:
+        out.append(text)
+        if seen is None and line in text:
+            seen = time.monotonic()
+    proc.wait(timeout=600)
+    after = None if seen is None else time.monotonic() - seen
+    reader.join()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), err[0])
+    return done, after
+
+
 def cli_imports(*args, cwd, modules):
     """``dcfa ARGS`` in a separate process, as :func:`cli`, whose last line of output is the
     exit code and which of ``modules`` the command imported (``2 []``: none)."""
