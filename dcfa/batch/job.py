@@ -44,12 +44,20 @@ from dcfa.batch.config import JobConfig
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
 from dcfa.batch.features import region_series
 from dcfa.batch.identity import COMPARED, InputChangedError, check_unchanged, job_identity
-from dcfa.batch.inputs import InputDataError, alignment, reading, target_at_lead, time_scales
+from dcfa.batch.inputs import (
+    InputDataError,
+    alignment,
+    check_anomaly_months,
+    reading,
+    target_at_lead,
+    time_scales,
+)
 from dcfa.batch.method import (
     DEFAULT_RANDOM_STATE,
     build_estimator,
     build_gbmap,
     check_classes,
+    check_record,
     seeded,
 )
 from dcfa.batch.output import (
@@ -197,6 +205,9 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
             + "; need >= 4"
         )
     estimator = build_estimator(config.method)
+    check_record(estimator, n_common, config)
+    if inp["anomalies"]:
+        check_anomaly_months(aligned, dim, tgt["lead"])
     gbmap = build_gbmap(config)
     check_classes(gbmap, config, target)
     echo(

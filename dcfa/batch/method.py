@@ -12,7 +12,14 @@ from dcfa._errors import InputError
 from dcfa.batch.config import ConfigError, JobConfig
 from dcfa.cfa.methods import METHODS
 
-__all__ = ["DEFAULT_RANDOM_STATE", "build_estimator", "build_gbmap", "check_classes", "seeded"]
+__all__ = [
+    "DEFAULT_RANDOM_STATE",
+    "build_estimator",
+    "build_gbmap",
+    "check_classes",
+    "check_record",
+    "seeded",
+]
 
 # the seed of a shuffling method (and of GBMAP) when the job does not choose one: the same job
 # gives the same result, run again or resumed
@@ -42,6 +49,24 @@ def _checked(cls, params: dict, key: str, reserved: frozenset = frozenset()):
 def build_estimator(method: dict):
     """The estimator named in ``[method]``, its parameters checked now."""
     return _checked(METHODS[method["name"]], dict(method["params"]), "method.params")
+
+
+def check_record(estimator, n_samples: int, config: JobConfig) -> None:
+    """The method's own check of the record (enough samples for its test and for the folds
+    it cuts, less their gap), before any pass: the error names the key to change and how
+    many samples there are."""
+    try:
+        estimator.check_n_samples(n_samples)
+    except ValueError as exc:
+        text = str(exc)
+        name, _, rest = text.partition(":")
+        key = f"method.params.{name}" if name in estimator.get_params() else "target"
+        lead = config.target["lead"]
+        raise ConfigError(
+            f"{key}:{rest} (the input and the target have {n_samples} samples in common"
+            + (f" at target.lead = {lead}: a shorter lead leaves more" if lead else "")
+            + ")"
+        ) from None
 
 
 def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:

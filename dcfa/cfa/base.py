@@ -105,7 +105,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         validate_params(self)
         opts = self.fit_options()
         inp = check_X(X, sample_dim=self.sample_dim)
-        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        self.check_n_samples(inp.n_samples)
         Y = self._check_target(y, inp)
         folds = opts.folds(inp.n_samples)
         # checked before the pass; used by transform
@@ -178,6 +178,27 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     _min_samples_reason = "the aggregation test divides by n - 3"
 
+    def check_n_samples(self, n_samples: int) -> None:
+        """Refuse a record too short for a fit, before any data is read.
+
+        What ``fit`` checks first: enough samples for the rule's test, and for every fold the
+        fit cuts (NonLinCFA's ``cv``; the blocked or forward folds, less their ``gap``, of
+        the estimators that choose by cross-validation). A batch job calls it with the
+        samples the input and the target have in common, before its first pass.
+
+        Parameters
+        ----------
+        n_samples : int
+
+        Raises
+        ------
+        ValueError
+            Naming what to change: the parameter (``gap``, ``n_splits``, ``cv``), or ``X``
+            when even the test has too few samples.
+        """
+        check_n_samples(n_samples, self._min_samples, why=self._min_samples_reason)
+        self.fit_options().folds(n_samples)
+
     def _check_target(self, y, inp: InputData) -> np.ndarray:
         Y = check_y(y, inp.n_samples, layout=inp.layout)
         if Y.shape[1] != 1:
@@ -191,7 +212,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if inp.layout is not None:
             dim = inp.layout.sample_dim
             check_time_order(inp.layout.sample_coords.get(dim), dim, why=why)
-        check_n_samples(inp.n_samples, self._min_samples, why=self._min_samples_reason)
+        self.check_n_samples(inp.n_samples)
         return inp, self._check_target(y, inp)
 
     def grid_pass_request(self, X) -> dict | None:

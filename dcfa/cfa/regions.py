@@ -440,6 +440,12 @@ class RegionsCV(BaseCFA):
         _check_budget(inp.n_samples, D)
         return inp, Y, folds
 
+    def check_n_samples(self, n_samples: int) -> None:
+        from dcfa.skill import blocked_folds
+
+        super().check_n_samples(n_samples)
+        blocked_folds(n_samples, self.n_splits, self.gap)
+
     def _checked_levels_and_orders(self) -> tuple[np.ndarray, list[str]]:
         """The parameters checked: ``levels`` distinct and highest first, ``orders`` distinct."""
         validate_params(self)

@@ -296,6 +296,12 @@ class _TolerancePath:
     def grid_pass_request(self, X) -> None:
         return None
 
+    def check_n_samples(self, n_samples: int) -> None:
+        super().check_n_samples(n_samples)
+        opts = self.fit_options()
+        for train, _ in self._splits(n_samples):
+            opts.folds(train)  # NonLinCFA's own folds, within each training prefix
+
     def _splits(self, n: int) -> list[tuple[int, tuple[int, int]]]:
         """Forward-chaining folds: (training prefix length, (test start, test stop))."""
         # TimeSeriesSplit's test blocks: n // (n_splits + 1) samples each, the first training

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from support import N, cli, numpy_predictors, write_forecast_job
+from support import N, cli, fails, numpy_predictors, tree, write_forecast_job, write_job
 
 from dcfa.batch.config import ConfigError, load_config
 from dcfa.batch.job import run_job
@@ -107,6 +107,51 @@ def test_a_bad_forecast_key_exits_2_and_writes_nothing(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "input.lags must be a list of ints >= 0" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_lead_too_long_for_the_folds_exits_2_before_any_pass(tmp_path):
+    """A lead that leaves too few samples for RegionsCV's folds at its gap was refused after
+    the preprocessing pass, naming ``gap`` alone, and left the pass with advice to resume."""
+    job = write_job(tmp_path, method__name="regionscv", method__params={"gap": 3})
+    before = tree(tmp_path)
+    # the target runs 23 months past the archive: 11 samples in common at lead 132
+    proc = cli("fit", str(job), "--set", "target.lead=132", cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "method.params.gap: 3 samples on each side of a test block leave 3 of the 11 samples",
+        "(the input and the target have 11 samples in common at target.lead = 132: a shorter "
+        "lead leaves more)",
+    )
+    assert "cluster:" not in proc.stdout and "[2/5]" not in proc.stdout
+    assert tree(tmp_path) == before
+
+
+def test_anomalies_of_months_present_once_are_refused_before_any_pass(tmp_path):
+    """With 8 samples each month is its own climatology: every anomaly was 0, and the job
+    said every cell of input.variables was constant."""
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    with pytest.raises(
+        ValueError,
+        match=r"^input\.anomalies: the 8 samples .* at target\.lead "
+        r"= 135 hold Jan, Feb, Mar, Apr, May, Jun, Jul, Aug only once",
+    ):
+        run_job(load_config(job, ["target.lead=135"]), echo=lambda *a: None)
+    assert tree(tmp_path) == before
+
+
+def test_anomaly_months_need_two_samples_each():
+    from dcfa.batch.inputs import check_anomaly_months
+
+    def field(times):
+        return xr.DataArray(np.zeros(len(times)), dims="time", coords={"time": times})
+
+    check_anomaly_months(field(pd.date_range("2000-01-01", periods=24, freq="MS")), "time", 0)
+    with pytest.raises(ValueError, match=r"hold Dec only once.*anomalies = false$"):
+        check_anomaly_months(field(pd.date_range("2000-01-01", periods=23, freq="MS")), "time", 0)
+    # daily samples: a month of them is a climatology of 31 values
+    check_anomaly_months(field(pd.date_range("2000-01-01", periods=31, freq="D")), "time", 0)
 
 
 def test_a_lead_beyond_the_record_names_the_key(tmp_path):
