@@ -321,6 +321,14 @@ def _apply_override(raw: dict, item: str) -> None:
     parts = key.strip().split(".")
     if len(parts) < 2 or not all(parts):
         raise ConfigError(f"--set: expected section.key=value, got {item!r}")
+    section = parts[0]
+    if section not in _SCHEMA:
+        raise ConfigError(f"--set {key}: unknown section {section!r}; expected {sorted(_SCHEMA)}")
+    if section != "gbmap" and parts[1] not in _SCHEMA[section]:  # [gbmap]: GBMAP's parameters
+        raise ConfigError(
+            f"--set {key}: unknown key {section}.{parts[1]}; [{section}] takes "
+            f"{sorted(_SCHEMA[section])}"
+        )
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
@@ -367,7 +375,7 @@ def _check(raw: dict, source: str) -> JobConfig:
             value = given[key]
             if not isinstance(value, types) or (types is int and isinstance(value, bool)):
                 raise ConfigError(
-                    f"config {source}: {section}.{key} must be a {_type_name(types)}, got {value!r}"
+                    f"config {source}: {section}.{key} must be {_type_name(types)}, got {value!r}"
                 )
             checked[key] = value
         out[section] = checked
@@ -512,11 +520,11 @@ def _is_int(v) -> bool:
 
 def _type_name(types) -> str:
     names = {
-        str: "string",
-        list: "list",
-        bool: "boolean (true/false)",
-        int: "integer",
-        dict: "table",
+        str: "a string",
+        list: "a list",
+        bool: "a boolean (true/false)",
+        int: "an integer",
+        dict: "a table",
     }
     if isinstance(types, tuple):
         return " or ".join(names.get(t, str(t)) for t in types)

@@ -56,6 +56,13 @@ def test_config_errors_name_the_key(tmp_path):
     assert c.output["store"] == os.path.join(os.getcwd(), "elsewhere.zarr")  # --set: cwd
     with pytest.raises(ConfigError, match="--set: expected section.key=value"):
         load_config(base=good, overrides=["neighbors"])
+    # a typo on the command line is named there, not in the file
+    with pytest.raises(ConfigError, match=r"^--set target.leed: unknown key target.leed; \["):
+        load_config(base=good, overrides=["target.leed=3"])
+    with pytest.raises(ConfigError, match=r"^--set tagret.lead: unknown section 'tagret'"):
+        load_config(base=good, overrides=["tagret.lead=3"])
+    # [gbmap] holds GBMAP's parameters, checked with the estimator's
+    assert load_config(base=good, overrides=["gbmap.n_boosts=4"]).gbmap == {"n_boosts": 4}
     (tmp_path / "bad.toml").write_text("[input\nstore=")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         load_config(tmp_path / "bad.toml")

@@ -91,7 +91,7 @@ def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path):
         ("input.lags", "[-1]", "input.lags must be a list of ints >= 0"),
         ("input.aggregate", '"median"', "input.aggregate must be 'mean' or 'sum'"),
         ("target.lead", "-1", "target.lead must be >= 0"),
-        ("target.lead", '"3"', "target.lead must be a integer"),
+        ("target.lead", '"3"', "target.lead must be an integer"),
     ],
 )
 def test_bad_forecast_keys_name_them(tmp_path, key, value, message):
