@@ -54,7 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="store_true", help="print the version and exit")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress bars or logs")
+    common.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bars and no estimators' log lines; the steps ([1/5] ...) and the "
+        "results are still printed",
+    )
     common.add_argument(
         "--traceback", action="store_true", help="on an error, print its traceback too"
     )
