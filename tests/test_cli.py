@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +14,18 @@ from support import cli
 pytestmark = pytest.mark.slow
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def run(*args, cwd=None):
     return cli(*args, cwd=cwd)
+
+
+def _paths_and_times(line: str) -> str:
+    """A line of output without what differs from run to run: the store's directory and the
+    seconds a step took."""
+    line = re.sub(r"\S*/enso\.zarr", ".../enso.zarr", line)
+    return re.sub(r"\b\d+\.\d s\b", "T s", line)
 
 
 def test_demo_on_real_observations(tmp_path):
@@ -46,6 +57,15 @@ def test_demo_on_real_observations(tmp_path):
     assert re.search(r"they disagree on \d+ months, \d+ of them right in the embedding; "
                      r"McNemar p = \d\.\d\d\)", out)  # fmt: skip
     assert (tmp_path / "regions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the output the README and the getting-started page quote (shortened) is this one: each
+    # of their lines is a line of it, but for the paths and the times
+    printed = {_paths_and_times(line) for line in out.splitlines()}
+    for page in ("README.md", "docs/getting-started.md"):
+        text = (ROOT / page).read_text()
+        start = text.index("```\ndemo: the batch job") + 4
+        quoted = text[start : text.index("```", start)].splitlines()
+        stale = [line for line in quoted if _paths_and_times(line) not in printed]
+        assert len(quoted) > 20 and not stale, (page, stale)
 
     result = xr.open_zarr(tmp_path / "result.zarr").load()
     assert result.attrs["method"] == "RegionsCV"
