@@ -321,9 +321,17 @@ def _failed(exc: BaseException, workdir: WorkDir, out) -> None:
         # Zarr's error names no path: say where, and what is left to resume
         raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc
     if kept and isinstance(exc, Exception):  # the CLI prints it after the error
+        # bad input found after the passes (a setting the data cannot meet) fails the same
+        # way on resume: say what a resume keeps
+        fixed = (
+            "once the cause is fixed (by keys outside [input], [target] and [method], whose "
+            "change starts over), "
+            if isinstance(exc, InputError)
+            else ""
+        )
         exc.add_note(
-            f"the finished passes are kept in {str(work)!r}: rerun with --resume to continue "
-            "from them"
+            f"the finished passes are kept in {str(work)!r}: {fixed}rerun with --resume to "
+            "continue from them"
         )
     raise exc
 

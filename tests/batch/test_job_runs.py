@@ -431,16 +431,33 @@ def test_fit_into_a_closed_pipe_stops_and_keeps_only_finished_passes(tmp_path, s
     assert "preprocessing: reused" in again.stdout and not work.exists()
 
 
-def test_a_fault_after_a_finished_pass_says_to_resume(tmp_path, scheduler):
-    """A fault after the passes (here a worker's error as the features are computed, raised
-    in the real command line's process): exit 1, the error, then where the finished passes
+@pytest.mark.parametrize(
+    "error, code, said, fixed",
+    [
+        ("RuntimeError('worker lost')", 1, "RuntimeError: worker lost", ""),
+        # bad input only the passes reveal fails the same way on resume until it is fixed
+        (
+            "MemoryBudgetError('the matrix needs 9 GiB')",
+            2,
+            "the matrix needs 9 GiB",
+            "once the cause is fixed (by keys outside [input], [target] and [method], whose "
+            "change starts over), ",
+        ),
+    ],
+)
+def test_a_fault_after_a_finished_pass_says_to_resume(
+    tmp_path, scheduler, error, code, said, fixed
+):
+    """A fault after the passes (here an error as the features are computed, raised in the
+    real command line's process): its exit code, the error, then where the finished passes
     are kept and to rerun with --resume; the rerun reuses them and writes the result."""
     job = write_job(tmp_path)
     work = tmp_path / "result.zarr.work"
     fault = (
         "import sys, dcfa.batch.job as job\n"
+        "from dcfa.memory import MemoryBudgetError\n"
         "def boom(*a, **k):\n"
-        "    raise RuntimeError('worker lost')\n"
+        f"    raise {error}\n"
         "job.region_series = boom\n"
         "from dcfa.cli import main\n"
         f"sys.exit(main(['fit', {str(job)!r}, '--scheduler', {scheduler!r}]))\n"
@@ -448,11 +465,11 @@ def test_a_fault_after_a_finished_pass_says_to_resume(tmp_path, scheduler):
     proc = subprocess.run(
         [sys.executable, "-c", fault], capture_output=True, text=True, cwd=tmp_path, timeout=600
     )
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == code, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines[-2].startswith("dcfa: error: RuntimeError: worker lost"), lines
+    assert lines[-2].startswith(f"dcfa: error: {said}"), lines
     assert lines[-1] == (
-        f"dcfa: the finished passes are kept in {str(work)!r}: rerun with --resume to "
+        f"dcfa: the finished passes are kept in {str(work)!r}: {fixed}rerun with --resume to "
         "continue from them"
     ), lines
     assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
