@@ -31,7 +31,7 @@ from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, 
 from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._errors import InputError
-from dcfa._validation import check_time_order
+from dcfa._validation import check_target_dates, check_time_order
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
@@ -117,7 +117,11 @@ def _check_y(y) -> np.ndarray:
 
 def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D;
-    ``y`` and the shapes are checked before a DataArray is read."""
+    ``y`` (its dates against X's, as ``fit`` checks them) and the shapes are checked before
+    a DataArray is read."""
+    if isinstance(X, xr.DataArray) and X.ndim >= 1:
+        dim = X.dims[0]
+        check_target_dates(y, str(dim), X[dim].values if dim in X.coords else None)
     y = _check_y(y)
     if isinstance(X, xr.DataArray):
         if X.ndim < 2:
@@ -245,6 +249,8 @@ def blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.
     against ``n``: a ValueError names it when a fold would train on too few samples)."""
     if not _is_int(gap, 0):
         raise InputError(f"gap: expected an int >= 0, got {gap!r}")
+    if n_splits > n:
+        raise InputError(f"n_splits: {n_splits} test blocks of {n} samples; use fewer blocks")
     folds = _purged_blocks(n, n_splits, int(gap))
     fewest = min(train.size for train, _ in folds)
     if fewest < MIN_TRAIN:

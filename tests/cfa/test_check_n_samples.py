@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dcfa import GenLinCFACV, LinCFA, NonLinCFA, NonLinCFACV, RegionsCV
@@ -31,6 +31,8 @@ def _estimators(gap: int, n_splits: int):
     n_splits=st.integers(2, 6),
     which=st.integers(0, 4),
 )
+@example(n=4, gap=0, n_splits=5, which=2)  # more blocks than samples
+@example(n=16, gap=0, n_splits=2, which=4)  # NonLinCFA's folds inside the first forward fold
 def test_refuses_exactly_what_fit_refuses(n, gap, n_splits, which):
     model = _estimators(gap, n_splits)[which]
     rng = np.random.default_rng(n)
