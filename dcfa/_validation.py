@@ -390,7 +390,7 @@ def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
 
     raise InputError(
         f"{name}: its {dim!r} labels are not increasing ({show(values[bad - 1])} then "
-        f"{show(values[bad])}, samples {bad - 1} and {bad}); {why} reads the samples in time "
+        f"{show(values[bad])}, samples {bad - 1} and {bad}); {why} take the samples in time "
         f"order: sort them first ({name}.sortby({dim!r}), and y with it)"
     )
 
@@ -482,13 +482,40 @@ def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name:
     dim = layout.sample_dim
     if dim not in y.dims:
         raise InputError(f"{name}: expected the sample dim {dim!r} of X among {y.dims}")
-    if dim in y.coords and dim in layout.sample_coords:
-        ours = np.asarray(layout.sample_coords[dim].values)
+    if dim in layout.sample_coords:
+        check_target_dates(y, dim, layout.sample_coords[dim].values, name)
+
+
+def check_target_dates(y, dim: str, dates, name: str = "y") -> None:
+    """Refuse a target whose dates (a DataArray's ``dim`` coordinate, a pandas index of dates)
+    are not ``dates``, X's: such a target is never paired with X by position. A target
+    without dates, or an ``X`` without them (``dates`` None), is paired by position."""
+    if dates is None:
+        return
+    if isinstance(y, pd.Series | pd.DataFrame):
+        if not isinstance(y.index, pd.DatetimeIndex | xr.CFTimeIndex):
+            return
+        theirs = np.asarray(y.index)
+    elif isinstance(y, xr.DataArray):
+        if dim not in y.dims:
+            raise InputError(f"{name}: expected the sample dim {dim!r} of X among {y.dims}")
+        if dim not in y.coords:
+            return
         theirs = np.asarray(y[dim].values)
-        if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
-            raise InputError(
-                f"{name}: its {dim!r} coordinate differs from X's; align them first: "
-                f"X, y = dcfa.align(X, y) keeps the samples with identical stamps, "
-                f"dcfa.align(X, y, match='month') pairs calendar months (e.g. a field stamped "
-                "mid-month and an index on the 1st)"
-            )
+    else:
+        return
+    ours = np.asarray(dates)
+    try:
+        same = ours.shape == theirs.shape and bool(np.array_equal(ours, theirs))
+    except TypeError:  # cftime dates never compare with NumPy's: another calendar
+        same = False
+    if same:
+        return
+    calendars = (ours.dtype == object) != (theirs.dtype == object)
+    raise InputError(
+        f"{name}: its {dim!r} coordinate differs from X's"
+        + (" (their dates are on different calendars)" if calendars else "")
+        + "; align them first: X, y = dcfa.align(X, y) keeps the samples with identical "
+        "stamps, dcfa.align(X, y, match='month') pairs calendar months (e.g. a field stamped "
+        "mid-month and an index on the 1st)"
+    )

@@ -247,3 +247,34 @@ def test_bad_inputs(rng):
         forward_cv(LinearRegression(), X[:, 0], X[:, 0])
     with pytest.raises(ValueError, match="by: 'month' needs the dates"):
         forward_cv(make_pipeline(Anomalies(), LinCFA()), X, X[:, 0])
+
+
+@pytest.mark.parametrize("cv", [forward_cv, blocked_cv])
+def test_a_target_on_other_dates_is_refused_not_paired_by_position(rng, cv):
+    """The CV helpers turned y into a plain array: a target six months off X's dates (a
+    forgotten dcfa.lead_target or dcfa.align) was scored as if aligned."""
+    X, y, _ = task(rng)
+    model = LinCFA(random_state=0)
+    dated = xr.DataArray(y, dims="time", coords={"time": X.time.values})
+    later = dated.assign_coords(time=dated.time.to_index() + pd.DateOffset(months=6))
+    for target in (later, later.to_series()):
+        with pytest.raises(ValueError, match=r"^y: its 'time' coordinate differs from X's; "):
+            cv(model, X, target, n_splits=3)
+    # the same dates, or none: the same folds and scores as a plain array
+    plain = cv(model, X, y, n_splits=3).r2
+    for target in (dated, dated.to_series(), pd.Series(y)):
+        np.testing.assert_array_equal(cv(model, X, target, n_splits=3).r2, plain)
+
+
+def test_a_target_on_another_calendar_names_align(rng):
+    """A noleap field and a target on NumPy's dates raised cftime's TypeError ('cannot compare
+    ... different calendars') from the comparison of the dates."""
+    X, y, _ = task(rng)
+    noleap = xr.date_range("1990-01-01", periods=len(y), freq="MS", calendar="noleap")
+    Xn = X.assign_coords(time=noleap)
+    target = xr.DataArray(y, dims="time", coords={"time": X.time.values})
+    said = r"differs from X's \(their dates are on different calendars\); align them first"
+    with pytest.raises(ValueError, match=said):
+        LinCFA().fit(Xn, target)
+    with pytest.raises(ValueError, match=said):
+        forward_cv(LinCFA(), Xn, target, n_splits=3)

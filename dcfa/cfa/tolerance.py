@@ -170,7 +170,8 @@ class _TolerancePath:
                 f"mode: {type(self).__name__} runs the series execution (the path reads the "
                 f"folds' moments from the series), got mode={self.mode!r}"
             )
-        inp, Y = self._check_time_series(X, y, why=f"{type(self).__name__}'s forward-chaining CV")
+        why = f"{type(self).__name__}'s forward-chaining folds"
+        inp, Y = self._check_time_series(X, y, why=why)
         epsilons = self._checked_epsilons()
         n = inp.n_samples
         splits = self._splits(n)

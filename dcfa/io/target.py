@@ -288,7 +288,11 @@ def align(X: xr.DataArray, y, *, match: str = "exact", sample_dim: str = "time")
             "by dates)"
         )
     y = y.rename({y.dims[0]: sample_dim}) if y.dims[0] != sample_dim else y
-    X, y, _ = align_target(X.transpose(sample_dim, ...), y, sample_dim=sample_dim, match=match)
+    try:
+        X, y, _ = align_target(X.transpose(sample_dim, ...), y, sample_dim=sample_dim, match=match)
+    except InputError as exc:  # the job's keys, named as this function's arguments
+        text = str(exc).replace("target.match = ", "match=").replace("target.match", "match")
+        raise InputError(text.replace("target:", "y:", 1)) from None
     return X, y
 
 

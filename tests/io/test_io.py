@@ -184,6 +184,13 @@ def test_align_pairs_a_mid_month_field_with_an_index_on_the_first_as_a_job_does(
     target = io.open_target(tmp_path / "soi.csv")
     _, t, n = io.align_target(field, target, match="month")
     assert n == 59 and np.array_equal(t.values, y.values)
+    # dcfa.align's errors name its arguments, not the job's keys (target.match)
+    with pytest.raises(
+        ValueError, match=r"^match: 59 of the target's 59 samples .*; set match='month' to pair"
+    ):
+        dcfa.align(field, index)
+    with pytest.raises(ValueError, match=r"^match must be 'exact' or 'month'"):
+        dcfa.align(field, index, match="year")
 
 
 def test_groups_are_named_by_their_variable_and_place(tmp_path):
