@@ -225,8 +225,8 @@ def group_blocks(region: xr.DataArray, n_groups: int) -> list[dict]:
 def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
     """A readable name per group: its block (the variable, window and lag its cells share,
     where the input has several) and its centre, e.g. ``2N_120W``, ``sst_2N_120W`` or
-    ``u10_w3_lag1_0N_160E``; ``g3`` parts where the
-    grid has neither; a repeated name gets ``_2``, ``_3``... in group order."""
+    ``u10_w3_lag1_0N_160E``; ``g3`` parts where the grid has neither; a repeated name gets
+    ``_2``, ``_3``... in group order."""
     lat = centres.get("group_lat", centres.get("group_latitude"))
     lon = centres.get("group_lon", centres.get("group_longitude"))
     names, seen = [], {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,23 @@ from dcfa.io.calendars import (
     sample_keys,
 )
 from dcfa.io.sources import exists, location
+
+
+@dataclass(frozen=True)
+class PairingKeys:
+    """How the pairing's errors name what to change: a batch job's keys (``target.match =
+    'month'``) or :func:`align`'s arguments (``match='month'``)."""
+
+    match: str = "target.match"
+    target: str = "target"
+    assign: str = " = "
+
+    def set(self, value: str) -> str:
+        return f"{self.match}{self.assign}{value!r}"
+
+
+JOB_KEYS = PairingKeys()
+ALIGN_ARGUMENTS = PairingKeys(match="match", target="y", assign="=")
 
 
 def open_target(
@@ -191,7 +209,7 @@ def _open_netcdf(p, storage_options) -> xr.Dataset:
         return xr.open_dataset(tmp.name).load()
 
 
-def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal) -> None:
+def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys) -> None:
     """With exact stamps against a monthly (or coarser) input, refuse a target with samples in
     the input's months but off its stamps (daily or irregular dates): exact matching would keep
     the few that fall on a stamp and silently drop the rest."""
@@ -206,16 +224,16 @@ def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal) -> None:
     n_in = int(t_month.isin(f_month).sum())
     several = t_month.has_duplicates
     raise InputError(
-        f"target.match: {int(off.sum())} of the target's {n_in} samples in the input's months "
+        f"{keys.match}: {int(off.sum())} of the target's {n_in} samples in the input's months "
         f"are not on the input's stamps (the target has {_stamp(t_coord, i)}, the input "
-        f"{_stamp(f_coord, int(f_month.get_loc(t_month[i])))}), so target.match = 'exact' "
+        f"{_stamp(f_coord, int(f_month.get_loc(t_month[i])))}), so {keys.set('exact')} "
         "(identical stamps) would drop them"
         + (
             _several_a_month(t_coord, t_cal)
             + "; average the target to one value a month first (e.g. xarray's "
-            "resample(time='MS').mean()), then set target.match = 'month'"
+            f"resample(time='MS').mean()), then set {keys.set('month')}"
             if several
-            else "; set target.match = 'month' to pair the same calendar months"
+            else f"; set {keys.set('month')} to pair the same calendar months"
         )
     )
 
@@ -288,16 +306,19 @@ def align(X: xr.DataArray, y, *, match: str = "exact", sample_dim: str = "time")
             "by dates)"
         )
     y = y.rename({y.dims[0]: sample_dim}) if y.dims[0] != sample_dim else y
-    try:
-        X, y, _ = align_target(X.transpose(sample_dim, ...), y, sample_dim=sample_dim, match=match)
-    except InputError as exc:  # the job's keys, named as this function's arguments
-        text = str(exc).replace("target.match = ", "match=").replace("target.match", "match")
-        raise InputError(text.replace("target:", "y:", 1)) from None
+    X, y, _ = align_target(
+        X.transpose(sample_dim, ...), y, sample_dim=sample_dim, match=match, keys=ALIGN_ARGUMENTS
+    )
     return X, y
 
 
 def align_target(
-    field: xr.DataArray, target: xr.DataArray, *, sample_dim: str = "time", match: str = "exact"
+    field: xr.DataArray,
+    target: xr.DataArray,
+    *,
+    sample_dim: str = "time",
+    match: str = "exact",
+    keys: PairingKeys = JOB_KEYS,
 ) -> tuple[xr.DataArray, xr.DataArray, int]:
     """Keep the samples present in both; ``match="month"`` pairs the same calendar month.
 
@@ -319,6 +340,8 @@ def align_target(
         ``"exact"`` pairs identical stamps (to the microsecond), which needs both sides on
         the same calendar (``standard``, ``gregorian`` and ``proleptic_gregorian`` count as
         one, as do the aliases ``noleap``/``365_day`` and ``all_leap``/``366_day``).
+    keys : PairingKeys, default=JOB_KEYS
+        How the errors name what to change: the job's keys, or :func:`align`'s arguments.
 
     Returns
     -------
@@ -331,38 +354,38 @@ def align_target(
     Raises
     ------
     ValueError
-        Naming the key: ``target.match`` (an unknown mode, repeated samples, no dates to
-        match by month, calendars that exact matching cannot compare) or ``target`` (no
-        samples in common).
+        Naming ``keys.match`` (an unknown mode, repeated samples, no dates to match by month,
+        calendars that exact matching cannot compare) or ``keys.target`` (no samples in
+        common).
     """
     if match not in ("exact", "month"):
-        raise InputError(f"target.match must be 'exact' or 'month', got {match!r}")
+        raise InputError(f"{keys.match} must be 'exact' or 'month', got {match!r}")
     target = target.isel({sample_dim: np.flatnonzero(target.notnull().values)})
     f_coord, t_coord = field[sample_dim], target[sample_dim]
     f_cal, t_cal = calendar_of(f_coord), calendar_of(t_coord)
     if t_coord.size == 0:
-        raise InputError("target: every target value is missing (NaN); nothing to fit on")
+        raise InputError(f"{keys.target}: every target value is missing (NaN); nothing to fit on")
     if match == "month" or (f_cal is None) != (t_cal is None):
         for cal, coord, what in ((f_cal, f_coord, "input"), (t_cal, t_coord, "target")):
             if cal is None:
                 raise InputError(
-                    f"target.match: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
-                    f"dates; matching with target.match = {match!r} needs dates on both sides"
+                    f"{keys.match}: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
+                    f"dates; matching with {keys.set(match)} needs dates on both sides"
                 )
     if match == "exact" and f_cal is not None and not same_calendar(f_cal, t_cal):
         raise InputError(
-            f"target.match: the input is on the {f_cal!r} calendar and the target on the "
-            f"{t_cal!r} calendar, so no stamp can be identical; use target.match = 'month' to "
+            f"{keys.match}: the input is on the {f_cal!r} calendar and the target on the "
+            f"{t_cal!r} calendar, so no stamp can be identical; use {keys.set('month')} to "
             "pair the same calendar months"
         )
     f_key = sample_keys(f_coord, f_cal, match)
     t_key = sample_keys(t_coord, t_cal, match)
     if match == "exact" and f_cal is not None:
-        _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal)
+        _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys)
     for key, coord, what in ((f_key, f_coord, "input"), (t_key, t_coord, "target")):
         if key.has_duplicates:
             raise InputError(
-                f"target.match: the {what} has repeated samples when matched by {match!r}"
+                f"{keys.match}: the {what} has repeated samples when matched by {match!r}"
                 + (
                     _several_a_month(coord, calendar_of(coord))
                     + (
@@ -378,8 +401,9 @@ def align_target(
     common = f_key.intersection(t_key)
     if len(common) == 0:
         raise InputError(
-            f"target: no samples in common between the input ({date_span(f_coord, f_cal, match)}) "
-            f"and the target ({date_span(t_coord, t_cal, match)}) with target.match = {match!r}"
+            f"{keys.target}: no samples in common between the input "
+            f"({date_span(f_coord, f_cal, match)}) and the target "
+            f"({date_span(t_coord, t_cal, match)}) with {keys.set(match)}"
         )
     f_idx = f_key.get_indexer(common)
     t_idx = t_key.get_indexer(common)
