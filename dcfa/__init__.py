@@ -35,6 +35,7 @@ _EXPORTS = {
     "GridMoments": "dcfa.stats.grid",
     "InputError": "dcfa._errors",
     "NothingToFitError": "dcfa._errors",
+    "NoSkillWarning": "dcfa.cfa.selection",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
     "LinCFA": "dcfa.cfa.lincfa",

@@ -24,6 +24,8 @@ import argparse
 import logging
 import os
 import sys
+import warnings
+from pathlib import Path
 
 from dcfa._errors import InputError
 
@@ -175,8 +177,22 @@ def main(argv: list[str] | None = None) -> int:
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
     import dask
 
-    with dask.config.set({"dcfa.progress": not args.quiet}):
+    with dask.config.set({"dcfa.progress": not args.quiet}), warnings.catch_warnings():
+        warnings.showwarning = _show_warning
         return _run(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """dcfa's own warnings as a line of the command's output (``dcfa: warning: ...``), not
+    Python's file and line of source; other libraries' keep Python's form."""
+    if category.__module__.split(".")[0] == "dcfa" or _in_dcfa(filename):
+        logging.getLogger("dcfa").warning("warning: %s", message)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _in_dcfa(filename: str) -> bool:
+    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 def _run(args) -> int:

@@ -15,11 +15,13 @@ training set and flatter every method. Two splitters keep time in blocks:
 Both clone and refit the whole model in every fold: a reduction (LinCFA, PCA, ...) is scored as
 ``reduction -> OLS``, and a pipeline such as ``make_pipeline(Anomalies(), LinCFA())`` fits its
 climatology on the training rows of each fold, so no statistic of a test month is used to fit
-anything.
+anything. The refits' :class:`dcfa.NoSkillWarning` (a fold's map that predicts no better than
+the climatology) is not shown: the skill returned gives every fold's.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -32,6 +34,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._errors import InputError
 from dcfa._validation import check_target_dates, check_time_order
+from dcfa.cfa.selection import NoSkillWarning
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
@@ -151,17 +154,20 @@ def _cross_validated_skill(
     model, X, y, cv: BaseCrossValidator | list[tuple[np.ndarray, np.ndarray]], name: str | None
 ) -> Skill:
     """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
-    a list of (train, test) indices); test R^2."""
-    out = cross_validate(
-        as_regressor(model),
-        X,
-        y,
-        cv=cv,
-        scoring="r2",
-        return_estimator=True,
-        return_indices=True,
-        error_score="raise",
-    )
+    a list of (train, test) indices); test R^2. A refit's :class:`dcfa.NoSkillWarning` is
+    not shown: the skill returned says more, fold by fold."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoSkillWarning)
+        out = cross_validate(
+            as_regressor(model),
+            X,
+            y,
+            cv=cv,
+            scoring="r2",
+            return_estimator=True,
+            return_indices=True,
+            error_score="raise",
+        )
     folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
     return Skill(
         name=name or type(model).__name__,

@@ -130,3 +130,24 @@ def test_the_example_job_ships_with_the_package(tmp_path):
     ]["dcfa"]
     assert any(fnmatch.fnmatch("data/example-job.toml", p) for p in patterns)  # in the wheel
     assert "dcfa example-job > job.toml" in cli("fit", "--help", cwd=tmp_path).stdout
+
+
+def test_only_dcfas_warnings_are_reworded_as_the_commands_lines(capsys, caplog):
+    """dcfa's warnings (its categories, or raised from its files) become ``warning: ...``
+    lines of the "dcfa" logger; other libraries' keep Python's form."""
+    import logging
+
+    import dcfa.cli
+    from dcfa import NoSkillWarning
+    from dcfa.cli import _show_warning
+
+    inside = str(Path(dcfa.cli.__file__).parent / "batch" / "job.py")
+    with caplog.at_level(logging.INFO, logger="dcfa"):
+        _show_warning(FutureWarning("renamed"), FutureWarning, "/site/xarray/core.py", 7)
+        _show_warning(NoSkillWarning("no skill"), NoSkillWarning, "/home/me/run.py", 3)
+        _show_warning(UserWarning("few months"), UserWarning, inside, 3)
+    assert capsys.readouterr().err == "/site/xarray/core.py:7: FutureWarning: renamed\n"
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("dcfa", "WARNING", "warning: no skill"),
+        ("dcfa", "WARNING", "warning: few months"),
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -278,3 +280,19 @@ def test_a_target_on_another_calendar_names_align(rng):
         LinCFA().fit(Xn, target)
     with pytest.raises(ValueError, match=said):
         forward_cv(LinCFA(), Xn, target, n_splits=3)
+
+
+@pytest.mark.parametrize("cv", [forward_cv, blocked_cv])
+def test_the_refits_do_not_warn_that_a_fold_has_no_skill(cv):
+    """A fold's map without skill warned once per fold; the skill returned says it."""
+    from dcfa import NoSkillWarning, RegionsCV
+    from dcfa.datasets import make_regions_field
+
+    ds = make_regions_field(n_time=240, shape=(12, 24), n_regions=6, seed=3).load()
+    noise = ds.target.copy(data=np.random.default_rng(0).standard_normal(240))
+    with pytest.warns(NoSkillWarning):  # the fit alone warns on this target
+        RegionsCV().fit(ds.field, noise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoSkillWarning)
+        skill = cv(RegionsCV(), ds.field, noise)
+    assert skill.mean < 0.1

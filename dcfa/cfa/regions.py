@@ -79,6 +79,7 @@ from dcfa.cfa.selection import (
     comembership,
     first_within_noise,
     regression,
+    warn_if_no_skill,
     within_noise,
 )
 from dcfa.geo import group_mean
@@ -206,6 +207,12 @@ class RegionsCV(BaseCFA):
         Adjusted Rand index of each fold's map against the chosen map (over the kept cells).
     group_sizes_, excluded_, mean_, scale_, n_features_in_, feature_names_in_
         As in :class:`LinCFA`; ``scale_`` is 1 (regions are plain means of their cells).
+
+    Warns
+    -----
+    dcfa.NoSkillWarning
+        When the chosen map's mean CV R^2 is <= 0: it predicts no better than the
+        climatology.
 
     Notes
     -----
@@ -409,6 +416,16 @@ class RegionsCV(BaseCFA):
         )
         self._set_fitted(inp, columns, labels, opts, None)
         self._set_stability(inp, shared.cols, final, fold_maps)
+        means = ("mean_r2", "mean_r2_weights", "mean_r2_smoothed")
+        scored = [self.cv_path_[v].values.ravel() for v in means]
+        warn_if_no_skill(
+            "RegionsCV",
+            "map",
+            np.concatenate(scored),
+            chosen.mean_r2,
+            f"the {chosen.k}-region map",
+            stacklevel=4,  # the caller of fit or fit_targets
+        )
         logger.info(
             "RegionsCV: %d cells -> %d regions (%s order, level %.2f: %d pieces; mean CV R^2 "
             "%.3f); pieces %.1f s, selection %.1f s",

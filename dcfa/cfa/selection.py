@@ -11,6 +11,8 @@
 * :func:`first_within_noise`: the same, preferring one family of maps to another unless it
   falls out of the noise of the other's best and behind it by more than :data:`LEAST_GAIN`;
   the other family's best map when it does.
+* :func:`warn_if_no_skill`: a :class:`NoSkillWarning` when the map kept predicts no better
+  than the climatology.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
 * :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
   which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +31,7 @@ from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "LEAST_GAIN",
+    "NoSkillWarning",
     "REGION_ALPHAS",
     "REGRESSIONS",
     "Regression",
@@ -39,6 +43,7 @@ __all__ = [
     "ridge_skill",
     "ridge_weights",
     "scaled_gram",
+    "warn_if_no_skill",
     "within_noise",
 ]
 
@@ -50,6 +55,50 @@ LEAST_GAIN = 0.01
 # the Cholesky factor's smallest diagonal over its largest below which the normal equations'
 # solution is left to least squares (a condition number of the Gram matrix above 1e8)
 _CONDITION = 1e-4
+
+
+class NoSkillWarning(UserWarning):
+    """The map a cross-validated estimator kept predicts no better than the climatology (its
+    mean CV R^2 is <= 0): the least bad of candidates without skill, not a map of
+    predictors. Filter it where the skill is reported anyway (the refits of a
+    cross-validation)."""
+
+
+def warn_if_no_skill(
+    who: str,
+    candidates: str,
+    mean,
+    kept: float,
+    chosen: str,
+    *,
+    hint: str = "",
+    stacklevel: int,
+) -> None:
+    """Warn when the map kept does not beat the climatology: its mean CV R^2 ``kept`` is
+    <= 0. It is then the least bad of candidates without skill (every finite mean CV R^2
+    in ``mean`` is <= 0), or within the noise of such maps: not a map of predictors. ``who``
+    names the estimator, ``candidates`` what was scored ("tolerance", "map"), ``chosen`` the
+    map kept; ``hint`` is added to the advice."""
+    if not kept <= 0:
+        return
+    scored = np.asarray(mean, dtype=np.float64)
+    scored = scored[np.isfinite(scored)]
+    if (scored <= 0).all():
+        what = (
+            f"no {candidates} beats the climatology (mean CV R^2 from {scored.min():+.2f} "
+            f"to {scored.max():+.2f}); {chosen} is the least bad"
+        )
+    else:
+        what = (
+            f"{chosen} does not beat the climatology (mean CV R^2 {kept:+.2f}; the best "
+            f"{candidates}'s {scored.max():+.2f} is within the noise of it)"
+        )
+    warnings.warn(
+        f"{who}: {what}, not a map of predictors. Check the target and its lead, or use "
+        f"a longer record.{hint}",
+        NoSkillWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 def ols_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:

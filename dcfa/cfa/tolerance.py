@@ -43,7 +43,7 @@ from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import RULES
-from dcfa.cfa.selection import ols_skill
+from dcfa.cfa.selection import ols_skill, warn_if_no_skill
 from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.kernels import between_parts, merge_parts, sum_parts
 
@@ -218,7 +218,15 @@ class _TolerancePath:
         best = self._best(epsilons, groups, mean)
         self.eps_ = float(epsilons[best])
         self.cv_path_ = _path_dataset(epsilons, groups, fold_groups, skill, mean, splits)
-        _warn_if_no_skill(self, mean)
+        warn_if_no_skill(
+            type(self).__name__,
+            "tolerance",
+            mean,
+            mean[best],
+            f"eps_={self.eps_:g} ({groups[best]} groups)",
+            hint=" Or try fewer groups (max_groups, larger epsilons) or RegionsCV.",
+            stacklevel=2,
+        )
         if rule_folds is not None:
             self.folds_ = rule_folds
         self.execution_ = "series"
@@ -412,8 +420,8 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         ``[0, train_stop)`` and test rows ``[test_start, test_stop)`` (coordinates). Every
         fold's exclusions (cells constant over its training months) and, with
         ``standardize=True``, its spreads are those of its training months, as refitting on
-        them gives; a cell missing in any month is left out of every fold. When no tolerance
-        beats the climatology (every mean CV R^2 <= 0) a ``UserWarning`` says so.
+        them gives; a cell missing in any month is left out of every fold. When the chosen
+        tolerance's mean CV R^2 is <= 0 a :class:`dcfa.NoSkillWarning` says so.
     labels_, n_features_out_, ... : as :class:`GenLinCFA`, for ``eps_``.
     """
 
@@ -592,18 +600,3 @@ def _path_dataset(epsilons, groups, fold_groups, skill, mean, splits):
             "test_stop": ("fold", [test[1] for _, test in splits]),
         },
     )
-
-
-def _warn_if_no_skill(model, mean: np.ndarray) -> None:
-    """Say when no tolerance predicts better than the climatology: the chosen map is then
-    the least bad of a path without skill, not a map of predictors."""
-    scored = mean[np.isfinite(mean)]
-    if scored.size and (scored <= 0).all():
-        warnings.warn(
-            f"{type(model).__name__}: no tolerance beats the climatology (mean CV R^2 from "
-            f"{scored.min():+.2f} to {scored.max():+.2f}); eps_={model.eps_:g} is the least bad "
-            "of the path. Try a longer record, fewer groups (max_groups, larger epsilons), "
-            "RegionsCV, or check the target and lead.",
-            UserWarning,
-            stacklevel=3,
-        )

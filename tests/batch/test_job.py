@@ -273,3 +273,19 @@ def test_job_chooses_the_tolerance(tmp_path):
     (tmp_path / "plain.toml").write_text(tomli_w.dumps(config))
     plain = run_job(load_config(tmp_path / "plain.toml"), echo=lambda *a: None)
     np.testing.assert_array_equal(chosen.region.values, xr.open_zarr(plain).region.values)
+
+
+def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path):
+    """RegionsCV's warning that its map does not beat the climatology reached a job's user as
+    Python's ``file:line: NoSkillWarning:`` and a line of dcfa's source."""
+    job = write_job(tmp_path, method__name="regionscv", method__params={})
+    noise = pd.read_csv(tmp_path / "soi.csv")
+    noise["soi"] = np.random.default_rng(1).standard_normal(len(noise))
+    noise.to_csv(tmp_path / "noise.csv", index=False)
+    proc = cli("fit", str(job), "-q", "--set", "target.path=noise.csv", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [s for s in proc.stderr.splitlines() if "climatology" in s]
+    assert line.startswith("dcfa: warning: RegionsCV: no map beats the climatology")
+    assert "not a map of predictors" in line
+    assert "NoSkillWarning" not in proc.stderr and ".py:" not in proc.stderr
+    assert (tmp_path / "result.zarr").is_dir()

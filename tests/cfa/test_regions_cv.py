@@ -8,7 +8,9 @@ every group one patch, the skill of the true regions) and against itself across 
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
+from functools import partial
 
 import dask
 import dask.array as da
@@ -781,6 +783,40 @@ def test_first_within_noise_wants_more_than_a_sliver_of_skill():
     clear = sliver + [[0.0], [0.0], [LEAST_GAIN]]
     assert clear[2].mean() - best.mean() > LEAST_GAIN
     assert first_within_noise(first, sizes, clear, sizes) == (1, 2)
+
+
+def test_warn_if_no_skill_names_the_kept_map_and_the_best_candidate():
+    warn = partial(selection.warn_if_no_skill, "Est", "map", chosen="the 2-region map")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn([-0.5, 0.3, np.nan], 0.01, stacklevel=1)  # the kept map has skill: silent
+    none = r"^Est: no map beats the climatology \(mean CV R\^2 from -0.50 to -0.01\); the 2-"
+    with pytest.warns(dcfa.NoSkillWarning, match=none + "region map is the least bad, not a map"):
+        warn([-0.5, -0.01, np.nan], -0.01, stacklevel=1)
+    noise = r"\(mean CV R\^2 -0.02; the best map's \+0.01 is within the noise of it\)"
+    with pytest.warns(dcfa.NoSkillWarning, match=r"^Est: the 2-region map does not beat the "
+                      r"climatology " + noise):  # fmt: skip
+        warn([-0.5, 0.01], -0.02, stacklevel=1)
+
+
+def test_regions_cv_says_when_its_map_does_not_beat_the_climatology(regions_field):
+    """On a target nothing in the field predicts, RegionsCV returned a map without a word
+    (2 regions at a mean CV R^2 of -0.016 in a user's trial)."""
+    ds = regions_field
+    noise = np.random.default_rng(0).standard_normal(ds.sizes["time"])
+    with pytest.warns(dcfa.NoSkillWarning, match=r"^RegionsCV: .*the climatology") as caught:
+        model = dcfa.RegionsCV(n_splits=4).fit(ds.field, noise)
+    (warning,) = [w for w in caught if "climatology" in str(w.message)]
+    assert warning.filename == __file__  # it points at the caller's fit
+    path = model.cv_path_.sel(n_groups=model.n_features_out_)
+    kept = path["mean_r2"].sel(level=model.level_)
+    if model.order_ == "weights":
+        kept = path["mean_r2_smoothed"]
+    assert float(kept) <= 0
+    assert f"the {model.n_features_out_}-region map" in str(warning.message)
+    with warnings.catch_warnings():  # a target the field predicts: no warning
+        warnings.simplefilter("error", UserWarning)
+        dcfa.RegionsCV(n_splits=4).fit(ds.field, ds.target)
 
 
 def test_regions_cv_max_groups(regions_field):
