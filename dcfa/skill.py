@@ -244,6 +244,7 @@ def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None
             f"n_splits: expected an int in [2, {n // 4}] (4 samples per block), got {n_splits!r}"
         )
     folds = blocked_folds(n, int(n_splits), gap)
+    _check_monthly_anomalies(model, X, folds, "n_splits")
     if lazy:
         X, y = _check_inputs(X, y)
     return _cross_validated_skill(model, X, y, folds, name)
@@ -446,8 +447,9 @@ def forward_cv(
     min_train : int, optional
         Smallest first training window: the test blocks are then
         ``(n_samples - gap - max(min_train, 4)) // n_splits`` samples long. With
-        :class:`dcfa.Anomalies` ``by="month"`` on monthly data, use at least 12 so that every
-        calendar month is in the first climatology.
+        :class:`dcfa.Anomalies` ``by="month"`` on monthly data, use at least 24: a calendar
+        month present once in a training window would have anomalies of 0 in every cell
+        (refused, naming ``min_train``).
     test_size : int, optional
         Samples per test block; by default ``n_samples // (n_splits + 1)`` (scikit-learn's
         default), or from ``min_train``.
@@ -486,6 +488,49 @@ def forward_cv(
         test_size=test_size,
         max_train_size=max_train_size,
     )
+    _check_monthly_anomalies(model, X, list(cv.split(np.empty((X.shape[0], 1)))), "min_train")
     if lazy:
         X, y = _check_inputs(X, y)
     return _cross_validated_skill(model, X, y, cv, name)
+
+
+def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
+    """Refuse folds whose training rows hold a calendar month once when ``model`` starts
+    with :class:`dcfa.Anomalies` ``by="month"``: that month's climatology would be its one
+    sample, and its anomalies 0 in every cell (on a short first window, every feature is
+    then constant). Reads the dates only; names ``argument``, the one to change."""
+    from dcfa.anomalies import Anomalies
+    from dcfa.io.calendars import MONTH_NAMES, calendar_of
+
+    steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
+    monthly = [s for s in steps if isinstance(s, Anomalies) and s.by == "month"]
+    if not monthly or not isinstance(X, xr.DataArray):
+        return
+    dim = monthly[0].sample_dim
+    if dim not in X.coords or calendar_of(X[dim]) is None:
+        return  # Anomalies says that it needs dates
+    dates = X[dim]
+    months = np.asarray(dates.dt.month.values)
+    for i, (train, _) in enumerate(folds):
+        present, counts = np.unique(months[train], return_counts=True)
+        once = present[counts == 1]
+        if once.size:
+            raise InputError(
+                f"{argument}: the training rows of fold {i} ({train.size} samples, "
+                f"{_month(dates[train[0]])} .. {_month(dates[train[-1]])}) hold "
+                f"{', '.join(MONTH_NAMES[m - 1] for m in once)} only once: the model's "
+                "Anomalies(by='month') would make their anomalies 0 in every cell. Monthly "
+                "anomalies need each calendar month at least twice in every training window "
+                + _MORE_TRAINING[argument]
+            )
+
+
+# how to give every fold more training rows, by the argument named
+_MORE_TRAINING = {
+    "min_train": "(min_train >= 24 on monthly samples, or a longer record)",
+    "n_splits": "(more blocks, n_splits, leave more training rows; or a longer record)",
+}
+
+
+def _month(date: xr.DataArray) -> str:
+    return str(date.dt.strftime("%Y-%m").item())

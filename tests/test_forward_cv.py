@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from conftest import count_computes
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression
@@ -136,7 +137,9 @@ def test_in_fold_climatology_ignores_the_test_months(rng):
     shifted = X.copy(data=X.values.copy())
     shifted[60:] += 1e6
     SEEN.clear()
-    skill = forward_cv(make_pipeline(Anomalies(), Spy()), shifted, y, n_splits=3, gap=2)
+    skill = forward_cv(
+        make_pipeline(Anomalies(), Spy()), shifted, y, n_splits=3, gap=2, min_train=24
+    )
     assert len(SEEN) == 3
     for (_, stamps, seen), (train, _test) in zip(SEEN, skill.extra["folds"], strict=True):
         np.testing.assert_array_equal(stamps, X["time"].values[train])
@@ -213,10 +216,38 @@ def test_blocked_cv_keeps_its_folds_and_scores_on_dataarrays(rng):
 
 
 def test_months_missing_from_a_training_window_are_an_error(rng):
-    X, y, _ = task(rng, n=40)
-    with pytest.raises(ValueError, match=r"month\(s\) \[.*\] do not occur in the training"):
-        # the first window holds January to August only; its test block starts in September
-        forward_cv(make_pipeline(Anomalies(), Spy()), X, y, n_splits=4, min_train=6)
+    X, y, _ = task(rng, n=60)
+    # one December, the last sample: no training window holds it, the last test block does
+    keep = ~((X["time"].dt.month == 12) & (X["time"].dt.year < 1994)).values
+    X, y = X[keep], y[keep]
+    with pytest.raises(ValueError, match=r"month\(s\) \[12\] do not occur in the training"):
+        forward_cv(make_pipeline(Anomalies(), Spy()), X, y, n_splits=3, min_train=22)
+
+
+@pytest.mark.parametrize(
+    ("cv", "kwargs", "argument", "window"),
+    [
+        (forward_cv, {"n_splits": 5}, "min_train", "fold 0 (10 samples, 1990-01 .. 1990-10)"),
+        (forward_cv, {"min_train": 20, "n_splits": 2}, "min_train", "fold 0 (20 samples"),
+        (blocked_cv, {"n_splits": 2}, "n_splits", "fold 0 (20 samples, 1991-09 .. 1993-04)"),
+    ],
+)
+def test_a_training_window_with_a_month_once_is_refused_before_reading_x(
+    rng, cv, kwargs, argument, window
+):
+    """With a first window of 10 months, each month's climatology was its one sample: every
+    anomaly was 0, and the fit said that every feature was constant, naming no argument."""
+    X, y, _ = task(rng, n=60 if cv is forward_cv else 40)
+    lazy = X.chunk({"time": 12})
+    with count_computes(0), pytest.raises(ValueError) as caught:
+        cv(make_pipeline(Anomalies(), LinCFA()), lazy, y, **kwargs)
+    message = str(caught.value)
+    assert message.startswith(f"{argument}: the training rows of {window}")
+    assert "only once: the model's Anomalies(by='month') would make their anomalies 0" in message
+    # two years in every training window: scored; without monthly anomalies: no check
+    more = {"forward_cv": {"min_train": 24}, "blocked_cv": {"n_splits": 5}}[cv.__name__]
+    assert np.isfinite(cv(make_pipeline(Anomalies(), LinCFA()), X, y, **more).r2).all()
+    cv(make_pipeline(Anomalies(by=None), LinCFA()), X, y, **kwargs)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,9 @@ import xarray as xr
 
 from dcfa._errors import InputError
 
+#: the calendar months' names, for messages
+MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
 
 def date_span(coord: xr.DataArray, calendar: str | None, match: str) -> str:
     """``"noleap calendar, 2250-01 .. 2290-12, 492 samples"``: first and last sample, for
