@@ -317,9 +317,12 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             f"{type(self).__name__}: {steps.size} of {self.n_boosts} boosting steps lowered "
             f"the training loss by less than {INACTIVE_SHARE:.1%} of its value before the first "
             f"step ({self.initial_loss_:.4g}; {drops}): their learners are switched off and "
-            "carry nothing to the embedding. A larger beta (now "
-            f"{self.beta:g}: a learner bends only if its output spans about 1/beta of the "
-            f"target) or fewer n_boosts (now {self.n_boosts}) may help; see inactive_steps_.",
+            "carry nothing to the embedding. Either the residual holds nothing a learner can "
+            f"fit (a target linear in X: the first steps take it all, and fewer n_boosts, now "
+            f"{self.n_boosts}, give the same model), or the learners cannot bend: a larger "
+            f"beta (now {self.beta:g}: a learner bends only if its output spans about 1/beta "
+            "of the target) lets them. Compare the skill with a linear model's; see "
+            "inactive_steps_.",
             InactiveLearnersWarning,
             stacklevel=stacklevel,
         )
