@@ -365,8 +365,14 @@ def test_regions_rejects_non_grid(bad):
 def test_regions_rejects_non_integer_labels_and_arrays():
     with pytest.raises(ValueError, match="region"):
         plot_regions(_region(LABELS + 0.5))
-    with pytest.raises(TypeError, match="region"):
+    with pytest.raises(
+        TypeError, match=r"^region: .* got ndarray \(a fitted estimator's label_map_"
+    ):
         plot_regions(LABELS)
+    stacked = _region(LABELS).stack(cell=("lat", "lon"))
+    with pytest.raises(ValueError, match=r"\(stacked\); unstack it: region.unstack\('cell'\)$"):
+        plot_regions(stacked)
+    plot_regions(stacked.unstack("cell"))  # as the message says
 
 
 ############################################################################################
@@ -537,6 +543,13 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     assert ax.get_title() == f"Nino box: r = {r:+.2f}"
     with pytest.raises(ValueError, match="target: 5 samples, the series has 120"):
         plot_series(series, target[:5])
+    # a transform's every region at once: it said "the series has 600" samples
+    regions = xr.concat([series] * 5, "group").transpose("time", "group")
+    pick = r"; pick one, e.g. series.isel\(group=0\)"
+    with pytest.raises(ValueError, match=r"^series: expected one series, got shape \(120, 5\) "
+                       r"with dims \('time', 'group'\)" + pick):  # fmt: skip
+        plot_series(regions, target)
+    assert plot_series(series.expand_dims(group=1, axis=1), target).lines  # one region: fine
     # a result store's group: named by its place, with its units (each line is standardised)
     named = series.assign_coords(group_name="sst_2S_129W", group_units="K")
     assert plot_series(named, target).get_legend().get_texts()[0].get_text() == "sst_2S_129W (K)"

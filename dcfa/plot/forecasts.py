@@ -18,7 +18,17 @@ __all__ = ["plot_path", "plot_predicted", "plot_series"]
 
 
 def _standardised(values: Any, name: str) -> np.ndarray:
-    v = np.asarray(getattr(values, "values", values), dtype=np.float64).ravel()
+    v = np.asarray(getattr(values, "values", values), dtype=np.float64)
+    if v.ndim > 1 and v.size != max(v.shape):
+        dims = getattr(values, "dims", None)
+        other = [d for d in dims[1:] if values.sizes[d] > 1][:1] if dims else []
+        pick = f"{name}.isel({other[0]}=0)" if other else f"{name}[:, 0]"
+        raise InputError(
+            f"{name}: expected one series, got shape {v.shape}"
+            + (f" with dims {dims}" if dims else "")
+            + f"; pick one, e.g. {pick}"
+        )
+    v = v.ravel()
     spread = np.nanstd(v)
     if not np.isfinite(spread) or spread == 0:
         raise InputError(f"{name}: a constant or empty series cannot be standardised")

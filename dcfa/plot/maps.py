@@ -36,10 +36,21 @@ _LON_NAMES = ("lon", "longitude")
 def _lat_lon_values(grid: xr.DataArray, lat: str, lon: str, name: str):
     """``(lats, lons, values)`` of a 2-D lat/lon DataArray: both coordinates ascending (a
     grid across its convention's seam made contiguous), ``values`` float64 (n_lat, n_lon)."""
+    import pandas as pd
     import xarray as xr
 
     if not isinstance(grid, xr.DataArray):
-        raise TypeError(f"{name}: expected an xarray.DataArray, got {type(grid).__name__}")
+        raise TypeError(
+            f"{name}: expected an xarray.DataArray on the (lat, lon) grid, got "
+            f"{type(grid).__name__} (a fitted estimator's label_map_ and stability_map_ are "
+            "its labels_ and stability_ on the grid)"
+        )
+    stacked = [d for d in grid.dims if isinstance(grid.indexes.get(d), pd.MultiIndex)]
+    if grid.ndim == 1 and stacked:
+        raise ValueError(
+            f"{name}: expected a 2-D (lat, lon) grid, got dims {grid.dims} (stacked); "
+            f"unstack it: {name}.unstack({stacked[0]!r})"
+        )
     if grid.ndim != 2:
         # a multi-variable fit's label_map_ has a variable dim (or a window / lag one): one
         # map per value, which the message names
