@@ -35,7 +35,7 @@ _EXPORTS = {
     "GridMoments": "dcfa.stats.grid",
     "InputError": "dcfa._errors",
     "NothingToFitError": "dcfa._errors",
-    "NoSkillWarning": "dcfa.cfa.selection",
+    "NoSkillWarning": "dcfa._errors",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
     "LinCFA": "dcfa.cfa.lincfa",

@@ -1,5 +1,6 @@
 """dcfa's own bad-input errors: :class:`InputError` and the subclasses that are also another
-built-in error. Below every other part, so that any input check may raise them.
+built-in error, and the warning that a fitted map has no skill (:class:`NoSkillWarning`).
+Below every other part, so that any input check may raise them.
 
 The ``dcfa`` command exits with status 2 for these only (and scikit-learn's
 ``InvalidParameterError``, a bad estimator parameter); any other exception, a ValueError of a
@@ -13,6 +14,7 @@ __all__ = [
     "InputError",
     "InputNotFoundError",
     "InputTypeError",
+    "NoSkillWarning",
     "NothingToFitError",
 ]
 
@@ -56,3 +58,10 @@ class NothingToFitError(InputError):
 
     def __reduce__(self):
         return type(self), (self.excluded,)
+
+
+class NoSkillWarning(UserWarning):
+    """The map a cross-validated estimator kept predicts no better than the climatology (its
+    mean CV R^2 is <= 0): the least bad of candidates without skill, not a map of
+    predictors. :func:`dcfa.forward_cv` and :func:`dcfa.blocked_cv` filter it in their
+    refits, whose skill they return."""

@@ -158,6 +158,23 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.standardize = standardize
         self.sample_dim = sample_dim
 
+    def months_once(self, X) -> list[str]:
+        """The calendar months that the samples of ``X`` hold only once (``"Jan"``, ...).
+
+        With ``by="month"`` a month's climatology fitted on these samples would be its one
+        sample, and its anomalies 0 in every cell. :func:`dcfa.forward_cv` and
+        :func:`dcfa.blocked_cv` ask it of every training window before any fit. Empty for
+        ``by=None``, or when ``X`` carries no dates (``fit`` says what it needs). Reads the
+        dates only.
+        """
+        from dcfa.io.calendars import MONTH_NAMES, calendar_of
+
+        coord = getattr(X, "coords", {}).get(self.sample_dim)
+        if self.by != "month" or coord is None or calendar_of(coord) is None:
+            return []
+        present, counts = np.unique(np.asarray(coord.dt.month.values), return_counts=True)
+        return [MONTH_NAMES[m - 1] for m in present[counts == 1]]
+
     # -- fit -----------------------------------------------------------------------------
 
     def fit(self, X, y=None) -> Anomalies:

@@ -32,9 +32,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NoSkillWarning
 from dcfa._validation import check_target_dates, check_time_order
-from dcfa.cfa.selection import NoSkillWarning
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
@@ -495,34 +494,28 @@ def forward_cv(
 
 
 def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
-    """Refuse folds whose training rows hold a calendar month once when ``model`` starts
-    with :class:`dcfa.Anomalies` ``by="month"``: that month's climatology would be its one
-    sample, and its anomalies 0 in every cell (on a short first window, every feature is
-    then constant). Reads the dates only; names ``argument``, the one to change."""
-    from dcfa.anomalies import Anomalies
-    from dcfa.io.calendars import MONTH_NAMES, calendar_of
-
+    """Refuse a fold whose training rows hold a calendar month once when a step of
+    ``model`` makes monthly anomalies (:meth:`dcfa.Anomalies.months_once`): that month's
+    climatology would be its one sample, and its anomalies 0 in every cell (on a short first
+    window, every feature is then constant). Reads the dates only; names ``argument``, the
+    one to change."""
     steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
-    monthly = [s for s in steps if isinstance(s, Anomalies) and s.by == "month"]
-    if not monthly or not isinstance(X, xr.DataArray):
+    checks = [step.months_once for step in steps if hasattr(step, "months_once")]
+    if not checks or not isinstance(X, xr.DataArray):
         return
-    dim = monthly[0].sample_dim
-    if dim not in X.coords or calendar_of(X[dim]) is None:
-        return  # Anomalies says that it needs dates
-    dates = X[dim]
-    months = np.asarray(dates.dt.month.values)
+    sample_dim = X.dims[0]
     for i, (train, _) in enumerate(folds):
-        present, counts = np.unique(months[train], return_counts=True)
-        once = present[counts == 1]
-        if once.size:
-            raise InputError(
-                f"{argument}: the training rows of fold {i} ({train.size} samples, "
-                f"{_month(dates[train[0]])} .. {_month(dates[train[-1]])}) hold "
-                f"{', '.join(MONTH_NAMES[m - 1] for m in once)} only once: the model's "
-                "Anomalies(by='month') would make their anomalies 0 in every cell. Monthly "
-                "anomalies need each calendar month at least twice in every training window "
-                + _MORE_TRAINING[argument]
-            )
+        rows = X.isel({sample_dim: train})
+        for once in (check(rows) for check in checks):
+            if once:
+                dates = rows[sample_dim]
+                raise InputError(
+                    f"{argument}: the training rows of fold {i} ({train.size} samples, "
+                    f"{_month(dates[0])} .. {_month(dates[-1])}) hold {', '.join(once)} only "
+                    "once: the model's Anomalies(by='month') would make their anomalies 0 in "
+                    "every cell. Monthly anomalies need each calendar month at least twice in "
+                    "every training window " + _MORE_TRAINING[argument]
+                )
 
 
 # how to give every fold more training rows, by the argument named

@@ -278,3 +278,19 @@ def test_standardize_without_a_second_sample_is_named_before_the_pass(rng, by, n
     Anomalies(by=by, standardize=False).fit(fit)
     est = Anomalies(by=by, standardize=True).fit(X.isel(time=slice(0, 13)))
     assert np.isfinite(est.scale_.values).sum() == 11  # all but the land cell
+
+
+@pytest.mark.parametrize("calendar", ["standard", "noleap"])
+def test_months_once_are_the_calendar_months_of_one_sample(calendar):
+    dates = xr.date_range("2001-11-01", periods=15, freq="MS", calendar=calendar, use_cftime=None)
+    X = xr.DataArray(np.zeros((15, 2)), dims=("time", "cell"), coords={"time": dates})
+    # Nov 2001 .. Jan 2003: Nov, Dec and Jan twice, the other nine months once
+    assert Anomalies().months_once(X) == ["Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
+                                          "Sep", "Oct"]  # fmt: skip
+    assert (
+        Anomalies().months_once(X.isel(time=slice(0, 2)).pipe(lambda x: xr.concat([x, x], "time")))
+        == []
+    )
+    assert Anomalies(by=None).months_once(X) == []
+    assert Anomalies().months_once(X.drop_vars("time")) == []  # no dates: fit says so
+    assert Anomalies(sample_dim="t").months_once(X.rename(time="t")) == Anomalies().months_once(X)

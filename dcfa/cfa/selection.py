@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from dcfa._errors import NoSkillWarning
 from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "LEAST_GAIN",
-    "NoSkillWarning",
     "REGION_ALPHAS",
     "REGRESSIONS",
     "Regression",
@@ -55,13 +55,6 @@ LEAST_GAIN = 0.01
 # the Cholesky factor's smallest diagonal over its largest below which the normal equations'
 # solution is left to least squares (a condition number of the Gram matrix above 1e8)
 _CONDITION = 1e-4
-
-
-class NoSkillWarning(UserWarning):
-    """The map a cross-validated estimator kept predicts no better than the climatology (its
-    mean CV R^2 is <= 0): the least bad of candidates without skill, not a map of
-    predictors. Filter it where the skill is reported anyway (the refits of a
-    cross-validation)."""
 
 
 def warn_if_no_skill(
