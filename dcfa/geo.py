@@ -250,6 +250,20 @@ def longitude_axes(dims, coords: Mapping) -> dict[int, np.ndarray | None]:
     return out
 
 
+def latitude_axes(dims, coords: Mapping) -> dict[int, np.ndarray]:
+    """Which of ``dims`` are latitude axes (their own 1-D coordinate is a numeric latitude),
+    with their values. ``coords`` as in :func:`longitude_axes`."""
+    out: dict[int, np.ndarray] = {}
+    for axis, dim in enumerate(dims):
+        c = coords.get(dim)
+        if c is None or tuple(c.dims) != (dim,) or not _is_latitude(dim, c.attrs):
+            continue
+        values = np.asarray(c.values)
+        if np.issubdtype(values.dtype, np.number):
+            out[axis] = values.astype(np.float64)
+    return out
+
+
 def _is_latitude(name: str, attrs: Mapping) -> bool:
     units = str(attrs.get("units", "")).lower().replace(" ", "")
     return (

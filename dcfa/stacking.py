@@ -358,9 +358,10 @@ class FeatureLayout:
         A periodic longitude has no first cell: the given first one is wherever the input's
         convention puts its seam (0 or 180 degrees, or anywhere for a rotated axis). Along
         each dim of ``periodic`` (positions among the grid dims) that has longitude values,
-        the cells are visited by longitude modulo 360, from 0 east; other dims keep their
-        order. So the same grid in any longitude convention gives the same visiting order,
-        hence the same partition. The cells of a :class:`CellGrid` are visited in that order
+        the cells are visited by longitude modulo 360, from 0 east; along a latitude, from
+        south to north (stores keep it either way); other dims keep their order. So the same
+        grid in any longitude convention and either latitude order gives the same visiting
+        order, hence the same partition. The cells of a :class:`CellGrid` are visited in that order
         of the grid, whatever their order along the cell dim. Returns the feature indices in
         visiting order, or None when it is the given order.
         """
@@ -377,19 +378,20 @@ class FeatureLayout:
         return None if (visit == np.arange(visit.size)).all() else visit
 
     def _grid_order(self, periodic: tuple[int, ...]) -> np.ndarray | None:
-        from dcfa.geo import longitude_axes
+        from dcfa.geo import latitude_axes, longitude_axes
 
-        if not periodic:
-            return None
         shape = self.grid_shape
         lons = longitude_axes(self.grid_dims, self.grid_coords)
+        lats = latitude_axes(self.grid_dims, self.grid_coords)
         perms = []
         for axis, size in enumerate(shape):
-            values = lons.get(axis) if axis in periodic else None
-            if values is None or values.shape != (size,):
-                perms.append(np.arange(size))
+            lon = lons.get(axis) if axis in periodic else None
+            if lon is not None and lon.shape == (size,):
+                perms.append(np.argsort(np.mod(lon.astype(np.float64), 360.0), kind="stable"))
+            elif axis in lats and lats[axis].shape == (size,):
+                perms.append(np.argsort(lats[axis], kind="stable"))
             else:
-                perms.append(np.argsort(np.mod(values.astype(np.float64), 360.0), kind="stable"))
+                perms.append(np.arange(size))
         if all((p == np.arange(p.size)).all() for p in perms):
             return None
         index = np.arange(int(np.prod(shape))).reshape(shape)

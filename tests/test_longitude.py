@@ -18,6 +18,7 @@ from sklearn.base import clone
 
 import dcfa
 from dcfa import io
+from dcfa.datasets import make_regions_field
 from dcfa.geo import (
     circular_mean,
     group_circular_mean,
@@ -315,8 +316,9 @@ CONVENTIONS = {
 
 
 def on_physical_grid(label_map: xr.DataArray) -> np.ndarray:
-    """Labels indexed by physical longitude 0, 15, ..., 345, whatever the convention."""
-    lm = label_map.assign_coords(lon=np.mod(label_map.lon.values, 360.0)).sortby("lon")
+    """Labels indexed by physical longitude 0, 15, ..., 345, whatever the convention, and by
+    ascending latitude."""
+    lm = label_map.assign_coords(lon=np.mod(label_map.lon.values, 360.0)).sortby(["lat", "lon"])
     np.testing.assert_allclose(lm.lon.values, LON)
     return lm.values
 
@@ -440,13 +442,21 @@ def test_stored_grid_moments_must_wrap_like_the_estimator():
     roll=st.integers(0, 23),
     convention=st.sampled_from(["0..360", "-180..180"]),
     reverse=st.booleans(),
+    north_first=st.booleans(),
     name=st.sampled_from(["LinCFA-shuffled", "GenLinCFA", "LinCFA-mean"]),
 )
-def test_any_rotation_of_the_longitudes_gives_the_same_groups(roll, convention, reverse, name):
+def test_any_rotation_of_the_longitudes_gives_the_same_groups(
+    roll, convention, reverse, north_first, name
+):
+    """And either latitude order: ERA5 stores latitudes from north to south, other
+    products from south to north (GenLinCFA's groups on the two had an adjusted Rand index
+    of 0.06 on a regions field)."""
     field, y = global_field(seed=2)
     X = in_convention(field, convention, roll=roll)
     if reverse:
         X = X.isel(lon=slice(None, None, -1))
+    if north_first:
+        X = X.isel(lat=slice(None, None, -1))
     got = on_physical_grid(ESTIMATORS[name](neighbors=1).fit(X, y).label_map_)
     want = on_physical_grid(ESTIMATORS[name](neighbors=1).fit(field, y).label_map_)
     np.testing.assert_array_equal(got, want)
@@ -591,3 +601,15 @@ def test_group_mean_is_each_group_mean_of_its_values(labels, seed):
         assert got[g] == pytest.approx(
             np.mean([v for v, lab in zip(values, labels, strict=True) if lab == g])
         )
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_either_latitude_order_gives_the_same_groups_on_a_regional_grid(name):
+    """Cells are visited from south to north whatever the stored order, as along a periodic
+    longitude from 0 east; on a regional grid, which has no periodic dim, too."""
+    ds = make_regions_field(240, (9, 12), 6, n_active=2, land_fraction=0.2, seed=3).load()
+    field = ds.field.assign_coords(lon=np.linspace(120.0, 175.0, 12))  # not global
+    want = ESTIMATORS[name](neighbors=1).fit(field, ds.target).label_map_
+    flipped = field.isel(lat=slice(None, None, -1))
+    got = ESTIMATORS[name](neighbors=1).fit(flipped, ds.target).label_map_.sortby("lat")
+    np.testing.assert_array_equal(got.values, want.values)

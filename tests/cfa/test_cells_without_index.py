@@ -186,8 +186,9 @@ def _layout_grid(cells):
 def cell_sets(draw):
     """A (lat, lon) grid, some cells dropped (maybe a whole interior row and column), in
     stacked or shuffled order, its longitude global in any convention or regional, its
-    latitude either way. Shuffled cells are placed on ascending axes, so a descending
-    latitude or a regional longitude across 0 east keeps its order only in stacked order."""
+    latitude either way (visited from south to north). Shuffled cells are placed on
+    ascending axes, so a regional longitude across 0 east keeps its order only in stacked
+    order."""
     n_lat, n_lon = draw(st.integers(4, 7)), draw(st.integers(4, 12))
     lon0 = draw(st.sampled_from([0.0, 90.0, 180.0, 200.0]))
     step = 360.0 / n_lon
@@ -199,8 +200,8 @@ def cell_sets(draw):
         if regional == "across 0":
             lon = (lon - 105.0) % 360.0
     lat = np.linspace(-60.0, 60.0, n_lat)
-    if not shuffled and draw(st.booleans()):
-        lat = lat[::-1]  # north to south: kept when the cells are in stacked order
+    if draw(st.booleans()):
+        lat = lat[::-1]  # north to south
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
     keep = rng.uniform(size=(n_lat, n_lon)) < draw(st.floats(0.6, 1.0))
