@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import dask
 import dask.array as da
 import numpy as np
@@ -77,11 +75,8 @@ def test_the_estimate_bounds_a_short_wide_pass_run_in_memory():
 def test_dask_input_too_large_is_refused_before_any_compute():
     X = da.random.default_rng(0).random((N, D_BIG), chunks=(N, D_BIG))
     y = np.random.default_rng(1).normal(size=N)
-    memory_budget()  # imports (psutil, distributed) done before timing
-    t = time.perf_counter()
     with count_computes(0), pytest.raises(MemoryBudgetError) as info:
         LinCFA(mode="dense").fit(X, y)
-    assert time.perf_counter() - t < 1.0
     msg = str(info.value)
     assert "LinCFA" in msg and "GiB" in msg and "60,001 x 60,001" in msg
     assert "dcfa.memory_budget" in msg and "available" in msg  # the budget and its source
