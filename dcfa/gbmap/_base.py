@@ -17,6 +17,7 @@ import os
 import warnings
 from numbers import Integral, Real
 
+import dask
 import dask.array as da
 import joblib
 import numpy as np
@@ -302,8 +303,14 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.n_iter_ = int(learners.n_iter.sum())
         self.n_evals_ = int(n_evals)
         self.persisted_ = bool(persisted)
-        self.train_embedding_ = self._embed(inp.data)
-        self._train_scores = self._scores(self.train_embedding_, inp.data)
+        # computed now, not kept lazy: a lazy embedding re-read X's source at every drift
+        # score or neighbour query, so a rewritten store changed them silently (and a
+        # pickled model kept X's graph); n x n_boosts floats, one pass
+        embedding = self._embed(inp.data)
+        scores = self._scores(embedding, inp.data)
+        if inp.is_dask:
+            embedding, scores = dask.compute(embedding, scores)
+        self.train_embedding_, self._train_scores = embedding, scores
 
     def _warn_inactive(self, stacklevel: int) -> None:
         steps = np.flatnonzero(self.inactive_steps_)

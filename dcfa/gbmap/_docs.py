@@ -149,11 +149,11 @@ _SHARED_ATTRIBUTES = """
     persisted_ : bool
         Whether the standardised data were persisted during the fit (False when there was
         nothing to fit: NumPy input, or every step loaded from the checkpoint).
-    train_embedding_ : ndarray or dask.array.Array of shape (n_samples, n_boosts)
-        Embedding of the training data, kept for :meth:`drift_score`. An ndarray after a fit
-        on in-memory data (``n x m`` floats); after a fit on Dask data a *lazy* Dask array
-        that re-reads ``X`` from its source (the fit keeps a reference to the graph of
-        ``X``, not a copy of it).
+    train_embedding_ : ndarray of shape (n_samples, n_boosts)
+        Embedding of the training data, kept for :meth:`drift_score` (and the neighbours of
+        the k-NN estimators): ``n x m`` floats in memory, computed at the end of the fit (on
+        Dask data, one more pass over ``X``), so that later queries neither read ``X``'s
+        source again nor change when it does.
     f0_ : None, float or estimator
         The initial model used (``f0``, or the clone of it fitted by ``fit``).
     n_features_in_ : int

@@ -356,9 +356,10 @@ def test_each_pass_is_one_compute(rng, monkeypatch):
     assert model.n_evals_ == sum(nfev) == model.step_n_evals_.sum()
     passes = sum(max(nfev[2 * j : 2 * j + 2]) for j in range(m))  # a step's runs end together
     assert passes < sum(nfev)
-    # the standardisation pass, one persist of (Z, y, F), one compute per pass, and one
-    # persist of the updated scores F after every step but the last
-    assert counter.total == 1 + 1 + passes + (m - 1)
+    # the standardisation pass, one persist of (Z, y, F), one compute per pass, one
+    # persist of the updated scores F after every step but the last, and the training
+    # embedding with its scores
+    assert counter.total == 1 + 1 + passes + (m - 1) + 1
 
 
 LEARNED = (*FITTED, "step_n_iter_", "step_n_evals_", "n_evals_")
@@ -673,15 +674,23 @@ def test_drift_score_flags_extrapolation(rng):
     assert np.median(model.drift_score(outside)) > 5 * np.median(model.drift_score(inside))
 
 
-def test_drift_score_after_a_dask_fit_reads_the_training_set_chunk_wise(rng):
+def test_drift_score_after_a_dask_fit_does_not_read_the_training_set_again(rng, tmp_path):
+    """The training embedding was a lazy array that re-read X's source: after the store was
+    rewritten, drift scores and neighbour predictions changed without a word."""
     X, y = bumpy(rng)
     ref = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0).fit(X, y > 0.8)
+    store = tmp_path / "x.zarr"
+    da.from_array(X, chunks=60).to_zarr(store)
     model = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0)
-    model.fit(da.from_array(X, chunks=60), y > 0.8)
-    assert isinstance(model.train_embedding_, da.Array)  # lazy: no n x p copy is kept
-    with count_computes(1):
-        got = model.drift_score(X[:30])  # in-memory query: one compute
+    model.fit(da.from_zarr(store), y > 0.8)
+    # n x m floats in memory (no copy of the n x p X, no reference to its graph)
+    assert isinstance(model.train_embedding_, np.ndarray)
+    assert model.train_embedding_.shape == (X.shape[0], 3)
+    with count_computes(0):
+        got = model.drift_score(X[:30])  # in-memory query: nothing computed
     np.testing.assert_allclose(got, ref.drift_score(X[:30]), atol=1e-6)
+    da.from_array(rng.normal(size=X.shape), chunks=60).to_zarr(store, overwrite=True)
+    np.testing.assert_array_equal(model.drift_score(X[:30]), got)  # the store changed: not it
 
 
 ############################################################################################
