@@ -20,7 +20,7 @@ from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
-from dcfa.io.archive import open_store, open_zarr, take_record, variable_units
+from dcfa.io.archive import open_store, open_zarr, take_record
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 from dcfa.io.sources import location
@@ -194,7 +194,7 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
             f"{key}: variable(s) {missing} of the result are not in {str(loc)!r} (it has "
             f"{sorted(map(str, ds.data_vars))})"
         )
-    _check_units(fitted, ds, key, loc)
+    fitted.check_units(ds, key, where=f" in {str(loc)!r}")
     for v in fitted.variables:
         dims = tuple(ds[v].dims)
         if fitted.sample_dim not in dims:
@@ -218,28 +218,6 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
             text = text.removeprefix(prefix)
         raise InputError(f"{key}: {text}") from None
     return field
-
-
-def _check_units(fitted: FittedResult, ds: xr.Dataset, key: str, loc) -> None:
-    """Refuse an archive whose variables carry other ``units`` or another ``standard_name``
-    than the ones the result was fitted on (both known): the features would be off by the
-    conversion, or of another quantity, silently."""
-    fitted_in = json.loads(fitted.attrs.get("input_units", "{}"))
-    for v, theirs in variable_units(ds, fitted.variables).items():
-        ours = fitted_in.get(v)
-        if ours is not None and theirs is not None and ours.strip() != theirs.strip():
-            raise InputError(
-                f"{key}: {v!r} in {str(loc)!r} is in {theirs!r}, the result was fitted on "
-                f"{ours!r}; dcfa does not convert units: convert the archive to {ours!r} first"
-            )
-    fitted_on = json.loads(fitted.attrs.get("input_standard_names", "{}"))
-    for v, theirs in variable_units(ds, fitted.variables, "standard_name").items():
-        ours = fitted_on.get(v)
-        if ours is not None and theirs is not None and ours.strip() != theirs.strip():
-            raise InputError(
-                f"{key}: {v!r} in {str(loc)!r} is {theirs!r} (standard_name), the result was "
-                f"fitted on {ours!r}: another quantity under the same name"
-            )
 
 
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:

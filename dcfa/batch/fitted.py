@@ -12,6 +12,7 @@ sampling and months) comes before any read. ``dcfa apply`` is :mod:`dcfa.batch.a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import dask.array as da
@@ -222,11 +223,40 @@ class FittedResult:
 
     # -- checks ------------------------------------------------------------------------------
 
+    def check_units(self, field, key: str, *, where: str = "") -> None:
+        """Refuse a field whose variables carry other ``units`` or another ``standard_name``
+        than the ones the result was fitted on (both known): the features would be off by
+        the conversion, or of another quantity, silently. ``field`` is a Dataset, or a
+        DataArray of the result's one variable (a stacked one's attrs are not its variables');
+        ``where`` is added after the variable's name in the message."""
+        if isinstance(field, xr.Dataset):
+            attrs = {v: field[v].attrs for v in self.variables if v in field.data_vars}
+        elif isinstance(field, xr.DataArray) and len(self.variables) == 1:
+            attrs = {self.variables[0]: field.attrs}
+        else:
+            return
+        fitted_in = json.loads(self.attrs.get("input_units", "{}"))
+        fitted_on = json.loads(self.attrs.get("input_standard_names", "{}"))
+        for v, a in attrs.items():
+            ours, theirs = fitted_in.get(v), a.get("units")
+            if ours is not None and theirs is not None and ours.strip() != str(theirs).strip():
+                raise InputError(
+                    f"{key}: {v!r}{where} is in {str(theirs)!r}, the result was fitted on "
+                    f"{ours!r}; dcfa does not convert units: convert it to {ours!r} first"
+                )
+            ours, theirs = fitted_on.get(v), a.get("standard_name")
+            if ours is not None and theirs is not None and ours.strip() != str(theirs).strip():
+                raise InputError(
+                    f"{key}: {v!r}{where} is {str(theirs)!r} (standard_name), the result was "
+                    f"fitted on {ours!r}: another quantity under the same name"
+                )
+
     def _checked_field(self, field, names: dict, time=None) -> xr.DataArray:
         """``field`` as one DataArray ``(sample_dim, *grid)``, checked against the result, with
         the job's windows and lags, the samples of ``time``."""
         key = names["archive"]
         dim = self.sample_dim
+        self.check_units(field, key)
         if isinstance(field, xr.Dataset):
             missing = [v for v in self.variables if v not in field.data_vars]
             if missing:

@@ -359,6 +359,17 @@ def test_an_archive_in_other_units_exits_2_and_writes_nothing(tmp_path, client):
         "is in 'degC', the result was fitted on 'K'; dcfa does not convert units",
     )
     assert tree(tmp_path) == before
+    # in Python too: load_result(...).transform gave features off by -273.15, silently
+    fitted = load_result(result)
+    celsius = xr.open_zarr(tmp_path / "celsius.zarr")
+    units = r"^field: 'sst' is in 'degC', the result was fitted on 'K'; dcfa does not convert"
+    for given in (celsius, celsius["sst"], io.open_archive(tmp_path / "celsius.zarr", ["sst"])):
+        with pytest.raises(ValueError, match=units):
+            fitted.transform(given)
+    air = xr.open_zarr(tmp_path / "air.zarr")["sst"]
+    with pytest.raises(ValueError, match=r"^field: 'sst' is 'air_temperature' \(standard_name\)"):
+        fitted.transform(air)
+    fitted.transform(xr.open_zarr(tmp_path / "bare.zarr"))  # no units: nothing to compare
     kelvin = apply_result(result, d / "sst.zarr", tmp_path / "k.zarr", **QUIET)
     bare = apply_result(result, tmp_path / "bare.zarr", tmp_path / "bare_out.zarr", **QUIET)
     np.testing.assert_array_equal(
