@@ -20,6 +20,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -158,7 +159,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.standardize = standardize
         self.sample_dim = sample_dim
 
-    def months_once(self, X) -> list[str]:
+    def months_once(self, X: xr.DataArray | ArrayLike | da.Array) -> list[str]:
         """The calendar months that the samples of ``X`` hold only once (``"Jan"``, ...).
 
         With ``by="month"`` a month's climatology fitted on these samples would be its one

@@ -21,11 +21,13 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from dcfa._errors import InputError
 
@@ -49,7 +51,14 @@ def _standardize0(x: np.ndarray) -> np.ndarray:
     return (x - x.mean(axis=0)) / x.std(axis=0)
 
 
-def make_lincfa_bivariate(n: int, w, sigma: float, rng, *, mix=(0.7, 0.3)):
+def make_lincfa_bivariate(
+    n: int,
+    w: ArrayLike,
+    sigma: float,
+    rng: np.random.Generator,
+    *,
+    mix: tuple[float, float] = (0.7, 0.3),
+) -> tuple[np.ndarray, np.ndarray]:
     """Two correlated features and a linear target (LinCFA Tables 1, 6, 7).
 
     ``x1 ~ U[0, 1]``, ``x2 = 0.7 x1 + 0.3 u`` (the mix that gives the published
@@ -63,7 +72,9 @@ def make_lincfa_bivariate(n: int, w, sigma: float, rng, *, mix=(0.7, 0.3)):
     return X, y
 
 
-def make_lincfa_tree(n: int, w: np.ndarray, sigma: float, rng):
+def make_lincfa_tree(
+    n: int, w: np.ndarray, sigma: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """The D-dimensional experiment of LinCFA (Table 3): a random tree of mixtures.
 
     ``x_1 ~ U[0, 1]``; ``x_i = 0.7 x_j + 0.3 u`` with ``j`` a uniformly random earlier
@@ -83,7 +94,7 @@ def make_lincfa_tree(n: int, w: np.ndarray, sigma: float, rng):
 
 def make_cfa_synthetic(
     n_features: int, sigma: float, *, target: str = "linear", n_samples: int = 30_000
-):
+) -> tuple[np.ndarray, np.ndarray]:
     """The synthetic data of the NonLinCFA/GenLinCFA paper (Tables 3-6), in the authors' order.
 
     ``x_1 ~ U[0, 1]``; ``x_{i+1} = 0.7 x_j + 0.3 u`` with ``j`` uniform over the earlier
@@ -349,7 +360,7 @@ def make_smooth_field(
     )
 
 
-def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **kwargs) -> Path:
+def write_regions_store(path: str | os.PathLike, *, overwrite: bool = False, **kwargs: Any) -> Path:
     """Write :func:`make_regions_field` to a Zarr store (chunked as generated); return its path.
 
     Written under a temporary name and renamed, so a failed write leaves nothing behind.

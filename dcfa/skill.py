@@ -27,7 +27,8 @@ from numbers import Integral
 
 import numpy as np
 import xarray as xr
-from sklearn.base import is_regressor
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, is_regressor
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
@@ -86,7 +87,7 @@ class Skill:
 HEADER = f"{'model':<40s} {'R² (mean ± sd)':>14s}   {'features':>8s}   {'fit time':>9s}"
 
 
-def as_regressor(model) -> Pipeline:
+def as_regressor(model: BaseEstimator) -> Pipeline:
     """``model`` itself if it predicts, else ``model ->`` the regression its last step was
     made for (``regressor()``, as :meth:`dcfa.RegionsCV.regressor`), or ``LinearRegression``
     (a reduction + OLS)."""
@@ -177,7 +178,15 @@ def _cross_validated_skill(
     )
 
 
-def blocked_cv(model, X, y, *, n_splits: int = 5, gap: int = 0, name: str | None = None) -> Skill:
+def blocked_cv(
+    model: BaseEstimator,
+    X: ArrayLike | xr.DataArray,
+    y: ArrayLike,
+    *,
+    n_splits: int = 5,
+    gap: int = 0,
+    name: str | None = None,
+) -> Skill:
     """Score ``model`` (a regressor, or a reduction followed by OLS) on contiguous time blocks.
 
     The samples are cut into ``n_splits`` contiguous blocks, as scikit-learn's ``KFold``
@@ -406,9 +415,9 @@ def _infeasible(
 
 
 def forward_cv(
-    model,
-    X,
-    y,
+    model: BaseEstimator,
+    X: ArrayLike | xr.DataArray,
+    y: ArrayLike,
     *,
     n_splits: int = 5,
     gap: int = 0,

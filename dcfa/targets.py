@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dcfa._errors import InputError
 
+if TYPE_CHECKING:  # hints only: scikit-learn, Dask and xarray are imported when fitting
+    import dask.array as da
+    import xarray as xr
+    from numpy.typing import ArrayLike
+    from sklearn.base import BaseEstimator
+
 __all__ = ["fit_each"]
 
 
-def fit_each(estimator, X, targets: Any) -> dict:
+def fit_each(
+    estimator: BaseEstimator, X: ArrayLike | da.Array | xr.DataArray, targets: Any
+) -> dict:
     """Fit a clone of ``estimator`` to each target, reading ``X`` once.
 
     A Dask-backed ``X`` (an archive opened lazily) is read once and held: on the workers of

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import time as _time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import xarray as xr
 
@@ -27,16 +30,16 @@ from dcfa.io.sources import location
 
 
 def apply_result(
-    result,
-    archive,
-    output,
+    result: str | os.PathLike | FittedResult,
+    archive: str | os.PathLike,
+    output: str | os.PathLike,
     *,
     overwrite: bool = False,
-    time=None,
+    time: tuple[Any, Any] | None = None,
     storage_options: dict | None = None,
-    echo=print,
+    echo: Callable[..., None] = print,
     _names: dict | None = None,
-):
+) -> Path | str:
     """Compute a fitted result's region series for the samples of ``archive``; write them.
 
     The archive is opened as the job opened its input (:func:`dcfa.io.open_archive` with the

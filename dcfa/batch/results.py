@@ -11,6 +11,7 @@ input standardisation. :func:`load_result` checks the store and turns it into a
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import xarray as xr
@@ -46,7 +47,9 @@ _INPUT_KEYS = frozenset(
 _TIME_SCALE_KEYS = ("windows", "lags", "aggregate")  # what ``time_scales`` reads of [input]
 
 
-def load_result(path, storage_options: dict | None = None, *, _key: str = "result"):
+def load_result(
+    path: str | os.PathLike, storage_options: dict | None = None, *, _key: str = "result"
+) -> FittedResult:
     """The fitted result of ``dcfa fit`` at ``path``, ready to apply to other months.
 
     Parameters

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -36,6 +37,13 @@ from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
 from dcfa.neighbors import PERIODIC_AUTO
 from dcfa.stats.merged import MergedMoments
 from dcfa.stats.moments import Moments
+
+if TYPE_CHECKING:
+    import dask.array as da
+    from numpy.typing import ArrayLike
+
+    from dcfa.stats.columns import ColumnMoments
+    from dcfa.stats.grid import GridMoments
 
 __all__ = ["BaseCFA", "CFA_PARAMETERS", "INPUT_PARAMETERS"]
 
@@ -165,7 +173,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "labels_")
         return {"execution": self.execution_}
 
-    def execution_for(self, X) -> str:
+    def execution_for(self, X: ArrayLike | da.Array | xr.DataArray) -> str:
         """The execution ``fit(X, y)`` would run (``mode``, or what ``"auto"`` picks).
 
         Checks the parameters as ``fit`` does and reads no data. Raises
@@ -215,7 +223,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.check_n_samples(inp.n_samples)
         return inp, self._check_target(y, inp)
 
-    def grid_pass_request(self, X) -> dict | None:
+    def grid_pass_request(self, X: ArrayLike | da.Array | xr.DataArray) -> dict | None:
         """The grid pass a fit on ``X`` gathers its moments from, or None.
 
         ``{"radius": R, "periodic": dims, "blocks": dims}`` when the fit runs the grid
@@ -287,7 +295,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         )
 
     @property
-    def moments_(self):
+    def moments_(self) -> Moments | GridMoments | ColumnMoments:
         """The statistics of all samples (see Attributes).
 
         NonLinCFA's dense fit keeps one matrix per row segment; their merge, with its own

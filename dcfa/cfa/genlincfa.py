@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,11 @@ from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.driver import partition_moments
 from dcfa.cfa.rules import RULES
 from dcfa.stats.moments import MISSING_POLICIES, Moments
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import scipy.sparse as sp
 
 __all__ = ["GenLinCFA", "genlincfa", "FAMILIES"]
 
@@ -31,12 +37,12 @@ def genlincfa(
     compare: str = "mean",
     scan: str = "restart",
     shuffle: bool = False,
-    random_state=None,
-    neighbors=None,
+    random_state: int | np.random.RandomState | None = None,
+    neighbors: sp.sparray | sp.spmatrix | None = None,
     neighborhood: str = "group",
     target: int = 0,
-    progress=None,
-    order=None,
+    progress: Callable[..., None] | None = None,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """GenLinCFA partition from moments (the function behind :class:`GenLinCFA`).
 

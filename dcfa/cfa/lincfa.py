@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from dcfa._errors import InputError
@@ -16,6 +18,12 @@ from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.grid import GridMoments
 from dcfa.stats.moments import MISSING_POLICIES, Moments
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import dask.array as da
+    import scipy.sparse as sp
+
 __all__ = ["LinCFA", "lincfa"]
 
 
@@ -23,19 +31,19 @@ def lincfa(
     moments: Moments,
     *,
     shuffle: bool = True,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
     strict: bool = True,
     compare: str = "seed",
     scan: str = "single",
     strategy: str = "sequential",
-    neighbors=None,
+    neighbors: sp.sparray | sp.spmatrix | None = None,
     neighborhood: str = "group",
     target: int = 0,
-    progress=None,
+    progress: Callable[..., None] | None = None,
     radius: int | None = None,
-    data=None,
+    data: da.Array | None = None,
     row_batch: int = 256,
-    order=None,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """LinCFA partition of the features from their moments (the function behind :class:`LinCFA`).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,11 @@ from dcfa.cfa.driver import partition_moments
 from dcfa.cfa.folds import Folds
 from dcfa.cfa.rules import RULES
 from dcfa.stats.moments import Moments
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import scipy.sparse as sp
 
 __all__ = ["NonLinCFA", "nonlincfa"]
 
@@ -27,12 +33,12 @@ def nonlincfa(
     compare: str = "mean",
     scan: str = "restart",
     shuffle: bool = False,
-    random_state=None,
-    neighbors=None,
+    random_state: int | np.random.RandomState | None = None,
+    neighbors: sp.sparray | sp.spmatrix | None = None,
     neighborhood: str = "group",
     target: int = 0,
-    progress=None,
-    order=None,
+    progress: Callable[..., None] | None = None,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """NonLinCFA partition from per-segment moments (the function behind :class:`NonLinCFA`).
 

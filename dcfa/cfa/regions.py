@@ -57,6 +57,7 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -83,6 +84,13 @@ from dcfa.cfa.selection import (
     within_noise,
 )
 from dcfa.geo import group_mean
+
+if TYPE_CHECKING:
+    import dask.array as da
+    from numpy.typing import ArrayLike
+    from sklearn.base import BaseEstimator
+
+    from dcfa.cfa.options import FitOptions
 
 __all__ = [
     "RegionsCV",
@@ -280,7 +288,7 @@ class RegionsCV(BaseCFA):
         self.gap = gap
         self.sample_dim = sample_dim
 
-    def regressor(self):
+    def regressor(self) -> BaseEstimator:
         """The regression the map is chosen for (``regression``), new and unfitted: the step
         to put after this estimator in a pipeline.
 
@@ -294,7 +302,7 @@ class RegionsCV(BaseCFA):
         validate_params(self)
         return regression(self.regression)
 
-    def fit_options(self):
+    def fit_options(self) -> FitOptions:
         # a region is the plain mean of its cells
         return replace(super().fit_options(), standardize=False)
 
@@ -319,7 +327,7 @@ class RegionsCV(BaseCFA):
         self._fit(X, y, moments=moments)
         return self
 
-    def fit_targets(self, X, targets: dict) -> dict:
+    def fit_targets(self, X: ArrayLike | da.Array | xr.DataArray, targets: dict) -> dict:
         """Fit a clone to each target, the first stage made once for all.
 
         The pieces depend on ``X`` alone, so the targets share them: each clone then runs
@@ -522,7 +530,7 @@ class RegionsCV(BaseCFA):
             ),
         }
 
-    def execution_for(self, X) -> str:
+    def execution_for(self, X: ArrayLike | da.Array | xr.DataArray) -> str:
         """Always ``"series"``: the pieces are made from the series held in memory. Raises
         :class:`dcfa.MemoryBudgetError` when they would not fit, reading no data."""
         validate_params(self)
@@ -530,7 +538,7 @@ class RegionsCV(BaseCFA):
         _check_budget(inp.n_samples, inp.n_features)
         return "series"
 
-    def grid_pass_request(self, X) -> None:
+    def grid_pass_request(self, X: ArrayLike | da.Array | xr.DataArray) -> None:
         return None
 
 

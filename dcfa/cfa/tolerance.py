@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from functools import partial
 from itertools import pairwise
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
@@ -46,6 +47,11 @@ from dcfa.cfa.rules import RULES
 from dcfa.cfa.selection import ols_skill, warn_if_no_skill
 from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.kernels import between_parts, merge_parts, sum_parts
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import xarray as xr
+    from numpy.typing import ArrayLike
 
 __all__ = ["GenLinCFACV", "NonLinCFACV", "GENLINCFA_PATH", "NONLINCFA_PATH"]
 
@@ -295,14 +301,14 @@ class _TolerancePath:
             ),
         }
 
-    def execution_for(self, X) -> str:
+    def execution_for(self, X: ArrayLike | da.Array | xr.DataArray) -> str:
         """Always ``"series"``: the path reads every fold's moments from the series (raises
         :class:`dcfa.MemoryBudgetError` when they do not fit the budget)."""
         validate_params(self)
         inp = check_X(X, sample_dim=self.sample_dim)
         return require(EXECUTIONS["series"], self.fit_options(), inp, None).name
 
-    def grid_pass_request(self, X) -> None:
+    def grid_pass_request(self, X: ArrayLike | da.Array | xr.DataArray) -> None:
         return None
 
     def check_n_samples(self, n_samples: int) -> None:

@@ -204,7 +204,7 @@ def _same_months(field_labels: pd.Index, target_labels: pd.Index) -> str:
 
 def lead_target(
     field: xr.DataArray | xr.Dataset,
-    target,
+    target: xr.DataArray | pd.Series | np.ndarray,
     lead: int,
     *,
     sample_dim: str = "time",

@@ -158,7 +158,9 @@ def _per_variable(
     return xr.Dataset(out, attrs=dict(ds.attrs))
 
 
-def lagged(field: xr.DataArray | xr.Dataset, lags, *, sample_dim: str = "time"):
+def lagged(
+    field: xr.DataArray | xr.Dataset, lags: list[int], *, sample_dim: str = "time"
+) -> xr.DataArray | xr.Dataset:
     """Stack lagged copies of ``field``: the predictor at ``t - lag`` for every lag.
 
     Parameters
@@ -239,11 +241,11 @@ def _aggregates(aggregate, field) -> Callable[[Any], str]:
 
 def trailing_windows(
     field: xr.DataArray | xr.Dataset,
-    windows,
+    windows: list[int],
     *,
     aggregate: str | Mapping[str, str] = "mean",
     sample_dim: str = "time",
-):
+) -> xr.DataArray | xr.Dataset:
     """Running means (or sums) over trailing windows: the ``w`` samples ending at ``t``.
 
     Parameters

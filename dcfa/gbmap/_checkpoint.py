@@ -48,7 +48,7 @@ class CheckpointMismatch(InputError):
         What differs, ``"; "``-separated.
     """
 
-    def __init__(self, path, details: str):
+    def __init__(self, path: str | os.PathLike, details: str) -> None:
         super().__init__(
             f"checkpoint: {path} was written by a different fit ({details}); use another "
             "checkpoint directory or delete the file to start afresh"

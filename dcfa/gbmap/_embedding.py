@@ -16,6 +16,7 @@ from numbers import Integral
 import dask.array as da
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from dcfa._compute import compute
 from dcfa._errors import InputError, InputTypeError
@@ -26,7 +27,11 @@ from dcfa.gbmap._losses import local_coef_block, path_distance_block
 class _EmbeddingMixin:
     """The uses of the fitted embedding (not for direct use; see :class:`_BaseGBMAP`)."""
 
-    def embedding_distance(self, X, Y=None):
+    def embedding_distance(
+        self,
+        X: ArrayLike | da.Array | xr.DataArray,
+        Y: ArrayLike | da.Array | xr.DataArray | None = None,
+    ) -> np.ndarray | da.Array:
         """Pairwise L1 distances between the embeddings of ``X`` and ``Y`` (Eq. 7).
 
         Parameters
@@ -44,7 +49,9 @@ class _EmbeddingMixin:
         B = A if Y is None else self._embed(self._check_input(Y, "Y").data)
         return _drift.embedding_distance(A, B)
 
-    def drift_score(self, X, n_neighbors: int = 5):
+    def drift_score(
+        self, X: ArrayLike | da.Array | xr.DataArray, n_neighbors: int = 5
+    ) -> np.ndarray | da.Array | xr.DataArray:
         """Drift / out-of-distribution score of new points (Section 4.5 of the paper).
 
         ``|f(x*) - kNN(x*)|`` with ``kNN(x*)`` the mean, over the ``n_neighbors`` nearest
@@ -72,7 +79,9 @@ class _EmbeddingMixin:
             (out,) = compute(out)
         return self._wrap_samples(out, inp, "drift_score", self._score_attrs("GBMAP drift score"))
 
-    def local_coef(self, X, *, standardized: bool = False):
+    def local_coef(
+        self, X: ArrayLike | da.Array | xr.DataArray, *, standardized: bool = False
+    ) -> np.ndarray | da.Array | xr.DataArray:
         """Local linear coefficients of every sample (Section 5.2, Fig. 3 of the paper).
 
         The gradient of the boosted model ``sum_j f_j`` at each sample,
@@ -129,7 +138,13 @@ class _EmbeddingMixin:
             name="local_coef",
         )
 
-    def path_distance(self, X, Y, *, n_grid: int = 64):
+    def path_distance(
+        self,
+        X: ArrayLike | da.Array | xr.DataArray,
+        Y: ArrayLike | da.Array | xr.DataArray,
+        *,
+        n_grid: int = 64,
+    ) -> np.ndarray | da.Array:
         """The path distance of Eq. (6) between the paired rows of ``X`` and ``Y``.
 
         ``d_path(x, y) = int_0^1 |d/dt f(x + t (y - x))| dt``: the total change of the model

@@ -35,6 +35,7 @@ import sys
 import dask
 import dask.array as da
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.spatial.distance import cdist
 
 from dcfa._compute import tree_reduce
@@ -216,7 +217,7 @@ def _as_dask(a) -> da.Array:
     return da.from_array(a, chunks=(max(1, min(a.shape[0], 65536)),) + a.shape[1:])
 
 
-def embedding_distance(A, B) -> np.ndarray | da.Array:
+def embedding_distance(A: ArrayLike | da.Array, B: ArrayLike | da.Array) -> np.ndarray | da.Array:
     """Pairwise L1 distances in the embedding (Patron et al. 2024, Eq. 7).
 
     Parameters
@@ -261,7 +262,12 @@ def _check_knn(query, train, n_neighbors, names=("query", "train")) -> tuple:
 
 
 def knn_mean(
-    query, train, values, n_neighbors: int = 5, *, metric: str = "cityblock"
+    query: ArrayLike | da.Array,
+    train: ArrayLike | da.Array,
+    values: ArrayLike | da.Array,
+    n_neighbors: int = 5,
+    *,
+    metric: str = "cityblock",
 ) -> np.ndarray | da.Array:
     """Mean of ``values`` over the ``n_neighbors`` nearest training rows.
 
@@ -295,7 +301,9 @@ def _knn_mean(query, train, values, n_neighbors, *, metric="cityblock", names=No
     return knn_reduce(query, train, values, k, metric=metric, reduce="mean")
 
 
-def euclid_drift_score(X, X_train, n_neighbors: int = 5) -> np.ndarray | da.Array:
+def euclid_drift_score(
+    X: ArrayLike | da.Array, X_train: ArrayLike | da.Array, n_neighbors: int = 5
+) -> np.ndarray | da.Array:
     """The EUCLID drifter: distance to the ``n_neighbors``-th nearest training point.
 
     The baseline of Patron et al. (2024), Section 4.5: the Euclidean distance, in the
@@ -327,7 +335,11 @@ def euclid_drift_score(X, X_train, n_neighbors: int = 5) -> np.ndarray | da.Arra
 
 
 def drift_score(
-    embedding, scores, train_embedding, train_values, n_neighbors: int = 5
+    embedding: ArrayLike | da.Array,
+    scores: ArrayLike | da.Array,
+    train_embedding: ArrayLike | da.Array,
+    train_values: ArrayLike | da.Array,
+    n_neighbors: int = 5,
 ) -> np.ndarray | da.Array:
     """GBMAP drift score ``|f(x*) - kNN mean|`` (Patron et al. 2024, Section 4.5).
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import clone
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.utils.multiclass import type_of_target
@@ -116,8 +117,8 @@ def _pointwise_loss(task: str, model, X: np.ndarray, t: np.ndarray) -> np.ndarra
 
 
 def drift_experiment(
-    X,
-    y,
+    X: ArrayLike,
+    y: ArrayLike,
     *,
     task: str = "auto",
     n_boosts: int = 20,
@@ -127,7 +128,7 @@ def drift_experiment(
     n_neighbors: int = 5,
     quantile: float = 0.95,
     feature: int | None = None,
-    score_model=None,
+    score_model: BaseEstimator | None = None,
     classification_loss: str = "score",
     random_state: int | None = None,
 ) -> DriftExperimentResult:

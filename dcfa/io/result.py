@@ -6,24 +6,34 @@ import datetime as _dt
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from dcfa.io.sources import location
 
+if TYPE_CHECKING:  # hints only: writing a result needs neither scikit-learn nor the moments
+    from numpy.typing import ArrayLike
+    from sklearn.base import BaseEstimator
+
+    from dcfa.stats.columns import ColumnMoments
+    from dcfa.stats.grid import GridMoments
+    from dcfa.stats.moments import Moments
+
 
 def result_dataset(
-    model,
+    model: BaseEstimator,
     field: xr.DataArray,
     *,
     region: xr.DataArray | None = None,
-    target=None,
+    target: ArrayLike | None = None,
     sample_dim: str = "time",
-    features=None,
-    embedding=None,
-    gbmap=None,
+    features: xr.DataArray | None = None,
+    embedding: xr.DataArray | None = None,
+    gbmap: BaseEstimator | None = None,
     stability: xr.DataArray | None = None,
     units: dict | None = None,
     attrs: dict | None = None,
@@ -271,10 +281,10 @@ def write_result(
     path: str | os.PathLike,
     dataset: xr.Dataset,
     *,
-    moments=None,
+    moments: Moments | GridMoments | ColumnMoments | None = None,
     overwrite: bool = False,
     storage_options: dict | None = None,
-    before_publish=None,
+    before_publish: Callable[..., None] | None = None,
 ) -> Path | str:
     """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
 

@@ -259,7 +259,9 @@ def _pick(variable, names, p) -> str:
     return variable
 
 
-def align(X: xr.DataArray, y, *, match: str = "exact", sample_dim: str = "time"):
+def align(
+    X: xr.DataArray, y: xr.DataArray | pd.Series, *, match: str = "exact", sample_dim: str = "time"
+) -> tuple[xr.DataArray, xr.DataArray]:
     """``X`` and ``y`` on the samples they share, ready for ``fit(X, y)``.
 
     What a batch job does with its archive and target (``target.match``): the samples where

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import dask.config
 from dask.utils import format_bytes, parse_bytes
 
 from dcfa._compute import scheduler_workers
+
+if TYPE_CHECKING:  # a hint only: ``import dcfa`` imports this module, not distributed
+    import distributed
 
 __all__ = ["CONFIG_KEY", "DEFAULT_BUDGET", "Budget", "memory_budget"]
 
@@ -138,7 +142,7 @@ def _cgroup_usage() -> int | None:
     return None
 
 
-def memory_budget(client=None) -> Budget:
+def memory_budget(client: distributed.Client | None = None) -> Budget:
     """Resolve ``dcfa.memory_budget`` for this process and, with a client, its workers.
 
     Parameters

@@ -8,12 +8,19 @@ saying how many features would fit and what to change.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 from dask.utils import format_bytes
 
 from dcfa._errors import InputError
 from dcfa.memory.budget import CONFIG_KEY, _budget_setting, memory_budget
 from dcfa.memory.estimate import DenseEstimate, estimate_dense, estimate_moments, fit_options
+
+if TYPE_CHECKING:  # hints only: ``import dcfa`` imports this package, with NumPy alone
+    from collections.abc import Sequence
+
+    import dask.array as da
+    import numpy as np
 
 __all__ = ["MemoryBudgetError", "check_dense", "check_moments", "gib", "raise_hint"]
 
@@ -27,7 +34,12 @@ class MemoryBudgetError(MemoryError, InputError):
 
 
 def check_dense(
-    estimator, n_samples: int, n_features: int, *, data=None, mode: str | None = None
+    estimator: Any,  # LinCFA, NonLinCFA, GenLinCFA or their FitOptions (dcfa.cfa is above)
+    n_samples: int,
+    n_features: int,
+    *,
+    data: np.ndarray | da.Array | None = None,
+    mode: str | None = None,
 ) -> DenseEstimate | None:
     """Refuse a dense fit that would not fit ``dcfa.memory_budget``, before any compute.
 
@@ -68,9 +80,9 @@ def check_moments(
     n_features: int,
     *,
     n_targets: int = 0,
-    segments=None,
+    segments: Sequence[int] | None = None,
     missing: str = "exclude",
-    data=None,
+    data: np.ndarray | da.Array | None = None,
     split_every: int | None = None,
     tiles: bool = False,
 ) -> DenseEstimate:

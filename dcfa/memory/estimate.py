@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dcfa._compute import SPLIT_EVERY
+
+if TYPE_CHECKING:  # hints only: ``import dcfa`` imports this package, with NumPy alone
+    from collections.abc import Sequence
+
+    import dask.array as da
 
 __all__ = ["DenseEstimate", "estimate_dense", "estimate_moments"]
 
@@ -301,9 +307,9 @@ def estimate_moments(
     n_features: int,
     *,
     n_targets: int = 0,
-    segments=None,
+    segments: Sequence[int] | None = None,
     missing: str = "exclude",
-    data=None,
+    data: np.ndarray | da.Array | None = None,
     split_every: int | None = None,
     tiles: bool = False,
 ) -> DenseEstimate:
@@ -367,7 +373,12 @@ def _client_active() -> bool:
 
 
 def estimate_dense(
-    estimator, n_samples: int, n_features: int, *, data=None, mode: str | None = None
+    estimator: Any,  # LinCFA, NonLinCFA, GenLinCFA or their FitOptions (dcfa.cfa is above)
+    n_samples: int,
+    n_features: int,
+    *,
+    data: np.ndarray | da.Array | None = None,
+    mode: str | None = None,
 ) -> DenseEstimate | None:
     """Peak memory of ``estimator.fit`` on ``n_samples x n_features`` (nothing is computed).
 

@@ -15,6 +15,7 @@ from dcfa.plot._figure import cartopy_crs as _cartopy_crs
 from dcfa.plot._figure import pyplot as _pyplot
 
 if TYPE_CHECKING:
+    import cartopy.crs
     import xarray as xr
     from matplotlib.axes import Axes
     from matplotlib.colors import Colormap
@@ -360,7 +361,7 @@ def _add_coastlines(ax) -> None:
     ax.coastlines(resolution="110m")
 
 
-def map_projection(region: xr.DataArray, *, lon: str = "lon"):
+def map_projection(region: xr.DataArray, *, lon: str = "lon") -> cartopy.crs.Projection | None:
     """The cartopy projection :func:`plot_regions` draws ``region`` on, or None without cartopy.
 
     For axes made beforehand, e.g. ``plt.subplots(2, subplot_kw={"projection": p})`` with

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,13 @@ from dcfa.stats.stencil import (
 )
 from dcfa.stats.store import StoredFields
 from dcfa.stats.summary import ColumnSummary
+
+if TYPE_CHECKING:  # hints only: the workers that unpickle the kernels load NumPy alone
+    from collections.abc import Sequence
+
+    import dask.array as da
+    import xarray as xr
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "GridMoments",
@@ -102,7 +110,9 @@ class GridMoments(StoredFields, ColumnSummary):
     def target_m2(self) -> float | None:  # the name every statistics value uses
         return self.target_ss
 
-    def neighbours(self, cells: np.ndarray, radius: int | None = None):
+    def neighbours(
+        self, cells: np.ndarray, radius: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Flat indices of the cells within ``radius`` of each of ``cells`` (-1 off the grid).
 
         Returns ``(nbr, offset)``: ``nbr`` of shape ``(len(cells), K)`` over the full
@@ -280,13 +290,13 @@ class GridMoments(StoredFields, ColumnSummary):
 
 
 def grid_moments(
-    field,
-    y=None,
+    field: xr.DataArray | np.ndarray | da.Array,
+    y: ArrayLike | None = None,
     *,
     radius: int,
     sample_dim: str = "time",
-    periodic=(),
-    blocks=(),
+    periodic: Sequence[int] = (),
+    blocks: Sequence[int] = (),
     split_every: int | None = None,
 ) -> GridMoments:
     """One pass over a gridded field: the moments of every cell with its neighbours.

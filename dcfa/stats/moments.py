@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,15 @@ from dcfa.stats.kernels import (
 from dcfa.stats.store import write_zarr_atomic
 from dcfa.stats.summary import excluded_mask, exclusions
 from dcfa.stats.symmetric import SymmetricTiles
+
+if TYPE_CHECKING:  # hints only: a worker that unpickles a kernel from here loads NumPy alone
+    from collections.abc import Sequence
+
+    import dask.array as da
+    import xarray as xr
+    from numpy.typing import ArrayLike
+
+    from dcfa.stats.summary import TargetMoments
 
 __all__ = ["Moments", "moments", "MISSING_POLICIES"]
 
@@ -88,16 +98,16 @@ def use_budget_check(check: Callable[..., None]) -> None:
 
 
 def moments(
-    X,
-    y=None,
+    X: ArrayLike | da.Array | xr.DataArray,
+    y: ArrayLike | None = None,
     *,
     sample_dim: str = "time",
     missing: str = "exclude",
-    segments=None,
+    segments: Sequence[int] | None = None,
     split_every: int | None = None,
     compute: bool = True,
     tiles: bool = False,
-):
+) -> Moments | list[Moments]:
     """One pass over ``X`` (and the target(s) ``y``) giving their :class:`Moments`.
 
     Parameters
@@ -455,7 +465,7 @@ class Moments:
         """Every column's centred sum of squares (features, then targets)."""
         return self.column_var(ddof=0) * self.column_count
 
-    def target_moments(self):
+    def target_moments(self) -> TargetMoments | None:
         """The targets' statistics (:class:`~dcfa.stats.summary.TargetMoments`), or None
         without a target or while lazy (nothing is computed here)."""
         from dcfa.stats.summary import TargetMoments

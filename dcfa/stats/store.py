@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class StoredFields:
     _ARRAYS: tuple[str, ...] = ()
     _ATTRS: tuple[str, ...] = ()
 
-    def save(self, path, *, overwrite: bool = False) -> Path:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write to a Zarr store, atomically (see :meth:`dcfa.Moments.save`)."""
         from dcfa._version import __version__
 
@@ -37,7 +38,7 @@ class StoredFields:
         )
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike) -> Self:
         """Read a value written by :meth:`save`."""
         group = open_stored(path, cls.__name__)
         meta = dict(group.attrs)
