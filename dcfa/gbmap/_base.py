@@ -49,7 +49,7 @@ from dcfa.gbmap._checkpoint import check_directory, load_checkpoint, save_checkp
 from dcfa.gbmap._embedding import _EmbeddingMixin
 from dcfa.gbmap._learners import Learners
 from dcfa.gbmap._losses import ACTIVATIONS, LOSSES, embed_block
-from dcfa.gbmap._rows import column_stats, make_data, should_persist
+from dcfa.gbmap._rows import column_stats, make_data, row_digest, should_persist
 from dcfa.gbmap._solver import boost
 
 logger = logging.getLogger("dcfa")
@@ -232,10 +232,12 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         learners = Learners.empty(inp.n_features)
         if self.checkpoint is None:
             return learners, seed, None
-        # the fingerprint hashes y and a fitted f0: a checkpoint of other data is not resumed
+        # the fingerprint hashes y and a fitted f0, and digests X's rows (one pass): a
+        # checkpoint of other data, or of the same rows in another order, is not resumed
         fingerprint, arrays = self._fingerprint(
             inp.n_samples, inp.n_features, standardizer.mean, standardizer.scale, target
         )
+        arrays["rows"] = row_digest(inp.data, standardizer.mean, standardizer.scale)
         found = load_checkpoint(self.checkpoint, fingerprint, arrays)
         if found is not None:
             learners, seed = found

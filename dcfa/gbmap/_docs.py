@@ -97,7 +97,8 @@ _SHARED_PARAMETERS = """
         ``<checkpoint>/gbmap_checkpoint.npz`` atomically (temporary file + ``os.replace``).
         A fit that finds a checkpoint of the same estimator, parameters (but ``n_boosts``,
         ``persist``, ``checkpoint``; an estimator ``f0`` is compared as fitted) and data
-        (shape, column moments and every target value) resumes after its last step and
+        (shape, column moments, every target value, and a digest of the rows of ``X`` in
+        their order, one more pass) resumes after its last step and
         gives the same model as an uninterrupted fit; a mismatching checkpoint raises
         ``ValueError``.
     sample_dim : str, default="time"

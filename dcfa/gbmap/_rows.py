@@ -94,6 +94,35 @@ def column_stats(X, *, empty_columns: bool = False) -> tuple:
     return standardizer, bad, int((np.asarray(summary["count"]) == 0).sum())
 
 
+#: probes of :func:`row_digest`: enough that two different row sets agree on all of them
+#: only by design, few enough to store in every checkpoint
+DIGEST_PROBES = 8
+
+
+def row_digest(X, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """A digest of ``X``'s rows in their order: :data:`DIGEST_PROBES` sums, over the rows, of
+    each standardised row's projection on a fixed random direction, weighted by fixed
+    functions of the row's position. Equal (to rounding) for the same rows in the same order
+    in any chunking; rows in another order, or another column with the same moments (a
+    column mirrored about its mean), change it. One pass (a matrix-vector product) on Dask.
+    """
+    p = mean.shape[0]
+    direction = np.random.default_rng(0x6B4D).standard_normal(p)  # fixed: every fit's probe
+    direction /= np.linalg.norm(direction)
+    w = direction / scale
+    # centred before the product: raw values far from 0 (SST in K) would leave rounding of
+    # the product's size, which differs between chunkings
+    if isinstance(X, da.Array):
+        z = compute((X - mean) @ w)[0]
+    else:
+        z = np.concatenate([(X[i : i + 4096] - mean) @ w for i in range(0, X.shape[0], 4096)])
+    z = np.asarray(z, dtype=np.float64)
+    rows = np.arange(z.size, dtype=np.float64)
+    golden = (np.sqrt(5.0) - 1.0) / 2.0  # incommensurate frequencies: no two probes alike
+    weights = np.cos(np.outer(np.arange(1, DIGEST_PROBES + 1) * golden, rows))
+    return weights @ z
+
+
 ############################################################################################
 # where the rows live
 

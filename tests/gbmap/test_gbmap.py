@@ -552,6 +552,25 @@ def test_checkpoint_of_another_fit_is_refused(rng, tmp_path):
         )
 
 
+def test_a_checkpoint_of_the_same_moments_and_target_but_other_rows_is_refused(rng, tmp_path):
+    """The fingerprint checked the shape, the column moments and every target value: rows of
+    X in another order against the same y, or a column mirrored about its mean, resumed the
+    old learners silently (a newcomer's training R^2 -0.76 instead of 0.15)."""
+    X, y = bumpy(rng)
+    GBMAPRegressor(n_boosts=1, beta=5.0, random_state=0, checkpoint=tmp_path).fit(X, y)
+    mirrored = X.copy()
+    mirrored[:, 0] = 2 * X[:, 0].mean() - X[:, 0]
+    shuffled = X[rng.permutation(X.shape[0])]
+    for other in (shuffled, mirrored, da.from_array(shuffled, chunks=70)):
+        with pytest.raises(ValueError, match=r"X: other rows, or the same rows in another order"):
+            GBMAPRegressor(n_boosts=2, beta=5.0, random_state=0, checkpoint=tmp_path).fit(other, y)
+    # the same rows in chunks of any size: resumed
+    resumed = GBMAPRegressor(n_boosts=1, beta=5.0, random_state=0, checkpoint=tmp_path)
+    with count_computes(3):  # the moments, the digest and the training embedding
+        resumed.fit(da.from_array(X, chunks=(37, 2)), y)
+    assert resumed.n_evals_ == 0  # nothing optimised: every step came from the checkpoint
+
+
 ############################################################################################
 # bad input: clear errors before any pass over X
 
