@@ -609,3 +609,21 @@ def test_drift_has_a_reference_line_of_the_training_months():
     assert any(t.startswith("95th percentile of the reference") for t in labels), labels
     ax = plot_drift(test, reference=2.5)
     assert ax.lines[1].get_ydata()[0] == 2.5
+
+
+@pytest.mark.parametrize("calendar", ["noleap", "360_day"])
+def test_series_and_drift_on_a_model_calendar_are_drawn_in_decimal_years(calendar):
+    """matplotlib cannot place cftime dates without nc-time-axis: plot_series raised
+    ``TypeError: float() argument must be ... not 'cftime._cftime.DatetimeNoLeap'``."""
+    from dcfa.plot import plot_drift, plot_series
+
+    t = xr.date_range("2001-01-01", periods=24, freq="MS", calendar=calendar, use_cftime=True)
+    rng = np.random.default_rng(0)
+    series = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": t})
+    x = plot_series(series, rng.standard_normal(24)).lines[0].get_xdata()
+    days = 360.0 if calendar == "360_day" else 365.0
+    day_of_year = np.array([d.dayofyr for d in t], dtype=float)
+    np.testing.assert_allclose(x, [d.year for d in t] + (day_of_year - 1) / days)
+    assert x[0] == 2001.0 and 2002.0 < x[-1] < 2003.0
+    drawn = plot_drift(series.copy(data=np.abs(series.values))).lines[0].get_xdata()
+    np.testing.assert_allclose(drawn, x)

@@ -1,6 +1,9 @@
-"""What every plot needs: pyplot, imported when a plot is drawn, and cartopy when there is."""
+"""What every plot needs: pyplot, imported when a plot is drawn, cartopy when there is, and
+sample coordinates that matplotlib can place."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def pyplot():
@@ -21,3 +24,16 @@ def cartopy_crs():
     except ImportError:
         return None
     return ccrs
+
+
+def axis_values(coord: Any) -> Any:
+    """Values of a sample coordinate that matplotlib can place: datetime64 and numbers as
+    they are; cftime dates (model calendars: noleap, 360_day, ...), which matplotlib cannot
+    place without nc-time-axis, as decimal years (``2001.5`` is mid-2001)."""
+    import numpy as np
+
+    values = np.asarray(coord.values)
+    if values.dtype != object or not values.size or not hasattr(values.flat[0], "calendar"):
+        return values
+    days = coord.dt.days_in_year.values.astype(np.float64)
+    return coord.dt.year.values + (coord.dt.dayofyear.values - 1) / days

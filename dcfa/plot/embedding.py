@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
+from dcfa.plot._figure import axis_values
 from dcfa.plot._figure import pyplot as _pyplot
 
 if TYPE_CHECKING:
@@ -203,5 +204,5 @@ def _sample_axis(score: Any, n: int) -> tuple[np.ndarray, str]:
     dims = getattr(score, "dims", None)
     coords = getattr(score, "coords", None)
     if dims and coords is not None and len(dims) == 1 and dims[0] in coords:
-        return np.asarray(coords[dims[0]].values), str(dims[0])
+        return axis_values(coords[dims[0]]), str(dims[0])
     return np.arange(n), "sample"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
+from dcfa.plot._figure import axis_values
 from dcfa.plot._figure import pyplot as _pyplot
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def plot_series(
         raise InputError(f"target: {y.size} samples, the series has {x.size}")
     dim = getattr(series, "dims", ("sample",))[0]
     t = (
-        np.asarray(series[dim].values)
+        axis_values(series[dim])
         if hasattr(series, "coords") and dim in series.coords
         else (np.arange(x.size))
     )
