@@ -80,7 +80,10 @@ def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
 # the estimator
 
 
-class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+# scikit-learn's wrapping of transform's output is off (auto_wrap_output_keys=None): it
+# would make a DataFrame of a (time, lat, lon) DataArray and fail; set_output is this
+# class's own
+class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Anomalies from a climatology fitted on the training rows: ``(x - clim[month]) / scale``.
 
     ``fit`` learns, per cell, the mean of every calendar month over the rows it is given
@@ -359,11 +362,58 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         else:
             out = anomaly_block(data, clim, scale, groups, out_dtype=dtype)
         if not labelled:
-            return out
+            return self._container(out, X)
         Xt = X.transpose(self.sample_dim, *self._grid_dims).copy(data=out)
         if self.standardize:  # anomalies over their spread: dimensionless
             Xt.attrs = {**Xt.attrs, "units": "1"}
         return Xt.transpose(*X.dims)
+
+    def set_output(self, *, transform: str | None = None) -> Anomalies:
+        """The container of :meth:`transform`'s output, as scikit-learn's ``set_output``.
+
+        A DataArray stays a DataArray whatever is asked: its grid and dates are what the
+        steps after it need (a pipeline's ``set_output`` reaches every step, and the last
+        one gives the table). An in-memory array (or DataFrame) becomes a DataFrame with
+        ``transform="pandas"`` (columns :meth:`get_feature_names_out`, a DataFrame input's
+        index), or a polars DataFrame with ``"polars"``; a Dask array stays lazy.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None
+            None leaves the setting as it is; ``"default"`` follows scikit-learn's global
+            ``transform_output``.
+
+        Returns
+        -------
+        self
+        """
+        if transform is None:
+            return self
+        if transform not in ("default", "pandas", "polars"):
+            raise ValueError(
+                f"transform: expected 'default', 'pandas', 'polars' or None, got {transform!r}"
+            )
+        # the attribute scikit-learn's clone copies, so that cross-validation keeps it
+        self._sklearn_output_config = {"transform": transform}
+        return self
+
+    def _container(self, out, X):
+        """``out`` (anomalies of unlabelled rows) in the container ``set_output`` asked for."""
+        from sklearn.utils._set_output import _get_output_config
+
+        kind = _get_output_config("transform", self)["dense"]
+        if kind == "default" or isinstance(out, da.Array) or np.ndim(out) != 2:
+            return out
+        import pandas as pd
+
+        frame = pd.DataFrame(
+            out, columns=self.get_feature_names_out(), index=getattr(X, "index", None)
+        )
+        if kind == "polars":
+            import polars
+
+            return polars.from_pandas(frame)
+        return frame
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

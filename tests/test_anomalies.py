@@ -294,3 +294,34 @@ def test_months_once_are_the_calendar_months_of_one_sample(calendar):
     assert Anomalies(by=None).months_once(X) == []
     assert Anomalies().months_once(X.drop_vars("time")) == []  # no dates: fit says so
     assert Anomalies(sample_dim="t").months_once(X.rename(time="t")) == Anomalies().months_once(X)
+
+
+def test_set_output_keeps_the_grid_and_tables_the_rest(rng):
+    """A pipeline starting with Anomalies failed under set_output(transform="pandas"):
+    scikit-learn made a DataFrame of the (time, lat, lon) anomalies ("Must pass 2-d input")."""
+    import sklearn
+    from sklearn.base import clone
+
+    from dcfa import RegionsCV
+    from dcfa.datasets import make_regions_field
+
+    ds = make_regions_field(240, (12, 24), 6, seed=3).load()
+    pipeline = make_pipeline(Anomalies(), RegionsCV()).set_output(transform="pandas")
+    out = pipeline.fit(ds.field, ds.target).transform(ds.field)
+    assert isinstance(out, pd.DataFrame) and out.shape[0] == 240
+    assert (out.index == ds.time.to_index()).all()
+    # the grid stays a DataArray, asked for pandas itself or by the global setting
+    alone = clone(Anomalies().set_output(transform="pandas")).fit(ds.field)
+    assert isinstance(alone.transform(ds.field), xr.DataArray)
+    with sklearn.config_context(transform_output="pandas"):
+        assert isinstance(Anomalies().fit_transform(ds.field), xr.DataArray)
+        table = pd.DataFrame(rng.normal(size=(20, 3)), columns=list("abc"),
+                             index=pd.RangeIndex(100, 120))  # fmt: skip
+        got = Anomalies(by=None).fit_transform(table)
+    # rows without dates: a DataFrame with the input's columns and index
+    assert isinstance(got, pd.DataFrame) and list(got.columns) == list("abc")
+    assert (got.index == table.index).all()
+    np.testing.assert_allclose(got.values, table.values - table.values.mean(axis=0))
+    assert isinstance(Anomalies(by=None).fit_transform(table.values), np.ndarray)
+    with pytest.raises(ValueError, match=r"^transform: expected 'default', 'pandas'"):
+        Anomalies().set_output(transform="arrow")
