@@ -56,6 +56,8 @@ class InputData:
     data: np.ndarray | da.Array
     layout: FeatureLayout | None = None
     feature_names: np.ndarray | None = None
+    #: a DataFrame's dates (its DatetimeIndex or CFTimeIndex), which a dated target must have
+    sample_dates: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -91,7 +93,7 @@ def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
 def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     """Validate ``X`` (NumPy, Dask, pandas or xarray) as an ``(n_samples, n_features)`` matrix."""
     layout = None
-    feature_names = None
+    feature_names = sample_dates = None
     if isinstance(X, xr.Dataset):
         raise InputTypeError(
             f"{name}: got an xarray.Dataset; select one variable (ds['sst']) or use "
@@ -111,6 +113,8 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
         # scikit-learn's rule: names when every column name is a string (else None), so
         # what fit stores is what _check_feature_names compares later
         feature_names = _get_feature_names(X)
+        if isinstance(getattr(X, "index", None), pd.DatetimeIndex | xr.CFTimeIndex):
+            sample_dates = np.asarray(X.index)
         data = X.to_numpy()
     else:
         data = np.asarray(X)
@@ -132,7 +136,9 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
         raise InputError(
             f"{name}: 0 feature(s) (shape={data.shape}) while a minimum of 1 is required."
         )
-    return InputData(data=data, layout=layout, feature_names=feature_names)
+    return InputData(
+        data=data, layout=layout, feature_names=feature_names, sample_dates=sample_dates
+    )
 
 
 def check_n_features(estimator, n_features: int) -> None:
@@ -406,13 +412,16 @@ def check_y(
     *,
     name: str = "y",
     layout: FeatureLayout | None = None,
+    dates: np.ndarray | None = None,
     numeric: bool = True,
     allow_constant: bool = False,
 ) -> np.ndarray:
     """Validate the target(s) and return them in memory as an ``(n_samples, k)`` array.
 
     The target is small (n values per column), so it is computed here: a NaN or constant
-    target must fail before the pass over ``X``, not after.
+    target must fail before the pass over ``X``, not after. A target with dates is checked
+    against ``X``'s: a DataArray ``X``'s sample coordinate (``layout``), or a DataFrame
+    ``X``'s dates (``dates``, :attr:`InputData.sample_dates`).
     """
     if y is None:
         raise InputError(
@@ -420,6 +429,8 @@ def check_y(
             "target y is None"
         )
     y = _dated_target(y, layout)
+    if dates is not None:
+        check_target_dates(y, "index", dates, name)
     if isinstance(y, xr.DataArray):
         _check_sample_alignment(y, layout, name)
         if layout is not None:
@@ -512,10 +523,21 @@ def check_target_dates(y, dim: str, dates, name: str = "y") -> None:
     if same:
         return
     calendars = (ours.dtype == object) != (theirs.dtype == object)
+    if dim == "index":  # a DataFrame X: pandas pairs them
+        how = (
+            "; pair them by date first, e.g. y = y.loc[X.index] (the same dates in X's "
+            "order) or X, y = X.align(y, join='inner', axis=0)"
+        )
+    else:
+        how = (
+            "; align them first: X, y = dcfa.align(X, y) keeps the samples with identical "
+            "stamps, dcfa.align(X, y, match='month') pairs calendar months (e.g. a field "
+            "stamped mid-month and an index on the 1st)"
+        )
     raise InputError(
-        f"{name}: its {dim!r} coordinate differs from X's"
+        f"{name}: "
+        + ("the dates of its index differ" if dim == "index" else f"its {dim!r} coordinate differs")
+        + " from X's"
         + (" (their dates are on different calendars)" if calendars else "")
-        + "; align them first: X, y = dcfa.align(X, y) keeps the samples with identical "
-        "stamps, dcfa.align(X, y, match='month') pairs calendar months (e.g. a field stamped "
-        "mid-month and an index on the 1st)"
+        + how
     )

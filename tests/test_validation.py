@@ -8,6 +8,7 @@ import pytest
 import xarray as xr
 from conftest import count_computes
 
+import dcfa
 from dcfa import LinCFA
 
 
@@ -95,3 +96,36 @@ def test_transform_checks_the_feature_count(data):
         ValueError, match="X has 3 features, but LinCFA is expecting 4 features as input"
     ):
         model.transform(X[:, :3])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LinCFA(random_state=0),
+        lambda: dcfa.GenLinCFA(),
+        lambda: dcfa.GBMAPRegressor(n_boosts=1, random_state=0),
+    ],
+    ids=["LinCFA", "GenLinCFA", "GBMAPRegressor"],
+)
+def test_a_dated_target_is_checked_against_a_dataframes_dates(make):
+    """With a DataFrame X on a DatetimeIndex, a date-indexed y reversed or shifted by 3
+    months was paired by position without a word (GBMAP's R^2 -0.54); a DataArray X already
+    refused it."""
+    import pandas as pd
+
+    idx = pd.date_range("2000-01-01", periods=60, freq="MS")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(60, 4)), index=idx, columns=list("abcd"))
+    y = pd.Series(X["a"].to_numpy() + 0.1 * rng.normal(size=60), index=idx)
+    refused = r"^y: the dates of its index differ from X's; pair them by date first"
+    with count_computes(0):
+        for other in (y[::-1], y.shift(3, freq="MS"), y.iloc[:-1]):
+            with pytest.raises(ValueError, match=refused):
+                make().fit(X, other)
+    model = make().fit(X, y)  # the same dates: fitted
+    make().fit(X, y.to_numpy())  # no dates: by position, as scikit-learn pairs them
+    make().fit(X.reset_index(drop=True), y)  # X without dates: by position
+    if hasattr(model, "score"):
+        with pytest.raises(ValueError, match=refused):
+            model.score(X, y[::-1])
+        assert np.isfinite(model.score(X, y))

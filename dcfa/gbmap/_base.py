@@ -550,13 +550,21 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         return f0 + total
 
     def _aligned_target(self, X, y):
-        """``y`` for ``score``, checked against a DataArray ``X``'s samples by label as in
-        ``fit`` (a target with the same dates in another order raises, instead of being
-        compared row by row); other inputs are left to scikit-learn."""
+        """``y`` for ``score``, checked against a DataArray ``X``'s samples by label, or a
+        DataFrame ``X``'s dates, as in ``fit`` (a target with the same dates in another order
+        raises, instead of being compared row by row); other inputs are left to
+        scikit-learn."""
         inp = self._check_input(X)
-        if inp.layout is None:
+        if inp.layout is None and inp.sample_dates is None:
             return y
-        values = check_y(y, inp.n_samples, layout=inp.layout, numeric=False, allow_constant=True)
+        values = check_y(
+            y,
+            inp.n_samples,
+            layout=inp.layout,
+            dates=inp.sample_dates,
+            numeric=False,
+            allow_constant=True,
+        )
         return values[:, 0] if values.shape[1] == 1 else values
 
     @property

@@ -54,8 +54,15 @@ def _log_proba(scores: np.ndarray) -> np.ndarray:
     return np.stack([-np.logaddexp(0.0, f), -np.logaddexp(0.0, -f)], axis=1)
 
 
-def _target_column(y, n: int, layout, numeric: bool) -> np.ndarray:
-    values = check_y(y, n, layout=layout, numeric=numeric, allow_constant=True)
+def _target_column(y, inp: InputData, numeric: bool) -> np.ndarray:
+    values = check_y(
+        y,
+        inp.n_samples,
+        layout=inp.layout,
+        dates=inp.sample_dates,
+        numeric=numeric,
+        allow_constant=True,
+    )
     if values.shape[1] != 1:
         raise InputError(f"y: expected a single target column, got {values.shape[1]} columns")
     ndim = getattr(y, "ndim", None)
@@ -84,7 +91,7 @@ class _GBMAPRegressorBase(RegressorMixin, _BaseGBMAP):
     _loss = "squared"
 
     def _encode_target(self, y, inp: InputData) -> np.ndarray:
-        values = _target_column(y, inp.n_samples, inp.layout, numeric=True)
+        values = _target_column(y, inp, numeric=True)
         scale = float(values.std())
         if not scale > 0:
             raise InputError("y: the target is constant; there is nothing to predict")
@@ -205,7 +212,7 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
     _loss = "logistic"
 
     def _encode_target(self, y, inp: InputData) -> np.ndarray:
-        values = _target_column(y, inp.n_samples, inp.layout, numeric=False)
+        values = _target_column(y, inp, numeric=False)
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             bad = int((~np.isfinite(values)).sum())
             raise InputError(f"y: contains {bad} NaN or infinite values; drop those samples")
