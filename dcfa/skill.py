@@ -118,6 +118,22 @@ def _check_y(y) -> np.ndarray:
     return y
 
 
+def _samples_first(model, X):
+    """A DataArray ``X`` with the model's sample dim first (``sample_dim`` of the model or
+    of its first step that has one, else ``"time"``): the folds cut the first dim, and the
+    estimators find the samples by name, in any position."""
+    if not isinstance(X, xr.DataArray):
+        return X
+    steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
+    named = [
+        step.sample_dim for step in steps if isinstance(getattr(step, "sample_dim", None), str)
+    ]
+    dim = named[0] if named else "time"
+    if dim in X.dims and X.dims[0] != dim:
+        return X.transpose(dim, ...)
+    return X
+
+
 def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D;
     ``y`` (its dates against X's, as ``fit`` checks them) and the shapes are checked before
@@ -207,7 +223,8 @@ def blocked_cv(
         its map is chosen for, :meth:`~dcfa.RegionsCV.regressor`). It is cloned and refitted
         on every training block.
     X : array-like or xarray.DataArray of shape (n_samples, n_features)
-        Samples in time order. A DataArray (samples along its first dim, features along the
+        Samples in time order. A DataArray (samples along the model's ``sample_dim``,
+        ``"time"`` by default, in any position, else its first dim; features along the
         others) is read into memory as float64 and passed on as a DataArray, so that a
         pipeline starting with :class:`dcfa.Anomalies` finds its dates.
     y : array-like of shape (n_samples,)
@@ -243,6 +260,7 @@ def blocked_cv(
     >>> [len(train) for train, test in skill.extra["folds"]]  # 40 - 4, 40 - 8, 40 - 4
     [36, 32, 36]
     """
+    X = _samples_first(model, X)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
         X, y = _check_inputs(X, y)
@@ -443,7 +461,8 @@ def forward_cv(
         and refitted, every step of it, on every training window: no statistic of a test
         sample is used to fit anything.
     X : array-like or xarray.DataArray of shape (n_samples, n_features)
-        Samples in time order. A DataArray (samples along its first dim, features along the
+        Samples in time order. A DataArray (samples along the model's ``sample_dim``,
+        ``"time"`` by default, in any position, else its first dim; features along the
         others, e.g. ``(time, lat, lon)``) is read into memory as float64 and passed on as a
         DataArray, so that :class:`dcfa.Anomalies` finds its dates.
     y : array-like of shape (n_samples,)
@@ -485,6 +504,7 @@ def forward_cv(
     --------
     blocked_cv : K contiguous blocks, each predicted from all the others.
     """
+    X = _samples_first(model, X)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
     if not lazy:
         X, y = _check_inputs(X, y)

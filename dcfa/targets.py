@@ -65,7 +65,7 @@ def fit_each(
     from sklearn.base import clone
 
     named = _named_targets(targets)
-    n = _n_samples(X)
+    n = _n_samples(X, getattr(estimator, "sample_dim", "time"))
     for name, y in named.items():
         if len(y) != n:
             raise InputError(f"targets[{name!r}]: {len(y)} samples, X has {n}")
@@ -96,7 +96,12 @@ def _named_targets(targets) -> dict:
     return named
 
 
-def _n_samples(X) -> int:
+def _n_samples(X, sample_dim) -> int:
+    """Samples of ``X``: along its ``sample_dim`` (a DataArray, in any position), else its
+    first axis."""
+    sizes = getattr(X, "sizes", None)
+    if isinstance(sample_dim, str) and sizes is not None and sample_dim in sizes:
+        return int(sizes[sample_dim])
     shape = getattr(X, "shape", None)
     return int(shape[0]) if shape is not None else len(X)
 

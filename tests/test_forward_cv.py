@@ -327,3 +327,24 @@ def test_the_refits_do_not_warn_that_a_fold_has_no_skill(cv):
         warnings.simplefilter("error", NoSkillWarning)
         skill = cv(RegionsCV(), ds.field, noise)
     assert skill.mean < 0.1
+
+
+@pytest.mark.parametrize("cv", [forward_cv, blocked_cv])
+def test_the_sample_dim_may_be_anywhere_as_in_fit(rng, cv):
+    """A (lat, lon, time) field, which fit takes, was cut along lat: "min_train: 12 samples"
+    (forward_cv), "n_splits: expected an int in [2, 3]" (blocked_cv)."""
+    X, y, _ = task(rng, n=120)
+    model = make_pipeline(Anomalies(), LinCFA(random_state=0))
+    want = cv(model, X, y, n_splits=3)
+    got = cv(model, X.transpose("lat", "lon", "time"), y, n_splits=3)
+    np.testing.assert_array_equal(got.r2, want.r2)
+    assert [t.size for t, _ in got.extra["folds"]] == [t.size for t, _ in want.extra["folds"]]
+
+
+def test_fit_each_counts_the_samples_along_the_sample_dim(rng):
+    from dcfa import fit_each
+
+    X, y, _ = task(rng, n=120)
+    models = fit_each(LinCFA(random_state=0), X.transpose("lat", "time", "lon"), {"y": y})
+    want = LinCFA(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(models["y"].labels_, want.labels_)
