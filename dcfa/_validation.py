@@ -90,15 +90,22 @@ def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
     return values
 
 
+def refuse_dataset(value, name: str) -> None:
+    """An xarray Dataset where one array is expected: say which to select."""
+    if isinstance(value, xr.Dataset):
+        how = (
+            "ds['sst']) or use dcfa.io.open_archive to stack several"
+            if name == "X"
+            else "ds['soi'])"
+        )
+        raise InputTypeError(f"{name}: got an xarray.Dataset; select one variable ({how}")
+
+
 def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     """Validate ``X`` (NumPy, Dask, pandas or xarray) as an ``(n_samples, n_features)`` matrix."""
     layout = None
     feature_names = sample_dates = None
-    if isinstance(X, xr.Dataset):
-        raise InputTypeError(
-            f"{name}: got an xarray.Dataset; select one variable (ds['sst']) or use "
-            "dcfa.io.open_archive to stack several"
-        )
+    refuse_dataset(X, name)
     if sp.issparse(X):
         raise InputTypeError(
             f"{name}: sparse input is not supported; pass a dense NumPy array, or a Dask array "
@@ -394,6 +401,12 @@ def check_time_order(labels, dim: str, *, why: str, name: str = "X") -> None:
         text = str(pd.Timestamp(v)) if isinstance(v, np.datetime64) else str(v)
         return text.removesuffix(" 00:00:00")
 
+    if values[bad - 1] == values[bad]:  # sorting would not help
+        raise InputError(
+            f"{name}: its {dim!r} labels repeat {show(values[bad])} (samples {bad - 1} and "
+            f"{bad}); {why} take each sample once, in time order: drop the duplicates first "
+            f"({name}.drop_duplicates({dim!r}), and y with it)"
+        )
     raise InputError(
         f"{name}: its {dim!r} labels are not increasing ({show(values[bad - 1])} then "
         f"{show(values[bad])}, samples {bad - 1} and {bad}); {why} take the samples in time "

@@ -34,7 +34,7 @@ from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, 
 from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._errors import InputError, NoSkillWarning
-from dcfa._validation import check_target_dates, check_time_order
+from dcfa._validation import check_target_dates, check_time_order, refuse_dataset
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
@@ -122,6 +122,7 @@ def _samples_first(model, X):
     """A DataArray ``X`` with the model's sample dim first (``sample_dim`` of the model or
     of its first step that has one, else ``"time"``): the folds cut the first dim, and the
     estimators find the samples by name, in any position."""
+    refuse_dataset(X, "X")
     if not isinstance(X, xr.DataArray):
         return X
     steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
@@ -138,6 +139,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     """``X`` in memory as float64 (a DataArray stays one, keeping its dates), ``y`` 1-D;
     ``y`` (its dates against X's, as ``fit`` checks them) and the shapes are checked before
     a DataArray is read."""
+    refuse_dataset(y, "y")
     if isinstance(X, xr.DataArray) and X.ndim >= 1:
         dim = X.dims[0]
         check_target_dates(y, str(dim), X[dim].values if dim in X.coords else None)

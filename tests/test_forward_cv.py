@@ -348,3 +348,26 @@ def test_fit_each_counts_the_samples_along_the_sample_dim(rng):
     models = fit_each(LinCFA(random_state=0), X.transpose("lat", "time", "lon"), {"y": y})
     want = LinCFA(random_state=0).fit(X, y)
     np.testing.assert_array_equal(models["y"].labels_, want.labels_)
+
+
+def test_a_dataset_is_refused_naming_the_variable_to_select(rng):
+    """forward_cv raised xarray's "cannot directly convert an xarray.Dataset", align
+    AttributeError: 'Dataset' object has no attribute 'shape'."""
+    import dcfa
+
+    X, y, _ = task(rng, n=60)
+    ds = X.to_dataset(name="sst")
+    target = xr.Dataset({"soi": ("time", y)}, coords={"time": X.time})
+    for call in (
+        lambda: forward_cv(LinCFA(), ds, y),
+        lambda: blocked_cv(LinCFA(), ds, y),
+        lambda: dcfa.align(ds, target["soi"]),
+    ):
+        with pytest.raises(TypeError, match=r"^X: got an xarray.Dataset; select one variable"):
+            call()
+    for call in (
+        lambda: forward_cv(LinCFA(), X, target),
+        lambda: dcfa.align(X, target),
+    ):
+        with pytest.raises(TypeError, match=r"^y: got an xarray.Dataset; .* \(ds\['soi'\]\)$"):
+            call()

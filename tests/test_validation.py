@@ -129,3 +129,22 @@ def test_a_dated_target_is_checked_against_a_dataframes_dates(make):
         with pytest.raises(ValueError, match=refused):
             model.score(X, y[::-1])
         assert np.isfinite(model.score(X, y))
+
+
+def test_repeated_dates_are_named_as_duplicates_not_as_disorder():
+    """A month given twice was refused with "labels are not increasing ... sort them first",
+    which sorting does not fix."""
+    import pandas as pd
+
+    from dcfa._validation import check_time_order
+
+    dates = pd.date_range("2000-01-01", periods=6, freq="MS").to_numpy()
+    repeated = np.insert(dates, 3, dates[2])
+    repeat = r"^X: its 'time' labels repeat 2000-03-01 \(samples 2 and 3\); "
+    once = r"the folds take each sample once, in time order: "
+    drop = r"drop the duplicates first \(X.drop_duplicates\('time'\), and y with it\)"
+    with pytest.raises(ValueError, match=repeat + once + drop):
+        check_time_order(repeated, "time", why="the folds")
+    with pytest.raises(ValueError, match=r"labels are not increasing .* sort them first"):
+        check_time_order(dates[::-1], "time", why="the folds")
+    check_time_order(dates, "time", why="the folds")

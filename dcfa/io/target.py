@@ -296,8 +296,10 @@ def align(
     >>> X, y = dcfa.align(sst_anomalies, soi, match="month")  # doctest: +SKIP
     >>> dcfa.RegionsCV(neighbors=1).fit(X, y)  # doctest: +SKIP
     """
-    import pandas as pd
+    from dcfa._validation import refuse_dataset
 
+    refuse_dataset(X, "X")
+    refuse_dataset(y, "y")
     if isinstance(y, pd.Series):
         y = xr.DataArray(
             y.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: y.index}, name=y.name
