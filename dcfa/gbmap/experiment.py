@@ -26,6 +26,7 @@ GBMAP parameters default to the paper's for this experiment: ``m = 20``, ``beta 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -37,6 +38,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.utils.multiclass import type_of_target
 
 from dcfa._errors import InputError
+from dcfa.gbmap._base import InactiveLearnersWarning
 from dcfa.gbmap._estimator import GBMAPClassifier, GBMAPRegressor
 from dcfa.gbmap.drift import euclid_drift_score
 
@@ -184,6 +186,12 @@ def drift_experiment(
         raise ValueError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
     if X.shape[1] < 2:
         raise InputError("X: the experiment drops the split covariate; it needs >= 2 covariates")
+    bad = int((~np.isfinite(X)).sum())
+    if bad:  # before the standardisation, which would spread a NaN over its column
+        raise InputError(
+            f"X: contains {bad} NaN or infinite values; the experiment needs finite "
+            "covariates (impute or drop those samples)"
+        )
     if classification_loss not in ("score", "logistic"):
         raise InputError(
             f"classification_loss: expected 'score' or 'logistic', got {classification_loss!r}"
@@ -228,7 +236,9 @@ def drift_experiment(
         if task == "classification" and np.unique(t[a1]).size < 2:
             continue  # a1 holds one class: no classifier to train, no drift to measure
         keep = np.delete(np.arange(p), c)
-        model = cls(random_state=seed, **params).fit(Xs[a1][:, keep], t[a1])
+        with warnings.catch_warnings():  # one per candidate; the chosen one's is said below
+            warnings.simplefilter("ignore", InactiveLearnersWarning)
+            model = cls(random_state=seed, **params).fit(Xs[a1][:, keep], t[a1])
         loss_a2 = _pointwise_loss(task, model, Xs[a2][:, keep], t[a2])
         loss_b = _pointwise_loss(task, model, Xs[b][:, keep], t[b])
         drift[c] = loss_b.mean() - loss_a2.mean()
@@ -238,6 +248,7 @@ def drift_experiment(
     if best is None:
         raise InputError("y: every split leaves a single class in a1; nothing to train")
     c, a1, a2, b, keep, model = best
+    model._warn_inactive(stacklevel=3)  # the caller's line
     test = np.concatenate([a2, b])
     in_b = np.concatenate([np.zeros(a2.size, bool), np.ones(b.size, bool)])
     Xtest = Xs[test][:, keep]

@@ -194,6 +194,32 @@ def test_drift_experiment_checks_its_arguments_before_any_fit(rng, kwargs, messa
         drift_experiment(X, y, n_boosts=0, **kwargs)
 
 
+def test_drift_experiment_counts_the_nan_of_x(rng):
+    """Two NaN were reported as "220 NaN ... 2 of the 9 features have no finite value at
+    all", with advice about land masks: the count of the standardised X."""
+    X, y = bumpy(rng, n=80)
+    X[0, 1] = X[5, 3] = np.nan
+    with pytest.raises(ValueError, match=r"^X: contains 2 NaN or infinite values; the "):
+        drift_experiment(X, y, n_boosts=0)
+
+
+def test_drift_experiment_warns_once_of_switched_off_learners(rng):
+    """Every candidate covariate's fit warned (8 warnings on friedman1), each pointing inside
+    dcfa: now only the chosen fit's, at the caller's line."""
+    import warnings
+
+    from dcfa.gbmap import InactiveLearnersWarning
+
+    X = rng.normal(size=(200, 4))
+    y = X @ [1.0, -1.0, 0.5, 0.0] + 0.1 * rng.normal(size=200)  # linear: later steps idle
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        drift_experiment(X, y, n_boosts=4, beta=1.0, max_iter=30, random_state=0)
+    inactive = [w for w in caught if issubclass(w.category, InactiveLearnersWarning)]
+    assert len(inactive) == 1
+    assert inactive[0].filename == __file__
+
+
 def test_drift_experiment_negative_feature_is_a_numpy_index(rng):
     X, y = bumpy(rng, n=80)
     last = drift_experiment(X, y, n_boosts=2, feature=-1, random_state=0)
