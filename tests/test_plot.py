@@ -10,6 +10,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -410,6 +411,27 @@ def test_embedding_coloured_by_y_with_colorbar(embedding):
     assert points.colorbar is not None
     assert len(ax.figure.axes) == 2
     assert ax.get_title() == "GBMAP"
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.array(["no", "yes"])[np.arange(40) % 2],
+        np.arange(40) % 2 == 1,
+        pd.Categorical(np.array(["no", "yes"])[np.arange(40) % 2]),
+    ],
+    ids=["str", "bool", "categorical"],
+)
+def test_embedding_coloured_by_class_labels_with_a_legend(embedding, labels):
+    """A classifier's predict (string labels) failed in matplotlib: "'c' argument must be
+    a color, a sequence of colors, or a sequence of numbers"."""
+    ax = plot_embedding(embedding, labels, scale=False)
+    assert len(ax.collections) == 2 and len(ax.figure.axes) == 1  # no colorbar
+    values = np.asarray(labels)
+    for points, label in zip(ax.collections, np.unique(values), strict=True):
+        np.testing.assert_allclose(points.get_offsets(), embedding[values == label][:, [0, 1]])
+    names = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert names == [str(v) for v in np.unique(values)]
 
 
 def test_embedding_dataarray_and_dask(embedding):

@@ -36,7 +36,8 @@ def plot_embedding(
         The embedding ``(f_1(x), ..., f_m(x))``, e.g. ``GBMAPRegressor.transform(X)``
         (computed here if lazy). A 1-D array is one component.
     y : array-like of shape (n_samples,), optional
-        Colours the points (with a colorbar), e.g. the target or the model's prediction.
+        Colours the points (with a colorbar), e.g. the target or the model's prediction;
+        class labels (strings, booleans, a categorical) get a colour per class and a legend.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on; a new figure by default.
     components : (int, int), default=(0, 1)
@@ -96,6 +97,12 @@ def plot_embedding(
         i, j = _components(components, m)
         if yv is None:
             ax.scatter(E[:, i], E[:, j], s=12)
+        elif not np.issubdtype(yv.dtype, np.number) or yv.dtype == bool:
+            # class labels ("yes"/"no", a classifier's predict): a colour and a legend entry
+            # per class, not a colorbar
+            for k, label in enumerate(np.unique(yv)):
+                ax.scatter(*E[yv == label][:, [i, j]].T, s=12, color=f"C{k}", label=str(label))
+            ax.legend(title=y_label, frameon=False)
         else:
             points = ax.scatter(E[:, i], E[:, j], c=yv, cmap=cmap, s=12)
             ax.figure.colorbar(points, ax=ax, label=y_label)
