@@ -83,6 +83,10 @@ class FittedResult:
     # whether the job's samples were one per calendar month (its windows, lags, climatology
     # and spread are of monthly values); None when the store does not say
     monthly: bool | None = None
+    # the result's features' group coordinates (group_name, group_units) and units, which
+    # the series of a field carry too
+    group_coords: dict = field(default_factory=dict)
+    units: str | None = None
 
     @property
     def n_groups(self) -> int:
@@ -219,7 +223,9 @@ class FittedResult:
         )
         out = region_series(field, self.preprocessing, reduction, self.keep, sample_dim=dim)
         out.attrs = {"long_name": f"{self.method} group aggregates"}
-        return out
+        if self.units is not None:
+            out.attrs["units"] = self.units
+        return out.assign_coords(self.group_coords)
 
     # -- checks ------------------------------------------------------------------------------
 

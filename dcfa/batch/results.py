@@ -158,6 +158,12 @@ def load_result(
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
         monthly=monthly,
+        group_coords={
+            c: ("group", ds[c].values, dict(ds[c].attrs))
+            for c in ("group_name", "group_units")
+            if c in ds.coords and ds[c].dims == ("group",)
+        },
+        units=ds["features"].attrs.get("units") if "features" in ds else None,
     )
 
 

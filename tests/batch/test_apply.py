@@ -140,6 +140,12 @@ def test_applied_to_its_own_archive_reproduces_the_features_exactly(request, job
     assert applied.features.dtype == np.float32
     np.testing.assert_array_equal(applied.time.values, result.time.values)
     np.testing.assert_array_equal(applied.features.values, result.features.values)  # bitwise
+    # and labelled as the result's: units, each group's name and units
+    assert applied.features.attrs.get("units") == result.features.attrs.get("units")
+    for c in ("group_name", "group_units"):
+        assert (c in applied.coords) == (c in result.coords)
+        if c in result.coords:
+            np.testing.assert_array_equal(applied[c].values, result[c].values)
     if "embedding" in result:
         np.testing.assert_array_equal(applied.embedding.values, result.embedding.values)
     assert applied.attrs["dcfa_kind"] == "region series"
