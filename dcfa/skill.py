@@ -118,6 +118,11 @@ def _check_y(y) -> np.ndarray:
     return y
 
 
+def _steps(model) -> list:
+    """The steps of a pipeline, or the model itself."""
+    return [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
+
+
 def _samples_first(model, X):
     """A DataArray ``X`` with the model's sample dim first (``sample_dim`` of the model or
     of its first step that has one, else ``"time"``): the folds cut the first dim, and the
@@ -125,9 +130,10 @@ def _samples_first(model, X):
     refuse_dataset(X, "X")
     if not isinstance(X, xr.DataArray):
         return X
-    steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
     named = [
-        step.sample_dim for step in steps if isinstance(getattr(step, "sample_dim", None), str)
+        step.sample_dim
+        for step in _steps(model)
+        if isinstance(getattr(step, "sample_dim", None), str)
     ]
     dim = named[0] if named else "time"
     if dim in X.dims and X.dims[0] != dim:
@@ -530,8 +536,7 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     climatology would be its one sample, and its anomalies 0 in every cell (on a short first
     window, every feature is then constant). Reads the dates only; names ``argument``, the
     one to change."""
-    steps = [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
-    checks = [step.months_once for step in steps if hasattr(step, "months_once")]
+    checks = [step.months_once for step in _steps(model) if hasattr(step, "months_once")]
     if not checks or not isinstance(X, xr.DataArray):
         return
     sample_dim = X.dims[0]
