@@ -132,10 +132,14 @@ def test_the_example_job_ships_with_the_package(tmp_path):
     assert "dcfa example-job > job.toml" in cli("fit", "--help", cwd=tmp_path).stdout
 
 
-def test_only_dcfas_warnings_are_reworded_as_the_commands_lines(capsys, caplog):
+def test_only_dcfas_warnings_are_reworded_as_the_commands_lines(capsys, caplog, monkeypatch):
     """dcfa's warnings (its categories, or raised from its files) become ``warning: ...``
     lines of the "dcfa" logger; other libraries' keep Python's form."""
     import logging
+
+    # without the handler an earlier in-process main() left on the logger (bound to a
+    # stream pytest has closed since): caplog records what reaches the logger
+    monkeypatch.setattr(logging.getLogger("dcfa"), "handlers", [])
 
     import dcfa.cli
     from dcfa import NoSkillWarning
