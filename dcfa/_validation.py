@@ -421,21 +421,21 @@ def check_n_samples(n: int, minimum: int, *, why: str) -> None:
 
 def check_y(
     y,
-    n_samples: int,
+    inp: InputData,
     *,
     name: str = "y",
-    layout: FeatureLayout | None = None,
-    dates: np.ndarray | None = None,
     numeric: bool = True,
     allow_constant: bool = False,
 ) -> np.ndarray:
-    """Validate the target(s) and return them in memory as an ``(n_samples, k)`` array.
+    """Validate the target(s) of the checked ``X`` ``inp`` and return them in memory as an
+    ``(n_samples, k)`` array.
 
     The target is small (n values per column), so it is computed here: a NaN or constant
     target must fail before the pass over ``X``, not after. A target with dates is checked
-    against ``X``'s: a DataArray ``X``'s sample coordinate (``layout``), or a DataFrame
-    ``X``'s dates (``dates``, :attr:`InputData.sample_dates`).
+    against ``X``'s: a DataArray ``X``'s sample coordinate (``inp.layout``), or a DataFrame
+    ``X``'s dates (:attr:`InputData.sample_dates`).
     """
+    n_samples, layout, dates = inp.n_samples, inp.layout, inp.sample_dates
     if y is None:
         raise InputError(
             f"{name}: a target is required: this estimator requires y to be passed, but the "

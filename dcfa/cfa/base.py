@@ -208,7 +208,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.fit_options().folds(n_samples)
 
     def _check_target(self, y, inp: InputData) -> np.ndarray:
-        Y = check_y(y, inp.n_samples, layout=inp.layout, dates=inp.sample_dates)
+        Y = check_y(y, inp)
         if Y.shape[1] != 1:
             raise InputError(f"y: expected a single target, got {Y.shape[1]} columns")
         return Y

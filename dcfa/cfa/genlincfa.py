@@ -198,7 +198,7 @@ class GenLinCFA(BaseCFA):
                     f"{Y.min():g}"
                 )
             return Y
-        values = check_y(y, inp.n_samples, layout=inp.layout, dates=inp.sample_dates, numeric=False)
+        values = check_y(y, inp, numeric=False)
         if values.shape[1] != 1:
             raise InputError(f"y: expected a single target, got {values.shape[1]} columns")
         classes = np.unique(values[:, 0])

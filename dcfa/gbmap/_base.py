@@ -557,14 +557,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         inp = self._check_input(X)
         if inp.layout is None and inp.sample_dates is None:
             return y
-        values = check_y(
-            y,
-            inp.n_samples,
-            layout=inp.layout,
-            dates=inp.sample_dates,
-            numeric=False,
-            allow_constant=True,
-        )
+        values = check_y(y, inp, numeric=False, allow_constant=True)
         return values[:, 0] if values.shape[1] == 1 else values
 
     @property

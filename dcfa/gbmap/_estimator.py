@@ -55,14 +55,7 @@ def _log_proba(scores: np.ndarray) -> np.ndarray:
 
 
 def _target_column(y, inp: InputData, numeric: bool) -> np.ndarray:
-    values = check_y(
-        y,
-        inp.n_samples,
-        layout=inp.layout,
-        dates=inp.sample_dates,
-        numeric=numeric,
-        allow_constant=True,
-    )
+    values = check_y(y, inp, numeric=numeric, allow_constant=True)
     if values.shape[1] != 1:
         raise InputError(f"y: expected a single target column, got {values.shape[1]} columns")
     ndim = getattr(y, "ndim", None)

@@ -173,11 +173,7 @@ def moments(
     n = inp.n_samples
     if n < 1:
         raise InputError(f"X: expected at least 1 sample, got {n}")
-    Y = (
-        None
-        if y is None
-        else check_y(y, n, layout=inp.layout, dates=inp.sample_dates, allow_constant=True)
-    )
+    Y = None if y is None else check_y(y, inp, allow_constant=True)
     k = 0 if Y is None else Y.shape[1]
     bounds = _check_segments(segments, n)
     if compute or not inp.is_dask:  # the p x p result is built now: it must fit the budget
