@@ -17,7 +17,6 @@ import os
 import warnings
 from numbers import Integral, Real
 
-import dask
 import dask.array as da
 import joblib
 import numpy as np
@@ -33,6 +32,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from dcfa._compute import compute
 from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import (
     InputData,
@@ -108,8 +108,6 @@ def _mean_loss(loss: str, target: np.ndarray, F0) -> float:
     is computed."""
     F = 0.0 if F0 is None else F0
     if isinstance(F, da.Array):
-        from dcfa._compute import compute
-
         (F,) = compute(F)
     return float(np.mean(LOSSES[loss].pointwise_loss(target, np.asarray(F))))
 
@@ -311,7 +309,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         embedding = self._embed(inp.data)
         scores = self._scores(embedding, inp.data)
         if inp.is_dask:
-            embedding, scores = dask.compute(embedding, scores)
+            embedding, scores = compute(embedding, scores)
         self.train_embedding_, self._train_scores = embedding, scores
 
     def _warn_inactive(self, stacklevel: int) -> None:
