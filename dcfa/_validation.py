@@ -90,6 +90,22 @@ def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
     return values
 
 
+def model_steps(model) -> list:
+    """The steps of a scikit-learn pipeline, or the model itself."""
+    from sklearn.pipeline import Pipeline
+
+    return [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
+
+
+def sample_dim_of(model, default: str = "time") -> str:
+    """The sample dim ``model`` reads a DataArray by: its ``sample_dim``, or that of the
+    first step of a pipeline that has one; else ``default``."""
+    named = [
+        s.sample_dim for s in model_steps(model) if isinstance(getattr(s, "sample_dim", None), str)
+    ]
+    return named[0] if named else default
+
+
 def refuse_dataset(value, name: str) -> None:
     """An xarray Dataset where one array is expected: say which to select."""
     if isinstance(value, xr.Dataset):

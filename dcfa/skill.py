@@ -34,7 +34,13 @@ from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, 
 from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._errors import InputError, NoSkillWarning
-from dcfa._validation import check_target_dates, check_time_order, refuse_dataset
+from dcfa._validation import (
+    check_target_dates,
+    check_time_order,
+    model_steps,
+    refuse_dataset,
+    sample_dim_of,
+)
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
 
@@ -118,24 +124,13 @@ def _check_y(y) -> np.ndarray:
     return y
 
 
-def _steps(model) -> list:
-    """The steps of a pipeline, or the model itself."""
-    return [step for _, step in model.steps] if isinstance(model, Pipeline) else [model]
-
-
 def _samples_first(model, X):
-    """A DataArray ``X`` with the model's sample dim first (``sample_dim`` of the model or
-    of its first step that has one, else ``"time"``): the folds cut the first dim, and the
-    estimators find the samples by name, in any position."""
+    """A DataArray ``X`` with the model's sample dim first (:func:`sample_dim_of`): the folds
+    cut the first dim, and the estimators find the samples by name, in any position."""
     refuse_dataset(X, "X")
     if not isinstance(X, xr.DataArray):
         return X
-    named = [
-        step.sample_dim
-        for step in _steps(model)
-        if isinstance(getattr(step, "sample_dim", None), str)
-    ]
-    dim = named[0] if named else "time"
+    dim = sample_dim_of(model)
     if dim in X.dims and X.dims[0] != dim:
         return X.transpose(dim, ...)
     return X
@@ -536,7 +531,7 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     climatology would be its one sample, and its anomalies 0 in every cell (on a short first
     window, every feature is then constant). Reads the dates only; names ``argument``, the
     one to change."""
-    checks = [step.months_once for step in _steps(model) if hasattr(step, "months_once")]
+    checks = [step.months_once for step in model_steps(model) if hasattr(step, "months_once")]
     if not checks or not isinstance(X, xr.DataArray):
         return
     sample_dim = X.dims[0]

@@ -64,8 +64,10 @@ def fit_each(
     """
     from sklearn.base import clone
 
+    from dcfa._validation import sample_dim_of
+
     named = _named_targets(targets)
-    n = _n_samples(X, getattr(estimator, "sample_dim", "time"))
+    n = _n_samples(X, sample_dim_of(estimator))
     for name, y in named.items():
         if len(y) != n:
             raise InputError(f"targets[{name!r}]: {len(y)} samples, X has {n}")
