@@ -171,13 +171,12 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ``by=None``, or when ``X`` carries no dates (``fit`` says what it needs). Reads the
         dates only.
         """
-        from dcfa.io.calendars import MONTH_NAMES, calendar_of
+        from dcfa.io.calendars import calendar_of, months_of, months_once
 
         coord = getattr(X, "coords", {}).get(self.sample_dim)
         if self.by != "month" or coord is None or calendar_of(coord) is None:
             return []
-        present, counts = np.unique(np.asarray(coord.dt.month.values), return_counts=True)
-        return [MONTH_NAMES[m - 1] for m in present[counts == 1]]
+        return months_once(months_of(coord, "X"))
 
     # -- fit -----------------------------------------------------------------------------
 

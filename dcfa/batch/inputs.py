@@ -91,17 +91,16 @@ def check_anomaly_months(field: xr.DataArray, dim: str, lead: int) -> None:
     """``input.anomalies`` subtract each calendar month's mean over the samples: a month
     present once would have anomalies of 0 in every cell. Refused before any pass, naming
     the months and the record (a long ``target.lead`` leaves few samples)."""
-    from dcfa.io.calendars import MONTH_NAMES, months_of
+    from dcfa.io.calendars import months_of, months_once
 
     months = months_of(field[dim], "input.anomalies")
-    present, counts = np.unique(months, return_counts=True)
-    once = present[counts == 1]
-    if once.size == 0:
+    once = months_once(months)
+    if not once:
         return
     at = f" at target.lead = {lead}" if lead else ""
     raise InputError(
         f"input.anomalies: the {months.size} samples the input and the target have in common"
-        f"{at} hold {', '.join(MONTH_NAMES[m - 1] for m in once)} only once: the anomalies from a "
+        f"{at} hold {', '.join(once)} only once: the anomalies from a "
         "monthly climatology would be 0 in every cell of those months. Monthly anomalies "
         "need each month at least twice (two years of samples); set input.anomalies = false"
         + (", or a shorter target.lead" if lead else "")

@@ -227,6 +227,13 @@ def _utc_dates(dates: pd.Series, where: str) -> np.ndarray:
     )
 
 
+def months_once(months: np.ndarray) -> list[str]:
+    """The names of the calendar months (1..12) that ``months`` holds exactly once: a monthly
+    climatology of those samples would be the one sample of each, its anomalies 0."""
+    present, counts = np.unique(np.asarray(months), return_counts=True)
+    return [MONTH_NAMES[int(m) - 1] for m in present[counts == 1]]
+
+
 def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
     """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
     if calendar_of(coord) is None:
