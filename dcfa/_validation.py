@@ -458,8 +458,8 @@ def check_y(
             "target y is None"
         )
     y = _dated_target(y, layout)
-    if dates is not None:
-        check_target_dates(y, "index", dates, name)
+    if dates is not None and isinstance(y, pd.Series | pd.DataFrame):
+        check_target_dates(y, "index", dates, name, frame=True)
     if isinstance(y, xr.DataArray):
         _check_sample_alignment(y, layout, name)
         if layout is not None:
@@ -526,10 +526,12 @@ def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name:
         check_target_dates(y, dim, layout.sample_coords[dim].values, name)
 
 
-def check_target_dates(y, dim: str, dates, name: str = "y") -> None:
+def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = False) -> None:
     """Refuse a target whose dates (a DataArray's ``dim`` coordinate, a pandas index of dates)
     are not ``dates``, X's: such a target is never paired with X by position. A target
-    without dates, or an ``X`` without them (``dates`` None), is paired by position."""
+    without dates, or an ``X`` without them (``dates`` None), is paired by position.
+    ``frame``: ``dates`` are a DataFrame ``X``'s index, and the message says how pandas
+    pairs them."""
     if dates is None:
         return
     if isinstance(y, pd.Series | pd.DataFrame):
@@ -552,7 +554,7 @@ def check_target_dates(y, dim: str, dates, name: str = "y") -> None:
     if same:
         return
     calendars = (ours.dtype == object) != (theirs.dtype == object)
-    if dim == "index":  # a DataFrame X: pandas pairs them
+    if frame:  # a DataFrame X: pandas pairs them
         how = (
             "; pair them by date first, e.g. y = y.loc[X.index] (the same dates in X's "
             "order) or X, y = X.align(y, join='inner', axis=0)"
@@ -565,7 +567,7 @@ def check_target_dates(y, dim: str, dates, name: str = "y") -> None:
         )
     raise InputError(
         f"{name}: "
-        + ("the dates of its index differ" if dim == "index" else f"its {dim!r} coordinate differs")
+        + ("the dates of its index differ" if frame else f"its {dim!r} coordinate differs")
         + " from X's"
         + (" (their dates are on different calendars)" if calendars else "")
         + how

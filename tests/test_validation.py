@@ -125,6 +125,8 @@ def test_a_dated_target_is_checked_against_a_dataframes_dates(make):
     model = make().fit(X, y)  # the same dates: fitted
     make().fit(X, y.to_numpy())  # no dates: by position, as scikit-learn pairs them
     make().fit(X.reset_index(drop=True), y)  # X without dates: by position
+    # a DataArray target beside a DataFrame X: by position, as before the check
+    make().fit(X, xr.DataArray(y.to_numpy(), dims="time", coords={"time": idx}))
     if hasattr(model, "score"):
         with pytest.raises(ValueError, match=refused):
             model.score(X, y[::-1])
