@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
@@ -45,6 +46,20 @@ _N_GROUPS = {"month": 12, None: 1}
 
 ############################################################################################
 # the statistics: one pass of dcfa's grid engine with the months as segments
+
+
+def _refuse_repeated_dates(coord: xr.DataArray, dim: str) -> None:
+    """A date held twice would weigh twice in its month's climatology."""
+    index = pd.Index(np.asarray(coord.values))
+    if index.is_unique:
+        return
+    repeated = index[index.duplicated()]
+    shown = ", ".join(str(v).removesuffix(" 00:00:00") for v in repeated[:3])
+    raise InputError(
+        f"X: its {dim!r} labels repeat {shown}{', ...' if len(repeated) > 3 else ''} "
+        f"({len(repeated)} repeated); a repeated date would weigh twice in its month's "
+        f"climatology: drop the duplicates first (X.drop_duplicates({dim!r}))"
+    )
 
 
 def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
@@ -277,6 +292,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 groups = months_of(X[dim], "X") - 1
             except InputError as exc:
                 raise InputError(f"{exc} (or use by=None, the overall mean)") from None
+            if reset:
+                _refuse_repeated_dates(X[dim], dim)
         else:
             groups = np.zeros(X.sizes[dim], dtype=np.int64)
         if reset:

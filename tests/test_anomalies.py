@@ -200,6 +200,19 @@ def test_months_absent_from_training_are_an_error(rng):
     est.transform(X.isel(time=slice(12, 20)))  # months 1..8 of the next year are fine
 
 
+@pytest.mark.parametrize("calendar", [None, "noleap"])
+def test_a_repeated_date_is_refused_where_it_would_weigh_twice(rng, calendar):
+    X, _ = field(rng, n=36, calendar=calendar)
+    twice = xr.concat([X, X.isel(time=[5])], dim="time")  # June 2001 twice
+    with pytest.raises(ValueError, match=r"X: its 'time' labels repeat 2001-06-01.*drop_dup"):
+        Anomalies().fit(twice)
+    # the same rows once each fit, in any order, to the reference
+    est = Anomalies().fit(X.isel(time=np.random.default_rng(0).permutation(36)))
+    months = np.asarray(X.time.dt.month)
+    clim, _ = reference(X.values, months, np.arange(36))
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "make, X, error, match",
     [
