@@ -5,7 +5,7 @@ without loading anything."""
 
 from __future__ import annotations
 
-__all__ = ["escape"]
+__all__ = ["counted", "escape"]
 
 
 def escape(text: str) -> str:
@@ -13,3 +13,8 @@ def escape(text: str) -> str:
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
     )
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 group"``, ``"2 groups"``: a count with its noun, for the lines a command prints."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

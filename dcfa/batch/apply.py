@@ -19,6 +19,7 @@ import xarray as xr
 
 from dcfa import _version, io
 from dcfa._errors import InputError
+from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult
 from dcfa.batch.output import missing_chunk_lines
@@ -156,7 +157,7 @@ def _apply(
         attrs["missing_chunks"] = json.dumps(absent)
     dataset = xr.Dataset(data, attrs=attrs)
     echo(
-        f"[1/2] {fitted.path}: {fitted.method}, {fitted.n_groups} groups"
+        f"[1/2] {fitted.path}: {fitted.method}, {counted(fitted.n_groups, 'group')}"
         + (f", GBMAP of {gbmap.coef_.shape[0]} learners" if gbmap is not None else "")
         + f"; {location(archive)}: {fitted.variables}, {span}"
         + (
@@ -177,7 +178,7 @@ def _apply(
     written = open_zarr(out, names["output"], storage_options=so if isinstance(out, str) else None)
     gaps = int(written["features"].isnull().any("group").sum())
     echo(
-        f"[2/2] {out}: {n_samples} samples x {fitted.n_groups} groups"
+        f"[2/2] {out}: {counted(n_samples, 'sample')} x {counted(fitted.n_groups, 'group')}"
         + (f" ({gaps} samples with a missing group value)" if gaps else "")
         + f" in {_time.perf_counter() - t0:.1f} s"
     )

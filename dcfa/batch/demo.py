@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dcfa._terminal import counted
 from dcfa.batch.output import RECURRENCE_LEGEND, cells, corr_interval_text, recurrence_text
 from dcfa.plot.maps import latitude_label, longitude_label
 
@@ -217,7 +218,7 @@ def _describe(result: xr.Dataset, lead: int, echo, top: int = 6) -> None:
     sizes = result.group_size.values
     maps = _maps(result)
     echo(
-        f"demo: {corr.size} regions ({result.attrs.get('method')}: the number by cross-"
+        f"demo: {counted(corr.size, 'region')} ({result.attrs.get('method')}: the number by cross-"
         f"validation, pieces at correlation {result.attrs.get('level')}), by |correlation| "
         f"with the SOI {lead} months later ({RECURRENCE_LEGEND}):"
     )
@@ -286,12 +287,12 @@ def _draw(result: xr.Dataset, lead: int, path: Path, echo) -> Path | None:
             coastlines=False,
             values=corr,
             vmax=top,  # one scale for every map
-            title=f"{titles.get(name, name)}: {n} regions",
+            title=f"{titles.get(name, name)}: {counted(n, 'region')}",
         )
         draw_coastlines(ax, land)
     fig.suptitle(
         f"Regions whose mean anomaly predicts the SOI {lead} months later ("
-        f"{result.attrs.get('method')}; {result.sizes['group']} regions in all)"
+        f"{result.attrs.get('method')}; {counted(result.sizes['group'], 'region')} in all)"
     )
     fig.savefig(path, dpi=110)
     plt.close(fig)

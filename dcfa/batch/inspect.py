@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
-from dcfa._terminal import escape
+from dcfa._terminal import counted, escape
 from dcfa.batch.destination import APPLIED
 
 __all__ = ["describe"]
@@ -82,7 +82,8 @@ def _describe_applied(ds: xr.Dataset, path) -> list[str]:
     lines = [
         f"{path}: dcfa {a.get('dcfa_version')} region series of result {a.get('result')} "
         f"({a.get('created', '?')})",
-        f"  archive {a.get('archive')}, {a.get('samples')}, {a.get('n_groups')} groups",
+        f"  archive {a.get('archive')}, {a.get('samples')}, "
+        + (counted(int(a["n_groups"]), "group") if "n_groups" in a else "? groups"),
     ]
     if a.get("lead"):
         lines.append(f"  lead {a.get('lead')}: for the target at t + {a.get('lead')}")
@@ -137,7 +138,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         + (f" ({a['target_variable']})" if "target_variable" in a else "")
         + ", "
         f"{a.get('n_samples_used')} samples",
-        f"  {ds.sizes.get('group', 0)} groups over {int(used.sum())} cells "
+        f"  {counted(ds.sizes.get('group', 0), 'group')} over {counted(int(used.sum()), 'cell')} "
         f"({int((~used).sum())} not used)",
         f"  parameters {json.loads(a.get('parameters', '{}'))}",
     ]

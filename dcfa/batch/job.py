@@ -40,6 +40,7 @@ import xarray as xr
 from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa._errors import InputError, NothingToFitError
+from dcfa._terminal import counted
 from dcfa.batch.config import JobConfig
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
 from dcfa.batch.features import region_series
@@ -298,7 +299,8 @@ def _run_task(
     finally:
         workdir.close()
     echo(
-        f"[5/5] {out}: {task.estimator.n_features_out_} groups; {time.perf_counter() - since:.1f} s"
+        f"[5/5] {out}: {counted(task.estimator.n_features_out_, 'group')}; "
+        f"{time.perf_counter() - since:.1f} s"
     )
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", storage_options=so)
@@ -492,8 +494,8 @@ def _fit(
         _save_moments(workdir.path, estimator)
         workdir.record("moments")
     echo(
-        f"[3/5] moments {step.action} and partition: {step.keep.size} cells -> "
-        f"{estimator.n_features_out_} groups ({len(estimator.excluded_)} excluded) in "
+        f"[3/5] moments {step.action} and partition: {counted(step.keep.size, 'cell')} -> "
+        f"{counted(estimator.n_features_out_, 'group')} ({len(estimator.excluded_)} excluded) in "
         f"{time.perf_counter() - t:.1f} s"
     )
     gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
@@ -617,7 +619,7 @@ def _write(
         echo(
             f"      eps = {estimator.eps_:g} chosen by forward CV among "
             + ", ".join(
-                f"{e:g} ({g} groups, R2 {r:.2f})"
+                f"{e:g} ({counted(int(g), 'group')}, R2 {r:.2f})"
                 for e, g, r in zip(
                     path["eps"].values,
                     path["n_groups"].values,

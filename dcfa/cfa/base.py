@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, NothingToFitError
+from dcfa._terminal import counted
 from dcfa._validation import (
     InputData,
     Interval,
@@ -287,10 +288,10 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.n_features_out_ == 0:
             raise NothingToFitError(dict(self.excluded_))
         logger.info(
-            "%s: %d features -> %d groups (%d excluded)",
+            "%s: %s -> %s (%d excluded)",
             type(self).__name__,
-            D,
-            self.n_features_out_,
+            counted(D, "feature"),
+            counted(self.n_features_out_, "group"),
             len(self.excluded_),
         )
 

@@ -213,6 +213,19 @@ def test_cli_fit_and_inspect(tmp_path):
     assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
 
 
+def test_a_map_of_one_group_is_counted_in_the_singular(tmp_path):
+    job = write_job(tmp_path)
+    proc = cli("fit", str(job), "--set", "method.name=genlincfa", "--set",
+               "method.params={eps=1.0}", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert xr.open_zarr(tmp_path / "result.zarr").sizes["group"] == 1
+    assert "-> 1 group (0 excluded)" in proc.stdout and ": 1 group; " in proc.stdout
+    assert "37 features -> 1 group (0 excluded)" in proc.stderr
+    assert " 1 groups" not in proc.stdout + proc.stderr
+    proc = cli("inspect", "result.zarr", cwd=tmp_path)
+    assert proc.returncode == 0 and "  1 group over 37 cells" in proc.stdout
+
+
 def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
     """mode = "grid" reads the grid itself and gives the dense execution's regions."""
     job = write_job(
