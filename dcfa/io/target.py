@@ -209,10 +209,14 @@ def _open_netcdf(p, storage_options) -> xr.Dataset:
         return xr.open_dataset(tmp.name).load()
 
 
-def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys) -> None:
-    """With exact stamps against a monthly (or coarser) input, refuse a target with samples in
-    the input's months but off its stamps (daily or irregular dates): exact matching would keep
-    the few that fall on a stamp and silently drop the rest."""
+def _no_samples_between(
+    f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys, coarse="input", fine="target"
+) -> None:
+    """With exact stamps against a monthly (or coarser) ``coarse`` side, refuse a ``fine``
+    side with samples in its months but off its stamps (daily or irregular dates): exact
+    matching would keep the few that fall on a stamp and silently drop the rest. Called both
+    ways round: a daily target against a monthly input, a daily input against a monthly
+    target."""
     f_month = sample_keys(f_coord, f_cal, "month")
     if f_month.has_duplicates:  # several samples a month: exact stamps are the only pairing
         return
@@ -224,13 +228,13 @@ def _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys) -> N
     n_in = int(t_month.isin(f_month).sum())
     several = t_month.has_duplicates
     raise InputError(
-        f"{keys.match}: {int(off.sum())} of the target's {n_in} samples in the input's months "
-        f"are not on the input's stamps (the target has {_stamp(t_coord, i)}, the input "
-        f"{_stamp(f_coord, int(f_month.get_loc(t_month[i])))}), so {keys.set('exact')} "
-        "(identical stamps) would drop them"
+        f"{keys.match}: {int(off.sum())} of the {fine}'s {n_in} samples in the {coarse}'s "
+        f"months are not on the {coarse}'s stamps (the {fine} has {_stamp(t_coord, i)}, the "
+        f"{coarse} {_stamp(f_coord, int(f_month.get_loc(t_month[i])))}), so "
+        f"{keys.set('exact')} (identical stamps) would drop them"
         + (
             _several_a_month(t_coord, t_cal)
-            + "; average the target to one value a month first (e.g. xarray's "
+            + f"; average the {fine} to one value a month first (e.g. xarray's "
             f"resample(time='MS').mean()), then set {keys.set('month')}"
             if several
             else f"; set {keys.set('month')} to pair the same calendar months"
@@ -386,6 +390,9 @@ def align_target(
     t_key = sample_keys(t_coord, t_cal, match)
     if match == "exact" and f_cal is not None:
         _no_samples_between(f_coord, t_coord, f_key, t_key, f_cal, t_cal, keys)
+        _no_samples_between(
+            t_coord, f_coord, t_key, f_key, t_cal, f_cal, keys, coarse="target", fine="input"
+        )
     for key, coord, what in ((f_key, f_coord, "input"), (t_key, t_coord, "target")):
         if key.has_duplicates:
             raise InputError(

@@ -126,6 +126,23 @@ def test_align_target_exact_and_by_month(tmp_path):
     assert t.values[0] == 19.0  # 1998-06 + 19 months = 2000-01
 
 
+def test_a_daily_field_against_a_monthly_target_is_named_not_thinned():
+    """Exact stamps kept the 24 days on the 1st of 730 daily fields without a word."""
+    days = pd.date_range("2000-01-01", periods=730, freq="D")
+    X = xr.DataArray(np.ones((730, 2)), dims=("time", "cell"), coords={"time": days})
+    months = pd.date_range("2000-01-01", periods=24, freq="MS")
+    y = pd.Series(np.arange(24.0), index=months)
+    with pytest.raises(ValueError, match=r"706 of the input's 730 samples in the target's months "
+                       r"are not on the target's stamps .*2000-01-02.*up to 31 samples in one "
+                       r"month.*average the input to one value a month first"):  # fmt: skip
+        dcfa.align(X, y)
+    monthly = X.resample(time="MS").mean()  # the remedy named
+    Xa, ya = dcfa.align(monthly, y, match="month")
+    assert Xa.sizes["time"] == 24 and (ya.values == np.arange(24.0)).all()
+    Xa, ya = dcfa.align(X.sel(time=months), y)  # a field on the target's stamps: kept
+    assert Xa.sizes["time"] == 24
+
+
 def test_write_result_is_complete_and_atomic(tmp_path):
     make_archive(tmp_path / "a.zarr")
     field = io.open_archive(tmp_path / "a.zarr", ["sst"])
