@@ -124,6 +124,32 @@ def _as_target(target, sample_dim: str) -> tuple[xr.DataArray, pd.Index | None]:
     return xr.DataArray(data, dims=(sample_dim,), name="target"), None
 
 
+def _months(labels: pd.Index | None, what: str, dim: str) -> pd.PeriodIndex:
+    """The calendar months of dates (datetime64 or cftime, any calendar), for ``match="month"``."""
+    if labels is None:
+        raise InputError(
+            f"match: 'month' pairs calendar months, which needs dates on both sides; the {what} "
+            f"has no {dim!r} labels"
+        )
+    try:
+        dt = xr.DataArray(np.asarray(labels), dims="s").dt
+        ordinals = (np.asarray(dt.year) - 1970) * 12 + np.asarray(dt.month) - 1
+    except (AttributeError, TypeError, ValueError):
+        raise InputError(
+            f"match: 'month' pairs calendar months, which needs dates on both sides; the "
+            f"{what}'s {dim!r} labels are {labels.dtype}{_kind(labels)}"
+        ) from None
+    months = pd.PeriodIndex([pd.Period(ordinal=int(k), freq="M") for k in ordinals])
+    if months.has_duplicates:
+        twice = months[months.duplicated()][0]
+        raise InputError(
+            f"match: the {what} holds {int((months == twice).sum())} samples in {twice}; "
+            "'month' pairs one sample a month (average it to one value a month first, e.g. "
+            f"xarray's resample({dim}='MS').mean())"
+        )
+    return months
+
+
 def _positions(
     field_labels: pd.Index | None, target_labels: pd.Index | None, n: int, n_target: int, dim
 ) -> np.ndarray:
@@ -192,13 +218,14 @@ def _same_months(field_labels: pd.Index, target_labels: pd.Index) -> str:
         return ""
     if calendars[0] != calendars[1]:
         return (
-            f": they share calendar months on two calendars; convert the target "
-            f"(target.convert_calendar({calendars[0]!r}, align_on='date')) or give it the "
-            "field's dates for the same months"
+            f": they share calendar months on two calendars; pair them with match='month', "
+            f"or convert the target (target.convert_calendar({calendars[0]!r}, "
+            "align_on='date'))"
         )
     return (
         ": they share calendar months, stamped on other days of the month (the field's "
-        f"{_label(field_labels[0])}); give the target the field's stamps for the same months"
+        f"{_label(field_labels[0])}); pair them with match='month', or give the target the field's "
+        "stamps"
     )
 
 
@@ -209,6 +236,7 @@ def lead_target(
     *,
     sample_dim: str = "time",
     min_samples: int = 2,
+    match: str = "exact",
 ) -> tuple[xr.DataArray | xr.Dataset, xr.DataArray, LeadAlignment]:
     """Pair the predictors at ``t`` with the target at ``t + lead``.
 
@@ -238,6 +266,14 @@ def lead_target(
     sample_dim : str, default="time"
     min_samples : int, default=2
         Fewest pairs to keep.
+    match : {"exact", "month"}, default="exact"
+        How a predictor's sample is found in the target's labels: identical labels, or
+        ``"month"``: the same calendar month, whatever the day or either side's calendar (SST
+        stamped mid-month, an index on the 1st), as :func:`dcfa.align` pairs them. With
+        ``"month"`` both need dates, one a month, and ``lead`` counts calendar months. Pair
+        here, before dropping the months where the target is missing: a predictor whose
+        target ``lead`` months later exists is kept, where aligning first would drop the
+        predictors of those months too.
 
     Returns
     -------
@@ -278,12 +314,20 @@ def lead_target(
     lead = int(lead)
     if not isinstance(min_samples, Integral) or min_samples < 1:
         raise InputError(f"min_samples: expected a positive int, got {min_samples!r}")
+    if match not in ("exact", "month"):
+        raise InputError(f"match: expected 'exact' or 'month', got {match!r}")
     y, target_labels = _as_target(target, sample_dim)
     n, n_target = field.sizes[sample_dim], y.sizes[sample_dim]
     field_labels = field.indexes.get(sample_dim)
-    pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
-    steps = None
-    if field_labels is not None:  # an unlabelled target has the field's labels
+    if match == "month":
+        field_months = _months(field_labels, "field", sample_dim)
+        target_months = _months(target_labels, "target", sample_dim)
+        pos = _positions(field_months, target_months, n, n_target, sample_dim)
+        steps = _Steps([field_months.asi8, target_months.asi8], "month", "months")
+    else:
+        pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
+        steps = None
+    if field_labels is not None and steps is None:  # an unlabelled target has the field's
         steps = _label_steps(field_labels, field_labels if target_labels is None else target_labels)
     if steps is None:  # no labels, or on no regular step: lead counts samples of the target
         at_all = np.where(pos >= 0, pos + lead, n_target)

@@ -271,7 +271,9 @@ def align(
     What a batch job does with its archive and target (``target.match``): the samples where
     ``y`` is missing (NaN) are left out, and ``match="month"`` pairs the same calendar month
     whatever the day (SST stamped mid-month, an index on the 1st) and whatever either side's
-    calendar.
+    calendar. For a target ``lead`` months later, pair with
+    ``dcfa.lead_target(X, y, lead, match="month")`` instead, then leave out the missing
+    values: aligning first would drop the predictors of the target's missing months too.
 
     Parameters
     ----------

@@ -211,6 +211,59 @@ def test_a_mid_month_field_and_a_first_of_month_target_get_a_hint():
         lead_target(by_month(noleap), pd.Series(np.zeros(N), index=TIME), 1)
 
 
+@given(
+    lead=st.integers(0, 6),
+    missing=st.sets(st.integers(0, N - 1), max_size=6),
+    noleap=st.booleans(),
+)
+@settings(max_examples=30, deadline=None)
+def test_match_month_pairs_calendar_months_and_keeps_what_aligning_first_drops(
+    lead, missing, noleap
+):
+    """Aligning first (dcfa.align drops the target's NaN months, and the field's with them)
+    lost the predictors of those months, whose target lead months later exists."""
+    if noleap:  # a model calendar, mid-month, against a standard-calendar index on the 1st
+        time = xr.date_range("2000-01-01", periods=N, freq="MS", calendar="noleap",
+                             use_cftime=True) + pd.Timedelta(days=14)  # fmt: skip
+    else:
+        time = TIME + pd.Timedelta(days=14)
+    field = by_month(time)
+    values = month_index(TIME).astype(float) + 1000.0  # the target's month, by hand
+    values[sorted(missing)] = np.nan
+    X, y, how = lead_target(field, pd.Series(values, index=TIME), lead, match="month")
+    k = np.arange(N - lead)  # every predictor whose target month is in the record
+    np.testing.assert_array_equal(X.values[:, 0], k)
+    np.testing.assert_array_equal(y.values, np.where(np.isin(k + lead, list(missing)), np.nan,
+                                                     k + lead + 1000.0))  # fmt: skip
+    np.testing.assert_array_equal(y.target_time.values, TIME.values[lead:])
+    assert (y.time.values == X.time.values).all() and how.n_samples == N - lead
+    kept = int(y.notnull().sum())
+    assert kept == int((~np.isin(k + lead, list(missing))).sum())
+    if not noleap and missing and lead:  # aligning first loses more, never fewer
+        from dcfa import align
+
+        Xa, ya = align(field, pd.Series(values, index=TIME), match="month")
+        if Xa.sizes["time"] > lead + 1:
+            _, y_first, _ = lead_target(Xa, ya, lead, min_samples=1)
+            assert int(y_first.notnull().sum()) <= kept
+
+
+def test_match_month_names_what_it_needs():
+    mid = by_month(TIME + pd.Timedelta(days=14))
+    with pytest.raises(ValueError, match=r"^match: expected 'exact' or 'month', got 'day'"):
+        lead_target(mid, pd.Series(np.zeros(N), index=TIME), 1, match="day")
+    with pytest.raises(ValueError, match=r"^match: 'month' .* the target has no 'time' labels"):
+        lead_target(mid, np.zeros(N), 1, match="month")
+    with pytest.raises(ValueError, match=r"^match: .* the target's 'time' labels are int64"):
+        lead_target(mid, pd.Series(np.zeros(N), index=np.arange(1, N + 1)), 1, match="month")
+    daily = pd.Series(np.zeros(60), index=pd.date_range("2000-01-01", periods=60, freq="D"))
+    with pytest.raises(ValueError, match=r"^match: the target holds 31 samples in 2000-01; .*"
+                       r"resample\(time='MS'\)"):  # fmt: skip
+        lead_target(mid, daily, 1, match="month")
+    with pytest.raises(ValueError, match="pair them with match='month'"):
+        lead_target(mid, pd.Series(np.zeros(N), index=TIME), 1)
+
+
 def test_a_negative_lead_says_what_lead_counts():
     with pytest.raises(ValueError, match=r"^lead: .*time steps of the labels"):
         lead_target(FIELD, np.zeros(N), -1)
