@@ -649,3 +649,23 @@ def test_series_and_drift_on_a_model_calendar_are_drawn_in_decimal_years(calenda
     assert x[0] == 2001.0 and 2002.0 < x[-1] < 2003.0
     drawn = plot_drift(series.copy(data=np.abs(series.values))).lines[0].get_xdata()
     np.testing.assert_allclose(drawn, x)
+
+
+def test_a_pandas_series_is_drawn_on_its_index():
+    """plot_drift and plot_series drew a Series indexed by dates against 0 .. n - 1."""
+    import pandas as pd
+
+    from dcfa.plot import plot_drift, plot_series
+
+    t = pd.date_range("2000-01-01", periods=6, freq="MS", name="time")
+    score = pd.Series([0.0, 1.0, 4.0, 1.0, 0.5, 3.0], index=t)
+    ax = plot_drift(score, threshold=2.0)
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(orig=True), t.values)
+    assert ax.get_xlabel() == "time"
+    highlighted = matplotlib.dates.num2date(ax.collections[0].get_offsets()[:, 0])
+    assert [d.strftime("%Y-%m") for d in highlighted] == ["2000-03", "2000-06"]
+    ax = plot_series(score, score.values[::-1])
+    np.testing.assert_array_equal(ax.lines[0].get_xdata(orig=True), t.values)
+    plain = pd.Series(score.values)  # the default index: the sample number, as before
+    np.testing.assert_array_equal(plot_drift(plain).lines[0].get_xdata(), np.arange(6))
+    assert plot_drift(plain).get_xlabel() == "sample"

@@ -37,3 +37,23 @@ def axis_values(coord: Any) -> Any:
         return values
     days = coord.dt.days_in_year.values.astype(np.float64)
     return coord.dt.year.values + (coord.dt.dayofyear.values - 1) / days
+
+
+def sample_axis(values: Any, n: int) -> tuple[Any, str]:
+    """The x values of a series and their label: a 1-D DataArray's coordinate, a pandas
+    Series' index (other than the default ``0 .. n - 1``), else the sample number."""
+    import numpy as np
+
+    dims = getattr(values, "dims", None)
+    coords = getattr(values, "coords", None)
+    if dims and coords is not None and len(dims) == 1 and dims[0] in coords:
+        return axis_values(coords[dims[0]]), str(dims[0])
+    index = getattr(values, "index", None)
+    if index is not None and hasattr(index, "is_monotonic_increasing") and len(index) == n:
+        default = getattr(index, "start", None) == 0 and getattr(index, "step", None) == 1
+        if not default:
+            import xarray as xr
+
+            coord = xr.DataArray(np.asarray(index), dims="sample")
+            return axis_values(coord), str(index.name) if index.name is not None else "sample"
+    return np.arange(n), "sample"

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa.plot._figure import axis_values
 from dcfa.plot._figure import pyplot as _pyplot
+from dcfa.plot._figure import sample_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -145,7 +145,8 @@ def plot_drift(
     ----------
     score : array-like, dask.array.Array or xarray.DataArray of shape (n_samples,)
         Drift score ``|f(x) - kNN mean|``, e.g. ``GBMAPRegressor.drift_score(X)``. A
-        DataArray's coordinate along its dimension gives the x values.
+        DataArray's coordinate along its dimension, or a pandas Series' index, gives the x
+        values.
     time : array-like of shape (n_samples,), optional
         x values (numbers or datetimes); overrides the DataArray's coordinate. By default the
         coordinate, or the sample index.
@@ -180,7 +181,7 @@ def plot_drift(
             raise InputError(f"time: expected shape ({n},), got {x.shape}")
         x_label = _name(time, "time")
     else:
-        x, x_label = _sample_axis(score, n)
+        x, x_label = sample_axis(score, n)
 
     plt = _pyplot()
     if ax is None:
@@ -204,12 +205,3 @@ def plot_drift(
     if title is not None:
         ax.set_title(title)
     return ax
-
-
-def _sample_axis(score: Any, n: int) -> tuple[np.ndarray, str]:
-    """The x values of a score: the coordinate of a DataArray's dim, or the sample index."""
-    dims = getattr(score, "dims", None)
-    coords = getattr(score, "coords", None)
-    if dims and coords is not None and len(dims) == 1 and dims[0] in coords:
-        return axis_values(coords[dims[0]]), str(dims[0])
-    return np.arange(n), "sample"

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa.plot._figure import axis_values
 from dcfa.plot._figure import pyplot as _pyplot
+from dcfa.plot._figure import sample_axis
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -49,11 +49,12 @@ def plot_series(
 
     Parameters
     ----------
-    series : xarray.DataArray of shape (n_samples,)
+    series : xarray.DataArray or pandas.Series of shape (n_samples,)
         The region's aggregate, e.g. ``result.features.sel(group=g)`` of a result store; its
-        sample coordinate (dates) is the x axis.
+        sample coordinate (dates), or a Series' index, is the x axis.
     target : array-like of shape (n_samples,)
-        The target on the same samples (a result store's ``target``).
+        The target on the same samples (a job's target: :func:`dcfa.io.open_target`, paired
+        with the series by :func:`dcfa.align`).
     ax : matplotlib.axes.Axes, optional
     label : str, optional
         The region's name in the legend. Default: its ``group_name`` coordinate (a result
@@ -76,12 +77,7 @@ def plot_series(
         label = _series_label(series)
     if x.size != y.size:
         raise InputError(f"target: {y.size} samples, the series has {x.size}")
-    dim = getattr(series, "dims", ("sample",))[0]
-    t = (
-        axis_values(series[dim])
-        if hasattr(series, "coords") and dim in series.coords
-        else (np.arange(x.size))
-    )
+    t, _ = sample_axis(series, x.size)
     ok = np.isfinite(x) & np.isfinite(y)
     r = float(np.corrcoef(x[ok], y[ok])[0, 1])
     plt = _pyplot()
