@@ -109,9 +109,10 @@ _SHARED_PARAMETERS = """
         for the regressor; 0 for the classifier's logit). A float: a constant ``f_0``, in
         target units (regressor) or logit units (classifier). An estimator: its output on the
         raw ``X``; ``predict`` for a regressor, and for a classifier (whose ``classes_`` must
-        be the same) ``decision_function``, else the logit of ``predict_proba``. A fitted
-        estimator is used as is; an unfitted one is cloned and fitted on the training data
-        first (so :func:`sklearn.base.clone`, which unfits it, refits it in every
+        be the same) ``decision_function``, else the logit of ``predict_proba``; a regressor
+        given to the classifier has its ``predict`` taken as the logit, not a probability. A
+        fitted estimator is used as is; an unfitted one is cloned and fitted on the training
+        data first (so :func:`sklearn.base.clone`, which unfits it, refits it in every
         cross-validation fold; wrap a pre-trained model in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fixed).
 """
