@@ -7,6 +7,7 @@ touches scikit-learn's private helpers, so a change there is mended in one place
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import dask.array as da
@@ -191,6 +192,16 @@ def check_fitted_X(
     _check_feature_names(estimator, X, reset=False)
     if layout is not None and isinstance(X, xr.DataArray):
         X = align_features(X, layout, name=name)
+    elif layout is not None and (layout.feature_coords or len(layout.feature_dims) > 1):
+        # scikit-learn's rule for a DataFrame fit and an array after it: say so, go on
+        warnings.warn(
+            f"{name} ({type(X).__name__}) has no labels, but {type(estimator).__name__} "
+            f"was fitted on a DataArray of dims {(layout.sample_dim, *layout.feature_dims)}: "
+            f"its columns are taken as the fitted cells in their order ({layout.feature_dims} "
+            "flattened). Pass a DataArray to have the cells matched by their labels.",
+            UserWarning,
+            stacklevel=3,
+        )
     inp = check_X(X, sample_dim=sample_dim, name=name)
     check_n_features(estimator, inp.n_features)
     return inp

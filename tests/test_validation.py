@@ -150,3 +150,37 @@ def test_repeated_dates_are_named_as_duplicates_not_as_disorder():
     with pytest.raises(ValueError, match=r"labels are not increasing .* sort them first"):
         check_time_order(dates[::-1], "time", why="the folds")
     check_time_order(dates, "time", why="the folds")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: dcfa.GenLinCFA(neighbors=1), lambda: dcfa.GBMAPRegressor(n_boosts=1, random_state=0)],
+    ids=["GenLinCFA", "GBMAPRegressor"],
+)
+def test_an_unlabelled_array_after_a_labelled_fit_is_warned_as_scikit_learn_does(rng, make):
+    """A grid's cells in another order, flattened, were taken without a word."""
+    import warnings
+
+    X = xr.DataArray(
+        rng.normal(size=(40, 3, 4)),
+        dims=("time", "lat", "lon"),
+        coords={"lat": [0.0, 1.0, 2.0], "lon": [10.0, 11.0, 12.0, 13.0]},
+    )
+    y = X.values[:, 0, 0] + 0.1 * rng.normal(size=40)
+    model = make().fit(X, y)
+    method = model.transform if hasattr(model, "labels_") else model.predict
+    flipped = X.isel(lat=slice(None, None, -1))
+    with pytest.warns(
+        UserWarning, match=r"X \(ndarray\) has no labels, but .*\('lat', 'lon'\) flattened"
+    ):
+        bare = method(flipped.values.reshape(40, -1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        by_label = method(flipped)  # matched by label: the fitted result, no warning
+        plain = make()
+        if hasattr(plain, "neighbors"):
+            plain.set_params(neighbors=None)  # a radius needs the grid
+        plain.fit(X.values.reshape(40, -1), y)  # fitted on an array: nothing to say
+        (plain.transform if hasattr(plain, "labels_") else plain.predict)(X.values.reshape(40, -1))
+    np.testing.assert_allclose(np.asarray(by_label), np.asarray(method(X)))
+    assert not np.allclose(np.asarray(bare), np.asarray(by_label))
