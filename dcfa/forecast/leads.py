@@ -327,8 +327,9 @@ def lead_target(
     else:
         pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
         steps = None
-    if field_labels is not None and steps is None:  # an unlabelled target has the field's
-        steps = _label_steps(field_labels, field_labels if target_labels is None else target_labels)
+        if field_labels is not None:  # an unlabelled target has the field's labels
+            labels = field_labels if target_labels is None else target_labels
+            steps = _label_steps(field_labels, labels)
     if steps is None:  # no labels, or on no regular step: lead counts samples of the target
         at_all = np.where(pos >= 0, pos + lead, n_target)
     else:
