@@ -113,6 +113,7 @@ def open_archive(
     else:
         field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
         field.attrs = {"variables": names}
+    field = _loaded_coords(field, sample_dim)
     field.attrs = {**field.attrs, "source": str(path)}
     field.attrs["variable_attrs"] = json.dumps(
         {v: {a: str(ds[v].attrs[a]) for a in IDENTIFYING_ATTRS if a in ds[v].attrs} for v in names}
@@ -125,6 +126,18 @@ def open_archive(
     if absent:  # Zarr reads them as the fill value: the caller says so
         field.attrs["missing_chunks"] = json.dumps(absent)
     return field.transpose(sample_dim, ...)
+
+
+def _loaded_coords(field: xr.DataArray, sample_dim: str) -> xr.DataArray:
+    """``field`` with its lazy non-index coordinates read (ERA5's ``expver`` along the
+    samples, a curvilinear grid's 2-D latitudes): chunked as stored, they would not follow
+    the data when the passes re-chunk it. A coordinate as large as the data (along the
+    samples and the grid) is dropped: nothing reads it."""
+    grid = set(field.dims) - {sample_dim}
+    lazy = [k for k, c in field.coords.items() if k not in field.indexes and c.chunks is not None]
+    huge = [k for k in lazy if sample_dim in field[k].dims and grid & set(field[k].dims)]
+    field = field.drop_vars(huge)
+    return field.assign_coords({k: field[k].compute() for k in lazy if k not in huge})
 
 
 def select_time(obj, time, *, sample_dim: str, key: str, where: str):

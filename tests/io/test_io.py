@@ -260,3 +260,32 @@ def test_each_group_carries_its_variables_units(tmp_path):
     # no units anywhere: nothing is made up
     ds = io.result_dataset(standardised, field.assign_attrs(units=None), target=y)
     assert "group_units" not in ds.coords
+
+
+def test_an_era5_expver_coordinate_follows_the_rechunked_data(tmp_path):
+    """ERA5 from the CDS carries ``expver`` (strings) along ``valid_time``; stored in its own
+    chunks, it made the passes' re-chunking fail: 'Object has inconsistent chunks along
+    dimension valid_time'."""
+    n = 120
+    t = pd.date_range("1990-01-01", periods=n, freq="MS")
+    values = np.random.default_rng(0).normal(size=(n, 4, 6)).astype("float32")
+    ds = xr.Dataset(
+        {"sst": (("valid_time", "latitude", "longitude"), values, {"units": "K"})},
+        coords={
+            "valid_time": t,
+            "latitude": [30.0, 10.0, -10.0, -30.0],
+            "longitude": np.arange(0.0, 360.0, 60.0),
+            "expver": ("valid_time", np.array(["0001"] * (n - 3) + ["0005"] * 3)),
+            "cell_area": (("latitude", "longitude"), np.ones((4, 6))),
+            "mask": (("valid_time", "latitude", "longitude"), np.ones((n, 4, 6))),
+        },
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr's warning about fixed-length strings in v3
+        ds.chunk({"valid_time": 7}).to_zarr(tmp_path / "era5.zarr", consolidated=False)
+    field = io.open_archive(tmp_path / "era5.zarr", ["sst"], sample_dim="valid_time")
+    assert "mask" not in field.coords  # as large as the data: nothing reads it
+    planned = io.plan_chunks(field, sample_dim="valid_time")  # raised before
+    assert planned.chunksizes["valid_time"][0] == n
+    np.testing.assert_array_equal(planned.expver.values[-4:], ["0001", "0005", "0005", "0005"])
+    np.testing.assert_array_equal(planned.values, values)
