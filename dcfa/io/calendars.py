@@ -121,6 +121,13 @@ def parse_dates(
         )
     if calendar is None or same_calendar(calendar, "standard"):
         key = "target.date_format" if date_format is not None else "target.time_column"
+        if date_format is None and pd.api.types.is_numeric_dtype(column):
+            # pandas reads numbers as nanoseconds after 1970-01-01: every row in one month
+            raise InputError(
+                f"{key}: {where} holds numbers (e.g. {column.iloc[0]}), not dates; set "
+                "target.date_format for integers such as 199001 ('%Y%m') or 19900115 "
+                "('%Y%m%d'), or write the dates as text (1990-01-15)"
+            )
         fmt = date_format or _numeric_day_month_format(column, where)
         try:
             dates = pd.to_datetime(column, format=fmt)

@@ -60,6 +60,25 @@ def test_day_first_dates_are_refused_then_read_by_date_format(tmp_path):
     assert (tmp_path / "result.zarr").is_dir()
 
 
+def test_dates_written_as_numbers_are_refused_then_read_by_date_format(tmp_path):
+    """199001 was read as nanoseconds after 1970-01-01: 'the target has repeated samples when
+    matched by 'month' (up to 120 samples in one month, 1970-01)'."""
+    job = write_job(tmp_path)
+    months = pd.date_range("2000-01-01", periods=120, freq="MS")
+    _rewrite_target(tmp_path, months.strftime("%Y%m").astype(int))
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(proc, 2, "target.time_column:", "holds numbers (e.g. 200001)", "'%Y%m'")
+    assert "1970" not in proc.stderr
+    assert tree(tmp_path) == before
+
+    _target_keys(job, date_format="%Y%m")
+    proc = cli("fit", str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _common(proc.stdout) == 120
+    assert (tmp_path / "result.zarr").is_dir()
+
+
 def test_a_wrong_date_format_is_named(tmp_path):
     job = write_job(tmp_path, target__date_format="%m/%d/%Y")
     before = tree(tmp_path)  # the target written by write_job: ISO dates, mid-month
