@@ -83,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
     fit.add_argument("--output", help="the result store (overrides output.store)")
     fit.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier result of dcfa fit (output.overwrite = true)",
+    )
+    fit.add_argument(
         "--resume",
         action="store_true",
         help="reuse the finished passes of an interrupted run of this job",
@@ -200,7 +205,8 @@ def _run(args) -> int:
         if args.command == "fit":
             from dcfa.batch.config import load_config
 
-            config = load_config(args.config, args.overrides, output=args.output)
+            overrides = args.overrides + (["output.overwrite=true"] if args.overwrite else [])
+            config = load_config(args.config, overrides, output=args.output)
             from dcfa.batch.destination import destinations
 
             # before the job's imports (xarray, the estimators): a bad file or output path

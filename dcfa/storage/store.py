@@ -163,7 +163,11 @@ def _check_existing(p, overwrite: bool, key: str, kinds: tuple, kind, what: str)
             "to delete"
         )
     if not overwrite:
-        how = "set output.overwrite = true" if key == "output.store" else "pass overwrite=True"
+        how = (
+            "set output.overwrite = true (dcfa fit --overwrite)"
+            if key == "output.store"
+            else "pass overwrite=True"
+        )
         raise OutputError(
             f"{key}: {str(p)!r} exists (an earlier dcfa {kind} store); {how} to replace it, "
             "or choose another"

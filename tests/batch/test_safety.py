@@ -87,8 +87,13 @@ def test_overwrite_replaces_only_a_dcfa_result(tmp_path, scheduler):
     assert proc.returncode == 0, proc.stderr
     first = tree(tmp_path / "result.zarr")
     proc = cli("fit", str(job), cwd=tmp_path)
-    fails(proc, 2, "output.store:", "exists (an earlier dcfa result store); set output.overwrite")
+    fails(proc, 2, "output.store:", "exists (an earlier dcfa result store); set output.overwrite",
+          "(dcfa fit --overwrite)")  # fmt: skip
     assert tree(tmp_path / "result.zarr") == first
+    proc = cli("fit", str(job), "--overwrite", "--output", "mine", cwd=tmp_path)  # the flag
+    fails(proc, 2, "output.store:", "a directory that dcfa did not write")  # is the key
+    assert tree(tmp_path) == {**before, **{k: v for k, v in tree(tmp_path).items()
+                                          if k.startswith("result.zarr")}}  # fmt: skip
     os.symlink(tmp_path / "result.zarr", tmp_path / "link.zarr")
     proc = cli(
         "fit", str(job), "--set", "output.overwrite=true", "--output", "link.zarr", cwd=tmp_path
@@ -97,8 +102,7 @@ def test_overwrite_replaces_only_a_dcfa_result(tmp_path, scheduler):
     proc = cli(
         "fit",
         str(job),
-        "--set",
-        "output.overwrite=true",
+        "--overwrite",
         "--set",
         "method.params.neighbors=2",
         "--scheduler",
