@@ -241,7 +241,7 @@ def _check_written(task: _Task, echo) -> None:
         raise OutputError(
             f"output.store: {str(task.out)!r} exists and was not written by this job with "
             "these inputs (--resume keeps only the results of its own targets); set "
-            "output.overwrite = true to replace it, or choose another"
+            "output.overwrite = true (dcfa fit --overwrite) to replace it, or choose another"
         )
     echo(f"target {task.name}: {task.out} was written by this job's earlier run: kept")
 
