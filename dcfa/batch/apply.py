@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import time as _time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from dcfa import _version, io
@@ -79,6 +81,12 @@ def apply_result(
         variable, samples finer than the result's or in months its climatology lacks, a
         chunk of the archive that cannot be decoded. A KeyboardInterrupt says nothing was
         written (the temporary store is removed).
+
+    Warns
+    -----
+    UserWarning
+        When the written series lie far outside the result's own (:func:`far_from_training`):
+        a field in other units whose variable has no ``units`` attribute to check.
     """
     try:
         return _apply(result, archive, output, overwrite, time, storage_options, echo, _names)
@@ -177,12 +185,63 @@ def _apply(
     # dcfa's reader: dates past 2262 or in a model calendar are cftime, without a warning
     written = open_zarr(out, names["output"], storage_options=so if isinstance(out, str) else None)
     gaps = int(written["features"].isnull().any("group").sum())
+    url = isinstance(location(fitted.path), str)
+    trained = open_zarr(fitted.path, names["result"], storage_options=so if url else None)
+    far = far_from_training(written["features"].values, trained["features"].values)
+    if far:
+        units = json.loads(fitted.attrs.get("input_units", "{}"))
+        fitted_in = ", ".join(f"{v!r} in {u!r}" for v, u in units.items()) or "no units"
+        warnings.warn(
+            f"{names['archive']}: the series of {str(location(archive))!r} {far}, far outside "
+            f"what the result was fitted on: a field in other units than the result's "
+            f"({fitted_in}) or of another quantity does this (a variable without a units "
+            "attribute is not checked)",
+            UserWarning,
+            stacklevel=3,
+        )
     echo(
         f"[2/2] {out}: {counted(n_samples, 'sample')} x {counted(fitted.n_groups, 'group')}"
         + (f" ({gaps} samples with a missing group value)" if gaps else "")
         + f" in {_time.perf_counter() - t0:.1f} s"
     )
     return out
+
+
+# beyond these the applied series are not the same quantity as the training ones: a field in
+# degC for a result in K lies hundreds of standard deviations off, one in kg m-2 s-1 for a
+# result in mm/day varies 86 400 times less; a century of warming moves SST anomalies a few
+# standard deviations
+FAR_OFFSET = 30.0
+FAR_RATIO = 20.0
+
+
+def far_from_training(applied: np.ndarray, trained: np.ndarray) -> str | None:
+    """How the applied series ``(sample, group)`` lie outside the training ones, in words, or
+    None: the median over groups of each group's median distance from its training mean (in
+    its training standard deviations) above ``FAR_OFFSET``, or of its spread's ratio to the
+    training spread beyond ``FAR_RATIO`` either way (with at least 12 samples of each, so
+    that a season's months are not taken for a smaller spread)."""
+    trained = np.asarray(trained, dtype=np.float64)
+    applied = np.asarray(applied, dtype=np.float64)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a group without values: NaN
+        mean, sd = np.nanmean(trained, axis=0), np.nanstd(trained, axis=0)
+        usable = np.isfinite(sd) & (sd > 0)
+        if not usable.any():
+            return None
+        distance = np.nanmedian(np.abs(applied[:, usable] - mean[usable]) / sd[usable], axis=0)
+        offset = float(np.nanmedian(distance))
+        if offset > FAR_OFFSET:
+            return (
+                f"lie a median of {offset:.0f} training standard deviations from the result's mean"
+            )
+        counts = np.isfinite(applied[:, usable]).sum(axis=0)
+        if np.median(counts) < 12 or np.isfinite(trained).sum(axis=0).min() < 12:
+            return None
+        ratio = float(np.nanmedian(np.nanstd(applied[:, usable], axis=0) / sd[usable]))
+    if ratio > FAR_RATIO or ratio < 1 / FAR_RATIO:
+        return f"vary {ratio:.3g} times as much as the training series (the median over groups)"
+    return None
 
 
 def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:

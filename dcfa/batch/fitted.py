@@ -13,6 +13,7 @@ sampling and months) comes before any read. ``dcfa apply`` is :mod:`dcfa.batch.a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import dask.array as da
@@ -245,7 +246,7 @@ class FittedResult:
         fitted_on = json.loads(self.attrs.get("input_standard_names", "{}"))
         for v, a in attrs.items():
             ours, theirs = fitted_in.get(v), a.get("units")
-            if ours is not None and theirs is not None and ours.strip() != str(theirs).strip():
+            if ours is not None and theirs is not None and not same_units(ours, str(theirs)):
                 raise InputError(
                     f"{key}: {v!r}{where} is in {str(theirs)!r}, the result was fitted on "
                     f"{ours!r}; dcfa does not convert units: convert it to {ours!r} first"
@@ -435,6 +436,42 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
+
+
+# UDUNITS' names of the two temperature scales a field comes in; any spelling of one is it
+_SPELLINGS = {
+    "K": ("K", "kelvin", "kelvins", "Kelvin", "degK", "deg_K", "degreeK", "degree_K", "degrees_K"),
+    "degC": (
+        "degC",
+        "deg_C",
+        "degreeC",
+        "degree_C",
+        "degrees_C",
+        "celsius",
+        "Celsius",
+        "degree_Celsius",
+        "degrees_Celsius",
+        "\N{DEGREE SIGN}C",
+    ),
+}
+_CANONICAL = {spelling: name for name, spellings in _SPELLINGS.items() for spelling in spellings}
+
+
+def same_units(a: str, b: str) -> bool:
+    """Whether two ``units`` attributes name the same unit: equal up to spacing, the
+    exponent's spelling (``m s-1``, ``m s**-1``, ``m s^-1``, ``m.s-1``) and the names of
+    kelvin and degrees Celsius (``kelvin``, ``degK``; ``Celsius``, ``deg_C``). A unit written
+    another way (``m/s``) is not recognised, and is refused as other units."""
+    return _unit_words(a) == _unit_words(b)
+
+
+def _unit_words(units: str) -> tuple[str, ...]:
+    text = units.strip()
+    text = _CANONICAL.get(text, text)
+    for sign in ("**", "^"):
+        text = text.replace(sign, "")
+    # a dot or a star between factors (m.s-1), not a decimal point (1.5 m)
+    return tuple(re.sub(r"(?<=[A-Za-z0-9])[.*](?=[A-Za-z])", " ", text).split())
 
 
 def _first_difference(ours: xr.DataArray, theirs: xr.DataArray) -> str:

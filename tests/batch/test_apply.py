@@ -17,6 +17,7 @@ import json
 import shutil
 import subprocess
 import sys
+import warnings
 
 import dask
 import dask.array as da
@@ -376,11 +377,60 @@ def test_an_archive_in_other_units_exits_2_and_writes_nothing(tmp_path, client):
     with pytest.raises(ValueError, match=r"^field: 'sst' is 'air_temperature' \(standard_name\)"):
         fitted.transform(air)
     fitted.transform(xr.open_zarr(tmp_path / "bare.zarr"))  # no units: nothing to compare
-    kelvin = apply_result(result, d / "sst.zarr", tmp_path / "k.zarr", **QUIET)
-    bare = apply_result(result, tmp_path / "bare.zarr", tmp_path / "bare_out.zarr", **QUIET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same values: nothing to warn of
+        kelvin = apply_result(result, d / "sst.zarr", tmp_path / "k.zarr", **QUIET)
+        bare = apply_result(result, tmp_path / "bare.zarr", tmp_path / "bare_out.zarr", **QUIET)
     np.testing.assert_array_equal(
         xr.open_zarr(kelvin)["features"].values, xr.open_zarr(bare)["features"].values
     )
+
+
+def test_units_spelled_otherwise_apply_and_values_far_off_are_named(tmp_path, client):
+    """``kelvin`` and ``degK`` are K, and apply as it does; a field in degC whose variable has
+    no ``units`` to check is written with a warning naming how far its series lie from the
+    result's, and the result's units (it gave series off by -273.15 without a word)."""
+    d = tmp_path / "fit"
+    d.mkdir()
+    job = _job(d, lambda ds: ds.assign(sst=ds.sst.assign_attrs(units="K")))
+    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    result = str(d / "result.zarr")
+    stored = xr.open_zarr(result)["features"].values
+    for spelling in ("kelvin", "degK"):
+        _variant(
+            d / "sst.zarr",
+            tmp_path / f"{spelling}.zarr",
+            lambda ds, u=spelling: ds.assign(sst=ds.sst.assign_attrs(units=u)),
+        )
+        out = f"{spelling}_out.zarr"
+        proc = cli("apply", result, f"{spelling}.zarr", "--output", out, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "warning" not in proc.stdout + proc.stderr
+        np.testing.assert_array_equal(
+            xr.open_zarr(tmp_path / f"{spelling}_out.zarr")["features"].values, stored
+        )
+    _variant(
+        d / "sst.zarr",
+        tmp_path / "celsius.zarr",
+        lambda ds: ds.assign(sst=(ds.sst.dims, ds.sst.values - 273.15)),
+    )
+    before = tree(tmp_path)
+    proc = cli("apply", result, "celsius.zarr", "--output", "celsius_out.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "dcfa: warning:" in line]
+    assert len(warned) == 1, proc.stderr
+    for needle in (
+        "ARCHIVE: the series of 'celsius.zarr' lie a median of",
+        "training standard deviations from the result's mean",
+        "other units than the result's ('sst' in 'K')",
+    ):
+        assert needle in warned[0], (needle, warned[0])
+    after = tree(tmp_path)  # the inputs as they were, the output written
+    assert {k: after[k] for k in before} == before
+    assert after["celsius_out.zarr"] == "dir"
+    with pytest.warns(UserWarning, match="training standard deviations from the result's mean"):
+        apply_result(result, tmp_path / "celsius.zarr", tmp_path / "celsius_py.zarr", **QUIET)
 
 
 def test_other_grid_sizes_and_dims_are_named(job_a, tmp_path):

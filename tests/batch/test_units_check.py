@@ -1,0 +1,89 @@
+"""The checks of an applied field's units: :func:`dcfa.batch.fitted.same_units` (spellings of
+one unit) and :func:`dcfa.batch.apply.far_from_training` (series that are not the training
+series' quantity), against values worked by hand."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
+from dcfa.batch.fitted import same_units
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("K", "kelvin"),
+        ("K", "degK"),
+        ("K", " K "),
+        ("degC", "Celsius"),
+        ("degC", "degree_Celsius"),
+        ("degC", "\N{DEGREE SIGN}C"),
+        ("m s-1", "m s**-1"),
+        ("m s-1", "m.s-1"),
+        ("kg m-2 s-1", "kg m^-2 s^-1"),
+        ("kg m-2 s-1", "kg*m**-2*s**-1"),
+    ],
+)
+def test_spellings_of_one_unit_are_the_same(a, b):
+    assert same_units(a, b) and same_units(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("K", "degC"), ("m s-1", "m s-2"), ("mm", "m"), ("1.5 m", "15 m"), ("m s-1", "m/s")],
+)
+def test_other_units_are_not(a, b):
+    assert not same_units(a, b)
+
+
+def _series(seed, n=240, groups=5):
+    return np.random.default_rng(seed).normal(size=(n, groups))
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(-5.0, 5.0), st.floats(0.3, 3.0))
+def test_series_a_few_deviations_off_pass(seed, shift, scale):
+    """A century's warming (a few standard deviations) or a spread a few times the training
+    one is not flagged."""
+    trained = _series(seed)
+    applied = _series(seed + 1, n=60) * scale + shift
+    assert far_from_training(applied, trained) is None
+
+
+def test_an_offset_is_named_with_its_size():
+    trained = _series(0) * 0.5 + 0.1
+    applied = _series(1, n=24) * 0.5 + 0.1 - 273.15
+    words = far_from_training(applied, trained)
+    # |(-273.15 + noise) / 0.5|: about 546 standard deviations (as 0.5 is estimated)
+    assert re.fullmatch(r"lie a median of 5[0-9]{2} training standard deviations .*", words)
+    near = trained + (FAR_OFFSET - 1) * trained.std(axis=0)
+    assert far_from_training(near, trained) is None
+
+
+def test_a_spread_far_off_is_named_unless_there_are_too_few_samples():
+    trained = _series(0)
+    # a thousandth of the spread, as 24 samples estimate it (a thousand times it lies far
+    # from the mean too, which is said first)
+    smaller = far_from_training(_series(1, n=24) / 1000.0, trained)
+    assert re.fullmatch(r"vary 0\.00[0-9]+ times as much as the training series .*", smaller)
+    larger = far_from_training(_series(1, n=24) * 1000.0, trained)
+    assert re.fullmatch(r"lie a median of [0-9]{3} training standard deviations .*", larger)
+    # a season's three months have a smaller spread than every month's
+    assert far_from_training(_series(1, n=3) / 1000.0, trained) is None
+    assert far_from_training(_series(1, n=24) * (FAR_RATIO / 2), trained) is None
+
+
+def test_groups_without_values_are_left_out():
+    trained = _series(0)
+    trained[:, 0] = np.nan
+    trained[:, 1] = 3.0  # no spread: no scale to measure by
+    applied = _series(1, n=24)
+    applied[:, 0] = 1e6
+    assert far_from_training(applied, trained) is None
+    assert far_from_training(applied + 100.0, trained) is not None
+    assert far_from_training(applied, np.full_like(trained, np.nan)) is None
