@@ -26,6 +26,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
                                   # netCDF/Zarr targets carry their own
     date_format = "%d/%m/%Y"      # CSV only: day-first dates (01/02/2000 is 1 February);
                                   # unset, dates both orders fit are refused
+    missing = -99.99              # values that mean a missing month (a number or a list)
     lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
@@ -112,6 +113,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "match": (str, "exact"),
         "calendar": (str, None),
         "date_format": (str, None),
+        "missing": ((int, float, list), None),
         "lead": (int, 0),
         "storage_options": (dict, {}),
     },
@@ -192,6 +194,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`%d/%m/%Y` for day-first dates (`01/02/2000` is 1 February). Unset: ISO 8601 and other "
     "unambiguous writings are read as they are; dates written as two numbers and a year are "
     "read in the order every row allows, and refused when both orders fit.",
+    ("target", "missing"): "Values of the target that mark a missing sample (`-99.99`, or a "
+    "list of them), read as missing as an empty CSV cell is. Unset, a value the target repeats "
+    "far outside its other values (a missing-value code) is named in a warning.",
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
     "steps of the target's own dates.",
     ("target", "storage_options"): "For a URL: passed to fsspec (s3fs).",
@@ -401,6 +406,14 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(f"{where} input.time must be [start, stop], got {c['input']['time']}")
     _check_time_scales(c, where)
     _check_targets(c, where)
+    missing = c["target"]["missing"]
+    codes = [] if missing is None else missing if isinstance(missing, list) else [missing]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in codes):
+        raise ConfigError(
+            f"{where} target.missing must be a number or a list of numbers (the values that "
+            f"mark a missing sample), got {missing!r}"
+        )
+    c["target"]["missing"] = [float(v) for v in codes]
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
     if c["method"]["name"] not in METHODS:
@@ -524,8 +537,10 @@ def _type_name(types) -> str:
         list: "a list",
         bool: "a boolean (true/false)",
         int: "an integer",
+        float: "a number",
         dict: "a table",
     }
     if isinstance(types, tuple):
-        return " or ".join(names.get(t, str(t)) for t in types)
+        kinds = [t for t in types if not (t is int and float in types)]  # a number covers both
+        return " or ".join(names.get(t, str(t)) for t in kinds)
     return names.get(types, str(types))

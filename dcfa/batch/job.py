@@ -189,6 +189,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
         sample_dim=dim,
         calendar=tgt["calendar"],
         date_format=tgt["date_format"],
+        missing=tgt["missing"],
         storage_options=tgt["storage_options"],
     )
     n_input = int(field.sizes[dim])

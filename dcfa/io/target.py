@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,7 @@ def open_target(
     sample_dim: str = "time",
     calendar: str | None = None,
     date_format: str | None = None,
+    missing: Sequence[float] = (),
     storage_options: dict | None = None,
 ) -> xr.DataArray:
     """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
@@ -79,6 +81,12 @@ def open_target(
         ``"%d/%m/%Y"`` for day-first dates such as ``01/02/2000``. Unset, dates written as two
         numbers and a year are read in the order every row allows, and refused when both
         orders fit every row.
+    missing : sequence of float
+        Values that mark a missing sample (``target.missing``): read as NaN, as an empty CSV
+        cell is (equal to within float32 rounding, as a netCDF file may store them). When
+        none is given, a value the series repeats far outside its others (more than
+        ``CODE_DISTANCE`` robust standard deviations from its median) is named in a
+        UserWarning: a missing-value code such as ``-99.99`` read as data.
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
@@ -127,7 +135,7 @@ def open_target(
         series = xr.DataArray(
             values.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: times}, name=column
         )
-        return _in_time_order(_finite(series, p), sample_dim)
+        return _in_time_order(_finite(_coded(series, missing, p), p), sample_dim)
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
@@ -150,7 +158,44 @@ def open_target(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
-    return _in_time_order(_finite(series.load(), p), sample_dim)
+    return _in_time_order(_finite(_coded(series.load(), missing, p), p), sample_dim)
+
+
+# a value repeated this many robust standard deviations from the median is a code, not data:
+# NOAA's -99.99 lies hundreds away from an index's values, a flood peak a handful
+CODE_DISTANCE = 10.0
+
+
+def _coded(series: xr.DataArray, missing: Sequence[float], p) -> xr.DataArray:
+    """``series`` with the values of ``missing`` as NaN; with none given, a warning naming a
+    value the series repeats far outside its others."""
+    values = np.asarray(series.values, dtype=np.float64)
+    if len(missing):
+        codes = np.isclose(
+            values[:, None], np.asarray(missing, dtype=np.float64)[None], rtol=1e-6, atol=0.0
+        )
+        return series.where(~codes.any(axis=1))
+    finite = values[np.isfinite(values)]
+    if finite.size < 4:
+        return series
+    centre = np.median(finite)
+    spread = 1.4826 * np.median(np.abs(finite - centre))  # the normal's sd from the MAD
+    if spread == 0:
+        return series
+    codes, counts = np.unique(finite, return_counts=True)
+    far = (counts > 1) & (np.abs(codes - centre) > CODE_DISTANCE * spread)
+    if far.any():
+        code = codes[far][np.argmax(counts[far])]
+        at = _stamp(series[series.dims[0]], int(np.flatnonzero(values == code)[0]))
+        warnings.warn(
+            f"target.variable: {series.name!r} in {str(p)!r} holds {code:g} "
+            f"{int(counts[codes == code][0])} times (first at {at}), "
+            f"{abs(code - centre) / spread:.0f} robust standard deviations from its median: if "
+            f"it marks missing samples, set target.missing = {code:g}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return series
 
 
 def _finite(series: xr.DataArray, p) -> xr.DataArray:

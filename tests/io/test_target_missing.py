@@ -1,0 +1,104 @@
+"""A target's missing-value code (NOAA's ``-99.99``): read as missing when ``target.missing``
+declares it, named in a warning when nothing does (it was used as data, and the job's map lost
+its driving region without a word)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from support import cli, write_job
+
+from dcfa.batch.config import ConfigError, load_config
+from dcfa.io.target import open_target
+
+TIME = pd.date_range("1990-01-01", periods=120, freq="MS")
+
+
+def _index(seed=0):
+    return np.round(np.random.default_rng(seed).normal(0.0, 1.0, TIME.size), 2)
+
+
+def _csv(path, values):
+    pd.DataFrame({"time": TIME.strftime("%Y-%m-%d"), "idx": values}).to_csv(path, index=False)
+    return path
+
+
+def test_a_declared_code_is_missing_in_a_csv_and_a_float32_netcdf(tmp_path):
+    values = _index()
+    coded = values.copy()
+    coded[[5, 40, 41]] = -99.99
+    expected = values.copy()
+    expected[[5, 40, 41]] = np.nan
+    csv = _csv(tmp_path / "idx.csv", coded)
+    nc = tmp_path / "idx.nc"
+    # float32 holds -99.99 as -99.98999786: still the code
+    xr.Dataset({"idx": ("time", coded.astype(np.float32))}, coords={"time": TIME}).to_netcdf(nc)
+    for path, exact in ((csv, expected), (nc, expected.astype(np.float32))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            y = open_target(path, "idx", missing=[-99.99])
+        np.testing.assert_array_equal(y.values, exact)
+    # several codes, and a value near a code but not it, kept
+    coded[7] = -999.0
+    coded[8] = -99.9
+    y = open_target(_csv(tmp_path / "two.csv", coded), "idx", missing=[-99.99, -999.0])
+    assert np.isnan(y.values[[5, 7, 40, 41]]).all() and y.values[8] == -99.9
+    assert np.isnan(y.values).sum() == 4
+
+
+def test_an_undeclared_code_is_named_with_its_count_date_and_key(tmp_path):
+    coded = _index()
+    coded[[5, 40, 41]] = -99.99
+    with pytest.warns(UserWarning) as record:
+        y = open_target(_csv(tmp_path / "idx.csv", coded), "idx")
+    (message,) = [str(w.message) for w in record]
+    assert message.startswith("target.variable: 'idx' in ")
+    for needle in ("holds -99.99 3 times (first at 1990-06-01)", "set target.missing = -99.99"):
+        assert needle in message, message
+    assert (y.values == -99.99).sum() == 3  # a warning: the values are as written
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_real_extremes_are_not_taken_for_codes(tmp_path, seed):
+    """An index with heavy tails (Student's t with 3 degrees of freedom, rounded to two
+    decimals, so values repeat), a flow gauge's zero months, a single far outlier."""
+    rng = np.random.default_rng(seed)
+    cases = {
+        "heavy": np.round(rng.standard_t(3, TIME.size), 2),
+        "dry": np.where(rng.random(TIME.size) < 0.3, 0.0, np.round(rng.lognormal(3, 1, TIME.size))),
+        "outlier": np.concatenate([_index(seed)[:-1], [40.0]]),
+    }
+    for name, values in cases.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            open_target(_csv(tmp_path / f"{name}.csv", values), "idx")
+
+
+def test_the_key_takes_a_number_or_a_list_of_numbers(tmp_path):
+    job = write_job(tmp_path)
+    assert load_config(job).target["missing"] == []
+    assert load_config(job, ["target.missing=-99.99"]).target["missing"] == [-99.99]
+    assert load_config(job, ["target.missing=[-99.99, -999]"]).target["missing"] == [-99.99, -999.0]
+    for bad in ('"-99.99"', "true", '["x"]'):
+        with pytest.raises(ConfigError, match="target.missing must be a number or a list"):
+            load_config(job, [f"target.missing={bad}"])
+    proc = cli("fit", str(job), "--set", "target.missing=[true]", cwd=tmp_path)
+    assert proc.returncode == 2 and "target.missing must be a number" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_job_leaves_the_declared_code_out(tmp_path, client):
+    from dcfa.batch.job import run_job
+
+    job = write_job(tmp_path, target__missing=-99.99)
+    soi = pd.read_csv(tmp_path / "soi.csv")
+    soi.loc[[5, 40, 41], "soi"] = -99.99
+    soi.to_csv(tmp_path / "soi.csv", index=False)
+    lines = []
+    run_job(load_config(job), scheduler=client.scheduler.address, echo=lines.append)
+    (first,) = [line for line in lines if line.startswith("[1/5]")]
+    assert "samples in common (3 missing target values left out)" in first, first
