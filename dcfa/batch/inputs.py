@@ -62,11 +62,15 @@ def _windows_and_lags(field: xr.DataArray, inp: dict) -> xr.DataArray:
     return field
 
 
-def target_at_lead(target: xr.DataArray, lead: int, dim: str):
+def target_at_lead(
+    target: xr.DataArray, lead: int, dim: str, predictors: xr.DataArray, match: str = "exact"
+):
     """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
-    from the file is skipped by date, never by row), labelled with the dates it is predicted
-    from, the dates the values belong to (:func:`dcfa.lead_target` of the series on itself),
-    and the step ``lead`` counts (``"month"`` for monthly dates)."""
+    from the file is skipped by date, never by row), labelled with the dates of
+    ``predictors`` (the input's sample coordinate) it is predicted from, the dates the values
+    belong to (:func:`dcfa.lead_target` of the input's dates, with ``match``), and the step
+    ``lead`` counts (``"month"`` for monthly dates). Every input date whose target ``lead``
+    steps on exists is kept, whether or not the target has a value at that date itself."""
     from dcfa.forecast import lead_target
 
     valid = target[dim].values
@@ -80,8 +84,9 @@ def target_at_lead(target: xr.DataArray, lead: int, dim: str):
         )
     if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
         return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
+    dates = xr.DataArray(np.zeros(predictors.size), dims=dim, coords={dim: predictors.values})
     try:
-        _, later, how = lead_target(target, target, lead, sample_dim=dim, min_samples=4)
+        _, later, how = lead_target(dates, target, lead, sample_dim=dim, min_samples=4, match=match)
     except InputError as exc:
         raise InputError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
     return later.drop_vars("target_time"), later["target_time"].values, how.step

@@ -194,7 +194,9 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     )
     n_input = int(field.sizes[dim])
     n_gaps = int(target.isnull().sum())
-    at_lead, valid_time, step = target_at_lead(target, tgt["lead"], dim)
+    if tgt["lead"]:  # the pairing's checks of the target's own dates (daily, other stamps)
+        io.align_target(field, target, sample_dim=dim, match=tgt["match"])
+    at_lead, valid_time, step = target_at_lead(target, tgt["lead"], dim, field[dim], tgt["match"])
     # where each target value comes from: its position, aligned as the values are
     position = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64)).where(at_lead.notnull())
     aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])

@@ -247,11 +247,13 @@ def lead_target(
         already be trimmed by :func:`lagged` or :func:`trailing_windows`.
     target : DataArray, pandas Series or 1-D array
         The target series. With sample labels on both sides (a DataArray with a coordinate on
-        ``sample_dim``, a Series with a non-default index), it is matched by label: every
-        sample of the field must be in the target's record, except before its start or after
-        its end (those samples are dropped), and its labels must be unique and increasing.
-        Otherwise it holds one value per sample of the field, in order (and then has the
-        field's labels). A Dask-backed DataArray stays lazy. One series: a Dataset, a
+        ``sample_dim``, a Series with a non-default index), it is matched by label: a
+        predictor is paired with the target labelled ``lead`` steps later, whether or not
+        the target has a value at the predictor's own label (a record that starts later, or
+        leaves out the months it lacks); labels on no regular step are matched one by one,
+        every sample of the field inside the target's record must be in it, and its labels
+        must be unique and increasing. Otherwise it holds one value per sample of the field,
+        in order (and then has the field's labels). A Dask-backed DataArray stays lazy. One series: a Dataset, a
         DataFrame or a DataArray with another dim is refused (select the one to predict). A
         missing (NaN) target value is kept as NaN in the returned target (drop those pairs
         with ``y.notnull()``: the cross-validations refuse a NaN in ``y``).
@@ -319,24 +321,32 @@ def lead_target(
     y, target_labels = _as_target(target, sample_dim)
     n, n_target = field.sizes[sample_dim], y.sizes[sample_dim]
     field_labels = field.indexes.get(sample_dim)
+    pos = None
     if match == "month":
         field_months = _months(field_labels, "field", sample_dim)
         target_months = _months(target_labels, "target", sample_dim)
-        pos = _positions(field_months, target_months, n, n_target, sample_dim)
         steps = _Steps([field_months.asi8, target_months.asi8], "month", "months")
     else:
-        pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
         steps = None
         if field_labels is not None:  # an unlabelled target has the field's labels
             labels = field_labels if target_labels is None else target_labels
             steps = _label_steps(field_labels, labels)
+        if (
+            steps is None
+            or target_labels is None
+            or _other_stamps(steps, field_labels, target_labels)
+        ):
+            pos = _positions(field_labels, target_labels, n, n_target, sample_dim)
+            steps = steps if target_labels is None else None
     if steps is None:  # no labels, or on no regular step: lead counts samples of the target
         at_all = np.where(pos >= 0, pos + lead, n_target)
-    else:
+    else:  # by label: a predictor needs its target lead steps on, not a target of its own
         at_all = _later(steps, lead, n_target)
-    keep = (pos >= 0) & (at_all >= 0) & (at_all < n_target)
-    kept = np.flatnonzero(keep)
-    gaps = np.flatnonzero((pos >= 0) & (at_all == -1))
+    kept = np.flatnonzero((at_all >= 0) & (at_all < n_target))
+    gaps = np.flatnonzero(at_all == -1)
+    if kept.size < min_samples and pos is None and match == "exact":
+        # labels that share no step with the target's (other days of the month): say so
+        _positions(field_labels, target_labels, n, n_target, sample_dim)
     if kept.size < min_samples:
         raise InputError(
             f"lead: lead={lead} leaves {kept.size} pair(s) of predictor and target "
@@ -373,13 +383,25 @@ def lead_target(
     return X, y, alignment
 
 
+def _other_stamps(steps: _Steps, field_labels: pd.Index, target_labels: pd.Index) -> bool:
+    """Whether a step both sides have is stamped differently (the 1st and the 2nd of a
+    month): ``match="exact"`` pairs identical labels, so those are refused by label."""
+    field_keys, target_keys = steps.keys
+    at = pd.Index(target_keys).get_indexer(field_keys)
+    shared = at >= 0
+    return not np.array_equal(
+        np.asarray(field_labels)[shared], np.asarray(target_labels)[at[shared]]
+    )
+
+
 def _later(steps: _Steps, lead: int, n_target: int) -> np.ndarray:
     """For every predictor, the target's position ``lead`` steps after its label: ``-1`` in a
-    gap of the target's labels, ``n_target`` past the target's end."""
+    gap of the target's labels, ``n_target`` before the target's start or past its end."""
     field_keys, target_keys = steps.keys
     wanted = field_keys + lead
     at = pd.Index(target_keys).get_indexer(wanted)
-    return np.where(wanted > target_keys.max(), n_target, at)
+    outside = (wanted > target_keys.max()) | (wanted < target_keys.min())
+    return np.where(outside, n_target, at)
 
 
 _TARGET_TIME_ATTRS = {"long_name": "valid time of the target"}

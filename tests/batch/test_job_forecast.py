@@ -161,3 +161,20 @@ def test_a_lead_beyond_the_record_names_the_key(tmp_path):
     with pytest.raises(ValueError, match=beyond):
         run_job(load_config(job, ["target.lead=200"]), echo=lambda *a: None)
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
+    """The target file leaves out two months (absent rows, not empty values): only the
+    predictors whose target 2 months later is absent are dropped. The predictors of the
+    absent months themselves were dropped too, as if the target paired with its own dates."""
+    job, _, _ = write_forecast_job(tmp_path)
+    target = pd.read_csv(tmp_path / "y.csv")
+    absent = [20, 41]
+    target.drop(index=absent).to_csv(tmp_path / "y.csv", index=False)
+    run_job(load_config(job), echo=lambda *a: None)
+    ds = xr.open_zarr(tmp_path / "out.zarr")
+    start, lead = 3, 2  # windows [1, 3] and lags [0, 1] need 3 earlier months
+    times = pd.date_range("2000-01-01", periods=N, freq="MS")
+    kept = [t for t in range(start, N - lead) if t + lead not in absent]
+    assert all(t in kept for t in absent)  # the absent months' own predictors stay
+    np.testing.assert_array_equal(ds.time.values, times[kept].values)

@@ -91,10 +91,17 @@ def test_lead_with_a_gap_in_the_field_only(kind):
     assert how.n_gaps == gaps and how.n_samples == N - 1 - 3 - gaps
 
 
-def test_lead_with_a_gap_in_the_target_only_names_it():
-    with pytest.raises(ValueError, match=r"^target: has no sample labelled 1955-06-01") as e:
-        lead_target(field(X_FULL), drop_gap(series(Y_FULL)), 3)
-    assert "join='inner'" in str(e.value)
+@pytest.mark.parametrize("match", ["exact", "month"])
+def test_lead_with_a_gap_in_the_target_only_keeps_the_gap_months_predictors(match):
+    """A month left out of the target's rows (1955-06): its own predictor is paired with the
+    target 3 months later, which exists; only 1955-03, whose target is the gap, is dropped
+    (the month's predictor was lost, or the call refused)."""
+    X, y, how = lead_target(field(X_FULL), drop_gap(series(Y_FULL)), 3, match=match)
+    k = months(X.time.values) - months(TIME[:1])
+    np.testing.assert_array_equal(y.values, (k + 3) * 10.0)
+    assert np.datetime64("1955-06-01") in X.time.values
+    assert np.datetime64("1955-03-01") not in X.time.values
+    assert (how.n_samples, how.n_gaps) == (N - 3 - 1, 1)
 
 
 def test_lead_on_gapped_noleap_and_yearly_and_daily_labels():
