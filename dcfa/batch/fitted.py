@@ -486,7 +486,11 @@ def _first_difference(ours: xr.DataArray, theirs: xr.DataArray) -> str:
     if not where.size:
         return "the values differ"
     i = tuple(int(k) for k in where[0])
-    at = ", ".join(f"{d}={k}" for d, k in zip(ours.dims, i, strict=True))
+    # positions, not labels: "lon=0" would read as 0 degrees
+    if len(i) == 1:
+        at = f"index {i[0]} along {ours.dims[0]!r}"
+    else:
+        at = f"index {i} along {tuple(map(str, ours.dims))}"
     return f"at {at}: result {a[i]}, here {b[i]}"
 
 

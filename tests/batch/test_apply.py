@@ -302,7 +302,7 @@ def test_bad_input_exits_2_naming_what_differs_and_writes_nothing(job_a, job_b, 
         procs["grid"],
         2,
         "ARCHIVE: coordinate 'lon' differs from the result's grid",
-        "at lon=0: result 150.0, here 151.0",
+        "at index 0 along 'lon': result 150.0, here 151.0",
     )
     fails(procs["variable"], 2, "ARCHIVE: variable(s) ['sst'] of the result", "it has ['tos']")
     fails(

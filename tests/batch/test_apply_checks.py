@@ -121,7 +121,8 @@ def test_other_labels_are_still_refused_naming_the_first_difference(job, tmp_pat
     )
     fitted = load_result(job / "result.zarr")
     with pytest.raises(
-        ValueError, match="archive: coordinate 'lat' differs .* result -10.0, here -9.5"
+        ValueError,
+        match="coordinate 'lat' differs .*at index 0 along 'lat': result -10.0, here -9.5",
     ):
         apply_result(fitted, tmp_path / "half.zarr", tmp_path / "o.zarr", **QUIET)
     assert not (tmp_path / "o.zarr").exists()
