@@ -502,11 +502,17 @@ def _fit(
         f"{time.perf_counter() - t:.1f} s"
     )
     gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
-    if gaps:  # a cell with one missing month is left out whole: say why, and the remedy
+    if gaps and "missing" in estimator.get_params():  # left out whole: why, and the remedy
         echo(
             f"      {gaps} of the excluded cells miss some months (each cell must be complete "
             "with missing = 'exclude'); method.params.missing = \"pairwise\" keeps them "
             "(pairwise-complete statistics, the dense execution)"
+        )
+    elif gaps:
+        echo(
+            f"      {gaps} of the excluded cells miss some months ({config.method['name']} needs "
+            "every month of a cell): fill them, or leave those months out with input.time; "
+            'method.name = "lincfa" or "genlincfa" takes method.params.missing = "pairwise"'
         )
     return estimator
 

@@ -178,7 +178,8 @@ def exclusions(m) -> dict[int, Exclusion]:
         reasons[int(i)] = Exclusion(
             "gappy",
             f"{m.n - int(count[i])} of {m.n} values missing "
-            "(use missing='pairwise' for pairwise-complete statistics)",
+            "(LinCFA and GenLinCFA keep such a cell with missing='pairwise', pairwise-complete "
+            "statistics)",
         )
     too_few = Exclusion("too-few", "fewer than 2 observed values")
     for i in np.flatnonzero(few).tolist():

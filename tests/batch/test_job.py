@@ -302,3 +302,28 @@ def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path):
     assert "not a map of predictors" in line
     assert "NoSkillWarning" not in proc.stderr and ".py:" not in proc.stderr
     assert (tmp_path / "result.zarr").is_dir()
+
+
+@pytest.mark.parametrize(
+    "method, remedy",
+    [
+        ("lincfa", 'method.params.missing = "pairwise" keeps them'),
+        ("regionscv", "(regionscv needs every month of a cell): fill them"),
+    ],
+)
+def test_a_cell_missing_a_month_is_named_with_the_methods_own_remedy(
+    tmp_path, client, method, remedy
+):
+    """RegionsCV takes no ``missing``: its line pointed to a parameter it refuses."""
+    params = {"random_state": 0, "neighbors": 1} if method == "lincfa" else {}
+    job = write_job(tmp_path, method__name=method, method__params=params)
+    with dask.config.set(scheduler="synchronous"):
+        ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
+    ds["sst"][5, 1, 1] = np.nan  # a sea cell
+    (tmp_path / "gappy").mkdir()
+    ds.drop_encoding().to_zarr(tmp_path / "gappy" / "sst.zarr", zarr_format=3, consolidated=False)
+    lines = []
+    config = load_config(job, [f"input.store={tmp_path / 'gappy' / 'sst.zarr'}"])
+    run_job(config, scheduler=client.scheduler.address, echo=lines.append)
+    (line,) = [s for s in lines if "of the excluded cells miss some months" in s]
+    assert line.strip().startswith("1 of the excluded cells") and remedy in line, line
