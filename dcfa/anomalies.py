@@ -38,6 +38,7 @@ from dcfa.io.calendars import months_of
 from dcfa.stacking import FeatureLayout
 from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
+from dcfa.units import same_units
 
 __all__ = ["Anomalies"]
 
@@ -59,6 +60,18 @@ def _refuse_repeated_dates(coord: xr.DataArray, dim: str) -> None:
         f"X: its {dim!r} labels repeat {shown}{', ...' if len(repeated) > 3 else ''} "
         f"({len(repeated)} repeated); a repeated date would weigh twice in its month's "
         f"climatology: drop the duplicates first (X.drop_duplicates({dim!r}))"
+    )
+
+
+def _check_units(fitted, given) -> None:
+    """Refuse a DataArray in other units than the training one's (both known): the
+    climatology would be subtracted from values of another scale, silently."""
+    if fitted is None or given is None or same_units(str(fitted), str(given)):
+        return
+    raise InputError(
+        f"X: its units {str(given)!r} differ from the training data's {str(fitted)!r}; the "
+        f"climatology was fitted in {str(fitted)!r} and dcfa converts no units: convert X "
+        "first"
     )
 
 
@@ -281,6 +294,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 f"X: {type(self).__name__} was fitted on an array; transform needs an array "
                 "too, got an xarray.DataArray"
             )
+        if not reset:
+            _check_units(self._attrs.get("units"), X.attrs.get("units"))
         grid_dims = tuple(d for d in X.dims if d != dim) if reset else self._grid_dims
         # the training grid's dims, sizes and labels (in any order, any longitude convention)
         order = {} if reset else feature_order(X, self._fitted_layout, name="X")
@@ -353,7 +368,9 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ------
         ValueError
             If a row's calendar month does not occur in the training rows (it has no
-            climatology), naming the months.
+            climatology), naming the months; if a DataArray's ``units`` attribute names
+            other units than the training DataArray's (both set; spellings of one unit,
+            ``K`` and ``kelvin``, are the same).
         """
         check_is_fitted(self, "n_features_in_")
         data, groups, labelled, order = self._check_input(X, reset=False)

@@ -338,3 +338,24 @@ def test_set_output_keeps_the_grid_and_tables_the_rest(rng):
     assert isinstance(Anomalies(by=None).fit_transform(table.values), np.ndarray)
     with pytest.raises(ValueError, match=r"^transform: expected 'default', 'pandas'"):
         Anomalies().set_output(transform="arrow")
+
+
+def test_other_units_are_refused_and_spellings_of_one_are_not(rng):
+    """A climatology fitted in K, given degC: the anomalies were off by -273.15, and in a
+    pipeline the predictions by a factor, without a word."""
+    X, _ = field(rng, n=24)
+    est = Anomalies().fit(X)
+    celsius = (X - 273.15).assign_attrs(units="degC")
+    with pytest.raises(
+        ValueError, match=r"^X: its units 'degC' differ from the training data's 'K'"
+    ):
+        est.transform(celsius)
+    model = make_pipeline(Anomalies(), LinCFA(random_state=0), LinearRegression())
+    y = rng.normal(size=24)
+    model.fit(X.fillna(0.0), y)
+    with pytest.raises(ValueError, match="differ from the training data's 'K'"):
+        model.predict(celsius.fillna(0.0))
+    # the same unit spelled otherwise, or no units to compare: transformed as before
+    expected = est.transform(X).values
+    for same in (X.assign_attrs(units="kelvin"), X.assign_attrs(units="degK"), X.drop_attrs()):
+        np.testing.assert_array_equal(est.transform(same).values, expected)

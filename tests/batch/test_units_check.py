@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
-from dcfa.batch.fitted import same_units
+from dcfa.units import same_units
 
 
 @pytest.mark.parametrize(
