@@ -82,7 +82,10 @@ def load_result(
     if absent or "config" not in ds.attrs:
         raise InputError(
             f"{key}: {str(loc)!r} lacks {absent or ['its configuration']}, which applying it "
-            "needs (written by an earlier dcfa); run the job again with this version"
+            "needs: it was written from Python (dcfa.io.write_result), or by a dcfa fit "
+            "older than this version. load_result and dcfa apply read the results of dcfa "
+            "fit; a fit made in Python is applied by its fitted estimator or pipeline (keep "
+            "it with joblib.dump or pickle)"
         )
     config = _config_of(ds, key, loc)
     inp = config.input

@@ -162,6 +162,20 @@ def test_write_result_is_complete_and_atomic(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "r.zarr"]
 
 
+def test_a_result_written_from_python_names_how_a_python_fit_is_applied(tmp_path):
+    """load_result of a store written by write_result said it came from "an earlier dcfa"
+    and to run the job again with this version; it came from this one, in Python."""
+    make_archive(tmp_path / "a.zarr")
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    y = np.random.default_rng(1).normal(size=field.sizes["time"])
+    model = dcfa.LinCFA(random_state=0).fit(field, y)
+    out = io.write_result(tmp_path / "r.zarr", io.result_dataset(model, field))
+    with pytest.raises(ValueError, match="written from Python") as e:
+        dcfa.load_result(out)
+    assert "applied by its fitted estimator or pipeline" in str(e.value)
+    assert "earlier dcfa;" not in str(e.value)
+
+
 def test_write_result_of_a_sliced_archive(tmp_path):
     """Slicing time out of line with the stored chunks gives uneven chunks; Zarr needs even."""
     make_archive(tmp_path / "a.zarr", n=60, time_chunk=12)
