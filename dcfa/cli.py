@@ -257,8 +257,12 @@ def _run(args) -> int:
             )
         return EXIT_STDOUT_CLOSED
     except KeyboardInterrupt as exc:
-        why = str(exc) or "rerun with --resume to continue"
-        print(f"dcfa: interrupted; {why}", file=sys.stderr)
+        # the client's tasks cut short are logged when collected: not the user's business
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        # a run stopped inside its passes says what it kept (dcfa.batch.job); before them,
+        # nothing was written
+        default = "before any pass: nothing was kept" if args.command == "fit" else "stopped"
+        print(f"dcfa: interrupted; {str(exc) or default}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:
         if isinstance(exc, ImportError):  # an optional dependency (the demo's data, matplotlib)

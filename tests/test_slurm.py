@@ -450,7 +450,7 @@ def test_no_worker_job_outlives_the_driver(no_jobs_left, big_job, tmp_path, kill
         if "no pass had finished: nothing was kept" in err:
             assert not work.exists()
         else:
-            assert "dcfa: interrupted; SIGTERM received: rerun with --resume" in err, err
+            assert "dcfa: interrupted; SIGTERM received; the finished passes are kept" in err, err
             assert (work / "preprocessing.zarr").is_dir(), sorted(work.iterdir())
     elif kill == "SIGKILL":
         assert code == -signal.SIGKILL

@@ -61,16 +61,23 @@ def make_cluster(cluster: dict, *, on_job=None):
     if kind == "local":
         from distributed import LocalCluster
 
-        return LocalCluster(
-            n_workers=cluster["n_workers"],
-            threads_per_worker=cluster["threads_per_worker"],
-            memory_limit=cluster["memory_limit"],
-            # the dashboard shows the job's data: loopback unless the config says otherwise
-            dashboard_address=cluster.get("dashboard_address", "127.0.0.1:0") or None,
-            # a failed task reaches the driver as its exception, which dcfa reports in one
-            # line: the workers' own ERROR logs of it would print tracebacks beside that line
-            silence_logs=logging.CRITICAL,
-        )
+        with _interrupt_after() as interrupted:
+            local = LocalCluster(
+                n_workers=cluster["n_workers"],
+                threads_per_worker=cluster["threads_per_worker"],
+                memory_limit=cluster["memory_limit"],
+                # the dashboard shows the job's data: loopback unless the config says so
+                dashboard_address=cluster.get("dashboard_address", "127.0.0.1:0") or None,
+                # a failed task reaches the driver as its exception, which dcfa reports in
+                # one line: the workers' ERROR logs of it would print tracebacks beside it
+                silence_logs=logging.CRITICAL,
+                # Ctrl-C is the driver's: the workers ignore it (no traceback from each)
+                preload=["dcfa.batch.worker_signals"],
+            )
+        if interrupted:
+            local.close()
+            raise KeyboardInterrupt
+        return local
     cls = _jobqueue_class(kind)
     options = {} if on_job is None else {"job_cls": _reporting(cls.job_cls, on_job)}
     # cores, memory, queue, walltime, ... from the jobqueue.yaml in the dask config
@@ -186,6 +193,22 @@ def _quietly(echo):
             echo(line)
 
     return say
+
+
+@contextlib.contextmanager
+def _interrupt_after():
+    """Within the block, Ctrl-C is recorded (in the list given), not raised: a
+    ``LocalCluster`` interrupted while it starts is left half made, and distributed's exit
+    hook then fails closing it with a traceback. The caller closes it and raises."""
+    got: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(True))
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

@@ -320,8 +320,12 @@ def _failed(exc: BaseException, workdir: WorkDir, out) -> None:
     kept = workdir.abandon(bad_input=isinstance(exc, InputDataError | InputChangedError))
     if isinstance(exc, KeyboardInterrupt) and not kept:
         raise KeyboardInterrupt("no pass had finished: nothing was kept") from None
-    if isinstance(exc, KeyboardInterrupt) and str(exc):  # SIGTERM (cluster.py)
-        raise KeyboardInterrupt(f"{exc} received: rerun with --resume to continue") from None
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or SIGTERM (cluster.py)
+        raise KeyboardInterrupt(
+            (f"{exc} received; " if str(exc) else "")
+            + f"the finished passes are kept in {str(work)!r}: rerun with --resume to "
+            "continue from them"
+        ) from None
     if isinstance(exc, OSError) and exc.errno in NO_ROOM:
         # Zarr's error names no path: say where, and what is left to resume
         raise OSError(exc.errno, no_room(exc, out, work, kept)) from exc

@@ -103,6 +103,47 @@ def test_a_job_is_reproducible_by_default_and_resumes_to_the_same_partition(tmp_
     )
 
 
+@pytest.mark.parametrize("at", ["[1/5]", "[2/5]"])
+def test_ctrl_c_in_a_terminal_prints_one_line_that_the_disk_bears_out(tmp_path, at):
+    """Ctrl-C reaches the terminal's whole process group: the job's own LocalCluster's
+    workers printed a KeyboardInterrupt traceback each (40-100 lines), and a run stopped
+    before any pass said to rerun with --resume. Stopped as the cluster starts, or in the
+    passes: one line, and what it says was kept is on disk."""
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = subprocess.Popen(
+        dcfa_command("fit", str(job)),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        for line in proc.stdout:
+            if line.startswith(at):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err, err
+    (said,) = [line for line in err.splitlines() if line.startswith("dcfa:")]
+    work = tmp_path / "result.zarr.work"
+    if "the finished passes are kept in" in said:
+        assert said.endswith("result.zarr.work': rerun with --resume to continue from them")
+        assert (work / "preprocessing.zarr").is_dir()
+    else:
+        assert said in (
+            "dcfa: interrupted; before any pass: nothing was kept",
+            "dcfa: interrupted; no pass had finished: nothing was kept",
+        ), said
+        assert tree(tmp_path) == before
+    assert not (tmp_path / "result.zarr").exists()
+
+
 ############################################################################################
 # B: GBMAP's checkpoint under --resume
 
@@ -120,10 +161,13 @@ def _killed_during_gbmap(
     proc.send_signal(how)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, (out, err)
+    kept = "the finished passes are kept in '"
+    resume = "result.zarr.work': rerun with --resume to continue from them"
     if how == signal.SIGINT:
-        assert "interrupted; rerun with --resume" in err
+        assert f"dcfa: interrupted; {kept}" in err and resume in err, err
     else:  # SLURM's walltime, scancel, kill: said as such, with the same way on
-        assert f"dcfa: interrupted; {how.name} received: rerun with --resume to continue" in err
+        assert f"dcfa: interrupted; {how.name} received; {kept}" in err and resume in err, err
+    assert "Traceback" not in err, err
     assert {"preprocessing.zarr", "moments"} <= set(_passes(work))
     assert checkpoint.exists()
     return work
@@ -271,7 +315,8 @@ def test_a_second_run_never_takes_the_work_directory_of_a_running_one(tmp_path, 
         if first.poll() is None:
             first.kill()
         log.close()
-    assert first.returncode == 1 and "interrupted; rerun with --resume" in err, err
+    assert first.returncode == 1, err
+    assert "interrupted; the finished passes are kept in" in err and "--resume" in err, err
     assert "No such file" not in err
     # all of the first run's work is there: resumed, GBMAP included (stagewise: truncated)
     proc = cli(
