@@ -89,6 +89,18 @@ class FittedResult:
     group_coords: dict = field(default_factory=dict)
     units: str | None = None
 
+    def __repr__(self) -> str:
+        # the arrays (the map, the climatology, every cell's weight) are for code, not a
+        # notebook's echo: say what the result is, as dcfa inspect does
+        grid = ", ".join(f"{d}: {n}" for d, n in self.region.sizes.items())
+        return (
+            f"FittedResult({self.path!r}: {self.method}, {self.n_groups} groups on ({grid}); "
+            f"variables {self.variables}, sample_dim {self.sample_dim!r}"
+            + (f", lead {self.lead}" if self.lead else "")
+            + (", with a GBMAP" if self.gbmap is not None else "")
+            + ")"
+        )
+
     @property
     def n_groups(self) -> int:
         return int(self.labels.max()) + 1 if (self.labels >= 0).any() else 0

@@ -124,7 +124,9 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
     ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence."""
     from dcfa.stacking import BLOCK_DIMS
 
+    # the centres are named after the grid's coordinates: lat/lon or latitude/longitude
     names = ["group_target_corr", "group_size", "group_lat", "group_lon", "region"]
+    names += ["group_latitude", "group_longitude"]
     names += ["group_target_corr_low", "group_target_corr_high", "group_name", "group_stability"]
     dataset = dataset[[n for n in names if n in dataset]].load()  # one read, not per line
     r = dataset["group_target_corr"].values
@@ -139,6 +141,10 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
         + (f"; {RECURRENCE_LEGEND}" if "group_stability" in dataset else "")
         + ":"
     )
+    lat, lon = (
+        next((dataset[n].values for n in (f"group_{short}", f"group_{long}") if n in dataset), None)
+        for short, long in (("lat", "latitude"), ("lon", "longitude"))
+    )
     for g in order:
         block = ""
         if region is not None and (region == g).any():
@@ -148,11 +154,8 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
                 for d, i in zip(blocks, at, strict=False)
             )
         where = ""
-        if "group_lat" in dataset and "group_lon" in dataset:
-            where = (
-                f" around lat {float(dataset.group_lat[g]):6.1f}, lon "
-                f"{float(dataset.group_lon[g]):6.1f}"
-            )
+        if lat is not None and lon is not None:
+            where = f" around lat {float(lat[g]):6.1f}, lon {float(lon[g]):6.1f}"
         echo(
             f"{indent}  group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} "
             f"{cells(int(sizes[g]))}{where}, corr {r[g]:+.2f}"

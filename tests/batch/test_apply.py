@@ -685,3 +685,13 @@ def test_a_classifier_result_applied_to_a_missing_month(tmp_path, client):
     others = np.arange(prediction.size) != 7
     np.testing.assert_array_equal(prediction.values[others], (score.values[others] > 0) * 1.0)
     assert set(np.unique(prediction.values[others])) == {0.0, 1.0}
+
+
+def test_a_loaded_result_reads_as_one_line(job_a):
+    """repr printed every array of the result (the map, the climatology, each cell's
+    weight): thousands of lines in a notebook."""
+    fitted = load_result(job_a / "result.zarr")
+    text = repr(fitted)
+    assert "\n" not in text and len(text) < 300, text
+    assert text.startswith(f"FittedResult({fitted.path!r}: LinCFA, {fitted.n_groups} groups on (")
+    assert "variables ['sst'], sample_dim 'time', with a GBMAP)" in text

@@ -303,3 +303,22 @@ def test_an_era5_expver_coordinate_follows_the_rechunked_data(tmp_path):
     assert planned.chunksizes["valid_time"][0] == n
     np.testing.assert_array_equal(planned.expver.values[-4:], ["0001", "0005", "0005", "0005"])
     np.testing.assert_array_equal(planned.values, values)
+
+
+@pytest.mark.parametrize("names", [("lat", "lon"), ("latitude", "longitude")])
+def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_path, names):
+    """With latitude/longitude coordinates (ERA5's), the job's summary and dcfa inspect
+    gave no "around lat, lon": they read group_lat only."""
+    from dcfa.batch.output import print_groups
+
+    make_archive(tmp_path / "a.zarr", n=120)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"]).rename({"lat": names[0], "lon": names[1]})
+    y = np.random.default_rng(3).normal(size=120)
+    model = dcfa.LinCFA(random_state=0, neighbors=1).fit(field, y)
+    ds = io.result_dataset(model, field, target=y)
+    lines = []
+    print_groups(ds, lines.append)
+    lat, lon = ds[f"group_{names[0]}"].values, ds[f"group_{names[1]}"].values
+    order = np.argsort(-np.abs(ds["group_target_corr"].values))[:8]
+    for line, g in zip(lines[1:], order, strict=True):
+        assert f" around lat {lat[g]:6.1f}, lon {lon[g]:6.1f}, corr" in line, line
