@@ -28,7 +28,7 @@ from numbers import Integral
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, is_regressor
+from sklearn.base import BaseEstimator, is_classifier, is_regressor
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
@@ -102,6 +102,23 @@ def as_regressor(model: BaseEstimator) -> Pipeline:
     last = model[-1] if isinstance(model, Pipeline) else model
     make = getattr(last, "regressor", None)
     return make_pipeline(model, make() if callable(make) else LinearRegression())
+
+
+def _refuse_classifier(model, function: str) -> None:
+    """A classifier's R^2 is that of its 0/1 labels, not a skill score: refused, naming a
+    classification score on the same folds."""
+    if not is_classifier(model):
+        return
+    folds = (
+        "blocked_folds(len(y), n_splits, gap)"
+        if function == "blocked_cv"
+        else ("TimeSeriesSplit(n_splits, gap=gap)")
+    )
+    raise InputError(
+        f"model: {function} scores R^2 of a regression; {type(model).__name__} is a classifier, "
+        "whose R^2 of predicted labels is no skill score. Score it on the same folds with "
+        f"scikit-learn: cross_val_score(model, X, y, cv={folds}, scoring='balanced_accuracy')"
+    )
 
 
 def _n_features(fitted) -> int:
@@ -248,7 +265,8 @@ def blocked_cv(
     ------
     ValueError
         For ``n_splits`` outside ``[2, n_samples // 4]``, or a ``gap`` that leaves a fold fewer
-        than 4 samples to train on, before ``X`` is read.
+        than 4 samples to train on, before ``X`` is read; for a classifier ``model`` (its
+        R^2 of labels is no skill score), naming a classification score.
 
     See Also
     --------
@@ -263,6 +281,7 @@ def blocked_cv(
     >>> [len(train) for train, test in skill.extra["folds"]]  # 40 - 4, 40 - 8, 40 - 4
     [36, 32, 36]
     """
+    _refuse_classifier(model, "blocked_cv")
     X = _samples_first(model, X)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
@@ -501,12 +520,14 @@ def forward_cv(
         without the purge, else ``test_size``, ``min_train`` or ``n_splits``) and the value
         it needs, when the folds would have fewer than 2 test samples or a first training
         window shorter than 4 samples (or ``min_train``); when ``max_train_size`` is below
-        that; when ``y`` holds NaN or infinite values (naming the first).
+        that; when ``y`` holds NaN or infinite values (naming the first); for a classifier
+        ``model`` (its R^2 of labels is no skill score), naming a classification score.
 
     See Also
     --------
     blocked_cv : K contiguous blocks, each predicted from all the others.
     """
+    _refuse_classifier(model, "forward_cv")
     X = _samples_first(model, X)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
     if not lazy:

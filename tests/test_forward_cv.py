@@ -371,3 +371,32 @@ def test_a_dataset_is_refused_naming_the_variable_to_select(rng):
     ):
         with pytest.raises(TypeError, match=r"^y: got an xarray.Dataset; .* \(ds\['soi'\]\)$"):
             call()
+
+
+@pytest.mark.parametrize("function", ["forward_cv", "blocked_cv"])
+def test_a_classifier_is_refused_naming_a_classification_score(function):
+    """A GBMAP classifier on a thresholded target scored R^2 0.24-0.52 of its 0/1 labels,
+    where its accuracy on the same folds was 0.81-0.88: a number that reads as skill."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_score
+    from sklearn.preprocessing import StandardScaler
+
+    import dcfa
+    from dcfa.gbmap import GBMAPClassifier
+    from dcfa.skill import blocked_folds
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4))
+    y = (X[:, 0] + 0.5 * rng.normal(size=120) > 0).astype(int)
+    call = getattr(dcfa, function)
+    for model in (
+        LogisticRegression(),
+        GBMAPClassifier(n_boosts=2),
+        make_pipeline(StandardScaler(), LogisticRegression()),
+    ):
+        with pytest.raises(ValueError, match=f"^model: {function} scores R\\^2 of a regression"):
+            call(model, X, y, n_splits=3)
+    # the call the message names runs, on the same folds
+    folds = blocked_folds(120, 3, 0) if function == "blocked_cv" else TimeSeriesSplit(3, gap=0)
+    scores = cross_val_score(LogisticRegression(), X, y, cv=folds, scoring="balanced_accuracy")
+    assert scores.shape == (3,) and (scores > 0.6).all()
