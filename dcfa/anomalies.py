@@ -34,7 +34,7 @@ from dcfa._validation import (
     feature_order,
     validate_params,
 )
-from dcfa.io.calendars import months_of
+from dcfa.io.calendars import calendar_of, months_of
 from dcfa.stacking import FeatureLayout
 from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
@@ -61,6 +61,18 @@ def _refuse_repeated_dates(coord: xr.DataArray, dim: str) -> None:
         f"({len(repeated)} repeated); a repeated date would weigh twice in its month's "
         f"climatology: drop the duplicates first (X.drop_duplicates({dim!r}))"
     )
+
+
+def _frame_dates(X, dim: str) -> xr.DataArray | None:
+    """The dates of a pandas DataFrame's rows (a DatetimeIndex without a time zone, a
+    PeriodIndex, or cftime dates) as a coordinate named ``dim``, else None."""
+    index = getattr(X, "index", None)
+    if not isinstance(index, pd.Index) or isinstance(X, xr.DataArray):
+        return None
+    if isinstance(index, pd.PeriodIndex):
+        index = index.to_timestamp()
+    coord = xr.DataArray(np.asarray(index), dims=dim, name=dim)
+    return coord if calendar_of(coord) is not None else None
 
 
 def _check_units(fitted, given) -> None:
@@ -125,8 +137,9 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
     by : {"month"} or None, default="month"
         ``"month"``: subtract the mean of each row's calendar month (the month comes from the
         ``sample_dim`` coordinate of an :class:`xarray.DataArray`: ``datetime64`` or cftime
-        dates of any calendar). ``None``: subtract the overall mean (the only choice for NumPy
-        or Dask arrays, which carry no dates).
+        dates of any calendar; or from a pandas DataFrame's DatetimeIndex or PeriodIndex).
+        ``None``: subtract the overall mean (the only choice for NumPy or Dask arrays, which
+        carry no dates).
     standardize : bool, default=False
         Also divide by the spread: the standard deviation (``ddof=1``) over the training rows
         of each cell's anomalies (its values minus their month's mean).
@@ -199,9 +212,11 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ``by=None``, or when ``X`` carries no dates (``fit`` says what it needs). Reads the
         dates only.
         """
-        from dcfa.io.calendars import calendar_of, months_of, months_once
+        from dcfa.io.calendars import months_once
 
         coord = getattr(X, "coords", {}).get(self.sample_dim)
+        if coord is None:
+            coord = _frame_dates(X, self.sample_dim)
         if self.by != "month" or coord is None or calendar_of(coord) is None:
             return []
         return months_once(months_of(coord, "X"))
@@ -264,11 +279,13 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 f"one too (with dims {(self.sample_dim, *self._grid_dims)}), got "
                 f"{type(X).__name__}"
             )
-        if self.by == "month":
+        dates = _frame_dates(X, self.sample_dim)
+        if self.by == "month" and dates is None:
             raise InputError(
                 f"by: 'month' needs the dates of the samples, which a {type(X).__name__} does "
                 "not carry; pass an xarray.DataArray with a date coordinate "
-                f"{self.sample_dim!r}, or use by=None (the overall mean)"
+                f"{self.sample_dim!r} or a pandas DataFrame on a DatetimeIndex, or use "
+                "by=None (the overall mean)"
             )
         inp = check_X(X) if reset else check_fitted_X(self, X)  # column names, count
         data = inp.data
@@ -282,7 +299,11 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 self.feature_names_in_ = inp.feature_names
             elif hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-        return data, np.zeros(data.shape[0], dtype=np.int64), False, {}
+        if self.by != "month":
+            return data, np.zeros(data.shape[0], dtype=np.int64), False, {}
+        if reset:
+            _refuse_repeated_dates(dates, self.sample_dim)
+        return data, months_of(dates, "X") - 1, False, {}
 
     def _check_dataarray(self, X: xr.DataArray, *, reset: bool):
         _check_numeric(X.dtype, "X")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, is_classifier, is_regressor
@@ -175,6 +176,8 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
         X = X.astype(np.float64).compute()
+    elif isinstance(X, pd.DataFrame):  # kept: its index holds the dates Anomalies reads
+        X = X.astype(np.float64)
     else:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:

@@ -359,3 +359,53 @@ def test_other_units_are_refused_and_spellings_of_one_are_not(rng):
     expected = est.transform(X).values
     for same in (X.assign_attrs(units="kelvin"), X.assign_attrs(units="degK"), X.drop_attrs()):
         np.testing.assert_array_equal(est.transform(same).values, expected)
+
+
+def test_a_dataframe_on_dates_gets_monthly_anomalies_as_a_dataarray_does(rng):
+    """A DataFrame on a DatetimeIndex was refused as one that "does not carry" dates."""
+    X, _ = field(rng, n=48, gaps=False)
+    cells = X.isel(lat=1).drop_vars("lat")  # (time, lon): one column per cell
+    frame = pd.DataFrame(cells.values, index=cells.time.to_index(), columns=["a", "b", "c", "d"])
+    on_array = Anomalies(standardize=True).fit(cells.isel(time=slice(0, 36)))
+    on_frame = Anomalies(standardize=True).fit(frame.iloc[:36])
+    np.testing.assert_allclose(on_frame.climatology_, on_array.climatology_.values, rtol=1e-12)
+    np.testing.assert_allclose(
+        on_frame.transform(frame.iloc[36:]),
+        on_array.transform(cells.isel(time=slice(36, None))).values,
+    )
+    periods = frame.set_axis(frame.index.to_period("M"))
+    np.testing.assert_allclose(
+        Anomalies().fit(periods).climatology_, Anomalies().fit(frame).climatology_
+    )
+    assert Anomalies().months_once(frame.iloc[:14]) == [
+        "Mar",
+        "Apr",
+        "May",
+        "Jun",
+        "Jul",
+        "Aug",
+        "Sep",
+        "Oct",
+        "Nov",
+        "Dec",
+    ]
+    with pytest.raises(ValueError, match="its 'time' labels repeat 2001-01-01"):
+        Anomalies().fit(pd.concat([frame.iloc[:1], frame]))
+    with pytest.raises(
+        ValueError, match="by: 'month' needs the dates.*DataFrame on a DatetimeIndex"
+    ):
+        Anomalies().fit(frame.reset_index(drop=True))
+
+
+def test_forward_cv_passes_a_dataframe_on_dates_to_the_pipeline(rng):
+    """The CV read a DataFrame as an array, so Anomalies(by="month") lost its dates."""
+    from dcfa.skill import forward_cv
+
+    X, _ = field(rng, n=96, gaps=False)
+    cells = X.isel(lat=1).drop_vars("lat")
+    frame = pd.DataFrame(cells.values, index=cells.time.to_index(), columns=["a", "b", "c", "d"])
+    y = cells.values[:, 1] - cells.values[:, 1].mean() + rng.normal(size=96)
+    model = make_pipeline(Anomalies(), LinearRegression())
+    on_frame = forward_cv(model, frame, y, n_splits=3, min_train=36)
+    on_array = forward_cv(model, cells, y, n_splits=3, min_train=36)
+    np.testing.assert_allclose(on_frame.r2, on_array.r2, rtol=1e-10)
