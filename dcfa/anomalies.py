@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, InputTypeError
+from dcfa._units import same_units
 from dcfa._validation import (
     StrOptions,
     _check_numeric,
@@ -38,7 +39,6 @@ from dcfa.io.calendars import calendar_of, months_of
 from dcfa.stacking import FeatureLayout
 from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
-from dcfa.units import same_units
 
 __all__ = ["Anomalies"]
 

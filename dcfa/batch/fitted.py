@@ -21,13 +21,13 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._errors import InputError, InputTypeError
+from dcfa._units import same_units
 from dcfa._validation import label_positions, same_coordinates
 from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
 from dcfa.io.calendars import calendar_of
 from dcfa.stacking import isel_positions
-from dcfa.units import same_units
 
 
 @dataclass

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dcfa._units import same_units
 from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
-from dcfa.units import same_units
 
 
 @pytest.mark.parametrize(

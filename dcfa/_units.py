@@ -1,4 +1,4 @@
-"""Whether two ``units`` attributes name the same unit, as a user spells units in files.
+"""Whether two ``units`` attributes name the same unit, as users spell units in files.
 
 dcfa converts no units: a field given in other units than the ones it was fitted on is
 refused. This module tells a spelling (``kelvin`` for ``K``) from another unit.
