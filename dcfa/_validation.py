@@ -36,6 +36,7 @@ __all__ = [
     "check_X",
     "check_fitted_X",
     "check_y",
+    "single_target",
     "feature_order",
     "label_positions",
     "same_coordinates",
@@ -508,6 +509,26 @@ def check_y(
         span = values.max(axis=0) - values.min(axis=0)
         if np.any(span == 0):
             raise InputError(f"{name}: the target is constant; there is nothing to predict")
+    return values
+
+
+def single_target(y, inp: InputData, **checks) -> np.ndarray:
+    """:func:`check_y` of an estimator that predicts one target: ``(n_samples, 1)``. More
+    columns are refused; a column vector warns, as scikit-learn's single-output estimators
+    do (``DataConversionWarning``)."""
+    values = check_y(y, inp, **checks)
+    if values.shape[1] != 1:
+        raise InputError(f"y: expected a single target, got {values.shape[1]} columns")
+    ndim = getattr(y, "ndim", None)
+    if (np.asarray(y).ndim if ndim is None else ndim) == 2:
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected. Please change the "
+            "shape of y to (n_samples,), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=4,
+        )
     return values
 
 

@@ -53,6 +53,29 @@ def test_bad_input_is_rejected_before_the_pass(data, make, err, match):
         LinCFA().fit(X, y)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dcfa.LinCFA(random_state=0),
+        lambda: dcfa.GenLinCFA(),
+        lambda: dcfa.GenLinCFA(family="bernoulli"),
+        lambda: dcfa.RegionsCV(neighbors=None),
+        lambda: dcfa.GBMAPRegressor(n_boosts=2, random_state=0),
+    ],
+)
+def test_a_column_vector_y_warns_as_scikit_learn_does(data, make):
+    """The CFA estimators took y of shape (n, 1) silently; scikit-learn's single-output
+    estimators, and dcfa's GBMAP, warn. The fit is the 1-D one."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X, y = data
+    y = (y > 0).astype(float) if "bernoulli" in repr(make()) else y
+    with pytest.warns(DataConversionWarning, match="A column-vector y was passed"):
+        column = make().fit(X, y[:, None])
+    flat = make().fit(X, y)
+    np.testing.assert_array_equal(column.transform(X), flat.transform(X))
+
+
 def test_xarray_without_the_sample_dim(data):
     X, y = data
     field = xr.DataArray(X, dims=("t", "cell"))

@@ -26,8 +26,8 @@ from dcfa._validation import (
     check_n_samples,
     check_time_order,
     check_X,
-    check_y,
     pandas_output,
+    single_target,
     validate_params,
 )
 from dcfa.cfa.executions import MODES, choose, reader_of
@@ -209,10 +209,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.fit_options().folds(n_samples)
 
     def _check_target(self, y, inp: InputData) -> np.ndarray:
-        Y = check_y(y, inp)
-        if Y.shape[1] != 1:
-            raise InputError(f"y: expected a single target, got {Y.shape[1]} columns")
-        return Y
+        return single_target(y, inp)
 
     def _check_time_series(self, X, y, *, why: str) -> tuple[InputData, np.ndarray]:
         """``X`` and ``y`` checked for a fit whose cross-validation reads the samples in time

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa._validation import Interval, StrOptions, check_y
+from dcfa._validation import Interval, StrOptions, single_target
 from dcfa.cfa.base import CFA_PARAMETERS, INPUT_PARAMETERS, BaseCFA
 from dcfa.cfa.driver import partition_moments
 from dcfa.cfa.rules import RULES
@@ -198,9 +198,7 @@ class GenLinCFA(BaseCFA):
                     f"{Y.min():g}"
                 )
             return Y
-        values = check_y(y, inp, numeric=False)
-        if values.shape[1] != 1:
-            raise InputError(f"y: expected a single target, got {values.shape[1]} columns")
+        values = single_target(y, inp, numeric=False)
         classes = np.unique(values[:, 0])
         if classes.size != 2:
             shown = classes[:5].tolist()

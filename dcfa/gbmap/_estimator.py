@@ -11,16 +11,13 @@ module so that pickles of fitted estimators keep loading.
 
 from __future__ import annotations
 
-import warnings
-
 import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
 from dcfa._errors import InputError
-from dcfa._validation import InputData, check_y
+from dcfa._validation import InputData, single_target
 from dcfa.gbmap._base import _BaseGBMAP
 from dcfa.gbmap._base import _f0_block as _f0_block  # named in the Dask graphs of old pickles
 from dcfa.gbmap._docs import _doc
@@ -55,19 +52,7 @@ def _log_proba(scores: np.ndarray) -> np.ndarray:
 
 
 def _target_column(y, inp: InputData, numeric: bool) -> np.ndarray:
-    values = check_y(y, inp, numeric=numeric, allow_constant=True)
-    if values.shape[1] != 1:
-        raise InputError(f"y: expected a single target column, got {values.shape[1]} columns")
-    ndim = getattr(y, "ndim", None)
-    if ndim is None:
-        ndim = np.asarray(y).ndim
-    if ndim == 2:
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected. Please change the "
-            "shape of y to (n_samples,), for example using ravel().",
-            DataConversionWarning,
-            stacklevel=3,
-        )
+    values = single_target(y, inp, numeric=numeric, allow_constant=True)
     return values[:, 0]
 
 
