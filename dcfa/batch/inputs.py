@@ -68,14 +68,16 @@ def target_at_lead(
     """The target ``lead`` steps of its dates later (months for monthly dates: a month missing
     from the file is skipped by date, never by row), labelled with the dates of
     ``predictors`` (the input's sample coordinate) it is predicted from, the dates the values
-    belong to (:func:`dcfa.lead_target` of the input's dates, with ``match``), and the step
-    ``lead`` counts (``"month"`` for monthly dates). Every input date whose target ``lead``
-    steps on exists is kept, whether or not the target has a value at that date itself."""
+    belong to (:func:`dcfa.lead_target` of the input's dates, with ``match``), the step
+    ``lead`` counts (``"month"`` for monthly dates), and the input dates dropped because
+    their target falls in a gap of the target's dates (their count and the first). Every
+    input date whose target ``lead`` steps on exists is kept, whether or not the target has
+    a value at that date itself."""
     from dcfa.forecast import lead_target
 
     valid = target[dim].values
     if not lead:
-        return target, valid, "sample"
+        return target, valid, "sample", (0, None)
     if lead >= valid.size - 3:
         raise InputError(
             f"target.lead = {lead} (time steps of the dates) leaves at most "
@@ -83,13 +85,15 @@ def target_at_lead(
             "need >= 4"
         )
     if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
-        return target.shift({dim: -lead}).isel({dim: slice(0, -lead)}), valid[lead:], "sample"
+        later = target.shift({dim: -lead}).isel({dim: slice(0, -lead)})
+        return later, valid[lead:], "sample", (0, None)
     dates = xr.DataArray(np.zeros(predictors.size), dims=dim, coords={dim: predictors.values})
     try:
         _, later, how = lead_target(dates, target, lead, sample_dim=dim, min_samples=4, match=match)
     except InputError as exc:
         raise InputError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
-    return later.drop_vars("target_time"), later["target_time"].values, how.step
+    gaps = (how.n_gaps, how.first_gap)
+    return later.drop_vars("target_time"), later["target_time"].values, how.step, gaps
 
 
 def check_anomaly_months(field: xr.DataArray, dim: str, lead: int) -> None:
@@ -113,10 +117,18 @@ def check_anomaly_months(field: xr.DataArray, dim: str, lead: int) -> None:
 
 
 def alignment(
-    field, valid: np.ndarray, lead: int, step: str, n_input: int, inp: dict, dim: str
+    field,
+    valid: np.ndarray,
+    lead: int,
+    step: str,
+    n_input: int,
+    inp: dict,
+    dim: str,
+    gaps: tuple = (0, None),
 ) -> str:
-    """What is predicted from what: the first and last predictor dates, their targets', and
-    the samples kept of the ``n_input`` predictors (after the windows and lags)."""
+    """What is predicted from what: the first and last predictor dates, their targets', the
+    samples kept of the ``n_input`` predictors (after the windows and lags), and those
+    dropped at a gap of the target's dates (``gaps``: their count and the first)."""
     from dcfa.forecast import LeadAlignment
 
     text = str(
@@ -129,6 +141,8 @@ def alignment(
             last_predictor=field[dim].values[-1],
             first_target=valid[0],
             last_target=valid[-1],
+            n_gaps=gaps[0],
+            first_gap=gaps[1],
         )
     )
     if inp["windows"] != [1]:

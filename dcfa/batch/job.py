@@ -196,7 +196,9 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     n_gaps = int(target.isnull().sum())
     if tgt["lead"]:  # the pairing's checks of the target's own dates (daily, other stamps)
         io.align_target(field, target, sample_dim=dim, match=tgt["match"])
-    at_lead, valid_time, step = target_at_lead(target, tgt["lead"], dim, field[dim], tgt["match"])
+    at_lead, valid_time, step, gaps = target_at_lead(
+        target, tgt["lead"], dim, field[dim], tgt["match"]
+    )
     # where each target value comes from: its position, aligned as the values are
     position = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64)).where(at_lead.notnull())
     aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])
@@ -222,7 +224,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position.values.astype(int)]
-    echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim)}")
+    echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim, gaps)}")
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
     work = work_dir(out, config.output["work_dir"])

@@ -171,10 +171,16 @@ def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
     target = pd.read_csv(tmp_path / "y.csv")
     absent = [20, 41]
     target.drop(index=absent).to_csv(tmp_path / "y.csv", index=False)
-    run_job(load_config(job), echo=lambda *a: None)
+    lines = []
+    run_job(load_config(job), echo=lines.append)
     ds = xr.open_zarr(tmp_path / "out.zarr")
     start, lead = 3, 2  # windows [1, 3] and lags [0, 1] need 3 earlier months
     times = pd.date_range("2000-01-01", periods=N, freq="MS")
     kept = [t for t in range(start, N - lead) if t + lead not in absent]
     assert all(t in kept for t in absent)  # the absent months' own predictors stay
     np.testing.assert_array_equal(ds.time.values, times[kept].values)
+    said = (
+        f"2 predictors dropped at gaps: no target 2 months later (first "
+        f"{times[absent[0] - lead]:%Y-%m-%d})"
+    )
+    assert any(said in line for line in lines), lines
