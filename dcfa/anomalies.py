@@ -284,8 +284,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             raise InputError(
                 f"by: 'month' needs the dates of the samples, which a {type(X).__name__} does "
                 "not carry; pass an xarray.DataArray with a date coordinate "
-                f"{self.sample_dim!r} or a pandas DataFrame on a DatetimeIndex, or use "
-                "by=None (the overall mean)"
+                f"{self.sample_dim!r} or a pandas DataFrame on a DatetimeIndex (without a time "
+                "zone), or use by=None (the overall mean)"
             )
         inp = check_X(X) if reset else check_fitted_X(self, X)  # column names, count
         data = inp.data
