@@ -129,7 +129,17 @@ def test_every_public_submodule_is_an_attribute_of_a_plain_import():
 # The order of dcfa's parts, bottom first: a part is a subpackage (``stats``) or a top-level
 # module (``geo``); the parts of one layer are independent of each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_compute", "_errors", "_lazy", "_terminal", "_units", "_version", "geo", "storage"),
+    (
+        "_compute",
+        "_errors",
+        "_interrupts",
+        "_lazy",
+        "_terminal",
+        "_units",
+        "_version",
+        "geo",
+        "storage",
+    ),
     ("stacking",),
     ("_validation", "neighbors"),
     ("stats",),

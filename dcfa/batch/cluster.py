@@ -34,6 +34,7 @@ import sys
 import threading
 
 from dcfa._errors import InputError
+from dcfa._interrupts import held_interrupt
 
 __all__ = ["SchedulerUnreachable", "make_cluster", "open_client"]
 
@@ -61,7 +62,7 @@ def make_cluster(cluster: dict, *, on_job=None):
     if kind == "local":
         from distributed import LocalCluster
 
-        with _interrupt_after() as interrupted:
+        with held_interrupt() as interrupted:  # half a cluster cannot be closed
             local = LocalCluster(
                 n_workers=cluster["n_workers"],
                 threads_per_worker=cluster["threads_per_worker"],
@@ -193,22 +194,6 @@ def _quietly(echo):
             echo(line)
 
     return say
-
-
-@contextlib.contextmanager
-def _interrupt_after():
-    """Within the block, Ctrl-C is recorded (in the list given), not raised: a
-    ``LocalCluster`` interrupted while it starts is left half made, and distributed's exit
-    hook then fails closing it with a traceback. The caller closes it and raises."""
-    got: list[bool] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield got
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(True))
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

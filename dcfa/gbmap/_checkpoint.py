@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dcfa._errors import InputError
+from dcfa._interrupts import held_interrupt
 from dcfa.gbmap._learners import Learners
 from dcfa.io.store import OutputError, atomic_file, check_writable
 
@@ -124,8 +125,11 @@ def save_checkpoint(
     meta = json.dumps({"format": _FORMAT, "seed": int(seed), "fingerprint": fingerprint})
     payload = {f"learner_{k}": v for k, v in learners.as_dict().items()}
     payload.update({f"data_{k}": np.asarray(v) for k, v in arrays.items()})
-    with atomic_file(path) as fh:
-        np.savez(fh, meta=np.asarray(meta), **payload)
+    with held_interrupt() as interrupted:  # zipfile cut mid-write raises a ValueError
+        with atomic_file(path) as fh:
+            np.savez(fh, meta=np.asarray(meta), **payload)
+    if interrupted:
+        raise KeyboardInterrupt
     return path
 
 
