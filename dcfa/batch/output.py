@@ -122,6 +122,7 @@ def on_grid(values: np.ndarray, keep: np.ndarray, has_data: xr.DataArray, *, fil
 def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      ") -> None:
     """The ``top`` groups most correlated with the target, a line each (the job's summary and
     ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence."""
+    from dcfa.io.result import group_place
     from dcfa.stacking import BLOCK_DIMS
 
     # the centres are named after the grid's coordinates: lat/lon or latitude/longitude
@@ -141,10 +142,7 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
         + (f"; {RECURRENCE_LEGEND}" if "group_stability" in dataset else "")
         + ":"
     )
-    lat, lon = (
-        next((dataset[n].values for n in (f"group_{short}", f"group_{long}") if n in dataset), None)
-        for short, long in (("lat", "latitude"), ("lon", "longitude"))
-    )
+    lat, lon = group_place(dataset)
     for g in order:
         block = ""
         if region is not None and (region == g).any():

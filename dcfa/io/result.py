@@ -232,13 +232,23 @@ def group_blocks(region: xr.DataArray, n_groups: int) -> list[dict]:
     return out
 
 
+def group_place(centres) -> tuple:
+    """Each group's centre latitude and longitude (None where absent) from ``centres``, a
+    dict or a result Dataset: :func:`group_centres` names them after the grid's coordinates,
+    ``group_lat``/``group_lon`` or ``group_latitude``/``group_longitude``."""
+
+    def first(*names):
+        return next((centres[n] for n in names if n in centres), None)
+
+    return first("group_lat", "group_latitude"), first("group_lon", "group_longitude")
+
+
 def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
     """A readable name per group: its block (the variable, window and lag its cells share,
     where the input has several) and its centre, e.g. ``2N_120W``, ``sst_2N_120W`` or
     ``u10_w3_lag1_0N_160E``; ``g3`` parts where the grid has neither; a repeated name gets
     ``_2``, ``_3``... in group order."""
-    lat = centres.get("group_lat", centres.get("group_latitude"))
-    lon = centres.get("group_lon", centres.get("group_longitude"))
+    lat, lon = group_place(centres)
     names, seen = [], {}
     for g, block in enumerate(group_blocks(region, n_groups)):
         parts = [str(v) if d == "variable" else f"{d[0]}{v}" for d, v in block.items()]
