@@ -113,7 +113,7 @@ def _refuse_classifier(model, function: str) -> None:
     folds = (
         "blocked_folds(len(y), n_splits, gap)"
         if function == "blocked_cv"
-        else ("TimeSeriesSplit(n_splits, gap=gap)")
+        else "TimeSeriesSplit(n_splits, gap=gap)"
     )
     raise InputError(
         f"model: {function} scores R^2 of a regression; {type(model).__name__} is a classifier, "

@@ -253,10 +253,10 @@ def lead_target(
         leaves out the months it lacks); labels on no regular step are matched one by one,
         every sample of the field inside the target's record must be in it, and its labels
         must be unique and increasing. Otherwise it holds one value per sample of the field,
-        in order (and then has the field's labels). A Dask-backed DataArray stays lazy. One series: a Dataset, a
-        DataFrame or a DataArray with another dim is refused (select the one to predict). A
-        missing (NaN) target value is kept as NaN in the returned target (drop those pairs
-        with ``y.notnull()``: the cross-validations refuse a NaN in ``y``).
+        in order (and then has the field's labels). A Dask-backed DataArray stays lazy. One
+        series: a Dataset, a DataFrame or a DataArray with another dim is refused (select the
+        one to predict). A missing (NaN) target value is kept as NaN in the returned target
+        (drop those pairs with ``y.notnull()``: the cross-validations refuse a NaN in ``y``).
     lead : int
         Non-negative lead in time steps of the labels: calendar months for monthly dates (3:
         predict April from January), years for yearly dates, days, hours... (any calendar,
