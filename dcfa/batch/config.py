@@ -380,7 +380,7 @@ def _check(raw: dict, source: str) -> JobConfig:
             value = given[key]
             if not isinstance(value, types) or (types is int and isinstance(value, bool)):
                 raise ConfigError(
-                    f"config {source}: {section}.{key} must be {_type_name(types)}, got {value!r}"
+                    f"config {source}: {section}.{key} must be {_type_name(types)}, got {_toml(value)}"
                 )
             checked[key] = value
         out[section] = checked
@@ -403,7 +403,9 @@ def _check_values(c: dict, source: str) -> None:
     if not variables or not all(isinstance(v, str) and v for v in variables):
         raise ConfigError(f"{where} input.variables must be a non-empty list of names")
     if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
-        raise ConfigError(f"{where} input.time must be [start, stop], got {c['input']['time']}")
+        raise ConfigError(
+            f"{where} input.time must be [start, stop], got {_toml(c['input']['time'])}"
+        )
     _check_time_scales(c, where)
     _check_targets(c, where)
     missing = c["target"]["missing"]
@@ -411,7 +413,7 @@ def _check_values(c: dict, source: str) -> None:
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in codes):
         raise ConfigError(
             f"{where} target.missing must be a number or a list of numbers (the values that "
-            f"mark a missing sample), got {missing!r}"
+            f"mark a missing sample), got {_toml(missing)}"
         )
     c["target"]["missing"] = [float(v) for v in codes]
     if c["target"]["match"] not in ("exact", "month"):
@@ -504,13 +506,15 @@ def _check_time_scales(c: dict, where: str) -> None:
     inp = c["input"]
     windows, lags = inp["windows"], inp["lags"]
     if not windows or not all(_is_int(w) and w >= 1 for w in windows):
-        raise ConfigError(f"{where} input.windows must be a list of ints >= 1, got {windows!r}")
+        raise ConfigError(
+            f"{where} input.windows must be a list of ints >= 1, got {_toml(windows)}"
+        )
     if len(set(windows)) != len(windows):
-        raise ConfigError(f"{where} input.windows has repeated values: {windows!r}")
+        raise ConfigError(f"{where} input.windows has repeated values: {_toml(windows)}")
     if not lags or not all(_is_int(k) and k >= 0 for k in lags):
-        raise ConfigError(f"{where} input.lags must be a list of ints >= 0, got {lags!r}")
+        raise ConfigError(f"{where} input.lags must be a list of ints >= 0, got {_toml(lags)}")
     if len(set(lags)) != len(lags):
-        raise ConfigError(f"{where} input.lags has repeated values: {lags!r}")
+        raise ConfigError(f"{where} input.lags has repeated values: {_toml(lags)}")
     agg = inp["aggregate"]
     per = agg if isinstance(agg, dict) else {"": agg}
     for var, how in per.items():
@@ -529,6 +533,19 @@ def _check_time_scales(c: dict, where: str) -> None:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _toml(value) -> str:
+    """A value as a job file writes it (``true``, not Python's ``True``), for messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if hasattr(value, "isoformat"):  # a TOML date or time
+        return value.isoformat()
+    return repr(value)
 
 
 def _type_name(types) -> str:
