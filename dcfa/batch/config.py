@@ -380,7 +380,8 @@ def _check(raw: dict, source: str) -> JobConfig:
             value = given[key]
             if not isinstance(value, types) or (types is int and isinstance(value, bool)):
                 raise ConfigError(
-                    f"config {source}: {section}.{key} must be {_type_name(types)}, got {_toml(value)}"
+                    f"config {source}: {section}.{key} must be {_type_name(types)}, "
+                    f"got {_toml(value)}"
                 )
             checked[key] = value
         out[section] = checked

@@ -193,7 +193,6 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
         storage_options=tgt["storage_options"],
     )
     n_input = int(field.sizes[dim])
-    n_gaps = int(target.isnull().sum())
     if tgt["lead"]:  # the pairing's checks of the target's own dates (daily, other stamps)
         io.align_target(field, target, sample_dim=dim, match=tgt["match"])
     at_lead, valid_time, step, gaps = target_at_lead(
@@ -203,6 +202,11 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     position = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64)).where(at_lead.notnull())
     aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])
     _, position, _ = io.align_target(field, position, sample_dim=dim, match=tgt["match"])
+    # the missing values among the field's months, not those of the whole file
+    _, _, n_paired = io.align_target(
+        field, xr.ones_like(at_lead), sample_dim=dim, match=tgt["match"]
+    )
+    n_gaps = n_paired - n_common
     if n_common < 4:
         raise InputError(
             f"target: only {n_common} samples in common with the input"
