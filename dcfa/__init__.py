@@ -33,6 +33,7 @@ _EXPORTS = {
     "GenLinCFA": "dcfa.cfa.genlincfa",
     "GenLinCFACV": "dcfa.cfa.tolerance",
     "GridMoments": "dcfa.stats.grid",
+    "GappyCellsWarning": "dcfa._errors",
     "InputError": "dcfa._errors",
     "NothingToFitError": "dcfa._errors",
     "NoSkillWarning": "dcfa._errors",

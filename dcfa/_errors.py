@@ -1,5 +1,6 @@
 """dcfa's own bad-input errors: :class:`InputError` and the subclasses that are also another
-built-in error, and the warning that a fitted map has no skill (:class:`NoSkillWarning`).
+built-in error, and the warnings that a fitted map has no skill (:class:`NoSkillWarning`)
+or left cells with gaps out (:class:`GappyCellsWarning`).
 Below every other part, so that any input check may raise them.
 
 The ``dcfa`` command exits with status 2 for these only (and scikit-learn's
@@ -9,8 +10,11 @@ bug or of a library included, exits 1.
 
 from __future__ import annotations
 
+from collections import Counter
+
 __all__ = [
     "LARGEST_TARGET",
+    "GappyCellsWarning",
     "InputError",
     "InputNotFoundError",
     "InputTypeError",
@@ -50,14 +54,39 @@ class NothingToFitError(InputError):
     ``code`` names the rule), so a caller can name the input in its own terms."""
 
     def __init__(self, excluded: dict) -> None:
-        super().__init__(
-            "X: every feature was excluded: "
-            + "; ".join(f"{k}: {v}" for k, v in list(excluded.items())[:5])
-        )
         self.excluded = excluded
+        message = (
+            f"X: every one of the {len(excluded)} features was excluded "
+            f"({self.reasons('features')}); there is nothing to fit"
+        )
+        counts = {why for why in excluded.values() if why.code == "gappy"}
+        if len(counts) == 1:  # a month absent from the archive looks like this
+            message += (
+                f". Every feature with data has {next(iter(counts)).split(' (')[0]}: if those are "
+                "the same samples in every feature (a month absent from the archive), leave "
+                "them out first, e.g. X.dropna('time', how='all')"
+            )
+        super().__init__(message)
+
+    def reasons(self, noun: str) -> str:
+        """``37 cells: constant (value 0); 2 cells: e.g. 1 of 360 values missing``: how many
+        features each rule excluded, with its reason (one example where they differ)."""
+        codes = Counter(why.code for why in self.excluded.values())
+        first = {why.code: why for why in reversed(self.excluded.values())}
+        alike = {c: len({w for w in self.excluded.values() if w.code == c}) == 1 for c in codes}
+        return "; ".join(
+            f"{n} {noun}: {'' if alike[code] else 'e.g. '}{first[code]}"
+            for code, n in codes.most_common()
+        )
 
     def __reduce__(self):
         return type(self), (self.excluded,)
+
+
+class GappyCellsWarning(UserWarning):
+    """Features left out of a fit because some, not all, of their values are missing (a sea-ice
+    edge, a gauge's gaps): the map cannot use them, wherever they lie. ``excluded_`` lists
+    them; the message names the remedy the estimator takes."""
 
 
 class NoSkillWarning(UserWarning):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -39,7 +40,7 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
-from dcfa._errors import InputError, NothingToFitError
+from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError
 from dcfa._terminal import counted
 from dcfa.batch.config import JobConfig
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
@@ -487,14 +488,16 @@ def _fit(
     t = time.perf_counter()
     name = str(config.target["variable"])
     together = None
-    if shared is not None and step.moments is None:  # (resumed moments: fitted alone)
-        months = step.cells[config.input["sample_dim"]].values
-        digest = cells_digest(months, step.keep, step.prep)
-        together = shared.fit(name, estimator, step.cells, digest)
     try:
-        if together is None:
-            estimator.fit(step.cells, target, moments=step.moments)
-        else:
+        with warnings.catch_warnings():  # the job names the gappy cells in its own terms below
+            warnings.simplefilter("ignore", GappyCellsWarning)
+            if shared is not None and step.moments is None:  # (resumed moments: fitted alone)
+                months = step.cells[config.input["sample_dim"]].values
+                digest = cells_digest(months, step.keep, step.prep)
+                together = shared.fit(name, estimator, step.cells, digest)
+            if together is None:
+                estimator.fit(step.cells, target, moments=step.moments)
+        if together is not None:
             estimator, names = together
             echo(
                 f"      one first stage for targets {', '.join(names)} (the same cells)"
@@ -502,7 +505,7 @@ def _fit(
                 else f"      fitted with target {names[0]}'s first stage (the same cells)"
             )
     except NothingToFitError as exc:  # the input's fault, in the job's terms; nothing kept
-        raise InputDataError(_nothing_to_fit(exc.excluded, config.input)) from None
+        raise InputDataError(_nothing_to_fit(exc, config.input)) from None
     if step.moments is None:
         _save_moments(workdir.path, estimator)
         workdir.record("moments")
@@ -762,22 +765,12 @@ def _first_blocks(data):
     return da.Array(graph, data.name, ((data.chunks[0][0],), *data.chunks[1:]), meta=data._meta)
 
 
-def _nothing_to_fit(excluded: dict, inp: dict) -> str:
-    """``input.variables: every one of the 37 cells ... was excluded (37 constant, e.g. ...)``
+def _nothing_to_fit(exc: NothingToFitError, inp: dict) -> str:
+    """``input.variables: every one of the 37 cells ... was excluded (37 cells: constant ...)``
     (on the grid execution, the cells without data count too: all missing)."""
-    import collections
-
-    codes = collections.Counter(why.code for why in excluded.values())
-    first = {why.code: why for why in reversed(excluded.values())}
-    alike = {c: len({w for w in excluded.values() if w.code == c}) == 1 for c in codes}
     return (
-        f"input.variables: every one of the {len(excluded)} cells of {inp['variables']} "
-        f"in {inp['store']!r} was excluded ("
-        + "; ".join(
-            f"{n} cells: {'' if alike[code] else 'e.g. '}{first[code]}"
-            for code, n in codes.most_common()
-        )
-        + "); there is nothing to fit"
+        f"input.variables: every one of the {len(exc.excluded)} cells of {inp['variables']} "
+        f"in {inp['store']!r} was excluded ({exc.reasons('cells')}); there is nothing to fit"
         + (" (with input.time)" if inp["time"] else "")
     )
 

@@ -8,6 +8,7 @@ twin, stores the fitted attributes and implements the lazy ``transform``.
 from __future__ import annotations
 
 import logging
+import warnings
 from numbers import Integral
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._errors import InputError, NothingToFitError
+from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError
 from dcfa._terminal import counted
 from dcfa._validation import (
     InputData,
@@ -284,6 +285,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             del self.label_map_
         if self.n_features_out_ == 0:
             raise NothingToFitError(dict(self.excluded_))
+        _warn_gappy(type(self).__name__, self.excluded_, "missing" in self.get_params())
         logger.info(
             "%s: %s -> %s (%d excluded)",
             type(self).__name__,
@@ -385,6 +387,27 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         tags.input_tags.allow_nan = True
         return tags
+
+
+def _warn_gappy(name: str, excluded: dict, takes_missing: bool) -> None:
+    """Warn when features with some (not all) values missing were left out: unlike land, they
+    may lie inside a region that predicts (a sea-ice edge), and the map is silent about them."""
+    gappy = [why for why in excluded.values() if why.code == "gappy"]
+    if not gappy:
+        return
+    remedy = (
+        "missing='pairwise' keeps them (pairwise-complete statistics)"
+        if takes_missing
+        else f"{name} needs every sample of a feature: fill the gaps or leave those samples "
+        "out; LinCFA and GenLinCFA keep such features with missing='pairwise'"
+    )
+    warnings.warn(
+        f"{name}: {counted(len(gappy), 'feature')} left out of the map because some of their "
+        f"values are missing (e.g. {gappy[0].split(' (')[0]}; excluded_ lists them), wherever "
+        f"they lie; {remedy}",
+        GappyCellsWarning,
+        stacklevel=4,
+    )
 
 
 def checked_moments(execution, opts: FitOptions, moments, inp: InputData, Y, folds):

@@ -51,7 +51,10 @@ def test_the_map_is_the_same_in_any_units_inside_the_range(field, name):
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_a_field_outside_the_range_is_refused_by_name(field, name, factor):
     X, y = field
-    with pytest.raises(NothingToFitError, match="X: every feature was excluded: 0: values of "):
+    with pytest.raises(
+        NothingToFitError,
+        match="X: every one of the .* features was excluded \\(.* features: .*values of ",
+    ):
         ESTIMATORS[name]().fit(X * factor, y)
 
 

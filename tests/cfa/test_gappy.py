@@ -1,0 +1,92 @@
+"""Cells with some values missing: left out with a warning that names the remedy the estimator
+takes, and a refusal that says when every cell misses the same samples."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dcfa
+from dcfa import GappyCellsWarning, NothingToFitError
+from dcfa.datasets import make_regions_field
+
+
+@pytest.fixture(scope="module")
+def field():
+    ds = make_regions_field(120, (8, 12), 6, n_active=2, land_fraction=0.2, seed=3)
+    return ds["field"].compute(), ds["target"].compute()
+
+
+def _fit(model, X, y):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    return [w for w in caught if issubclass(w.category, GappyCellsWarning)]
+
+
+@pytest.mark.parametrize(
+    "model, remedy",
+    [
+        (dcfa.RegionsCV(n_splits=3), "RegionsCV needs every sample of a feature"),
+        (dcfa.LinCFA(random_state=0), "missing='pairwise' keeps them"),
+        (dcfa.GenLinCFA(random_state=0), "missing='pairwise' keeps them"),
+    ],
+)
+def test_cells_with_a_gap_are_left_out_with_a_warning(field, model, remedy):
+    X, y = field
+    # land (all missing) is no gap: no warning
+    assert _fit(model, X, y) == []
+    gappy = X.copy()
+    ocean = np.argwhere(X.notnull().all("time").values)[:7]
+    for i, j in ocean:  # five months of "sea ice" in seven ocean cells
+        gappy[10:15, i, j] = np.nan
+    (w,) = _fit(model, gappy, y)
+    text = str(w.message)
+    assert text.startswith(f"{type(model).__name__}: 7 features left out of the map")
+    assert "e.g. 5 of 120 values missing; excluded_ lists them" in text
+    assert remedy in text
+    assert sum(why.code == "gappy" for why in model.excluded_.values()) == 7
+
+
+def test_pairwise_keeps_the_cells_without_a_warning(field):
+    X, y = field
+    gappy = X.copy()
+    ocean = np.argwhere(X.notnull().all("time").values)[:7]
+    for i, j in ocean:
+        gappy[10:15, i, j] = np.nan
+    model = dcfa.LinCFA(missing="pairwise", random_state=0)
+    assert _fit(model, gappy, y) == []
+    assert not any(why.code == "gappy" for why in model.excluded_.values())
+
+
+def test_a_month_missing_everywhere_is_named_in_the_refusal(field):
+    X, y = field
+    holed = X.copy()
+    holed[37] = np.nan  # one month lost from the archive
+    n = int(X.notnull().all("time").sum())
+    with pytest.raises(NothingToFitError) as err:
+        dcfa.RegionsCV(n_splits=3).fit(holed, y)
+    text = str(err.value)
+    # one line per reason, not the first five cells' copies of it
+    assert f"every one of the {X[0].size} features was excluded ({n} features: 1 of 120" in text
+    assert f"; {X[0].size - n} features: all values missing" in text
+    assert "Every feature with data has 1 of 120 values missing" in text
+    assert "leave them out first, e.g. X.dropna('time', how='all')" in text
+    # the advice works: the month goes, the cells with data keep every other one
+    kept = holed.dropna("time", how="all")
+    assert kept.sizes["time"] == 119 and int(kept.notnull().all("time").sum()) == n
+
+
+def test_cells_with_different_gaps_get_no_advice_to_drop_months(field):
+    X, y = field
+    holed = X.copy()
+    holed[37] = np.nan
+    ocean = np.argwhere(X.notnull().all("time").values)
+    holed[38, ocean[0][0], ocean[0][1]] = np.nan  # one cell misses a second month
+    with pytest.raises(NothingToFitError) as err:
+        dcfa.RegionsCV(n_splits=3).fit(holed, y)
+    n = int(X.notnull().all("time").sum())
+    assert f"({n} features: e.g. 2 of 120 values missing" in str(err.value)
+    assert "dropna" not in str(err.value)
