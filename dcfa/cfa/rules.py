@@ -387,7 +387,8 @@ def lincfa_bounded(strict: bool = True):
 
 
 #: Every rule by name, as a function of its parameters giving the bound rule the driver
-#: applies; a new rule is its functions above and one entry here.
+#: applies; a new rule is its functions above and one entry here, applied by an estimator
+#: whose ``_accept`` returns it (as LinCFA's does).
 RULES = {
     "lincfa": lincfa_bounded,
     "nonlincfa": nonlincfa_bounded,

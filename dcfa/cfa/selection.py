@@ -161,7 +161,9 @@ def ridge_skill(G: np.ndarray, y: np.ndarray, train, test) -> float:
 class Regression:
     """A regression on group series that a map can be chosen for: its test R^2 in one fold
     (``skill(G, y, train, test)``), and the scikit-learn estimator that fits it
-    (``estimator()``, unfitted)."""
+    (``estimator()``, unfitted). ``G`` holds each group's mean up to a constant per group
+    (the selection centres them), where the estimator sees the means themselves: the skill
+    must not move with such a constant (a regression with an intercept)."""
 
     skill: Callable[..., float]
     estimator: Callable[[], object]

@@ -244,3 +244,37 @@ def test_auto_passes_over_the_matrix_when_the_series_are_faster():
     # no neighbourhood, or options the series cannot run: the matrix, as before
     assert dcfa.GenLinCFA(neighbors=None).execution_for(X[:, :5000]) == "dense"
     assert dcfa.GenLinCFA(neighbors=A, missing="pairwise").execution_for(X) == "dense"
+
+
+@pytest.fixture
+def second_dense():
+    """A copy of the dense execution registered right after it, as a plugin placed there."""
+    from dcfa.cfa import executions
+    from dcfa.cfa.executions.dense import Dense
+
+    class DenseCopy(Dense):
+        name = "densecopy"
+
+    saved = dict(executions.EXECUTIONS)
+    later = [n for n in saved if n != "dense"]
+    for name in later:
+        executions.unregister(name)
+    executions.register(DenseCopy())
+    for name in later:
+        executions.register(saved[name])
+    yield
+    executions.unregister("densecopy")
+
+
+def test_auto_asks_every_execution_that_can_run_whether_it_is_slower(second_dense):
+    """Only the first execution that could run was asked: a second one as slow as the
+    dense matrix, registered after it, was run instead of the series."""
+    from dcfa.cfa.executions.dense import DENSE_TIME_LIMIT
+
+    ds = make_regions_field(60, (60, 140), 6, n_active=2, seed=4)  # 8 400 cells
+    X = ds.field.values.reshape(60, -1)
+    assert X.shape[1] > DENSE_TIME_LIMIT
+    A = grid_adjacency((60, 140), 1)
+    assert dcfa.LinCFA(neighbors=A).execution_for(X) == "series"
+    # where the series cannot run, the first of the slower ones, as before
+    assert dcfa.LinCFA(neighbors=A, missing="pairwise").execution_for(X) == "dense"

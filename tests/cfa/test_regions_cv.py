@@ -557,8 +557,26 @@ def test_the_regressions_estimators_are_the_ones_their_skill_scores():
         model = selection.regression(name).fit(G[:, train].T, y[train])
         score = model.score(G[:, test].T, y[test])
         assert reg.skill(G, y, train, test) == pytest.approx(score), name
+        # the selection scores means centred per fold, the user's regression the means
+        # themselves: a skill that moved with a constant per group would pick maps wrongly
+        shifted = G + rng.normal(0.0, 50.0, size=(6, 1))
+        assert reg.skill(shifted, y, train, test) == pytest.approx(score, abs=1e-6), name
+        # and RegionsCV's docstring lists it
+        assert f'"{name}"' in dcfa.RegionsCV.__doc__.split("regression :")[1][:200], name
     # two fresh estimators, not one shared
     assert selection.regression("ridge") is not selection.regression("ridge")
+
+
+def test_a_regression_registered_later_is_a_valid_parameter(monkeypatch):
+    """The parameter's options were copied when regions.py was imported: an entry added
+    after it was refused or accepted by import order."""
+    dcfa.RegionsCV()  # imported first
+    monkeypatch.setitem(selection.REGRESSIONS, "ols2", selection.REGRESSIONS["ols"])
+    X, y = _field(0, n=60)[0], np.random.default_rng(0).normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dcfa.NoSkillWarning)
+        model = dcfa.RegionsCV(regression="ols2", neighbors=None, n_splits=3).fit(X, y)
+    assert model.regression == "ols2"
 
 
 ############################################################################################

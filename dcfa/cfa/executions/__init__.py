@@ -91,8 +91,8 @@ for _execution in (Dense(), Series(), Grid(), Rows()):
 
 def choose(opts: FitOptions, inp: InputData, folds) -> Execution:
     """The execution a fit runs on ``inp``: its ``mode``, or for ``"auto"`` the first that
-    supports the options and fits the memory budget, unless it would be slower than a later
-    one that can run (:meth:`Execution.slower`).
+    supports the options, fits the memory budget and would not be slower than a later one
+    that can run (:meth:`Execution.slower`); failing that, the first slower one.
 
     Raises
     ------
@@ -110,9 +110,10 @@ def choose(opts: FitOptions, inp: InputData, folds) -> Execution:
     for name, execution in EXECUTIONS.items():
         why = execution.why_not(opts, inp, folds)
         why = why[1] if why is not None else execution.fits(opts, inp, folds)
-        if why is None and slower is None:
+        if why is None:
             why = execution.slower(opts, inp, folds)
-            slower = execution if why is not None else None  # runs if no later one can
+            if why is not None and slower is None:
+                slower = execution  # runs if no later one can
         if why is None:
             if reasons:
                 logger.info(
