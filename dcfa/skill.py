@@ -17,6 +17,10 @@ Both clone and refit the whole model in every fold: a reduction (LinCFA, PCA, ..
 climatology on the training rows of each fold, so no statistic of a test month is used to fit
 anything. The refits' :class:`dcfa.NoSkillWarning` (a fold's map that predicts no better than
 the climatology) is not shown: the skill returned gives every fold's.
+
+Both read ``X`` into memory, and the refits run in this process on Dask's local threads, even
+with a distributed ``Client``: shipping the in-memory array to the workers inside every fold's
+graphs takes as long and makes distributed warn of "large graphs".
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
+import dask
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -195,7 +200,7 @@ def _cross_validated_skill(
     """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
     a list of (train, test) indices); test R^2. A refit's :class:`dcfa.NoSkillWarning` is
     not shown: the skill returned says more, fold by fold."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), dask.config.set(scheduler="threads"):
         warnings.simplefilter("ignore", NoSkillWarning)
         out = cross_validate(
             as_regressor(model),

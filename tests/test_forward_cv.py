@@ -400,3 +400,29 @@ def test_a_classifier_is_refused_naming_a_classification_score(function):
     folds = blocked_folds(120, 3, 0) if function == "blocked_cv" else TimeSeriesSplit(3, gap=0)
     scores = cross_val_score(LogisticRegression(), X, y, cv=folds, scoring="balanced_accuracy")
     assert scores.shape == (3,) and (scores > 0.6).all()
+
+
+@pytest.mark.slow
+def test_refits_of_in_memory_data_stay_off_the_cluster(client):
+    """With a Client, every fold's graph carried X to the workers (distributed warned of
+    20-38 MiB graphs in the README's call); X is in memory here, so the refits run here, with
+    the same skill."""
+    from distributed import get_task_stream
+
+    from dcfa import RegionsCV
+    from dcfa.datasets import make_regions_field
+
+    ds = make_regions_field(240, (30, 60), 10, n_active=2, land_fraction=0.3, seed=3)
+    X, y = ds.field.compute(), ds.target.compute()
+    model = make_pipeline(Anomalies(), RegionsCV(n_splits=3))
+    with get_task_stream(client) as stream, warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "Sending large graph ..." among them
+        on_cluster = forward_cv(model, X, y, n_splits=3, min_train=120)
+        blocked = blocked_cv(model, X, y, n_splits=3)
+    assert stream.data == []
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        alone = forward_cv(model, X, y, n_splits=3, min_train=120)
+    np.testing.assert_allclose(on_cluster.r2, alone.r2, rtol=1e-10)
+    assert np.isfinite(blocked.r2).all()
