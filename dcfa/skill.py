@@ -70,6 +70,11 @@ class Skill:
     extra : dict
         ``"folds"``: the ``(train, test)`` sample indices of every fold, in time order (for
         :func:`blocked_cv` and :func:`forward_cv`).
+    predictions : ndarray or DataArray of shape (n_samples,), or None
+        Every test sample's prediction by the model of its fold (out of sample), NaN for the
+        samples no test block holds (a forward CV's first training window); a DataArray
+        along ``X``'s sample coordinate when ``X`` was one (for
+        :func:`dcfa.plot.plot_predicted` and time-series plots).
     """
 
     name: str
@@ -77,6 +82,7 @@ class Skill:
     n_features: np.ndarray
     fit_time: float
     extra: dict = field(default_factory=dict, repr=False)
+    predictions: np.ndarray | xr.DataArray | None = field(default=None, repr=False)
 
     @property
     def mean(self) -> float:
@@ -219,7 +225,29 @@ def _cross_validated_skill(
         n_features=np.array([_n_features(e) for e in out["estimator"]]),
         fit_time=float(np.mean(out["fit_time"])),
         extra={"folds": folds},
+        predictions=_out_of_sample(out["estimator"], X, folds),
     )
+
+
+def _out_of_sample(estimators, X, folds):
+    """Each test sample predicted by its fold's fitted model, NaN elsewhere; along ``X``'s
+    sample coordinate for a DataArray ``X``."""
+    predicted = np.full(X.shape[0], np.nan)
+    with dask.config.set(scheduler="threads"):
+        for estimator, (_, test) in zip(estimators, folds, strict=True):
+            if isinstance(X, xr.DataArray):
+                rows = X.isel({X.dims[0]: test})
+            elif isinstance(X, pd.DataFrame):
+                rows = X.iloc[test]
+            else:
+                rows = X[test]
+            values = estimator.predict(rows)
+            predicted[test] = np.asarray(getattr(values, "values", values)).reshape(-1)
+    if not isinstance(X, xr.DataArray):
+        return predicted
+    dim = X.dims[0]
+    coords = {dim: X[dim]} if dim in X.coords else {}
+    return xr.DataArray(predicted, dims=dim, coords=coords, name="prediction")
 
 
 def blocked_cv(

@@ -426,3 +426,37 @@ def test_refits_of_in_memory_data_stay_off_the_cluster(client):
         alone = forward_cv(model, X, y, n_splits=3, min_train=120)
     np.testing.assert_allclose(on_cluster.r2, alone.r2, rtol=1e-10)
     assert np.isfinite(blocked.r2).all()
+
+
+@pytest.mark.parametrize("splitter", ["forward", "blocked"])
+def test_the_predictions_are_each_folds_model_on_its_test_block(splitter):
+    """Skill held R² only: a plot of the out-of-sample predictions needed the folds rebuilt."""
+    rng = np.random.default_rng(4)
+    X, y, _ = task(rng)
+    from sklearn.preprocessing import FunctionTransformer
+
+    flatten = FunctionTransformer(lambda X: np.asarray(X).reshape(len(X), -1))
+    model = make_pipeline(Anomalies(), flatten, PCA(3))
+    if splitter == "forward":
+        skill = forward_cv(model, X, y, n_splits=4, gap=2, min_train=36)
+    else:
+        skill = blocked_cv(model, X, y, n_splits=4, gap=2)
+    p = skill.predictions
+    assert p.dims == ("time",) and (p.time.values == X.time.values).all()
+    flat = X.values.reshape(len(y), -1)
+    tested = np.zeros(len(y), bool)
+    for (train, test), r in zip(skill.extra["folds"], skill.r2, strict=True):
+        # independently: the climatology, 3 components and OLS of the training rows, in NumPy
+        months = X.time.dt.month.values
+        clim = {m: flat[train][months[train] == m].mean(0) for m in np.unique(months)}
+        anom = flat - np.array([clim[m] for m in months])
+        pca = PCA(3).fit(anom[train])
+        ols = LinearRegression().fit(pca.transform(anom[train]), y[train])
+        expected = ols.predict(pca.transform(anom[test]))
+        np.testing.assert_allclose(p.values[test], expected, rtol=1e-8, atol=1e-8)
+        assert r2(y[test], p.values[test]) == pytest.approx(r)
+        tested[test] = True
+    assert np.isnan(p.values[~tested]).all() and np.isfinite(p.values[tested]).all()
+    # NumPy in, NumPy out
+    plain = forward_cv(LinearRegression(), flat, y, n_splits=4, min_train=36).predictions
+    assert isinstance(plain, np.ndarray) and np.isnan(plain[:36]).all()
