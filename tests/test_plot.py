@@ -577,6 +577,15 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     assert plot_series(named, target).get_legend().get_texts()[0].get_text() == "sst_2S_129W (K)"
     plain = series.assign_attrs(units="m s-1")
     assert plot_series(plain, target).get_title().startswith("region (m s-1): r = ")
+    # an estimator's transform: the region by its number, the target by its name
+    picked = plain.expand_dims(group=[3], axis=1).isel(group=0)
+    named_y = xr.DataArray(target, dims="time", coords={"time": t}, name="myindex")
+    texts = [x.get_text() for x in plot_series(picked, named_y).get_legend().get_texts()]
+    assert texts == ["region 3 (m s-1)", "myindex"]
+    import pandas as pd
+
+    texts = plot_series(picked, pd.Series(target, name="flow")).get_legend().get_texts()
+    assert texts[1].get_text() == "flow"
 
 
 def test_predicted_against_observed_with_its_r2():

@@ -42,7 +42,7 @@ def plot_series(
     *,
     ax: Axes | None = None,
     label: str | None = None,
-    target_label: str = "target",
+    target_label: str | None = None,
     title: str | None = None,
 ) -> Axes:
     """A region's series against the target, both standardised, with their correlation.
@@ -58,10 +58,13 @@ def plot_series(
     ax : matplotlib.axes.Axes, optional
     label : str, optional
         The region's name in the legend. Default: its ``group_name`` coordinate (a result
-        store's), else ``"region"``, followed by its units (``group_units``, or the series'
-        ``units``) when known: each line is standardised, so the units say what it was.
-    target_label : str
-        The target's name in the legend.
+        store's), else ``"region <g>"`` for its ``group`` coordinate (an estimator's
+        ``transform``), else ``"region"``, followed by its units (``group_units``, or the
+        series' ``units``) when known: each line is standardised, so the units say what it
+        was.
+    target_label : str, optional
+        The target's name in the legend. Default: its ``name`` (a DataArray's or a pandas
+        Series'), else ``"target"``.
     title : str, optional
         Default: ``"<label>: r = +0.52"``.
 
@@ -75,6 +78,9 @@ def plot_series(
     y = _standardised(target, "target")
     if label is None:
         label = _series_label(series)
+    if target_label is None:
+        name = getattr(target, "name", None)
+        target_label = str(name) if name is not None else "target"
     if x.size != y.size:
         raise InputError(f"target: {y.size} samples, the series has {x.size}")
     t, _ = sample_axis(series, x.size)
@@ -95,7 +101,12 @@ def plot_series(
 def _series_label(series: Any) -> str:
     """``sst_2S_129W (degC)``: a series' group name and units, where it carries them."""
     coords = getattr(series, "coords", {})
-    name = str(coords["group_name"].values) if "group_name" in coords else "region"
+    if "group_name" in coords:
+        name = str(coords["group_name"].values)
+    elif "group" in coords and coords["group"].size == 1:  # a fitted transform's group
+        name = f"region {coords['group'].values.item()}"
+    else:
+        name = "region"
     units = (
         str(coords["group_units"].values)
         if "group_units" in coords
@@ -112,7 +123,8 @@ def plot_predicted(
     Parameters
     ----------
     observed, predicted : array-like of shape (n_samples,)
-        E.g. a target and out-of-sample predictions (a forward-CV's test months).
+        E.g. a target and its out-of-sample predictions: ``Skill.predictions`` of
+        :func:`dcfa.forward_cv` (NaN outside the test blocks, left out here).
 
     Returns
     -------
