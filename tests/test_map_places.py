@@ -106,3 +106,24 @@ def test_map_projection_keeps_a_grid_across_the_seam_off_the_map_edge(lon, centr
     central = map_projection(region).proj4_params["pm"]
     assert central == centre
     assert abs((circular_mean(lon) - central + 180.0) % 360.0 - 180.0) < 90.0
+
+
+def test_transform_names_each_group_by_its_variable_and_centre():
+    """A two-variable fit's features had only a group number: which variable, and where, was
+    a lookup in label_map_. They carry group_name, as a result store's features do."""
+    import dcfa
+    from dcfa.datasets import make_regions_field
+
+    ds = make_regions_field(120, (12, 24), 6, n_active=2, seed=1)
+    X, y = ds.field.compute(), ds.target.compute()
+    X2 = xr.concat([X, 2.0 * X], "variable").assign_coords(variable=["sst", "slp"])
+    model = dcfa.RegionsCV(n_splits=3).fit(X2.transpose("time", ...), y)
+    names = model.transform(X2)["group_name"].values
+    region = model.label_map_
+    for g, name in enumerate(names):
+        cells = region.where(region == g).stack(c=region.dims).dropna("c")
+        # independently: the variable of its cells, and the mean latitude of its cells
+        (variable,) = set(cells["variable"].values.tolist())
+        lat = float(cells["lat"].mean())
+        assert name.startswith(f"{variable}_{abs(round(lat))}{'S' if round(lat) < 0 else 'N'}_")
+    assert len(set(names)) == len(names)

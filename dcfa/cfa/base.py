@@ -322,7 +322,9 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         its labels: its dims in any order, the labels of each grid dim in any order (and
         longitudes in any convention); other dims, sizes or labels raise a ValueError. It
         gives a DataArray ``(sample_dim, "group")`` keeping the sample coordinates and the
-        attributes, with the units of the aggregates: ``"1"`` for standardised features,
+        attributes, each group named by its ``group_name`` coordinate (its variable, window
+        and lag where ``X`` has several, and its centre: ``sst_2S_129W``), with the units of
+        the aggregates: ``"1"`` for standardised features,
         squared (``"K2"``) for ``inputs="square"``, else those of ``X``. A DataFrame's
         columns must be the fitted ones (``feature_names_in_``), in order.
 
@@ -341,7 +343,7 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         out = inp.layout.samples(
             Xt,
             dim="group",
-            coords={"group": np.arange(self.n_features_out_)},
+            coords={"group": np.arange(self.n_features_out_), **self._group_coords()},
             name=f"{type(self).__name__.lower()}_features",
             attrs=output_attrs(
                 inp.layout.attrs,
@@ -350,6 +352,14 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             ),
         )
         return pandas_output(self, out)
+
+    def _group_coords(self) -> dict:
+        """``group_name`` of every group (its variable, window and lag where the input has
+        several, and its centre: ``sst_2S_129W``), as a result store names them."""
+        from dcfa.io.result import group_centres, group_names
+
+        region, n = self.label_map_, self.n_features_out_
+        return {"group_name": ("group", group_names(region, group_centres(region, n), n))}
 
     def inverse_transform(self, Xt):
         """Every feature gets its group's value, back in its own units (NaN if excluded).
