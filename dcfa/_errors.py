@@ -59,10 +59,10 @@ class NothingToFitError(InputError):
             f"X: every one of the {len(excluded)} features was excluded "
             f"({self.reasons('features')}); there is nothing to fit"
         )
-        counts = {why for why in excluded.values() if why.code == "gappy"}
-        if len(counts) == 1:  # a month absent from the archive looks like this
+        gaps = {why for why in excluded.values() if why.code == "gappy"}
+        if len(gaps) == 1:  # one reason for all: a month absent from the archive looks so
             message += (
-                f". Every feature with data has {next(iter(counts)).split(' (')[0]}: if those are "
+                f". Every feature with data has {next(iter(gaps)).split(' (')[0]}: if those are "
                 "the same samples in every feature (a month absent from the archive), leave "
                 "them out first, e.g. X.dropna('time', how='all')"
             )
