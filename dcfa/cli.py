@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         parents=[common],
         help="real observations (tropical SST and wind -> the SOI 3 months ahead): the batch "
-        "job with GenLinCFACV(neighbors=1) and GBMAP on a LocalCluster, forward-CV skill "
+        "job with RegionsCV and GBMAP on a LocalCluster, forward-CV skill "
         "against EOF/PLS/ridge and the Nino-3.4 box, a map",
     )
     demo.add_argument("--workdir", help="where to write the stores (default: a new temp dir)")
