@@ -17,6 +17,8 @@ blockwise operation per chunk that keeps the field's chunks
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -35,7 +37,7 @@ from dcfa._validation import (
     feature_order,
     validate_params,
 )
-from dcfa.io.calendars import calendar_of, months_of
+from dcfa.io.calendars import SUB_MONTHLY, calendar_of, months_of, samples_per_month
 from dcfa.stacking import FeatureLayout
 from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
@@ -240,6 +242,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         """
         validate_params(self)
         data, groups, labelled, _ = self._check_input(X, reset=True)
+        if self.by == "month":
+            self._warn_sub_monthly(X)
         if self.standardize and np.bincount(groups).max(initial=0) < 2:
             per = "calendar month present" if self.by == "month" else "cell"
             raise InputError(
@@ -263,6 +267,24 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         else:
             self.scale_ = self._labelled(scale, month=False) if labelled else scale
         return self
+
+    def _warn_sub_monthly(self, X) -> None:
+        """Warn when the samples are daily (or finer): a monthly climatology then leaves the
+        seasonal cycle within each month in the anomalies, a ramp from its start to its end."""
+        coord = getattr(X, "coords", {}).get(self.sample_dim)
+        if coord is None:
+            coord = _frame_dates(X, self.sample_dim)
+        per = 0.0 if coord is None else samples_per_month(coord)
+        if per < 2:
+            return
+        warnings.warn(
+            f"{type(self).__name__}: by='month' on {per:.0f} samples a month: {SUB_MONTHLY}. "
+            "Remove a daily climatology first, e.g. "
+            f"X.groupby('{self.sample_dim}.dayofyear') minus its mean over the training "
+            "years, then use by=None.",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def _check_input(self, X, *, reset: bool):
         """``(data, groups, labelled, order)``: the data with samples first, 0-based groups,

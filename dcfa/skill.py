@@ -588,27 +588,45 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     climatology would be its one sample, and its anomalies 0 in every cell (on a short first
     window, every feature is then constant). Reads the dates only; names ``argument``, the
     one to change."""
-    checks = [step.months_once for step in model_steps(model) if hasattr(step, "months_once")]
+    monthly = [s for s in model_steps(model) if getattr(s, "by", None) == "month"]
+    checks = [step.months_once for step in monthly if hasattr(step, "months_once")]
     if not checks or not isinstance(X, xr.DataArray):
         return
+    from dcfa.io.calendars import MONTH_NAMES, calendar_of, months_of
+
     sample_dim = X.dims[0]
-    for i, (train, _) in enumerate(folds):
+    for i, (train, test) in enumerate(folds):
         rows = X.isel({sample_dim: train})
+        dates = rows[sample_dim]
+        where = (
+            f"{argument}: the training rows of fold {i} ({train.size} samples, "
+            f"{_month(dates[0])} .. {_month(dates[-1])})"
+        )
         for once in (check(rows) for check in checks):
             if once:
-                dates = rows[sample_dim]
                 raise InputError(
-                    f"{argument}: the training rows of fold {i} ({train.size} samples, "
-                    f"{_month(dates[0])} .. {_month(dates[-1])}) hold {', '.join(once)} only "
-                    "once: the model's Anomalies(by='month') would make their anomalies 0 in "
-                    "every cell. Monthly anomalies need each calendar month at least twice in "
-                    "every training window " + _MORE_TRAINING[argument]
+                    f"{where} hold {', '.join(once)} only once: the model's "
+                    "Anomalies(by='month') would make their anomalies 0 in every cell. Monthly "
+                    "anomalies need each calendar month at least twice in every training "
+                    "window " + _MORE_TRAINING[argument]
                 )
+        if calendar_of(dates) is None:
+            continue
+        # daily samples: a short window holds each month many times, or not at all
+        absent = np.setdiff1d(
+            months_of(X[sample_dim].isel({sample_dim: test}), "X"), months_of(dates, "X")
+        )
+        if absent.size:
+            raise InputError(
+                f"{where} hold no {', '.join(MONTH_NAMES[m - 1] for m in absent)}, which its "
+                "test rows hold: the model's Anomalies(by='month') has no climatology for "
+                "them. Every training window needs each calendar month " + _MORE_TRAINING[argument]
+            )
 
 
 # how to give every fold more training rows, by the argument named
 _MORE_TRAINING = {
-    "min_train": "(min_train >= 24 on monthly samples, or a longer record)",
+    "min_train": "(min_train >= 24 on monthly samples, 730 on daily ones, or a longer record)",
     "n_splits": "(more blocks, n_splits, leave more training rows; or a longer record)",
 }
 

@@ -409,3 +409,23 @@ def test_forward_cv_passes_a_dataframe_on_dates_to_the_pipeline(rng):
     on_frame = forward_cv(model, frame, y, n_splits=3, min_train=36)
     on_array = forward_cv(model, cells, y, n_splits=3, min_train=36)
     np.testing.assert_allclose(on_frame.r2, on_array.r2, rtol=1e-10)
+
+
+def test_monthly_anomalies_of_daily_samples_warn():
+    """A daily field's monthly anomalies keep the seasonal ramp within each month: a
+    walkthrough's ran from -1.27 on 1 Jan to +1.18 on 31 Jan, without a word."""
+    import warnings
+
+    days = pd.date_range("2000-01-01", periods=3 * 365, freq="D")
+    season = 10.0 * np.sin(2 * np.pi * days.dayofyear.to_numpy() / 365.25)
+    X = xr.DataArray(np.c_[season, season], dims=("time", "x"), coords={"time": days})
+    with pytest.warns(UserWarning, match=r"by='month' on 31 samples a month: a monthly "
+                      r"climatology leaves the seasonal cycle"):  # fmt: skip
+        A = Anomalies().fit(X)
+    jan = A.transform(X).sel(time="2001-01").values[:, 0]
+    assert jan[0] < -1.0 and jan[-1] > 1.0  # the ramp the warning names
+    months = pd.date_range("2000-01-01", periods=36, freq="MS")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Anomalies().fit(X.isel(time=slice(0, 36)).assign_coords(time=months))
+        Anomalies(by=None).fit(X)

@@ -220,8 +220,12 @@ def test_months_missing_from_a_training_window_are_an_error(rng):
     # one December, the last sample: no training window holds it, the last test block does
     keep = ~((X["time"].dt.month == 12) & (X["time"].dt.year < 1994)).values
     X, y = X[keep], y[keep]
-    with pytest.raises(ValueError, match=r"month\(s\) \[12\] do not occur in the training"):
+    # refused before any fit, naming the argument (it failed in the last fold's transform)
+    SEEN.clear()
+    with pytest.raises(ValueError, match=r"^min_train: the training rows of fold 2 .* hold no "
+                       r"Dec, which its test rows hold"):  # fmt: skip
         forward_cv(make_pipeline(Anomalies(), Spy()), X, y, n_splits=3, min_train=22)
+    assert SEEN == []
 
 
 @pytest.mark.parametrize(
@@ -460,3 +464,23 @@ def test_the_predictions_are_each_folds_model_on_its_test_block(splitter):
     # NumPy in, NumPy out
     plain = forward_cv(LinearRegression(), flat, y, n_splits=4, min_train=36).predictions
     assert isinstance(plain, np.ndarray) and np.isnan(plain[:36]).all()
+
+
+def test_a_daily_training_window_without_a_month_is_refused_naming_min_train():
+    """Daily samples hold each month many times or not at all: 300 days of training failed
+    inside the first fit ('month(s) [3..12] do not occur in the training data'), not naming
+    min_train."""
+    time = pd.date_range("2000-01-01", periods=3 * 365, freq="D")
+    rng = np.random.default_rng(0)
+    X = xr.DataArray(
+        rng.normal(size=(time.size, 2, 3)), dims=("time", "lat", "lon"), coords={"time": time}
+    )
+    y = rng.normal(size=time.size)
+    model = make_pipeline(Anomalies(), Spy(), PCA(2))
+    SEEN.clear()
+    with pytest.raises(ValueError, match=r"^min_train: the training rows of fold 0 \(300 "
+                       r"samples, 2000-01 \.\. 2000-10\) hold no Nov, Dec, which its test rows "
+                       r"hold.*730 on daily ones"):  # fmt: skip
+        forward_cv(model, X, y, n_splits=5, min_train=300)
+    assert SEEN == []  # refused before any fit
+    assert np.isfinite(forward_cv(model, X, y, n_splits=2, min_train=730).r2).all()

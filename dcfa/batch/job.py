@@ -74,6 +74,7 @@ from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import open_zarr, take_record
+from dcfa.io.calendars import SUB_MONTHLY, samples_per_month
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.storage.store import OutputError
@@ -232,6 +233,12 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim, gaps)}")
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
+    per_month = samples_per_month(aligned[dim]) if inp["anomalies"] else 0.0
+    if per_month >= 2:
+        echo(
+            f"      warning: input.anomalies on {per_month:.0f} samples a month: {SUB_MONTHLY}; "
+            "store daily anomalies and set input.anomalies = false"
+        )
     work = work_dir(out, config.output["work_dir"])
     # every check of the work directory (another run holding it, --resume's identity) before
     # a cluster is started; nothing is written before the cluster is connected

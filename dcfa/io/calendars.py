@@ -241,6 +241,22 @@ def months_once(months: np.ndarray) -> list[str]:
     return [MONTH_NAMES[int(m) - 1] for m in present[counts == 1]]
 
 
+def samples_per_month(coord: xr.DataArray) -> float:
+    """The median number of samples in a (year, month) of ``coord``'s dates: 1 for monthly
+    samples, about 30 for daily ones (0 without dates)."""
+    if calendar_of(coord) is None or coord.size == 0:
+        return 0.0
+    keys = np.asarray(coord.dt.year.values, np.int64) * 12 + coord.dt.month.values
+    return float(np.median(np.unique(keys, return_counts=True)[1]))
+
+
+#: What monthly anomalies of daily samples leave in them, and the remedy, for the warnings.
+SUB_MONTHLY = (
+    "a monthly climatology leaves the seasonal cycle within each month in the anomalies (a "
+    "ramp from each month's first day to its last)"
+)
+
+
 def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
     """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
     if calendar_of(coord) is None:

@@ -184,3 +184,34 @@ def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
         f"{times[absent[0] - lead]:%Y-%m-%d})"
     )
     assert any(said in line for line in lines), lines
+
+
+def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path):
+    """A daily archive with input.anomalies = true kept each month's seasonal ramp in its
+    anomalies (a walkthrough's daily field: -1.27 on 1 Jan to +1.18 on 31 Jan) without a
+    word."""
+    days = pd.date_range("2000-01-01", periods=730, freq="D")
+    rng = np.random.default_rng(0)
+    season = 10.0 * np.sin(2 * np.pi * days.dayofyear.to_numpy() / 365.25)
+    sst = season[:, None, None] + rng.normal(size=(days.size, 3, 4))
+    coords = {"time": days, "lat": [0.0, 2.0, 4.0], "lon": [0.0, 2.0, 4.0, 6.0]}
+    field = xr.Dataset({"sst": (("time", "lat", "lon"), sst, {"units": "K"})}, coords=coords)
+    field.chunk({"time": 365}).to_zarr(tmp_path / "daily.zarr", consolidated=False)
+    y = sst[:, 1, 1] - season + rng.normal(size=days.size)
+    pd.DataFrame({"time": days, "y": y}).to_csv(tmp_path / "daily.csv", index=False)
+    job = write_job(tmp_path)
+    daily = [
+        f"input.store={tmp_path / 'daily.zarr'}",
+        f"target.path={tmp_path / 'daily.csv'}",
+        "target.variable=y",
+        "target.match=exact",
+    ]
+    found = {}
+    for anomalies in ("true", "false"):
+        lines = []
+        keys = [*daily, f"input.anomalies={anomalies}", "output.overwrite=true"]
+        run_job(load_config(job, keys), echo=lines.append)
+        found[anomalies] = [line for line in lines if "warning: input.anomalies" in line]
+    (warned,) = found["true"]
+    assert "on 31 samples a month: a monthly climatology leaves the seasonal cycle" in warned
+    assert "set input.anomalies = false" in warned and found["false"] == []
