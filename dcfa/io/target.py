@@ -21,6 +21,7 @@ from dcfa.io.calendars import (
     parse_dates,
     same_calendar,
     sample_keys,
+    samples_per_month,
 )
 from dcfa.io.sources import exists, location
 
@@ -33,13 +34,24 @@ class PairingKeys:
     match: str = "target.match"
     target: str = "target"
     assign: str = " = "
+    #: how to put the target on the input's calendar ({calendar}: the input's)
+    convert: str = (
+        "set target.calendar = {calendar!r} to read the target's dates on the input's "
+        "calendar, leaving out the dates it lacks first (a 'noleap' calendar has no Feb 29)"
+    )
 
     def set(self, value: str) -> str:
         return f"{self.match}{self.assign}{value!r}"
 
 
 JOB_KEYS = PairingKeys()
-ALIGN_ARGUMENTS = PairingKeys(match="match", target="y", assign="=")
+ALIGN_ARGUMENTS = PairingKeys(
+    match="match",
+    target="y",
+    assign="=",
+    convert="convert y to the input's calendar first, e.g. "
+    "y.convert_calendar({calendar!r}, align_on='date')",
+)
 
 
 def open_target(
@@ -428,10 +440,16 @@ def align_target(
                     f"dates; matching with {keys.set(match)} needs dates on both sides"
                 )
     if match == "exact" and f_cal is not None and not same_calendar(f_cal, t_cal):
+        # daily samples: a month holds many, so pairing by month cannot be the remedy
+        daily = max(samples_per_month(f_coord), samples_per_month(t_coord)) >= 2
         raise InputError(
             f"{keys.match}: the input is on the {f_cal!r} calendar and the target on the "
-            f"{t_cal!r} calendar, so no stamp can be identical; use {keys.set('month')} to "
-            "pair the same calendar months"
+            f"{t_cal!r} calendar, so no stamp can be identical; "
+            + (
+                keys.convert.format(calendar=f_cal)
+                if daily
+                else f"use {keys.set('month')} to pair the same calendar months"
+            )
         )
     f_key = sample_keys(f_coord, f_cal, match)
     t_key = sample_keys(t_coord, t_cal, match)

@@ -336,3 +336,29 @@ def test_cli_target_months_that_never_overlap_exit_2(tmp_path):
     assert "dcfa: error: target: no samples in common" in proc.stderr
     assert "noleap calendar, 2258-03 .. 2265-10" in proc.stderr
     assert not (tmp_path / "result.zarr").exists()
+
+
+def test_a_daily_target_on_another_calendar_gets_a_remedy_that_works(tmp_path):
+    """A noleap daily field and a standard-calendar daily CSV: the job said to use
+    target.match = 'month', which then refused 'up to 31 samples in one month'."""
+    import pandas as pd
+
+    from dcfa.io.target import ALIGN_ARGUMENTS, JOB_KEYS, align_target, open_target
+
+    noleap = xr.date_range("2001-01-01", periods=1200, freq="D", calendar="noleap", use_cftime=True)
+    field = xr.DataArray(np.zeros((noleap.size, 2)), dims=("time", "x"), coords={"time": noleap})
+    days = pd.date_range("2001-01-01", "2004-12-31", freq="D")
+    pd.DataFrame({"time": days.strftime("%Y-%m-%d"), "y": np.arange(days.size)}).to_csv(
+        tmp_path / "y.csv", index=False
+    )
+    target = open_target(tmp_path / "y.csv", "y")
+    with pytest.raises(ValueError, match=r"set target.calendar = 'noleap' .* no Feb 29\)$"):
+        align_target(field, target, keys=JOB_KEYS)
+    with pytest.raises(ValueError, match=r"y.convert_calendar\('noleap', align_on='date'\)$"):
+        align_target(field, target, keys=ALIGN_ARGUMENTS)
+    # the job's remedy: the rows of Feb 29 left out, the dates read on the field's calendar
+    leap = (days.month == 2) & (days.day == 29)
+    pd.DataFrame({"time": days[~leap].strftime("%Y-%m-%d"), "y": np.arange(days.size)[~leap]}
+                 ).to_csv(tmp_path / "y.csv", index=False)  # fmt: skip
+    _, paired, n = align_target(field, open_target(tmp_path / "y.csv", "y", calendar="noleap"))
+    assert n == noleap.size and paired.values[0] == 0 and paired.values[-1] == 1200
