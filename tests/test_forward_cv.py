@@ -484,3 +484,6 @@ def test_a_daily_training_window_without_a_month_is_refused_naming_min_train():
         forward_cv(model, X, y, n_splits=5, min_train=300)
     assert SEEN == []  # refused before any fit
     assert np.isfinite(forward_cv(model, X, y, n_splits=2, min_train=730).r2).all()
+    # no dates: Anomalies' own refusal, not a crash of the check
+    with pytest.raises(ValueError, match="holds int64 values, not dates; monthly anomalies"):
+        forward_cv(model, X.drop_vars("time"), y, n_splits=5, min_train=300)

@@ -250,7 +250,7 @@ def samples_per_month(coord: xr.DataArray) -> float:
     return float(np.median(np.unique(keys, return_counts=True)[1]))
 
 
-#: What monthly anomalies of daily samples leave in them, and the remedy, for the warnings.
+#: What monthly anomalies of daily samples leave in them, for the warnings that say so.
 SUB_MONTHLY = (
     "a monthly climatology leaves the seasonal cycle within each month in the anomalies (a "
     "ramp from each month's first day to its last)"
