@@ -200,15 +200,14 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     at_lead, valid_time, step, gaps = target_at_lead(
         target, tgt["lead"], dim, field[dim], tgt["match"]
     )
-    # where each target value comes from: its position, aligned as the values are
-    position = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64)).where(at_lead.notnull())
     aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])
-    _, position, _ = io.align_target(field, position, sample_dim=dim, match=tgt["match"])
-    # the missing values among the field's months, not those of the whole file
-    _, _, n_paired = io.align_target(
-        field, xr.ones_like(at_lead), sample_dim=dim, match=tgt["match"]
-    )
-    n_gaps = n_paired - n_common
+    # where each target value comes from: the position in at_lead of every field month it
+    # pairs with, then of those that hold a value (aligned as the values are)
+    index = at_lead.copy(data=np.arange(at_lead.size, dtype=np.float64))
+    _, paired, n_paired = io.align_target(field, index, sample_dim=dim, match=tgt["match"])
+    paired = paired.values.astype(int)
+    position = paired[at_lead.notnull().values[paired]]
+    n_gaps = n_paired - n_common  # missing among the field's months, not the whole file's
     if n_common < 4:
         raise InputError(
             f"target: only {n_common} samples in common with the input"
@@ -229,7 +228,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
         + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
-    valid = valid_time[position.values.astype(int)]
+    valid = valid_time[position]
     echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim, gaps)}")
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
