@@ -216,9 +216,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         """
         from dcfa.io.calendars import months_once
 
-        coord = getattr(X, "coords", {}).get(self.sample_dim)
-        if coord is None:
-            coord = _frame_dates(X, self.sample_dim)
+        coord = self._dates(X)
         if self.by != "month" or coord is None or calendar_of(coord) is None:
             return []
         return months_once(months_of(coord, "X"))
@@ -268,12 +266,16 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             self.scale_ = self._labelled(scale, month=False) if labelled else scale
         return self
 
+    def _dates(self, X):
+        """The sample dates of ``X``: a DataArray's coordinate, a DataFrame's index (None
+        where it has none)."""
+        coord = getattr(X, "coords", {}).get(self.sample_dim)
+        return _frame_dates(X, self.sample_dim) if coord is None else coord
+
     def _warn_sub_monthly(self, X) -> None:
         """Warn when the samples are daily (or finer): a monthly climatology then leaves the
         seasonal cycle within each month in the anomalies, a ramp from its start to its end."""
-        coord = getattr(X, "coords", {}).get(self.sample_dim)
-        if coord is None:
-            coord = _frame_dates(X, self.sample_dim)
+        coord = self._dates(X)
         per = 0.0 if coord is None else samples_per_month(coord)
         if per < 2:
             return

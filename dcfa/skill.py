@@ -218,14 +218,15 @@ def _cross_validated_skill(
             return_indices=True,
             error_score="raise",
         )
-    folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
+        folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
+        predictions = _out_of_sample(out["estimator"], X, folds)
     return Skill(
         name=name or type(model).__name__,
         r2=np.asarray(out["test_score"]),
         n_features=np.array([_n_features(e) for e in out["estimator"]]),
         fit_time=float(np.mean(out["fit_time"])),
         extra={"folds": folds},
-        predictions=_out_of_sample(out["estimator"], X, folds),
+        predictions=predictions,
     )
 
 
@@ -233,16 +234,15 @@ def _out_of_sample(estimators, X, folds):
     """Each test sample predicted by its fold's fitted model, NaN elsewhere; along ``X``'s
     sample coordinate for a DataArray ``X``."""
     predicted = np.full(X.shape[0], np.nan)
-    with dask.config.set(scheduler="threads"):
-        for estimator, (_, test) in zip(estimators, folds, strict=True):
-            if isinstance(X, xr.DataArray):
-                rows = X.isel({X.dims[0]: test})
-            elif isinstance(X, pd.DataFrame):
-                rows = X.iloc[test]
-            else:
-                rows = X[test]
-            values = estimator.predict(rows)
-            predicted[test] = np.asarray(getattr(values, "values", values)).reshape(-1)
+    for estimator, (_, test) in zip(estimators, folds, strict=True):
+        if isinstance(X, xr.DataArray):
+            rows = X.isel({X.dims[0]: test})
+        elif isinstance(X, pd.DataFrame):
+            rows = X.iloc[test]
+        else:
+            rows = X[test]
+        values = estimator.predict(rows)
+        predicted[test] = np.asarray(getattr(values, "values", values)).reshape(-1)
     if not isinstance(X, xr.DataArray):
         return predicted
     dim = X.dims[0]
