@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sys
 import threading
 import time
@@ -260,6 +261,9 @@ def _threaded(collections) -> bool:
         return False
 
 
+_POOLS = itertools.count()  # numbers each computation's own pool, to name its threads
+
+
 @contextlib.contextmanager
 def _own_pool(threaded: bool):
     """Under the local threaded scheduler (``threaded``), a thread pool of this computation's
@@ -272,11 +276,19 @@ def _own_pool(threaded: bool):
 
     from dask.system import CPU_COUNT
 
-    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or CPU_COUNT)
+    prefix = f"dcfa-compute-{next(_POOLS)}"
+    pool = ThreadPoolExecutor(
+        dask.config.get("num_workers", None) or CPU_COUNT, thread_name_prefix=prefix
+    )
     try:
         yield {"pool": pool}
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        # A Ctrl-C that lands while the pool starts a thread leaves that thread out of the
+        # threads shutdown joins, though it runs a task: join every thread of the pool's name.
+        for thread in threading.enumerate():
+            if thread.name.startswith(prefix + "_"):
+                thread.join()
 
 
 def active_client():
