@@ -91,6 +91,6 @@ class GappyCellsWarning(UserWarning):
 
 class NoSkillWarning(UserWarning):
     """The map a cross-validated estimator kept predicts no better than the climatology (its
-    mean CV R^2 is <= 0): the least bad of candidates without skill, not a map of
-    predictors. :func:`dcfa.forward_cv` and :func:`dcfa.blocked_cv` filter it in their
-    refits, whose skill they return."""
+    mean CV R^2 is <= 0, or within one standard error of 0 over the folds): the least bad of
+    candidates without skill, not a map of predictors. :func:`dcfa.forward_cv` and
+    :func:`dcfa.blocked_cv` filter it in their refits, whose skill they return."""

@@ -219,8 +219,8 @@ class RegionsCV(BaseCFA):
     Warns
     -----
     dcfa.NoSkillWarning
-        When the chosen map's mean CV R^2 is <= 0: it predicts no better than the
-        climatology.
+        When the chosen map's mean CV R^2 is <= 0, or within one standard error of 0 over
+        the folds: it predicts no better than the climatology.
 
     Notes
     -----
@@ -430,7 +430,7 @@ class RegionsCV(BaseCFA):
             "RegionsCV",
             "map",
             np.concatenate(scored),
-            chosen.mean_r2,
+            chosen.r2,
             f"the {chosen.k}-region map",
             stacklevel=4,  # the caller of fit or fit_targets
         )
@@ -582,15 +582,20 @@ def _weights_skill(finest: Pieces, sizes: np.ndarray, folds) -> tuple[np.ndarray
 class _Choice:
     """The map kept: its order, its pieces' level and pieces, its number of regions ``k``,
     and the merge paths it is cut from (all samples first, then each fold's training rows);
-    its mean CV skill, and the skill of the smoothed weights' maps (NaN unless scored)."""
+    its CV skill in each fold, and the skill of the smoothed weights' maps (NaN unless
+    scored)."""
 
     order: str
     level: float
     pieces: Pieces
     k: int
     paths: list
-    mean_r2: float
+    r2: np.ndarray
     r2_smoothed: np.ndarray
+
+    @property
+    def mean_r2(self) -> float:
+        return float(self.r2.mean())
 
 
 def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _Choice:
@@ -613,7 +618,7 @@ def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _C
             pieces,
             int(sizes[j]),
             paths,
-            float(np.mean(r2[i, j])),
+            r2[i, j],
             r2_s,
         )
     finest = stages[levels[0]]
@@ -632,7 +637,7 @@ def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _C
         finest,
         int(sizes[j]),
         [whole, *smoothed],
-        float(np.mean(r2_s[j])),
+        r2_s[j],
         r2_s,
     )
 

@@ -61,18 +61,27 @@ def warn_if_no_skill(
     who: str,
     candidates: str,
     mean,
-    kept: float,
+    kept,
     chosen: str,
     *,
     hint: str = "",
     stacklevel: int,
 ) -> None:
-    """Warn when the map kept does not beat the climatology: its mean CV R^2 ``kept`` is
-    <= 0. It is then the least bad of candidates without skill (every finite mean CV R^2
-    in ``mean`` is <= 0), or within the noise of such maps: not a map of predictors. ``who``
-    names the estimator, ``candidates`` what was scored ("tolerance", "map"), ``chosen`` the
-    map kept; ``hint`` is added to the advice."""
-    if not kept <= 0:
+    """Warn when the map kept does not beat the climatology: the mean of its CV R^2 ``kept``
+    (one per fold) is <= 0, or within one standard error of 0. It is then the least bad of
+    candidates without skill (every finite mean CV R^2 in ``mean`` is <= 0), or within the
+    noise of such maps: not a map of predictors. The selection's own scores are those of
+    the best of many maps, and so flatter it: on white-noise targets the map kept can score
+    a few thousandths above 0, never out of its noise. ``who`` names the estimator,
+    ``candidates`` what was scored ("tolerance", "map"), ``chosen`` the map kept; ``hint``
+    is added to the advice."""
+    folds = np.asarray(kept, dtype=np.float64).ravel()
+    folds = folds[np.isfinite(folds)]
+    if not folds.size:
+        return
+    score = folds.mean()
+    se = folds.std(ddof=1) / np.sqrt(folds.size) if folds.size > 1 else 0.0
+    if score > se:
         return
     scored = np.asarray(mean, dtype=np.float64)
     scored = scored[np.isfinite(scored)]
@@ -81,10 +90,15 @@ def warn_if_no_skill(
             f"no {candidates} beats the climatology (mean CV R^2 from {scored.min():+.2f} "
             f"to {scored.max():+.2f}); {chosen} is the least bad"
         )
+    elif score <= 0:
+        what = (
+            f"{chosen} does not beat the climatology (mean CV R^2 {score:+.2f}; the best "
+            f"{candidates}'s {scored.max():+.2f} is within the noise of it)"
+        )
     else:
         what = (
-            f"{chosen} does not beat the climatology (mean CV R^2 {kept:+.2f}; the best "
-            f"{candidates}'s {scored.max():+.2f} is within the noise of it)"
+            f"{chosen}'s mean CV R^2 ({score:+.3f}) is within one standard error "
+            f"({se:.3f}) of the climatology's 0, and scored as the best of many"
         )
     warnings.warn(
         f"{who}: {what}, not a map of predictors. Check the target and its lead, or use "

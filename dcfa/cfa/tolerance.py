@@ -228,7 +228,7 @@ class _TolerancePath:
             type(self).__name__,
             "tolerance",
             mean,
-            mean[best],
+            skill[best],
             f"eps_={self.eps_:g} ({groups[best]} groups)",
             hint=" Or try fewer groups (max_groups, larger epsilons) or RegionsCV.",
             stacklevel=2,
@@ -427,7 +427,8 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
         fold's exclusions (cells constant over its training months) and, with
         ``standardize=True``, its spreads are those of its training months, as refitting on
         them gives; a cell missing in any month is left out of every fold. When the chosen
-        tolerance's mean CV R^2 is <= 0 a :class:`dcfa.NoSkillWarning` says so.
+        tolerance's mean CV R^2 is <= 0, or within one standard error of 0 over the folds, a
+        :class:`dcfa.NoSkillWarning` says so.
     labels_, n_features_out_, ... : as :class:`GenLinCFA`, for ``eps_``.
     """
 

@@ -807,14 +807,23 @@ def test_warn_if_no_skill_names_the_kept_map_and_the_best_candidate():
     warn = partial(selection.warn_if_no_skill, "Est", "map", chosen="the 2-region map")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn([-0.5, 0.3, np.nan], 0.01, stacklevel=1)  # the kept map has skill: silent
+        warn([-0.5, 0.3, np.nan], [0.01, 0.012, 0.008], stacklevel=1)  # out of its noise: silent
+        warn([-0.5, 0.3], [0.2, np.nan, 0.4], stacklevel=1)  # a fold no map could score
     none = r"^Est: no map beats the climatology \(mean CV R\^2 from -0.50 to -0.01\); the 2-"
     with pytest.warns(dcfa.NoSkillWarning, match=none + "region map is the least bad, not a map"):
-        warn([-0.5, -0.01, np.nan], -0.01, stacklevel=1)
+        warn([-0.5, -0.01, np.nan], [-0.01, -0.02, 0.0], stacklevel=1)
     noise = r"\(mean CV R\^2 -0.02; the best map's \+0.01 is within the noise of it\)"
     with pytest.warns(dcfa.NoSkillWarning, match=r"^Est: the 2-region map does not beat the "
                       r"climatology " + noise):  # fmt: skip
-        warn([-0.5, 0.01], -0.02, stacklevel=1)
+        warn([-0.5, 0.01], [-0.02, -0.01, -0.03], stacklevel=1)
+    # above 0 but within one standard error of it: the best of many maps on white noise
+    folds = np.array([0.023, -0.012, 0.024, -0.014, 0.002])
+    se = folds.std(ddof=1) / np.sqrt(folds.size)
+    assert 0 < folds.mean() <= se
+    within = r"^Est: the 2-region map's mean CV R\^2 \(\+0.005\) is within one standard "
+    within += rf"error \({se:.3f}\)"
+    with pytest.warns(dcfa.NoSkillWarning, match=within):
+        warn([-0.5, 0.01], folds, stacklevel=1)
 
 
 def test_regions_cv_says_when_its_map_does_not_beat_the_climatology(regions_field):
