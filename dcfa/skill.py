@@ -39,7 +39,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, cross_validate
 from sklearn.pipeline import Pipeline, make_pipeline
 
-from dcfa._errors import InputError, NoSkillWarning
+from dcfa._errors import GappyCellsWarning, InputError, NoSkillWarning
 from dcfa._validation import (
     check_target_dates,
     check_time_order,
@@ -205,8 +205,14 @@ def _cross_validated_skill(
 ) -> Skill:
     """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
     a list of (train, test) indices); test R^2. A refit's :class:`dcfa.NoSkillWarning` is
-    not shown: the skill returned says more, fold by fold."""
-    with warnings.catch_warnings(), dask.config.set(scheduler="threads"):
+    not shown: the skill returned says more, fold by fold. The refits'
+    :class:`dcfa.GappyCellsWarning` is shown once, the first fold's, with how many folds
+    warned; their other warnings as they came."""
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        dask.config.set(scheduler="threads"),
+    ):
+        warnings.simplefilter("always")
         warnings.simplefilter("ignore", NoSkillWarning)
         out = cross_validate(
             as_regressor(model),
@@ -220,6 +226,7 @@ def _cross_validated_skill(
         )
         folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
         predictions = _out_of_sample(out["estimator"], X, folds)
+    _warn_again(caught, len(folds))
     return Skill(
         name=name or type(model).__name__,
         r2=np.asarray(out["test_score"]),
@@ -228,6 +235,22 @@ def _cross_validated_skill(
         extra={"folds": folds},
         predictions=predictions,
     )
+
+
+def _warn_again(caught: list, n_folds: int) -> None:
+    """The refits' warnings ``caught``, shown under the caller's filters: each once, and the
+    gappy cells' once for all folds (the folds' counts differ, so their texts do)."""
+    gappy = [w for w in caught if issubclass(w.category, GappyCellsWarning)]
+    if gappy:
+        warnings.warn(
+            f"{len(gappy)} of {n_folds} folds' refits: {gappy[0].message}",
+            GappyCellsWarning,
+            stacklevel=4,  # the caller of forward_cv or blocked_cv
+        )
+    seen: dict = {}
+    for w in caught:
+        if not issubclass(w.category, GappyCellsWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=seen)
 
 
 def _out_of_sample(estimators, X, folds):

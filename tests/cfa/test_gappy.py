@@ -3,10 +3,12 @@ takes, and a refusal that says when every cell misses the same samples."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
 import pytest
+from sklearn.linear_model import LinearRegression
 
 import dcfa
 from dcfa import GappyCellsWarning, NothingToFitError
@@ -90,3 +92,33 @@ def test_cells_with_different_gaps_get_no_advice_to_drop_months(field):
     n = int(X.notnull().all("time").sum())
     assert f"({n} features: e.g. 2 of 120 values missing" in str(err.value)
     assert "dropna" not in str(err.value)
+
+
+class _WarnsInFit(LinearRegression):
+    def fit(self, X, y):
+        warnings.warn("a refit's own warning", UserWarning, stacklevel=2)
+        return super().fit(X, y)
+
+
+@pytest.mark.parametrize("cv", ["forward_cv", "blocked_cv"])
+def test_a_cv_warns_of_the_gaps_once_for_all_folds(field, cv):
+    """Every fold's refit left the same cells out and warned, each in its own words (its
+    own count of values): up to one warning per fold for one fact."""
+    X, y = field
+    gappy = X.copy()
+    ocean = np.argwhere(X.notnull().all("time").values)[:7]
+    for i, j in ocean:  # two gaps: every fold trains on one of them, so leaves the cells out
+        gappy[5:10, i, j] = gappy[110:115, i, j] = np.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(dcfa, cv)(dcfa.LinCFA(random_state=0), gappy, y, n_splits=4)
+    (w,) = [w for w in caught if issubclass(w.category, GappyCellsWarning)]
+    assert w.filename == __file__  # it points at the call of forward_cv or blocked_cv
+    assert re.match(r"^4 of 4 folds' refits: LinCFA: 7 features left out", str(w.message))
+    # the refits' other warnings still show, each once
+    cells = X.values.reshape(X.shape[0], -1)
+    cells = cells[:, np.isfinite(cells).all(axis=0)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        getattr(dcfa, cv)(_WarnsInFit(), cells[:, :5], y, n_splits=4)
+    assert [str(w.message) for w in caught] == ["a refit's own warning"]
