@@ -40,6 +40,7 @@ from sklearn.model_selection import BaseCrossValidator, KFold, TimeSeriesSplit, 
 from sklearn.pipeline import Pipeline, make_pipeline
 
 from dcfa._errors import GappyCellsWarning, InputError, NoSkillWarning
+from dcfa._terminal import counted
 from dcfa._validation import (
     check_target_dates,
     check_time_order,
@@ -214,16 +215,28 @@ def _cross_validated_skill(
     ):
         warnings.simplefilter("always")
         warnings.simplefilter("ignore", NoSkillWarning)
-        out = cross_validate(
-            as_regressor(model),
-            X,
-            y,
-            cv=cv,
-            scoring="r2",
-            return_estimator=True,
-            return_indices=True,
-            error_score="raise",
-        )
+        try:
+            out = cross_validate(
+                as_regressor(model),
+                X,
+                y,
+                cv=cv,
+                scoring="r2",
+                return_estimator=True,
+                return_indices=True,
+                error_score="raise",
+            )
+        except ValueError as exc:
+            if "contains NaN" not in str(exc) or not (gappy := _gappy_features(X)):
+                raise
+            raise InputError(
+                f"X: {counted(gappy, 'feature')} with values missing in some samples: a fold "
+                "whose training samples have none of a feature's gaps keeps it, and its test "
+                "samples' gaps reach the regression as NaN. Fill the gaps, or leave those "
+                "features out first, as a fit on every sample does (in xarray: X.where("
+                'X.notnull().all("time"))); LinCFA and GenLinCFA keep them with '
+                "missing='pairwise'"
+            ) from exc
         folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
         predictions = _out_of_sample(out["estimator"], X, folds)
     _warn_again(caught, len(folds))
@@ -235,6 +248,13 @@ def _cross_validated_skill(
         extra={"folds": folds},
         predictions=predictions,
     )
+
+
+def _gappy_features(X) -> int:
+    """How many features of ``X`` (samples first) have some, not all, values missing."""
+    values = np.asarray(X.values if isinstance(X, (xr.DataArray, pd.DataFrame)) else X)
+    missing = np.isnan(values.reshape(values.shape[0], -1).astype(np.float64))
+    return int((missing.any(axis=0) & ~missing.all(axis=0)).sum())
 
 
 def _warn_again(caught: list, n_folds: int) -> None:

@@ -122,3 +122,19 @@ def test_a_cv_warns_of_the_gaps_once_for_all_folds(field, cv):
         warnings.simplefilter("default")
         getattr(dcfa, cv)(_WarnsInFit(), cells[:, :5], y, n_splits=4)
     assert [str(w.message) for w in caught] == ["a refit's own warning"]
+
+
+def test_a_gap_only_in_a_folds_test_samples_is_refused_with_the_remedy(field):
+    """A fold that trains on none of a cell's gaps keeps the cell; the gap in its test months
+    reached the regression as NaN, and scikit-learn's "Input X contains NaN. RidgeCV does not
+    accept missing values" blamed the regression."""
+    X, y = field
+    gappy = X.copy()
+    i, j = np.argwhere(X.notnull().all("time").values)[0]
+    gappy[100, i, j] = np.nan  # one month of one cell, in the last test block only
+    with pytest.raises(dcfa.InputError, match=r"^X: 1 feature with values missing in some "):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GappyCellsWarning)
+            dcfa.forward_cv(dcfa.LinCFA(random_state=0), gappy, y, n_splits=4)
+    remedy = gappy.where(gappy.notnull().all("time"))  # as the message says
+    assert np.isfinite(dcfa.forward_cv(dcfa.LinCFA(random_state=0), remedy, y, n_splits=4).r2).all()
