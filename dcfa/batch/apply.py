@@ -156,6 +156,7 @@ def _apply(
         "n_groups": fitted.n_groups,
         # the predictors of sample t; the target they (and the prediction) are for: t + lead
         "lead": fitted.lead,
+        "lead_step": fitted.lead_step,
         "windows": json.dumps(fitted.windows),
         "lags": json.dumps(fitted.lags),
     }
@@ -174,7 +175,11 @@ def _apply(
             if fitted.added_dims
             else ""
         )
-        + (f"; lead {fitted.lead}: for the target at t + {fitted.lead}" if fitted.lead else "")
+        + (
+            f"; lead {fitted.lead_text}: for the target at t + {fitted.lead_text}"
+            if fitted.lead
+            else ""
+        )
     )
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")

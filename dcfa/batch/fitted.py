@@ -60,7 +60,10 @@ class FittedResult:
         as the archive stores it and the result's ``window`` / ``lag`` dims are made here.
     lead : int
         The job's ``target.lead``: the features (and the GBMAP's prediction) of sample ``t``
-        predict the target at ``t + lead`` samples.
+        predict the target at ``t + lead`` steps of its dates.
+    lead_step : str
+        The step ``lead`` counts: ``"month"`` for monthly dates, ``"day"``, ...;
+        ``"sample"`` for labels on no regular step (and for results that do not say).
     """
 
     path: str
@@ -81,6 +84,7 @@ class FittedResult:
     attrs: dict = field(default_factory=dict, repr=False)
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
+    lead_step: str = "sample"
     # whether the job's samples were one per calendar month (its windows, lags, climatology
     # and spread are of monthly values); None when the store does not say
     monthly: bool | None = None
@@ -96,10 +100,17 @@ class FittedResult:
         return (
             f"FittedResult({self.path!r}: {self.method}, {self.n_groups} groups on ({grid}); "
             f"variables {self.variables}, sample_dim {self.sample_dim!r}"
-            + (f", lead {self.lead}" if self.lead else "")
+            + (f", lead {self.lead_text}" if self.lead else "")
             + (", with a GBMAP" if self.gbmap is not None else "")
             + ")"
         )
+
+    @property
+    def lead_text(self) -> str:
+        """The lead with its step: ``"3 months"``, ``"14 days"``."""
+        from dcfa.forecast.leads import steps_text
+
+        return steps_text(self.lead, self.lead_step)
 
     @property
     def n_groups(self) -> int:

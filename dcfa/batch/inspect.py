@@ -15,6 +15,7 @@ import xarray as xr
 from dcfa._errors import InputError
 from dcfa._terminal import counted, escape
 from dcfa.batch.destination import APPLIED
+from dcfa.forecast.leads import steps_text
 
 __all__ = ["describe"]
 
@@ -86,7 +87,8 @@ def _describe_applied(ds: xr.Dataset, path) -> list[str]:
         + (counted(int(a["n_groups"]), "group") if "n_groups" in a else "? groups"),
     ]
     if a.get("lead"):
-        lines.append(f"  lead {a.get('lead')}: for the target at t + {a.get('lead')}")
+        lead = steps_text(int(a["lead"]), a.get("lead_step", "sample"))
+        lines.append(f"  lead {lead}: for the target at t + {lead}")
     return lines + _describe_archive(ds, path)[1:]
 
 
@@ -150,6 +152,8 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         if "level" in a
         else ""
     )
+    if lead:
+        lead = steps_text(lead, a.get("lead_step", "sample"))
     lines.append(f"  lead {lead} (target.lead){chosen}")
     for name, c in json.loads(a.get("missing_chunks", "{}")).items():
         lines.append(

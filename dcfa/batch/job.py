@@ -242,7 +242,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     # every check of the work directory (another run holding it, --resume's identity) before
     # a cluster is started; nothing is written before the cluster is connected
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
-    read = _Read(n_common, absent, quantities)
+    read = _Read(n_common, absent, quantities, step)
     return _Task(config, out, target, aligned, read, estimator, gbmap, workdir, at_lead)
 
 
@@ -539,12 +539,14 @@ def _fit(
 @dataclass(frozen=True, eq=False)
 class _Read:
     """What the result records of the inputs as read: the samples in common with the target,
-    each variable's chunks missing from the store (read as the fill value), and each
-    variable's units and standard name (:func:`dcfa.io.open_archive`)."""
+    each variable's chunks missing from the store (read as the fill value), each variable's
+    units and standard name (:func:`dcfa.io.open_archive`), and the step ``target.lead``
+    counts (``"month"``, ``"day"``, ``"sample"``)."""
 
     n_common: int
     missing_chunks: dict
     variable_attrs: dict
+    lead_step: str = "sample"
 
 
 @dataclass(frozen=True, eq=False)
@@ -634,6 +636,8 @@ def _write(
         dataset.attrs[name] = json.dumps(recorded)
     # what --resume of several targets compares to keep this result (_check_written)
     dataset.attrs["job_identity"] = json.dumps({k: identity[k] for k in COMPARED})
+    if tgt["lead"]:  # what the lead counts: 14 means days on daily dates
+        dataset.attrs["lead_step"] = read.lead_step
     if tgt["variable"]:  # which of the file's series (one result per target)
         dataset.attrs["target_variable"] = str(tgt["variable"])
     if read.missing_chunks:

@@ -80,11 +80,19 @@ class LeadAlignment:
         return text
 
     def _steps(self, n: int) -> str:
-        return self.step if n == 1 else _plural(self.step)
+        return steps_name(n, self.step)
 
 
-def _plural(step: str) -> str:
-    """``"months"``, ``"6-hour steps"``, ``"steps of 0.5"``."""
+def steps_text(n: int, step: str) -> str:
+    """``n`` steps of ``step`` in words: ``"3 months"``, ``"14 days"``, ``"1 day"``."""
+    return f"{n} {steps_name(n, step)}"
+
+
+def steps_name(n: int, step: str) -> str:
+    """What ``n`` steps of ``step`` are called: ``"month"`` for 1, ``"days"``, ``"6-hour
+    steps"``, ``"steps of 0.5"``."""
+    if n == 1:
+        return step
     return step.replace("step of", "steps of") if step.startswith("step of") else f"{step}s"
 
 

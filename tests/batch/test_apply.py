@@ -550,7 +550,7 @@ def test_windows_lags_applied_to_its_own_archive_reproduce_the_features_exactly(
     np.testing.assert_array_equal(  # bitwise
         applied.features.sel(time=result.time).values, result.features.values
     )
-    assert applied.attrs["lead"] == LEAD
+    assert (applied.attrs["lead"], applied.attrs["lead_step"]) == (LEAD, "month")
     assert (applied.attrs["windows"], applied.attrs["lags"]) == ("[1, 3]", "[0, 1]")
     # the Python API: the archive as stored (no window / lag dims), the same values
     field = io.open_archive(job_c / "sst.zarr", ["sst"])
@@ -600,7 +600,7 @@ def test_windows_lags_on_appended_months_and_time_spans(job_c, tmp_path):
     assert procs["all"].returncode == 0, procs["all"].stderr
     assert "2000-04-01 .. 2010-12-01, 129 samples" in procs["all"].stdout
     assert "windows [1, 3], lags [0, 1] (each sample needs the 3 before it)" in procs["all"].stdout
-    assert "lead 2: for the target at t + 2" in procs["all"].stdout
+    assert "lead 2 months: for the target at t + 2 months" in procs["all"].stdout
     fails(
         procs["short"],
         2,

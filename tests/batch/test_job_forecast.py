@@ -186,10 +186,9 @@ def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
     assert any(said in line for line in lines), lines
 
 
-def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path):
-    """A daily archive with input.anomalies = true kept each month's seasonal ramp in its
-    anomalies (a walkthrough's daily field: -1.27 on 1 Jan to +1.18 on 31 Jan) without a
-    word."""
+def _daily_job(tmp_path) -> list[str]:
+    """Two years of a daily 3 x 4 field with a seasonal cycle and a target read off one
+    cell's anomalies; the keys that point write_job's job at them."""
     days = pd.date_range("2000-01-01", periods=730, freq="D")
     rng = np.random.default_rng(0)
     season = 10.0 * np.sin(2 * np.pi * days.dayofyear.to_numpy() / 365.25)
@@ -199,13 +198,19 @@ def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path
     field.chunk({"time": 365}).to_zarr(tmp_path / "daily.zarr", consolidated=False)
     y = sst[:, 1, 1] - season + rng.normal(size=days.size)
     pd.DataFrame({"time": days, "y": y}).to_csv(tmp_path / "daily.csv", index=False)
-    job = write_job(tmp_path)
-    daily = [
+    return [
         f"input.store={tmp_path / 'daily.zarr'}",
         f"target.path={tmp_path / 'daily.csv'}",
         "target.variable=y",
         "target.match=exact",
     ]
+
+
+def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path):
+    """A daily archive with input.anomalies = true kept each month's seasonal ramp in its
+    anomalies (a walkthrough's daily field: -1.27 on 1 Jan to +1.18 on 31 Jan) without a
+    word."""
+    job, daily = write_job(tmp_path), _daily_job(tmp_path)
     found = {}
     for anomalies in ("true", "false"):
         lines = []
@@ -215,3 +220,26 @@ def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path
     (warned,) = found["true"]
     assert "on 31 samples a month: a monthly climatology leaves the seasonal cycle" in warned
     assert "set input.anomalies = false" in warned and found["false"] == []
+
+
+def test_a_daily_lead_is_named_in_days_by_inspect_and_apply(tmp_path):
+    """A daily job's target.lead = 14 read "lead 14" in dcfa inspect and in an applied
+    output's attrs, which a reader of monthly results takes for 14 months."""
+    job, daily = write_job(tmp_path), _daily_job(tmp_path)
+    keys = [*daily, "input.anomalies=false", "target.lead=14", "output.overwrite=true"]
+    run_job(load_config(job, keys), echo=lambda line: None)
+    result = tmp_path / "result.zarr"
+    assert xr.open_zarr(result).attrs["lead_step"] == "day"
+    proc = cli("inspect", str(result), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "  lead 14 days (target.lead)" in proc.stdout
+    out = tmp_path / "applied.zarr"
+    proc = cli(
+        "apply", str(result), str(tmp_path / "daily.zarr"), "--output", str(out), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "; lead 14 days: for the target at t + 14 days" in proc.stdout
+    applied = xr.open_zarr(out)
+    assert (applied.attrs["lead"], applied.attrs["lead_step"]) == (14, "day")
+    proc = cli("inspect", str(out), cwd=tmp_path)
+    assert "  lead 14 days: for the target at t + 14 days" in proc.stdout
