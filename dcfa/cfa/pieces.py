@@ -39,7 +39,7 @@ from dcfa.cfa.hierarchy import (
     upper_pairs,
     ward_merges,
 )
-from dcfa.cfa.selection import ridge_weights, scaled_gram
+from dcfa.cfa.selection import ridge_weights, scaled_gram, uses_gram
 from dcfa.stats.kernels import row_blocks
 
 __all__ = ["FirstStage", "Pieces", "Segments", "first_stage", "kept_adjacency"]
@@ -193,7 +193,9 @@ class Pieces:
     def weights(self, rows) -> np.ndarray:
         """Each piece's weight per cell in a ridge regression of the target on all cells,
         fitted on the samples ``rows``."""
-        return ridge_weights(self.sums, self.size, self.y, rows, self._gram)
+        n_rows = np.arange(self.sums.shape[1])[rows].size
+        gram = self._gram if uses_gram(self.n, n_rows) else None
+        return ridge_weights(self.sums, self.size, self.y, rows, gram)
 
     def alike(self, rows, c: np.ndarray, *, ward_groups: int, smoothing: int = 0):
         """The second stage's other order on the samples ``rows``, from the pieces'

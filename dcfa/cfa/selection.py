@@ -43,6 +43,7 @@ __all__ = [
     "ridge_skill",
     "ridge_weights",
     "scaled_gram",
+    "uses_gram",
     "warn_if_no_skill",
     "within_noise",
 ]
@@ -357,6 +358,13 @@ def scaled_gram(sums: np.ndarray, size: np.ndarray) -> np.ndarray:
     return gram
 
 
+def uses_gram(n_items: int, n_rows: int) -> bool:
+    """Whether :func:`ridge_weights` solves on the ``rows x rows`` Gram matrix (fewer
+    training samples than items, as monthly records have) rather than the ``items x items``
+    one (daily records of a few thousand samples)."""
+    return n_rows <= n_items
+
+
 def ridge_weights(
     sums: np.ndarray, size: np.ndarray, y: np.ndarray, rows, gram: np.ndarray | None = None
 ) -> np.ndarray:
@@ -365,10 +373,13 @@ def ridge_weights(
 
     With ``x_i`` the sum of an item's ``n_i`` cells and ``c_i`` the weight of each of its
     cells, the prediction is ``sum_i c_i x_i`` and the penalty ``sum_i n_i c_i^2`` (that of
-    ridge on the cells themselves). It is solved in its dual form, on the ``rows x rows`` Gram
-    matrix of ``x_i / sqrt(n_i)`` (far fewer samples than cells), centred on ``rows``, with the
-    penalty chosen by generalised cross-validation among :data:`RIDGE_ALPHAS` times the mean
-    eigenvalue (so the choice does not depend on the field's units).
+    ridge on the cells themselves): ridge on ``z_i = x_i / sqrt(n_i)`` with weights
+    ``b_i = sqrt(n_i) c_i``, centred on ``rows``. It is solved on the smaller of the two
+    Gram matrices (:func:`uses_gram`): the ``rows x rows`` one of the samples (its dual
+    form) or the ``items x items`` one; both have the same non-zero eigenvalues, so the
+    penalty, chosen by generalised cross-validation among :data:`RIDGE_ALPHAS` times the
+    mean eigenvalue of the samples' Gram matrix (so the choice does not depend on the
+    field's units), is the same either way.
 
     Parameters
     ----------
@@ -380,7 +391,8 @@ def ridge_weights(
     rows : slice or ndarray of int
         The training samples.
     gram : ndarray of shape (n_samples, n_samples), optional
-        :func:`scaled_gram` of ``sums`` and ``size``, when several folds share it.
+        :func:`scaled_gram` of ``sums`` and ``size``, when several folds share it (read only
+        where :func:`uses_gram`).
 
     Returns
     -------
@@ -389,20 +401,51 @@ def ridge_weights(
     rows = np.arange(sums.shape[1])[rows]
     yt = y[rows] - y[rows].mean()
     m = yt.size
+    if not uses_gram(sums.shape[0], m):
+        return _ridge_on_items(sums, size, yt, rows)
     gram = (scaled_gram(sums, size) if gram is None else gram)[np.ix_(rows, rows)]
     # centred on the rows: H G H with H = I - 11'/m
     gram = gram - gram.mean(axis=0) - gram.mean(axis=1)[:, None] + gram.mean()
     s, U = np.linalg.eigh(gram)
     s = np.clip(s, 0.0, None)
     uy = U.T @ yt
-    best, alpha = np.inf, 1.0
-    for a in RIDGE_ALPHAS * max(s.mean(), np.finfo(float).tiny):
-        gcv = m * np.sum((a / (s + a) * uy) ** 2) / (m - np.sum(s / (s + a))) ** 2
-        if gcv < best:
-            best, alpha = gcv, a
+    alpha = _gcv_alpha(s, uy**2, m)
     dual = U @ (uy / (s + alpha))
     dual -= dual.mean()  # a constant shift of the dual is no change of the centred fit
     out = np.empty(sums.shape[0])
     for b in row_blocks(sums.shape[0], m, _BLOCK_BYTES):
         out[b] = (sums[b][:, rows] @ dual) / size[b]
     return out
+
+
+def _ridge_on_items(sums, size, yt, rows) -> np.ndarray:
+    """:func:`ridge_weights` from the ``items x items`` Gram matrix of the centred scaled
+    items ``Z``: ``b = (Z Z' + alpha I)^-1 Z y``. The samples' Gram matrix ``Z' Z`` has the
+    same non-zero eigenvalues ``s`` and, for those, ``(u' y)^2 = (w' Z y)^2 / s``; its other
+    ``m - rank`` eigenvalues are 0 and take the rest of ``|y|^2``."""
+    m = yt.size
+    Z = sums[:, rows] / np.sqrt(size)[:, None]
+    Z -= Z.mean(axis=1, keepdims=True)
+    s, W = np.linalg.eigh(Z @ Z.T)
+    s = np.clip(s, 0.0, None)
+    wzy = W.T @ (Z @ yt)
+    nonzero = s > s.max(initial=0.0) * s.size * np.finfo(float).eps
+    uy2 = np.zeros(m)
+    uy2[: nonzero.sum()] = wzy[nonzero] ** 2 / s[nonzero]
+    uy2[nonzero.sum() :] = max(float(yt @ yt) - uy2.sum(), 0.0) / max(m - nonzero.sum(), 1)
+    eigen = np.zeros(m)
+    eigen[: nonzero.sum()] = s[nonzero]
+    alpha = _gcv_alpha(eigen, uy2, m)
+    return (W @ (wzy / (s + alpha))) / np.sqrt(size)
+
+
+def _gcv_alpha(s: np.ndarray, uy2: np.ndarray, m: int) -> float:
+    """The penalty among :data:`RIDGE_ALPHAS` times the mean of the samples' Gram
+    eigenvalues ``s`` with the least generalised cross-validation error, from ``s`` and the
+    target's squared coordinates ``uy2`` on their eigenvectors."""
+    best, alpha = np.inf, 1.0
+    for a in RIDGE_ALPHAS * max(s.mean(), np.finfo(float).tiny):
+        gcv = m * np.sum((a / (s + a)) ** 2 * uy2) / (m - np.sum(s / (s + a))) ** 2
+        if gcv < best:
+            best, alpha = gcv, a
+    return alpha
