@@ -37,7 +37,13 @@ from dcfa._validation import (
     feature_order,
     validate_params,
 )
-from dcfa.io.calendars import SUB_MONTHLY, calendar_of, months_of, samples_per_month
+from dcfa.io.calendars import (
+    MONTH_NAMES,
+    SUB_MONTHLY,
+    calendar_of,
+    months_of,
+    samples_per_month,
+)
 from dcfa.stacking import FeatureLayout
 from dcfa.stats.graph import lazy_anomalies  # the Dask side, shared with dcfa.io.preprocess
 from dcfa.stats.kernels import anomaly_block
@@ -242,14 +248,25 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         data, groups, labelled, _ = self._check_input(X, reset=True)
         if self.by == "month":
             self._warn_sub_monthly(X)
-        if self.standardize and np.bincount(groups).max(initial=0) < 2:
+        counts = np.bincount(groups)
+        if counts.max(initial=0) < 2:
             per = "calendar month present" if self.by == "month" else "cell"
             raise InputError(
-                f"standardize: every {per} has a single sample in X ({data.shape[0]} "
-                "samples), so the anomalies are all 0 and have no spread to divide by; fit "
-                "on at least two samples of a "
+                f"X: every {per} has a single sample in X ({data.shape[0]} samples), so the "
+                "anomalies are all 0"
+                + (" and have no spread to divide by" if self.standardize else "")
+                + "; fit on at least two samples of a "
                 + ("month (two years)" if self.by == "month" else "cell")
-                + ", or use standardize=False"
+            )
+        if self.by == "month" and (counts == 1).any():
+            once = [MONTH_NAMES[m] for m in np.flatnonzero(counts == 1)]
+            warnings.warn(
+                f"{type(self).__name__}: {', '.join(once)} present once in X, so their "
+                "anomalies are 0 in every cell"
+                + (" (and their spread is that of the other months)" if self.standardize else "")
+                + "; fit on at least two years of each month",
+                UserWarning,
+                stacklevel=2,
             )
         self._clim, self._scale = _fit_stats(data, groups, _N_GROUPS[self.by], self.standardize)
         clim, scale = self._clim if self.by == "month" else self._clim[0], self._scale

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -15,6 +18,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from strategies import chunks
 
+import dcfa
 from dcfa import LinCFA
 from dcfa.anomalies import Anomalies
 
@@ -192,7 +196,7 @@ def test_a_single_series(rng):
 
 def test_months_absent_from_training_are_an_error(rng):
     X, _ = field(rng, n=24)
-    est = Anomalies().fit(X.isel(time=slice(0, 8)))  # January to August
+    est = Anomalies().fit(X.isel(time=[*range(8), *range(12, 20)]))  # January to August
     np.testing.assert_array_equal(est.months_, np.arange(1, 9))
     assert np.isnan(est.climatology_.sel(month=[9, 10, 11, 12])).all()
     with pytest.raises(ValueError, match=r"month\(s\) \[9, 10, 11, 12\]"):
@@ -278,19 +282,28 @@ def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
+@pytest.mark.parametrize("standardize", [True, False])
 @pytest.mark.parametrize("by, n", [("month", 12), ("month", 7), (None, 1)])
-def test_standardize_without_a_second_sample_is_named_before_the_pass(rng, by, n):
-    """Every month (or cell, by=None) seen once: the anomalies are all 0, the spread is
-    undefined and every output would be NaN (it was, silently). Refused before any read,
-    naming standardize; a second sample of one month is enough to fit."""
+def test_a_single_sample_of_every_month_is_named_before_the_pass(rng, by, n, standardize):
+    """Every month (or cell, by=None) seen once: the anomalies are all 0 (and with
+    standardize, the spread is undefined and every output NaN). Both were silent (a
+    walkthrough's 12 months gave a field of zeros). Refused before any read; a second sample
+    of one month is enough to fit, and the months seen once are named in a warning."""
     X, _ = field(rng, n=24, gaps=False)
     X = X.chunk({"time": 6})
     fit = X.isel(time=slice(0, n))
-    with count_computes(0), pytest.raises(ValueError, match=r"^standardize: every .* single"):
-        Anomalies(by=by, standardize=True).fit(fit)
-    Anomalies(by=by, standardize=False).fit(fit)
-    est = Anomalies(by=by, standardize=True).fit(X.isel(time=slice(0, 13)))
-    assert np.isfinite(est.scale_.values).sum() == 11  # all but the land cell
+    spread = " and have no spread to divide by" if standardize else ""
+    with count_computes(0), pytest.raises(dcfa.InputError) as info:
+        Anomalies(by=by, standardize=standardize).fit(fit)
+    said = rf"^X: every .* has a single sample in X \({n} samples\), so the anomalies are all 0"
+    assert re.match(said + rf"{spread}; fit on at least two samples", str(info.value))
+    with pytest.warns(UserWarning, match=r"^Anomalies: Feb, Mar, .*, Dec present once in X, so "):
+        est = Anomalies(by="month", standardize=standardize).fit(X.isel(time=slice(0, 13)))
+    if standardize:
+        assert np.isfinite(est.scale_.values).sum() == 11  # all but the land cell
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Anomalies(by="month", standardize=standardize).fit(X)  # two years: no warning
 
 
 @pytest.mark.parametrize("calendar", ["standard", "noleap"])
