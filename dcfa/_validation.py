@@ -24,6 +24,7 @@ from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
 from dcfa._errors import LARGEST_TARGET, InputError, InputTypeError
+from dcfa._units import check_units
 from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, isel_positions, stack_features
 
@@ -192,6 +193,8 @@ def check_fitted_X(
     """
     _check_feature_names(estimator, X, reset=False)
     if layout is not None and isinstance(X, xr.DataArray):
+        fitted = layout.attrs.get("units")
+        check_units(fitted, X.attrs.get("units"), type(estimator).__name__, name)
         X = align_features(X, layout, name=name)
     elif layout is not None and (layout.feature_coords or len(layout.feature_dims) > 1):
         # scikit-learn's rule for a DataFrame fit and an array after it: say so, go on

@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, InputTypeError
-from dcfa._units import same_units
+from dcfa._units import check_units
 from dcfa._validation import (
     StrOptions,
     _check_numeric,
@@ -81,18 +81,6 @@ def _frame_dates(X, dim: str) -> xr.DataArray | None:
         index = index.to_timestamp()
     coord = xr.DataArray(np.asarray(index), dims=dim, name=dim)
     return coord if calendar_of(coord) is not None else None
-
-
-def _check_units(fitted, given) -> None:
-    """Refuse a DataArray in other units than the training one's (both known): the
-    climatology would be subtracted from values of another scale, silently."""
-    if fitted is None or given is None or same_units(str(fitted), str(given)):
-        return
-    raise InputError(
-        f"X: its units {str(given)!r} differ from the training data's {str(fitted)!r}; the "
-        f"climatology was fitted in {str(fitted)!r} and dcfa converts no units: convert X "
-        "first"
-    )
 
 
 def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
@@ -357,7 +345,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 "too, got an xarray.DataArray"
             )
         if not reset:
-            _check_units(self._attrs.get("units"), X.attrs.get("units"))
+            check_units(self._attrs.get("units"), X.attrs.get("units"), "the climatology")
         grid_dims = tuple(d for d in X.dims if d != dim) if reset else self._grid_dims
         # the training grid's dims, sizes and labels (in any order, any longitude convention)
         order = {} if reset else feature_order(X, self._fitted_layout, name="X")

@@ -9,7 +9,9 @@ import xarray as xr
 from conftest import count_computes
 
 import dcfa
-from dcfa import LinCFA
+from dcfa import LinCFA, RegionsCV
+from dcfa._errors import InputError
+from dcfa.datasets import make_regions_field
 
 
 @pytest.fixture
@@ -207,3 +209,24 @@ def test_an_unlabelled_array_after_a_labelled_fit_is_warned_as_scikit_learn_does
         (plain.transform if hasattr(plain, "labels_") else plain.predict)(X.values.reshape(40, -1))
     np.testing.assert_allclose(np.asarray(by_label), np.asarray(method(X)))
     assert not np.allclose(np.asarray(bare), np.asarray(by_label))
+
+
+@pytest.mark.parametrize("make", [lambda: LinCFA(random_state=0), lambda: RegionsCV(n_splits=3)])
+def test_a_field_in_other_units_than_the_fit_is_refused(make):
+    """RegionsCV fitted on degC took a field in K in transform, where Anomalies and a
+    loaded result refuse it: its regions' means were 273 K off the ones it was fitted on."""
+    ds = make_regions_field(120, (8, 12), 6, seed=3)
+    X, y = ds.field.compute(), ds.target.compute()
+    X.attrs["units"] = "degC"
+    model = make().fit(X, y)
+    kelvin = X + 273.15
+    kelvin.attrs["units"] = "K"
+    with pytest.raises(InputError, match=rf"^X: its units 'K' differ from the training data's "
+                       rf"'degC'; {type(model).__name__} was fitted in 'degC' and dcfa converts "
+                       r"no units: convert X first"):  # fmt: skip
+        model.transform(kelvin)
+    spelled = X.assign_attrs(units="degree_Celsius")  # the same unit: the same features
+    np.testing.assert_array_equal(model.transform(spelled).values, model.transform(X).values)
+    unknown = X.copy()
+    del unknown.attrs["units"]  # nothing to compare: taken as it is
+    np.testing.assert_array_equal(model.transform(unknown).values, model.transform(X).values)
