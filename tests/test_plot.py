@@ -584,8 +584,9 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     assert texts == ["region 3 (m s-1)", "myindex"]
     import pandas as pd
 
-    texts = plot_series(picked, pd.Series(target, name="flow")).get_legend().get_texts()
-    assert texts[1].get_text() == "flow"
+    ax = plot_series(picked, pd.Series(target, name="flow"))
+    assert ax.get_legend().get_texts()[1].get_text() == "flow"
+    _assert_labels_inside(ax)
 
 
 def test_predicted_against_observed_with_its_r2():
@@ -598,6 +599,7 @@ def test_predicted_against_observed_with_its_r2():
     np.testing.assert_allclose(ax.collections[0].get_offsets(), np.c_[observed, predicted])
     r2 = 1 - np.sum((observed - predicted) ** 2) / np.sum((observed - observed.mean()) ** 2)
     assert ax.get_title() == f"R² = {r2:+.2f}"
+    _assert_labels_inside(ax)
 
 
 def test_the_path_of_each_cv_estimator_is_drawn_with_the_climatology():
@@ -625,6 +627,17 @@ def test_the_path_of_each_cv_estimator_is_drawn_with_the_climatology():
     np.testing.assert_array_equal(bars.lines[0].get_xdata(), gen.cv_path_["n_groups"].values)
     with pytest.raises(ValueError, match="path: expected a cv_path_"):
         plot_path(xr.Dataset())
+    _assert_labels_inside(ax)  # a walkthrough's saved path lost its "regions" label
+
+
+def _assert_labels_inside(ax) -> None:
+    """The axis labels of ``ax`` lie inside its figure, as savefig writes it by default."""
+    fig = ax.figure
+    fig.canvas.draw()
+    for label in (x for x in (ax.xaxis.label, ax.yaxis.label) if x.get_text()):
+        box = label.get_window_extent(fig.canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.width, label.get_text()
+        assert 0 <= box.y0 and box.y1 <= fig.bbox.height, label.get_text()
 
 
 def test_drift_has_a_reference_line_of_the_training_months():

@@ -87,7 +87,7 @@ def plot_embedding(
 
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = plt.subplots(layout="constrained")
     if m == 1:
         x = np.arange(n) if yv is None else yv
         ax.scatter(x, E[:, 0], s=12)
@@ -185,7 +185,7 @@ def plot_drift(
 
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = plt.subplots(layout="constrained")
     ax.plot(x, s, lw=1.2, color="C0", label="drift score")
     if threshold is not None:
         above = s > threshold

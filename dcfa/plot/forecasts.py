@@ -88,7 +88,7 @@ def plot_series(
     r = float(np.corrcoef(x[ok], y[ok])[0, 1])
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 3))
+        _, ax = plt.subplots(figsize=(9, 3), layout="constrained")
     ax.plot(t, x, lw=1.2, label=label)
     ax.plot(t, y, lw=1.0, color="k", alpha=0.7, label=target_label)
     ax.axhline(0.0, color="grey", lw=0.5)
@@ -141,7 +141,7 @@ def plot_predicted(
     r2 = 1.0 - np.sum((o - p) ** 2) / np.sum((o - o.mean()) ** 2)
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots(figsize=(4, 4))
+        _, ax = plt.subplots(figsize=(4, 4), layout="constrained")
     ax.scatter(o, p, s=10, alpha=0.6)
     lo, hi = float(min(o.min(), p.min())), float(max(o.max(), p.max()))
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
@@ -174,7 +174,7 @@ def plot_path(path: xr.Dataset, *, chosen: Any = None, ax: Axes | None = None) -
     """
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.5))
+        _, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
     if "mean_r2" in path:
         for level in path["level"].values:
             skill = path["mean_r2"].sel(level=level)

@@ -291,9 +291,11 @@ def _map_axes(ax, coastlines: bool, lons: np.ndarray):
     ccrs = _cartopy_crs() if coastlines else None
     if ax is None:
         if ccrs is not None:
-            _, ax = plt.subplots(subplot_kw={"projection": _projection(ccrs, lons)})
+            _, ax = plt.subplots(
+                subplot_kw={"projection": _projection(ccrs, lons)}, layout="constrained"
+            )
         else:
-            _, ax = plt.subplots()
+            _, ax = plt.subplots(layout="constrained")
     geo = ccrs is not None and hasattr(ax, "coastlines")
     return ax, ({"transform": ccrs.PlateCarree()} if geo else {})
 
