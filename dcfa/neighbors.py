@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+import xarray as xr
 
 from dcfa._errors import InputError, InputTypeError
 from dcfa.stacking import BLOCK_DIMS
@@ -29,6 +30,7 @@ __all__ = [
     "feature_blocks_of",
     "grid_adjacency",
     "grid_adjacency_for",
+    "patch_sizes",
     "periodic_dims",
     "resolve_grid",
     "resolve_neighbors",
@@ -251,6 +253,66 @@ def grid_adjacency_for(
     shape = tuple(int(field.sizes[d]) for d in dims)
     axes = periodic_dims(field, periodic, sample_dim=sample_dim)
     return grid_adjacency(shape, radius, periodic=axes, blocks=block_axes(dims))
+
+
+def patch_sizes(
+    field, radius: int = 1, *, periodic="auto", sample_dim: str = "time"
+) -> xr.DataArray:
+    """How many cells the separate patch of each cell of ``field`` holds: the cells with a
+    value in every sample, connected by :func:`grid_adjacency_for` (what a map of contiguous
+    regions can join; 0 where a cell has a missing value or lies on land).
+
+    A lake, an enclosed sea or a bay that the land mask cuts off is a patch of its own, and
+    every patch is a region of its own in a map of contiguous regions (``RegionsCV``): a few
+    cells of one take a region, and ``max_groups`` counts it. Leave the small ones out
+    first, where they are not what the map is for::
+
+        X = X.where(dcfa.neighbors.patch_sizes(X) >= 20)
+
+    Parameters
+    ----------
+    field : xarray.DataArray
+        Dims ``(sample_dim, *grid)``, as an estimator takes it. Its missing values are read
+        (computed, for a Dask-backed field).
+    radius, periodic : as :func:`grid_adjacency_for`
+        The estimator's ``neighbors`` and ``periodic``.
+    sample_dim : str, default="time"
+
+    Returns
+    -------
+    xarray.DataArray of int on the grid
+        Each cell's patch size, with the grid's coordinates.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, dcfa
+    >>> values = np.ones((3, 2, 5))
+    >>> values[:, :, 2] = np.nan  # a strip of land cuts the grid in two
+    >>> field = xr.DataArray(values, dims=("time", "y", "x"))
+    >>> dcfa.neighbors.patch_sizes(field).values.tolist()
+    [[4, 4, 0, 4, 4], [4, 4, 0, 4, 4]]
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    if not isinstance(field, xr.DataArray) or sample_dim not in field.dims:
+        raise InputTypeError(
+            f"field: expected an xarray.DataArray with the sample dim {sample_dim!r}, got "
+            f"{type(field).__name__}" + (f" of dims {field.dims}" if hasattr(field, "dims") else "")
+        )
+    dims, _ = _grid_of(field, sample_dim)
+    if not set(dims) <= set(field.dims):  # a list of cells: their patches are not the grid's
+        raise InputError(
+            f"field: expected a field on its grid, dims ({sample_dim!r}, *grid); got dims "
+            f"{field.dims}: unstack its cells first"
+        )
+    kept = field.notnull().all(sample_dim).transpose(*dims)
+    inside = np.asarray(kept.values).ravel()
+    A = grid_adjacency_for(field, radius, periodic=periodic, sample_dim=sample_dim)
+    cells = np.flatnonzero(inside)
+    _, patch = connected_components(A[cells][:, cells], directed=False)
+    sizes = np.zeros(inside.size, dtype=np.int64)
+    sizes[cells] = np.bincount(patch)[patch]
+    return kept.copy(data=sizes.reshape(kept.shape)).rename("patch_size")
 
 
 def is_radius(neighbors) -> bool:

@@ -261,3 +261,70 @@ def test_groups_are_connected_in_every_execution(seed, n_lat, n_lon, convention,
             got, ref = model.transform(X), full.transform(X)
             xr.testing.assert_allclose(got, ref, rtol=1e-10)
             assert got.dims == ref.dims and got.attrs == ref.attrs and got.name == ref.name
+
+
+def _flood_sizes(inside: np.ndarray, radius: int, wrap: bool) -> np.ndarray:
+    """Each cell's patch size by a breadth-first flood over a 2-D mask (the reference)."""
+    ny, nx = inside.shape
+    sizes = np.zeros(inside.shape, dtype=np.int64)
+    seen = np.zeros(inside.shape, dtype=bool)
+    for start in zip(*np.nonzero(inside), strict=True):
+        if seen[start]:
+            continue
+        patch, todo = [], [start]
+        seen[start] = True
+        while todo:
+            i, j = todo.pop()
+            patch.append((i, j))
+            for di in range(-radius, radius + 1):
+                for dj in range(-radius, radius + 1):
+                    a, b = i + di, j + dj
+                    if wrap:
+                        b %= nx
+                    if 0 <= a < ny and 0 <= b < nx and inside[a, b] and not seen[a, b]:
+                        seen[a, b] = True
+                        todo.append((a, b))
+        for cell in patch:
+            sizes[cell] = len(patch)
+    return sizes
+
+
+@pytest.mark.parametrize("radius", [1, 2])
+@pytest.mark.parametrize("seed", range(3))
+def test_patch_sizes_are_a_flood_fills_on_a_global_grid(radius, seed):
+    from dcfa.neighbors import patch_sizes
+
+    rng = np.random.default_rng(seed)
+    lon = np.arange(0.0, 360.0, 20.0)  # global: the first and last columns touch
+    values = rng.normal(size=(5, 9, lon.size))
+    values[:, rng.random((9, lon.size)) < 0.55] = np.nan  # land in blobs of every size
+    values[2, 0, 0] = np.nan  # one missing month: a gap, left out as the fit leaves it
+    field = xr.DataArray(values, dims=("time", "lat", "lon"),
+                         coords={"lat": np.arange(9.0) * 20 - 80, "lon": lon})  # fmt: skip
+    got = patch_sizes(field, radius)
+    inside = np.isfinite(values).all(axis=0)
+    np.testing.assert_array_equal(got.values, _flood_sizes(inside, radius, wrap=True))
+    assert got.dims == ("lat", "lon") and (got.lon == lon).all()
+    cut = patch_sizes(field, radius, periodic=False)
+    np.testing.assert_array_equal(cut.values, _flood_sizes(inside, radius, wrap=False))
+
+
+def test_small_patches_left_out_leave_the_map_their_regions():
+    """A lake of a few cells is a region of its own in a map of contiguous regions (a
+    walkthrough's Great Lakes took 5 of 9 regions); the docs' recipe leaves them out."""
+    from dcfa.datasets import make_regions_field
+    from dcfa.neighbors import patch_sizes
+
+    ds = make_regions_field(240, (12, 24), 6, seed=1)
+    X, y = ds.field.compute(), ds.target.compute()
+    land = np.zeros((12, 24), dtype=bool)
+    land[4:8, 2:7] = True  # an island of land around a lake of two cells
+    land[5, 3:5] = False
+    X = X.where(~xr.DataArray(land, dims=("lat", "lon")))
+    sizes = patch_sizes(X)
+    assert sorted(np.unique(sizes.values).tolist()) == [0, 2, 12 * 24 - 18 - 2]  # 18 land
+    with_lake = dcfa.RegionsCV(n_splits=3).fit(X, y)
+    lake = with_lake.labels_.reshape(12, 24)[5, 3:5]
+    assert lake[0] == lake[1] and (with_lake.labels_ == lake[0]).sum() == 2  # its own region
+    without = dcfa.RegionsCV(n_splits=3).fit(X.where(sizes >= 20), y)
+    assert (without.labels_.reshape(12, 24)[5, 3:5] == -1).all()
