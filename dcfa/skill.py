@@ -209,37 +209,19 @@ def _cross_validated_skill(
     not shown: the skill returned says more, fold by fold. The refits'
     :class:`dcfa.GappyCellsWarning` is shown once, the first fold's, with how many folds
     warned; their other warnings as they came."""
-    with (
-        warnings.catch_warnings(record=True) as caught,
-        dask.config.set(scheduler="threads"),
-    ):
-        warnings.simplefilter("always")
-        warnings.simplefilter("ignore", NoSkillWarning)
-        try:
-            out = cross_validate(
-                as_regressor(model),
-                X,
-                y,
-                cv=cv,
-                scoring="r2",
-                return_estimator=True,
-                return_indices=True,
-                error_score="raise",
-            )
-        except ValueError as exc:
-            if "contains NaN" not in str(exc) or not (gappy := _gappy_features(X)):
-                raise
-            raise InputError(
-                f"X: {counted(gappy, 'feature')} with values missing in some samples: a fold "
-                "whose training samples have none of a feature's gaps keeps it, and its test "
-                "samples' gaps reach the regression as NaN. Fill the gaps, or leave those "
-                "features out first, as a fit on every sample does (in xarray: X.where("
-                'X.notnull().all("time"))); LinCFA and GenLinCFA keep them with '
-                "missing='pairwise'"
-            ) from exc
-        folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
-        predictions = _out_of_sample(out["estimator"], X, folds)
-    _warn_again(caught, len(folds))
+    caught, folds = [], None
+    try:
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            dask.config.set(scheduler="threads"),
+        ):
+            warnings.simplefilter("always")
+            warnings.simplefilter("ignore", NoSkillWarning)
+            out = _refits(model, X, y, cv)
+            folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
+            predictions = _out_of_sample(out["estimator"], X, folds)
+    finally:  # a failed refit's warnings may say why
+        _warn_again(caught, folds)
     return Skill(
         name=name or type(model).__name__,
         r2=np.asarray(out["test_score"]),
@@ -250,6 +232,34 @@ def _cross_validated_skill(
     )
 
 
+def _refits(model, X, y, cv):
+    """scikit-learn's ``cross_validate`` of ``as_regressor(model)``, its estimators and
+    indices kept; NaN that a fold's test gaps bring to the regression is said to be the
+    data's."""
+    try:
+        return cross_validate(
+            as_regressor(model),
+            X,
+            y,
+            cv=cv,
+            scoring="r2",
+            return_estimator=True,
+            return_indices=True,
+            error_score="raise",
+        )
+    except ValueError as exc:
+        if "contains NaN" not in str(exc) or not (gappy := _gappy_features(X)):
+            raise
+        raise InputError(
+            f"X: {counted(gappy, 'feature')} with values missing in some samples: a fold "
+            "whose training samples have none of a feature's gaps keeps it, and its test "
+            "samples' gaps reach the regression as NaN. Fill the gaps, or leave those "
+            "features out first, as a fit on every sample does (in xarray: X.where("
+            'X.notnull().all("time"))); LinCFA and GenLinCFA keep them with '
+            "missing='pairwise'"
+        ) from exc
+
+
 def _gappy_features(X) -> int:
     """How many features of ``X`` (samples first) have some, not all, values missing."""
     values = np.asarray(X.values if isinstance(X, (xr.DataArray, pd.DataFrame)) else X)
@@ -257,13 +267,15 @@ def _gappy_features(X) -> int:
     return int((missing.any(axis=0) & ~missing.all(axis=0)).sum())
 
 
-def _warn_again(caught: list, n_folds: int) -> None:
+def _warn_again(caught: list, folds: list | None) -> None:
     """The refits' warnings ``caught``, shown under the caller's filters: each once, and the
-    gappy cells' once for all folds (the folds' counts differ, so their texts do)."""
+    gappy cells' once for all ``folds`` (the folds' counts differ, so their texts do; None
+    when a refit failed)."""
     gappy = [w for w in caught if issubclass(w.category, GappyCellsWarning)]
     if gappy:
+        of = "" if folds is None else f" of {len(folds)}"
         warnings.warn(
-            f"{len(gappy)} of {n_folds} folds' refits: {gappy[0].message}",
+            f"{len(gappy)}{of} folds' refits: {gappy[0].message}",
             GappyCellsWarning,
             stacklevel=4,  # the caller of forward_cv or blocked_cv
         )

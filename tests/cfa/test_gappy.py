@@ -100,6 +100,12 @@ class _WarnsInFit(LinearRegression):
         return super().fit(X, y)
 
 
+class _WarnsThenFails(LinearRegression):
+    def fit(self, X, y):
+        warnings.warn("why the refit fails", UserWarning, stacklevel=2)
+        raise RuntimeError("the refit failed")
+
+
 @pytest.mark.parametrize("cv", ["forward_cv", "blocked_cv"])
 def test_a_cv_warns_of_the_gaps_once_for_all_folds(field, cv):
     """Every fold's refit left the same cells out and warned, each in its own words (its
@@ -122,6 +128,11 @@ def test_a_cv_warns_of_the_gaps_once_for_all_folds(field, cv):
         warnings.simplefilter("default")
         getattr(dcfa, cv)(_WarnsInFit(), cells[:, :5], y, n_splits=4)
     assert [str(w.message) for w in caught] == ["a refit's own warning"]
+    # a refit that fails: its warnings are shown too, with its error
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(RuntimeError):
+        warnings.simplefilter("default")
+        getattr(dcfa, cv)(_WarnsThenFails(), cells[:, :5], y, n_splits=4)
+    assert [str(w.message) for w in caught] == ["why the refit fails"]
 
 
 def test_a_gap_only_in_a_folds_test_samples_is_refused_with_the_remedy(field):
