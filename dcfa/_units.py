@@ -42,18 +42,3 @@ def _unit_words(units: str) -> tuple[str, ...]:
         text = text.replace(sign, "")
     # a dot or a star between factors (m.s-1), not a decimal point (1.5 m)
     return tuple(re.sub(r"(?<=[A-Za-z0-9])[.*](?=[A-Za-z])", " ", text).split())
-
-
-def check_units(fitted, given, fitted_what: str, name: str = "X") -> None:
-    """Refuse data in other units than the training data's (both known): what was fitted
-    (``fitted_what``: "the climatology", "the map's centres") would meet values of another
-    scale, silently. An InputError naming ``name``."""
-    from dcfa._errors import InputError
-
-    if fitted is None or given is None or same_units(str(fitted), str(given)):
-        return
-    raise InputError(
-        f"{name}: its units {str(given)!r} differ from the training data's {str(fitted)!r}; "
-        f"{fitted_what} was fitted in {str(fitted)!r} and dcfa converts no units: convert "
-        f"{name} first"
-    )

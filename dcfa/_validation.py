@@ -24,7 +24,7 @@ from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
 from dcfa._errors import LARGEST_TARGET, InputError, InputTypeError
-from dcfa._units import check_units
+from dcfa._units import same_units
 from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, isel_positions, stack_features
 
@@ -36,6 +36,7 @@ __all__ = [
     "align_features",
     "check_X",
     "check_fitted_X",
+    "check_units",
     "check_y",
     "single_target",
     "feature_order",
@@ -174,6 +175,19 @@ def check_n_features(estimator, n_features: int) -> None:
             f"X has {n_features} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input"
         )
+
+
+def check_units(fitted, given, fitted_what: str, name: str = "X") -> None:
+    """Refuse data in other units than the training data's (both known): what was fitted
+    (``fitted_what``: "the climatology", "the map's centres") would meet values of another
+    scale, silently. An InputError naming ``name``."""
+    if fitted is None or given is None or same_units(str(fitted), str(given)):
+        return
+    raise InputError(
+        f"{name}: its units {str(given)!r} differ from the training data's {str(fitted)!r}; "
+        f"{fitted_what} was fitted in {str(fitted)!r} and dcfa converts no units: convert "
+        f"{name} first"
+    )
 
 
 def check_fitted_X(

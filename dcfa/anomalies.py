@@ -28,11 +28,11 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, InputTypeError
-from dcfa._units import check_units
 from dcfa._validation import (
     StrOptions,
     _check_numeric,
     check_fitted_X,
+    check_units,
     check_X,
     feature_order,
     validate_params,
