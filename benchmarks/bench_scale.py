@@ -3,6 +3,7 @@
     python benchmarks/bench_scale.py            # D = 1e4, 1e5, 1e6 (neighbours), 5e4 (seed rows)
     python benchmarks/bench_scale.py --quick    # D = 1e4 and 4e4, and 1e4 for seed rows
     python benchmarks/bench_scale.py --json benchmarks/results/scale.json   # the docs' table
+    python benchmarks/bench_scale.py --auto     # what mode="auto" picks, and at what cost
 
 Data: the synthetic regions field of ``dcfa.datasets.make_regions_field`` (float32, kelvin-like
 offsets, 500 monthly samples, 10 % land), generated lazily chunk by chunk like an archive
@@ -13,6 +14,12 @@ would hold is printed beside it.
 
 ``--json PATH`` writes every fit's D, seconds, peak bytes and groups (benchmarks/_results.py),
 from which docs/evidence/performance.md renders its table.
+
+``--auto`` times the choice of ``mode="auto"`` (the memory guide's numbers), each fit once,
+on the data in memory: ``GenLinCFA(neighbors=1)`` on a 2 degree field of 1 200 months (30 %
+land) with the dense matrix, with the series and at ``mode="auto"``, which must give the
+same groups; then ``LinCFA(neighbors=1)`` and ``GenLinCFA(neighbors=1)`` at ``mode="auto"``
+on 200 x 300 cells of 200 months, whose dense matrix would take 26.8 GiB.
 """
 
 from __future__ import annotations
@@ -99,11 +106,36 @@ def run(label, model, field, target, D):
     return {"D": D, "seconds": seconds, "peak_bytes": mem.bytes, "groups": model.n_features_out_}
 
 
+def auto() -> None:
+    from dcfa import GenLinCFA
+
+    ds = make_regions_field(1200, (90, 180), 40, land_fraction=0.3, seed=0)
+    field, y = ds.field.compute(), ds.target.values
+    D = int(field.notnull().all("time").sum())
+    labels = {}
+    for mode in ("dense", "series", "auto"):
+        model = GenLinCFA(neighbors=1, mode=mode)
+        run(f"GenLinCFA {mode:6s} ({model.execution_for(field)})", model, field, y, D)
+        labels[mode] = model.labels_
+    same = all(np.array_equal(labels[m], labels["series"]) for m in ("dense", "auto"))
+    print(f"dense, series and auto give the same groups: {same}")
+    ds = make_regions_field(200, (200, 300), 40, land_fraction=0.0, seed=0)
+    field, y = ds.field.compute(), ds.target.values
+    for cls in (LinCFA, GenLinCFA):
+        model = cls(neighbors=1)
+        label = f"{cls.__name__} auto ({model.execution_for(field)})"
+        run(label, model, field, y, field.shape[1] * field.shape[2])
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--auto", action="store_true", help="time mode='auto''s choice")
     args = parser.parse_args(argv)
+    if args.auto:
+        auto()
+        return
     sizes = [10_000, 40_000] if args.quick else [10_000, 100_000, 1_000_000]
     runs = []
     for D in sizes:
