@@ -38,10 +38,10 @@ from dcfa._validation import (
     validate_params,
 )
 from dcfa.io.calendars import (
-    MONTH_NAMES,
     SUB_MONTHLY,
     calendar_of,
     months_of,
+    months_once,
     samples_per_month,
 )
 from dcfa.stacking import FeatureLayout
@@ -208,8 +208,6 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ``by=None``, or when ``X`` carries no dates (``fit`` says what it needs). Reads the
         dates only.
         """
-        from dcfa.io.calendars import months_once
-
         coord = self._dates(X)
         if self.by != "month" or coord is None or calendar_of(coord) is None:
             return []
@@ -247,7 +245,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 + ("month (two years)" if self.by == "month" else "cell")
             )
         if self.by == "month" and (counts == 1).any():
-            once = [MONTH_NAMES[m] for m in np.flatnonzero(counts == 1)]
+            once = months_once(groups + 1)  # groups are months 0..11
             warnings.warn(
                 f"{type(self).__name__}: {', '.join(once)} present once in X, so their "
                 "anomalies are 0 in every cell"
