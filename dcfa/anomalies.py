@@ -1,14 +1,15 @@
 """Anomalies as an estimator: a climatology fitted on the training rows only.
 
-:class:`Anomalies` removes each calendar month's mean (and, optionally, divides by the spread
-of the anomalies) with statistics learnt in ``fit``. Inside a :class:`sklearn.pipeline.Pipeline`
+:class:`Anomalies` removes each calendar month's mean, or each calendar day's from a fit of
+the annual cycle's first harmonics (and, optionally, divides by the spread of the
+anomalies) with statistics learnt in ``fit``. Inside a :class:`sklearn.pipeline.Pipeline`
 (``make_pipeline(Anomalies(), LinCFA())``) that is refitted in every fold of
 :func:`dcfa.skill.forward_cv` or :func:`dcfa.skill.blocked_cv`, no statistic of a test month is
 used to fit anything, unlike anomalies computed once from the whole record before the
 cross-validation.
 
 The statistics come from one pass of dcfa's grid engine (:func:`dcfa.stats.grid.grid_pass`)
-with the calendar months as segments: every row block gives, per month and cell, the count
+with the calendar months (or days) as segments: every row block gives, per month and cell, the count
 and the mean, and the sum of squared deviations from it (float64); blocks are merged with the
 pairwise update of Chan, Golub & LeVeque, never from raw sums of squares. ``transform`` is one
 blockwise operation per chunk that keeps the field's chunks
@@ -18,6 +19,7 @@ blockwise operation per chunk that keeps the field's chunks
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
 
 import dask.array as da
 import numpy as np
@@ -29,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, InputTypeError
 from dcfa._validation import (
+    Interval,
     StrOptions,
     _check_numeric,
     check_fitted_X,
@@ -39,7 +42,9 @@ from dcfa._validation import (
 )
 from dcfa.io.calendars import (
     SUB_MONTHLY,
+    calendar_days,
     calendar_of,
+    months_in_one_year,
     months_of,
     months_once,
     samples_per_month,
@@ -50,8 +55,7 @@ from dcfa.stats.kernels import anomaly_block
 
 __all__ = ["Anomalies"]
 
-BY = ("month",)
-_N_GROUPS = {"month": 12, None: 1}
+BY = ("month", "dayofyear")
 
 ############################################################################################
 # the statistics: one pass of dcfa's grid engine with the months as segments
@@ -83,14 +87,55 @@ def _frame_dates(X, dim: str) -> xr.DataArray | None:
     return coord if calendar_of(coord) is not None else None
 
 
-def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
+def annual_harmonics(n_days: int, harmonics: int) -> np.ndarray:
+    """``(n_days, 2 * harmonics + 1)``: a constant, then the cosine and sine of each of the
+    annual cycle's first ``harmonics`` harmonics, on every calendar day."""
+    phase = 2 * np.pi * np.arange(n_days) / n_days
+    waves = [f(k * phase) for k in range(1, harmonics + 1) for f in (np.cos, np.sin)]
+    return np.column_stack([np.ones(n_days), *waves])
+
+
+def harmonic_fit(means: np.ndarray, counts: np.ndarray, harmonics: int) -> np.ndarray:
+    """Every column's least-squares fit of a mean and the annual cycle's first ``harmonics``
+    harmonics to its samples, on every calendar day: ``(n_days, n_cells)``.
+
+    ``means`` and ``counts`` (``(n_days, n_cells)``) are each calendar day's mean and number
+    of samples: the basis is constant within a day, so the least squares of the samples is
+    the fit to the days' means weighted by their counts. A column with data on fewer
+    calendar days than the basis has functions is NaN; with as many, the fit is unique (a
+    trigonometric polynomial of degree ``harmonics`` with ``2 * harmonics + 1`` zeros on the
+    circle is 0).
+    """
+    n_days, n_cells = means.shape
+    basis = annual_harmonics(n_days, harmonics)
+    p = basis.shape[1]
+    w = counts.astype(np.float64)
+    total = w.sum(axis=0)
+    dev = np.where(w > 0, means, 0.0)
+    # each column's mean first: small numbers in the normal equations (273.15 K offsets)
+    centre = np.divide((w * dev).sum(axis=0), total, out=np.zeros(n_cells), where=total > 0)
+    dev = np.where(w > 0, dev - centre, 0.0)
+    rhs = basis.T @ (w * dev)
+    gram = w.T @ (basis[:, :, None] * basis[:, None, :]).reshape(n_days, p * p)
+    enough = (w > 0).sum(axis=0) >= p
+    coef = np.full((n_cells, p), np.nan)
+    if enough.any():
+        coef[enough] = np.linalg.solve(gram[enough].reshape(-1, p, p), rhs.T[enough][..., None])[
+            ..., 0
+        ]
+    return centre + basis @ coef.T
+
+
+def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool, harmonics=None):
     """Climatology ``(n_groups, *grid)`` (NaN without data) and spread ``grid`` (or None).
 
     One :func:`dcfa.stats.grid.grid_pass` over ``data`` (samples first, NumPy or Dask) with
-    the groups as segments: their means are the climatology; the moments pooled within them
-    are the anomalies'. The spread is the standard deviation (``ddof=1``) of the anomalies:
-    the square root of the pooled sums of squared deviations over the count minus one. It is
-    NaN where a cell has fewer than two values or is constant up to rounding (the test of
+    the groups as segments: their means are the climatology (or, with ``harmonics``, the
+    fit of :func:`harmonic_fit` to them); the moments pooled within them are the anomalies'
+    (plus, with ``harmonics``, each group's count times its mean's squared departure from
+    the fit). The spread is the standard deviation (``ddof=1``) of the anomalies: the square
+    root of those sums of squared deviations over the count minus one. It is NaN where a
+    cell has fewer than two values or is constant up to rounding (the test of
     scikit-learn's ``StandardScaler``).
     """
     from dcfa.stats.grid import grid_pass
@@ -100,14 +145,20 @@ def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool):
         data.reshape(-1, 1) if not grid else data, segments=groups, n_segments=n_groups
     )
     seen = done.segment_seen.reshape(-1, *grid)  # a single series: grid ()
-    clim = np.where(seen > 0, done.segment_mean.reshape(seen.shape), np.nan)
+    means = np.where(seen > 0, done.segment_mean.reshape(seen.shape), np.nan)
+    clim = means
+    if harmonics is not None:
+        flat = harmonic_fit(means.reshape(n_groups, -1), seen.reshape(n_groups, -1), harmonics)
+        clim = flat.reshape(seen.shape)
     if not standardize:
         return clim, None
     n = seen.sum(axis=0)
     m2 = done.moments.diag.reshape(n.shape)
+    if harmonics is not None:  # the days' means' departures from the fit
+        m2 = m2 + np.where(seen > 0, seen * (means - clim) ** 2, 0.0).sum(axis=0)
     var = np.divide(m2, n - 1, out=np.full(n.shape, np.nan), where=n > 1)
     eps = np.finfo(np.float64).eps
-    level = np.abs(np.where(seen > 0, clim, 0.0)).max(axis=0)  # 0 without data
+    level = np.abs(np.where(seen > 0, means, 0.0)).max(axis=0)  # 0 without data
     constant = var <= n * eps * var + (n * level * eps) ** 2
     return clim, np.sqrt(np.where(constant, np.nan, var))
 
@@ -123,17 +174,22 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
     """Anomalies from a climatology fitted on the training rows: ``(x - clim[month]) / scale``.
 
     ``fit`` learns, per cell, the mean of every calendar month over the rows it is given
-    (``by="month"``) or the overall mean (``by=None``) and, with ``standardize=True``, the
+    (``by="month"``), a smooth annual cycle on every calendar day (``by="dayofyear"``, for
+    daily samples) or the overall mean (``by=None``) and, with ``standardize=True``, the
     spread of the anomalies; ``transform`` removes them from any rows. In a
     :class:`~sklearn.pipeline.Pipeline` before a CFA estimator, cross-validation refits it
     on every training fold, so test months never enter the climatology.
 
     Parameters
     ----------
-    by : {"month"} or None, default="month"
+    by : {"month", "dayofyear"} or None, default="month"
         ``"month"``: subtract the mean of each row's calendar month (the month comes from the
         ``sample_dim`` coordinate of an :class:`xarray.DataArray`: ``datetime64`` or cftime
         dates of any calendar; or from a pandas DataFrame's DatetimeIndex or PeriodIndex).
+        ``"dayofyear"``: subtract the climatology of each row's calendar day, from the same
+        dates (see ``harmonics``): for daily samples, where a month's mean would leave the
+        seasonal cycle within the month in the anomalies. A calendar with leap years counts
+        the days of a leap year, so that 1 March is one day every year.
         ``None``: subtract the overall mean (the only choice for NumPy or Dask arrays, which
         carry no dates).
     standardize : bool, default=False
@@ -141,6 +197,13 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         of each cell's anomalies (its values minus their month's mean).
     sample_dim : str, default="time"
         The sample dim of an xarray input; every other dim is a feature (grid) dim.
+    harmonics : int or None, default=3
+        ``by="dayofyear"`` only: the climatology is the least-squares fit, to each cell's
+        training samples, of a mean and the annual cycle's first ``harmonics`` harmonics
+        (periods of a year, half a year, a third), as the daily climatologies of NOAA's
+        Climate Prediction Center are. Each calendar day's own mean would hold the noise of
+        one sample a year (30 samples from 30 years); the fit pools every day. None: each
+        calendar day's own mean (a day the training rows do not hold then has none).
 
     Attributes
     ----------
@@ -148,6 +211,10 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ``by="month"``: shape ``(12, *grid)``, the mean of months 1..12 (a DataArray with a
         ``month`` dim and the grid's coordinates and attributes when fitted on one); NaN for
         months absent from the training rows and for cells without data in a month.
+        ``by="dayofyear"``: shape ``(n_days, *grid)`` (a ``dayofyear`` dim, 1..366 for a
+        calendar with leap years, 365, 366 or 360 for the noleap, all_leap and 360_day
+        calendars); NaN for cells with data on fewer calendar days than the fit has terms
+        (``2 * harmonics + 1``), or, with ``harmonics=None``, on none of a day's rows.
         ``by=None``: shape ``grid`` (``(n_features,)`` for an array), the overall mean.
     scale_ : ndarray, xarray.DataArray or None
         Shape ``grid``: the spread each anomaly is divided by (``standardize=True``), else
@@ -180,37 +247,57 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
     Examples
     --------
     >>> import numpy as np, pandas as pd, xarray as xr
-    >>> time = pd.date_range("2000-01-01", periods=24, freq="MS")
-    >>> X = xr.DataArray(np.arange(24.0), dims="time", coords={"time": time})
-    >>> Anomalies().fit(X[:12]).transform(X[12:]).values
-    array([12., 12., 12., 12., 12., 12., 12., 12., 12., 12., 12., 12.])
+    >>> time = pd.date_range("2000-01-01", periods=36, freq="MS")
+    >>> X = xr.DataArray(np.arange(36.0), dims="time", coords={"time": time})
+    >>> Anomalies().fit(X[:24]).transform(X[24:]).values
+    array([18., 18., 18., 18., 18., 18., 18., 18., 18., 18., 18., 18.])
+
+    Daily samples: a smooth climatology of every calendar day, where a month's mean would
+    leave a ramp of up to 2.7 in each month (the cycle's amplitude is 10; what is left is
+    the leap years' shift of the dates against the cycle).
+
+    >>> days = pd.date_range("2000-01-01", "2003-12-31", freq="D")
+    >>> season = 10 * np.cos(2 * np.pi * (days.day_of_year.to_numpy() - 200) / 365.25)
+    >>> T = xr.DataArray(season, dims="time", coords={"time": days})
+    >>> anomalies = Anomalies(by="dayofyear").fit(T).transform(T)
+    >>> round(float(abs(anomalies).max()), 2)
+    0.14
     """
 
     _parameter_constraints: dict = {
         "by": [StrOptions(set(BY)), None],
         "standardize": ["boolean"],
         "sample_dim": [str],
+        "harmonics": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
-        self, by: str | None = "month", standardize: bool = False, sample_dim: str = "time"
+        self,
+        by: str | None = "month",
+        standardize: bool = False,
+        sample_dim: str = "time",
+        harmonics: int | None = 3,
     ):
         self.by = by
         self.standardize = standardize
         self.sample_dim = sample_dim
+        self.harmonics = harmonics
 
     def months_once(self, X: xr.DataArray | ArrayLike | da.Array) -> list[str]:
         """The calendar months that the samples of ``X`` hold only once (``"Jan"``, ...).
 
         With ``by="month"`` a month's climatology fitted on these samples would be its one
-        sample, and its anomalies 0 in every cell. :func:`dcfa.forward_cv` and
-        :func:`dcfa.blocked_cv` ask it of every training window before any fit. Empty for
-        ``by=None``, or when ``X`` carries no dates (``fit`` says what it needs). Reads the
-        dates only.
+        sample, and its anomalies 0 in every cell; with ``by="dayofyear"``, the months
+        whose samples all lie in one year, whose climatology would be that year's.
+        :func:`dcfa.forward_cv` and :func:`dcfa.blocked_cv` ask it of every training window
+        before any fit. Empty for ``by=None``, or when ``X`` carries no dates (``fit`` says
+        what it needs). Reads the dates only.
         """
         coord = self._dates(X)
-        if self.by != "month" or coord is None or calendar_of(coord) is None:
+        if self.by is None or coord is None or calendar_of(coord) is None:
             return []
+        if self.by == "dayofyear":
+            return months_in_one_year(coord)
         return months_once(months_of(coord, "X"))
 
     # -- fit -----------------------------------------------------------------------------
@@ -234,8 +321,10 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         data, groups, labelled, _ = self._check_input(X, reset=True)
         if self.by == "month":
             self._warn_sub_monthly(X)
+        if self.by == "dayofyear":
+            self._refuse_one_year(X)
         counts = np.bincount(groups)
-        if counts.max(initial=0) < 2:
+        if self.by != "dayofyear" and counts.max(initial=0) < 2:
             per = "calendar month present" if self.by == "month" else "cell"
             raise InputError(
                 f"X: every {per} has a single sample in X ({data.shape[0]} samples), so the "
@@ -254,19 +343,32 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 UserWarning,
                 stacklevel=2,
             )
-        self._clim, self._scale = _fit_stats(data, groups, _N_GROUPS[self.by], self.standardize)
-        clim, scale = self._clim if self.by == "month" else self._clim[0], self._scale
+        harmonics = self.harmonics if self.by == "dayofyear" else None
+        if harmonics is not None and 2 * harmonics + 1 > self._n_groups:
+            raise InputError(
+                f"harmonics: {harmonics} harmonics take {2 * harmonics + 1} terms, more than "
+                f"the {self._n_groups} days of X's calendar year; use at most "
+                f"{(self._n_groups - 1) // 2} (3 is usual)"
+            )
+        self._clim, self._scale = _fit_stats(
+            data, groups, self._n_groups, self.standardize, harmonics
+        )
+        # the rows' groups with a climatology: every day, with the harmonics
+        self._known = np.bincount(groups, minlength=self._n_groups) > 0
+        if harmonics is not None:
+            self._known[:] = True
+        clim, scale = self._clim if self.by is not None else self._clim[0], self._scale
         self.n_samples_seen_ = int(data.shape[0])
         self.n_features_in_ = int(np.prod(self._grid_shape, dtype=np.int64))
         if self.by == "month":
             self.months_ = np.unique(groups) + 1
         elif hasattr(self, "months_"):
             del self.months_
-        self.climatology_ = self._labelled(clim, month=self.by == "month") if labelled else clim
+        self.climatology_ = self._labelled(clim, group=self.by) if labelled else clim
         if scale is None:
             self.scale_ = None
         else:
-            self.scale_ = self._labelled(scale, month=False) if labelled else scale
+            self.scale_ = self._labelled(scale, group=None) if labelled else scale
         return self
 
     def _dates(self, X):
@@ -284,12 +386,50 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             return
         warnings.warn(
             f"{type(self).__name__}: by='month' on {per:.0f} samples a month: {SUB_MONTHLY}. "
-            "Remove a daily climatology first, e.g. "
-            f"X.groupby('{self.sample_dim}.dayofyear') minus its mean over the training "
-            "years, then use by=None.",
+            "Use by='dayofyear' (a smooth climatology of every calendar day).",
             UserWarning,
             stacklevel=3,
         )
+
+    def _refuse_one_year(self, X) -> None:
+        """A day-of-year climatology of one year would be that year: refuse it; warn of
+        the months the rows hold in one year only."""
+        coord = self._dates(X)
+        years = np.unique(np.asarray(coord.dt.year.values))
+        if years.size < 2:
+            raise InputError(
+                f"X: every sample lies in {years[0]}, so a day-of-year climatology would be "
+                "that year's own values; fit on at least two years"
+            )
+        once = months_in_one_year(coord)
+        if once:
+            warnings.warn(
+                f"{type(self).__name__}: X holds {', '.join(once)} in one year only, so "
+                "their climatology is that year's; fit on at least two years of each month",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    def _groups(self, dates: xr.DataArray, *, reset: bool) -> np.ndarray:
+        """Every row's climatology group (0-based): its calendar month or day, or 0 for
+        ``by=None``; fitting sets how many groups there are."""
+        if self.by is None:
+            groups, n_groups = np.zeros(dates.size, dtype=np.int64), 1
+        else:
+            if reset:
+                _refuse_repeated_dates(dates, self.sample_dim)
+            if self.by == "month":
+                groups, n_groups = months_of(dates, "X") - 1, 12
+            else:
+                groups, n_groups = calendar_days(dates, "X")
+        if reset:
+            self._n_groups = n_groups
+        elif n_groups != self._n_groups:
+            raise InputError(
+                f"X: its dates are of a calendar of {n_groups} days a year; the climatology "
+                f"was fitted on one of {self._n_groups} (convert_calendar the field first)"
+            )
+        return groups
 
     def _check_input(self, X, *, reset: bool):
         """``(data, groups, labelled, order)``: the data with samples first, 0-based groups,
@@ -307,9 +447,9 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 f"{type(X).__name__}"
             )
         dates = _frame_dates(X, self.sample_dim)
-        if self.by == "month" and dates is None:
+        if self.by is not None and dates is None:
             raise InputError(
-                f"by: 'month' needs the dates of the samples, which a {type(X).__name__} does "
+                f"by: {self.by!r} needs the dates of the samples, which a {type(X).__name__} does "
                 "not carry; pass an xarray.DataArray with a date coordinate "
                 f"{self.sample_dim!r} or a pandas DataFrame on a DatetimeIndex (without a time "
                 "zone), or use by=None (the overall mean)"
@@ -326,11 +466,9 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 self.feature_names_in_ = inp.feature_names
             elif hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-        if self.by != "month":
-            return data, np.zeros(data.shape[0], dtype=np.int64), False, {}
-        if reset:
-            _refuse_repeated_dates(dates, self.sample_dim)
-        return data, months_of(dates, "X") - 1, False, {}
+        if dates is None:
+            dates = xr.DataArray(np.zeros(data.shape[0]), dims=self.sample_dim)
+        return data, self._groups(dates, reset=reset), False, {}
 
     def _check_dataarray(self, X: xr.DataArray, *, reset: bool):
         _check_numeric(X.dtype, "X")
@@ -350,15 +488,12 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         if X.sizes[dim] == 0:
             raise InputError(f"X: 0 samples along {dim!r}; at least 1 is required")
         X = X.transpose(dim, *grid_dims)
-        if self.by == "month":
-            try:
-                groups = months_of(X[dim], "X") - 1
-            except InputError as exc:
-                raise InputError(f"{exc} (or use by=None, the overall mean)") from None
-            if reset:
-                _refuse_repeated_dates(X[dim], dim)
-        else:
-            groups = np.zeros(X.sizes[dim], dtype=np.int64)
+        try:
+            groups = self._groups(X[dim], reset=reset)
+        except InputError as exc:
+            if self.by is None or calendar_of(X[dim]) is not None:
+                raise
+            raise InputError(f"{exc} (or use by=None, the overall mean)") from None
         if reset:
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
@@ -384,11 +519,11 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             attrs=self._attrs,
         )
 
-    def _labelled(self, values: np.ndarray, *, month: bool) -> xr.DataArray:
-        dims = ("month", *self._grid_dims) if month else self._grid_dims
+    def _labelled(self, values: np.ndarray, *, group: str | None) -> xr.DataArray:
+        dims = self._grid_dims if group is None else (group, *self._grid_dims)
         coords = {k: v for k, v in self._grid_coords.items() if set(v.dims) <= set(dims)}
-        if month:
-            coords["month"] = np.arange(1, 13)
+        if group is not None:
+            coords[group] = np.arange(1, values.shape[0] + 1)
         return xr.DataArray(values, dims=dims, coords=coords, name=self._name, attrs=self._attrs)
 
     # -- transform -----------------------------------------------------------------------
@@ -415,8 +550,10 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         Raises
         ------
         ValueError
-            If a row's calendar month does not occur in the training rows (it has no
-            climatology), naming the months; if a DataArray's ``units`` attribute names
+            If a row's calendar month (or, with ``harmonics=None``, its calendar day) does
+            not occur in the training rows (it has no climatology), naming the months (the
+            first such date); if a row's calendar has another number of days a year than
+            the training rows'; if a DataArray's ``units`` attribute names
             other units than the training DataArray's (both set; spellings of one unit,
             ``K`` and ``kelvin``, are the same).
         """
@@ -430,6 +567,15 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                     f"they have no climatology (fitted on months {self.months_.tolist()}); "
                     "fit on rows covering every month to transform"
                 )
+        if self.by == "dayofyear" and not self._known[groups].all():
+            dates = self._dates(X)
+            first = dates[np.flatnonzero(~self._known[groups])[0]]
+            raise InputError(
+                f"X: {int((~self._known[groups]).sum())} row(s) (first "
+                f"{str(first.dt.strftime('%Y-%m-%d').item())}) fall on calendar days the "
+                "training rows do not hold, which have no climatology with harmonics=None; "
+                "fit on rows covering every day, or use harmonics (3 is usual)"
+            )
         clim, scale = self._clim, self._scale
         for d, positions in order.items():  # the statistics in X's order of the labels
             axis = self._grid_dims.index(d)

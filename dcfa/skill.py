@@ -643,9 +643,12 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     climatology would be its one sample, and its anomalies 0 in every cell (on a short first
     window, every feature is then constant). Reads the dates only; names ``argument``, the
     one to change."""
-    monthly = [s for s in model_steps(model) if getattr(s, "by", None) == "month"]
-    checks = [step.months_once for step in monthly if hasattr(step, "months_once")]
-    if not checks or not isinstance(X, xr.DataArray):
+    seasonal = [
+        s
+        for s in model_steps(model)
+        if getattr(s, "by", None) in ("month", "dayofyear") and hasattr(s, "months_once")
+    ]
+    if not seasonal or not isinstance(X, xr.DataArray):
         return
     from dcfa.io.calendars import MONTH_NAMES, calendar_of, months_of
 
@@ -659,14 +662,24 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
             f"{argument}: the training rows of fold {i} ({train.size} samples, "
             f"{_month(dates[0])} .. {_month(dates[-1])})"
         )
-        for once in (check(rows) for check in checks):
-            if once:
+        for step in seasonal:
+            once = step.months_once(rows)
+            if once and step.by == "month":
                 raise InputError(
                     f"{where} hold {', '.join(once)} only once: the model's "
                     "Anomalies(by='month') would make their anomalies 0 in every cell. Monthly "
                     "anomalies need each calendar month at least twice in every training "
                     "window " + _MORE_TRAINING[argument]
                 )
+            if once:
+                raise InputError(
+                    f"{where} hold {', '.join(once)} in one year only: the model's "
+                    "Anomalies(by='dayofyear') would take their climatology from that year. "
+                    "It needs each calendar month in at least two years of every training "
+                    "window " + _MORE_TRAINING[argument]
+                )
+        if all(s.by == "dayofyear" and s.harmonics is not None for s in seasonal):
+            continue  # the fitted annual cycle gives every day a climatology
         # daily samples: a short window holds each month many times, or not at all
         absent = np.setdiff1d(
             months_of(X[sample_dim].isel({sample_dim: test}), "X"), months_of(dates, "X")
@@ -674,8 +687,8 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
         if absent.size:
             raise InputError(
                 f"{where} hold no {', '.join(MONTH_NAMES[m - 1] for m in absent)}, which its "
-                "test rows hold: the model's Anomalies(by='month') has no climatology for "
-                "them. Every training window needs each calendar month " + _MORE_TRAINING[argument]
+                "test rows hold: the model's Anomalies has no climatology for them. Every "
+                "training window needs each calendar month " + _MORE_TRAINING[argument]
             )
 
 

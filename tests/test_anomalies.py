@@ -442,3 +442,160 @@ def test_monthly_anomalies_of_daily_samples_warn():
         warnings.simplefilter("error")
         Anomalies().fit(X.isel(time=slice(0, 36)).assign_coords(time=months))
         Anomalies(by=None).fit(X)
+
+
+############################################################################################
+# by="dayofyear": a fitted annual cycle for daily samples
+
+
+def daily_field(rng, start="1995-01-01", years=6, calendar=None, gaps=True):
+    """(time, x) daily samples: a cycle with two harmonics, an offset, noise, scattered gaps
+    and one cell with data on two days only."""
+    if calendar is None:
+        time = pd.date_range(start, periods=int(years * 365.25), freq="D")
+    else:
+        n = {"noleap": 365, "360_day": 360}[calendar] * years
+        time = xr.date_range(start, periods=n, freq="D", calendar=calendar, use_cftime=True)
+    coord = xr.DataArray(time, dims="time")
+    phase = 2 * np.pi * (coord.dt.dayofyear.values - 1) / 365.25
+    cycle = 8 * np.cos(phase - 3.5) + 2 * np.sin(2 * phase)
+    values = 280.0 + cycle[:, None] * [1.0, 0.5, 2.0, 1.0] + rng.normal(size=(time.size, 4))
+    if gaps:
+        values[rng.random(values.shape) < 0.05] = np.nan
+    values[2:, 3] = np.nan  # data on two days: fewer than the fit's terms
+    return xr.DataArray(
+        values, dims=("time", "x"), coords={"time": time}, name="t2m", attrs={"units": "K"}
+    )
+
+
+def leap_year_days(time) -> np.ndarray:
+    """Each date's day (0-based) in the leap year 2000: 1 March is day 60 in every year."""
+    return np.array([pd.Timestamp(2000, t.month, t.day).day_of_year - 1 for t in time])
+
+
+def harmonic_reference(values, days, n_days, harmonics):
+    """Each column's least squares on its own samples (NaN dropped), by numpy.linalg.lstsq,
+    on every day; and the ddof=1 spread of its residuals."""
+
+    def basis(d):
+        phase = 2 * np.pi * np.asarray(d) / n_days
+        waves = [f(k * phase) for k in range(1, harmonics + 1) for f in (np.cos, np.sin)]
+        return np.column_stack([np.ones(len(d)), *waves])
+
+    clim = np.full((n_days, values.shape[1]), np.nan)
+    spread = np.full(values.shape[1], np.nan)
+    for j in range(values.shape[1]):
+        ok = ~np.isnan(values[:, j])
+        if np.unique(days[ok]).size < 2 * harmonics + 1:
+            continue
+        coef = np.linalg.lstsq(basis(days[ok]), values[ok, j], rcond=None)[0]
+        clim[:, j] = basis(np.arange(n_days)) @ coef
+        resid = values[ok, j] - clim[days[ok], j]
+        spread[j] = np.sqrt((resid**2).sum() / (ok.sum() - 1))
+    return clim, spread
+
+
+@pytest.mark.parametrize("harmonics", [1, 3, 6])
+def test_dayofyear_climatology_is_each_cells_least_squares(rng, harmonics):
+    X = daily_field(rng)
+    est = Anomalies(by="dayofyear", harmonics=harmonics, standardize=True).fit(X)
+    days = leap_year_days(X.indexes["time"])
+    clim, spread = harmonic_reference(X.values, days, 366, harmonics)
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(est.scale_.values, spread, rtol=1e-9)
+    assert np.isnan(est.climatology_.values[:, 3]).all()  # two days of data
+    assert est.climatology_.dims == ("dayofyear", "x")
+    np.testing.assert_array_equal(est.climatology_["dayofyear"], np.arange(1, 367))
+    assert not hasattr(est, "months_")
+    out = est.transform(X)
+    expected = (X.values - clim[days]) / spread
+    np.testing.assert_allclose(out.values, expected, rtol=1e-9, atol=1e-9)
+    assert out.attrs["units"] == "1" and out.name == "t2m"
+
+
+def test_dayofyear_without_harmonics_is_each_days_mean(rng):
+    X = daily_field(rng, gaps=False)
+    est = Anomalies(by="dayofyear", harmonics=None).fit(X)
+    days = leap_year_days(X.indexes["time"])
+    means = pd.DataFrame(X.values).groupby(days).mean()
+    np.testing.assert_allclose(est.climatology_.values[means.index], means.values, rtol=1e-12)
+    assert len(means) == 366  # 29 February: one year of the six
+
+
+def test_dayofyear_recovers_the_cycle_that_days_means_blur(rng):
+    """With 30 years, a day's own mean holds the noise of 30 samples (sd 1 / sqrt(30), about
+    0.18); the fitted cycle pools every day and its error is about a tenth of that."""
+    time = pd.date_range("1990-01-01", "2019-12-31", freq="D")
+    days = leap_year_days(time)
+    cycle = 10 * np.cos(2 * np.pi * (days - 200) / 366) + 2 * np.sin(4 * np.pi * days / 366)
+    X = xr.DataArray(273.15 + cycle[:, None] + rng.normal(size=(time.size, 2)),
+                     dims=("time", "x"), coords={"time": time})  # fmt: skip
+    truth = 273.15 + 10 * np.cos(2 * np.pi * (np.arange(366) - 200) / 366)
+    truth += 2 * np.sin(4 * np.pi * np.arange(366) / 366)
+    fitted = Anomalies(by="dayofyear").fit(X).climatology_.values[:, 0]
+    own = Anomalies(by="dayofyear", harmonics=None).fit(X).climatology_.values[:, 0]
+    rms = lambda e: float(np.sqrt(np.mean(e**2)))  # noqa: E731
+    assert rms(fitted - truth) < 0.04 < 0.12 < rms(own[:-1] - truth[:-1])
+    out = Anomalies(by="dayofyear").fit(X).transform(X)
+    # no seasonal cycle left: each month's mean anomaly is noise (sd 1 / 30; the cycle's
+    # amplitude is 10)
+    assert np.abs(out.groupby("time.month").mean().values).max() < 0.15
+
+
+@pytest.mark.parametrize("calendar, n_days", [("noleap", 365), ("360_day", 360)])
+def test_dayofyear_counts_the_days_of_the_calendars_year(rng, calendar, n_days):
+    X = daily_field(rng, start="2001-01-01", years=4, calendar=calendar)
+    est = Anomalies(by="dayofyear", harmonics=2).fit(X)
+    days = X["time"].dt.dayofyear.values - 1
+    clim, _ = harmonic_reference(X.values, days, n_days, 2)
+    np.testing.assert_allclose(est.climatology_.values, clim, rtol=1e-11, atol=1e-9)
+    other = daily_field(rng, start="2001-01-01", years=3)
+    with pytest.raises(dcfa.InputError, match=rf"of 366 days a year; .* one of {n_days} "):
+        est.transform(other)
+
+
+def test_dayofyear_chunked_equals_in_memory(rng):
+    X = daily_field(rng)
+    est = Anomalies(by="dayofyear", standardize=True)
+    whole = est.fit(X)
+    clim, scale = whole.climatology_.values, whole.scale_.values
+    chunked = Anomalies(by="dayofyear", standardize=True).fit(X.chunk({"time": 300}))
+    np.testing.assert_allclose(chunked.climatology_.values, clim, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(chunked.scale_.values, scale, rtol=1e-12)
+    lazy = chunked.transform(X.chunk({"time": 300}))
+    assert isinstance(lazy.data, da.Array)
+    np.testing.assert_allclose(lazy.values, whole.transform(X).values, rtol=1e-12)
+
+
+def test_dayofyear_gives_a_leap_day_absent_from_training_its_cycle(rng):
+    X = daily_field(rng, years=12)
+    train = X.sel(time=slice("1997-01-01", "1999-12-31"))  # no 29 February
+    out = Anomalies(by="dayofyear").fit(train).transform(X.sel(time=["2000-02-29"]))
+    assert np.isfinite(out.values[0, :3]).all()
+    with pytest.raises(dcfa.InputError, match=r"^X: 1 row\(s\) \(first 2000-02-29\) fall on "):
+        Anomalies(by="dayofyear", harmonics=None).fit(train).transform(X.sel(time="2000"))
+
+
+def test_dayofyear_refuses_one_year_and_warns_of_months_in_one_year(rng):
+    X = daily_field(rng)
+    with pytest.raises(dcfa.InputError, match=r"^X: every sample lies in 1995, so a day-of-y"):
+        Anomalies(by="dayofyear").fit(X.sel(time="1995"))
+    with pytest.warns(UserWarning, match=r"^Anomalies: X holds Apr, May, Jun in one year only"):
+        Anomalies(by="dayofyear").fit(X.sel(time=slice("1995-07-01", "1997-03-31")))
+    with pytest.raises(dcfa.InputError, match=r"^harmonics: 183 harmonics take 367 terms"):
+        Anomalies(by="dayofyear", harmonics=183).fit(X)
+    with pytest.raises(dcfa.InputError, match=r"^by: 'dayofyear' needs the dates"):
+        Anomalies(by="dayofyear").fit(X.values)
+
+
+def test_forward_cv_refuses_a_window_with_a_month_of_one_year_for_dayofyear(rng):
+    from dcfa import forward_cv
+
+    X = daily_field(rng, gaps=False).isel(x=[0, 1, 2])
+    y = X.values[:, 0] - X.values[:, 0].mean()
+    model = make_pipeline(Anomalies(by="dayofyear"), LinearRegression())
+    with pytest.raises(dcfa.InputError, match=r"^min_train: the training rows of fold 0 .* in "
+                       r"one year only: .*Anomalies\(by='dayofyear'\)"):  # fmt: skip
+        forward_cv(model, X, y, n_splits=3, min_train=500)
+    result = forward_cv(model, X, y, n_splits=3, min_train=800)
+    assert np.isfinite(result.r2).all()

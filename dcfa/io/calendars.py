@@ -241,6 +241,43 @@ def months_once(months: np.ndarray) -> list[str]:
     return [MONTH_NAMES[int(m) - 1] for m in present[counts == 1]]
 
 
+def months_in_one_year(coord: xr.DataArray) -> list[str]:
+    """The names of the calendar months whose samples in ``coord`` all lie in one year: a
+    climatology of those samples would be that year's values, its anomalies that year's
+    departures from itself (0 for monthly samples)."""
+    year, month = date_fields(coord)[:2]
+    year_months = np.unique(12 * year + month - 1)
+    return months_once(year_months % 12 + 1)
+
+
+# the first day of each month of a leap year (0-based): 1 March is one position every year
+_LEAP_MONTH_STARTS = np.cumsum([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30])
+# the days of a year of the calendars whose years are all alike
+_YEAR_DAYS = {"noleap": 365, "all_leap": 366, "360_day": 360}
+
+
+def calendar_days(coord: xr.DataArray, key: str) -> tuple[np.ndarray, int]:
+    """The calendar day of every sample (0-based) and the days of the calendar's year.
+
+    Calendars whose years are all alike (noleap, all_leap, 360_day) count the day of the year
+    (365, 366 or 360 days). Those with leap years (standard, proleptic_gregorian, julian) place
+    every date in a leap year's 366 days, so that 1 March is one day in every year and 29
+    February its own.
+    """
+    calendar = calendar_of(coord)
+    if calendar is None:
+        raise InputError(
+            f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
+            "dates; day-of-year anomalies need dates"
+        )
+    calendar = _CALENDAR_ALIASES.get(calendar, calendar)
+    if calendar in _YEAR_DAYS:
+        days = np.asarray(coord.dt.dayofyear.values, dtype=np.int64) - 1
+        return days, _YEAR_DAYS[calendar]
+    month, day = date_fields(coord)[1:3]
+    return _LEAP_MONTH_STARTS[month - 1] + day - 1, 366
+
+
 def samples_per_month(coord: xr.DataArray) -> float:
     """The median number of samples in a (year, month) of ``coord``'s dates: 1 for monthly
     samples, about 30 for daily ones (0 without dates)."""
