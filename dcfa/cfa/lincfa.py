@@ -266,12 +266,15 @@ class LinCFA(BaseCFA):
 
     Examples
     --------
+    Three noisy copies of one signal, and two signals of their own: the copies are averaged
+    where the target's noise hides their differences.
+
     >>> import numpy as np
     >>> from dcfa import LinCFA
     >>> rng = np.random.default_rng(0)
     >>> base = rng.normal(size=(500, 1))
     >>> X = np.hstack([base + 0.1 * rng.normal(size=(500, 3)), rng.normal(size=(500, 2))])
-    >>> y = X[:, :3].sum(axis=1) + X[:, 3] - X[:, 4] + rng.normal(size=500)
+    >>> y = X[:, :3].sum(axis=1) + X[:, 3] - X[:, 4] + 3 * rng.normal(size=500)
     >>> model = LinCFA(shuffle=False).fit(X, y)
     >>> model.labels_
     array([0, 0, 0, 1, 2])
