@@ -48,6 +48,7 @@ _EXPORTS = {
     "NonLinCFA": "dcfa.cfa.nonlincfa",
     "NonLinCFACV": "dcfa.cfa.tolerance",
     "nonlincfa": "dcfa.cfa.nonlincfa",
+    "patch_sizes": "dcfa.neighbors",
 }
 
 # registers the Dask config default of ``dcfa.memory_budget`` (imports only dask.config, NumPy)

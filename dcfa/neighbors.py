@@ -267,7 +267,7 @@ def patch_sizes(
     cells of one take a region, and ``max_groups`` counts it. Leave the small ones out
     first, where they are not what the map is for::
 
-        X = X.where(dcfa.neighbors.patch_sizes(X) >= 20)
+        X = X.where(dcfa.patch_sizes(X) >= 20)
 
     Parameters
     ----------
@@ -289,7 +289,7 @@ def patch_sizes(
     >>> values = np.ones((3, 2, 5))
     >>> values[:, :, 2] = np.nan  # a strip of land cuts the grid in two
     >>> field = xr.DataArray(values, dims=("time", "y", "x"))
-    >>> dcfa.neighbors.patch_sizes(field).values.tolist()
+    >>> dcfa.patch_sizes(field).values.tolist()
     [[4, 4, 0, 4, 4], [4, 4, 0, 4, 4]]
     """
     from scipy.sparse.csgraph import connected_components

@@ -667,7 +667,7 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
             f"max_groups: the kept cells form {patches} separate patches (land, masks, "
             f"blocks of variables), each a region of its own, more than "
             f"max_groups={max_groups}; the map may have up to {most} regions (leave small "
-            "patches out first: X.where(dcfa.neighbors.patch_sizes(X) >= n))",
+            "patches out first: X.where(dcfa.patch_sizes(X) >= n))",
             UserWarning,
             stacklevel=5,
         )
