@@ -159,7 +159,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _accept(self):
-        """The rule of :mod:`dcfa.cfa.rules` with this estimator's parameters bound."""
+        """The rule of :mod:`dcfa.cfa.rules` with this estimator's parameters bound; None
+        for one that runs no rule through the executions (``RegionsCV``)."""
         return None
 
     def fit_options(self) -> FitOptions:

@@ -182,7 +182,7 @@ class BasisGroup:
 @dataclass(frozen=True)
 class SeedRowBasis(Basis):
     """A :class:`Basis` whose rows a :class:`~dcfa.stats.columns.RowSource` computes when a
-    seed needs them (the seed-row execution): ``prefetch`` tells it which features may open
+    seed needs them (the rows execution): ``prefetch`` tells it which features may open
     the next groups, so that one pass computes a batch of them."""
 
     source: object = None
@@ -192,7 +192,7 @@ class SeedRowBasis(Basis):
 
 
 def seed_rows(data, stats, folds=None, *, batch_size: int = 256):
-    """What the seed-row execution partitions from: ``(whole, make_basis, source)``.
+    """What the rows execution partitions from: ``(whole, make_basis, source)``.
 
     ``stats`` are the :class:`~dcfa.stats.columns.ColumnMoments` of all rows, or of each row
     segment of ``folds`` (NonLinCFA); ``whole`` answers the driver's exclusions and spreads,

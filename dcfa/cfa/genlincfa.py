@@ -44,7 +44,8 @@ def genlincfa(
     progress: Callable[..., None] | None = None,
     order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """GenLinCFA partition from moments (the function behind :class:`GenLinCFA`).
+    """GenLinCFA partition from moments already gathered: :class:`GenLinCFA`'s rule and loop
+    (the estimator reaches the loop through its executions).
 
     ``curvature`` is ``b''(0)`` of the family (see :data:`FAMILIES`); the other parameters are
     those of :class:`GenLinCFA`; ``order`` is the visiting order before any shuffle (see

@@ -45,7 +45,10 @@ def lincfa(
     row_batch: int = 256,
     order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """LinCFA partition of the features from their moments (the function behind :class:`LinCFA`).
+    """LinCFA partition of the features from statistics already gathered.
+
+    :class:`LinCFA`'s rule and loop, for moments a user holds (a saved :func:`dcfa.moments`,
+    say); the estimator reaches the same loop through its executions, not through this.
 
     Parameters
     ----------
@@ -66,9 +69,10 @@ def lincfa(
     radius : int, default=None
         Neighbour mode: candidates are the cells within ``radius`` of the seed.
     data : dask.array.Array of shape (n_samples, n_features), default=None
-        Seed-row mode: the data the column moments come from; rows are computed from it.
+        The rows execution: the data the column moments come from; rows are computed from
+        it.
     row_batch : int, default=256
-        Seed-row mode: rows computed per pass.
+        The rows execution: rows computed per pass.
     order : ndarray of shape (n_features,), default=None
         The order features are visited in before any shuffle (see
         :func:`dcfa.cfa.driver.partition_moments`); not used by the row execution.

@@ -40,7 +40,8 @@ def nonlincfa(
     progress: Callable[..., None] | None = None,
     order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """NonLinCFA partition from per-segment moments (the function behind :class:`NonLinCFA`).
+    """NonLinCFA partition from per-segment moments already gathered: :class:`NonLinCFA`'s
+    rule and loop (the estimator reaches the loop through its executions).
 
     Parameters
     ----------

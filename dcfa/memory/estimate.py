@@ -412,7 +412,7 @@ def estimate_dense(
     M = _F8 * p * p
     S = len(bounds) - 1
     F = _RESULT_FIELDS[missing]
-    tiled = missing == "exclude"  # the dense execution keeps the upper tiles (Full.gather)
+    tiled = missing == "exclude"  # the dense execution keeps the upper tiles (Dense.gather)
     client_active = _client_active()
     driver, terms, tasks, width, results = _pass_terms(
         n_samples,

@@ -1,4 +1,4 @@
-"""Column statistics, and the seed-row execution's rows: the unrestricted algorithms
+"""Column statistics, and the rows execution's rows: the unrestricted algorithms
 without the ``D x D`` matrix.
 
 With ``compare="seed"`` every candidate is tested against its group's *seed*, so the

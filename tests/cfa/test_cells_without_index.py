@@ -21,7 +21,7 @@ from dcfa.datasets import make_regions_field
 from dcfa.neighbors import resolve_grid
 from dcfa.stacking import stack_features
 
-RULES = {
+ESTIMATORS = {
     "LinCFA": lambda: dcfa.LinCFA(neighbors=1, random_state=0),
     "GenLinCFA": lambda: dcfa.GenLinCFA(neighbors=1),
     "NonLinCFA": lambda: dcfa.NonLinCFA(neighbors=1, eps=3e-2),
@@ -52,9 +52,9 @@ def land_row_and_column(field, row=4, column=9):
     "lon0", [None, 0.0, 180.0], ids=["lon0..360", "lon-180..180-seam", "lon-180..180"]
 )
 @pytest.mark.parametrize("cells_of", ["all", "ocean", "shuffled", "land-row"])
-@pytest.mark.parametrize("rule", list(RULES))
+@pytest.mark.parametrize("rule", list(ESTIMATORS))
 def test_reset_cells_give_the_partition_of_the_grid(rule, cells_of, lon0):
-    make = RULES[rule]
+    make = ESTIMATORS[rule]
     field, y = field_with_land(lon0=lon0)
     if cells_of == "land-row":  # a whole row and a whole column dropped: a gap to fill
         field = land_row_and_column(field)

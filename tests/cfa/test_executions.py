@@ -31,7 +31,7 @@ def field(seed, n=96, shape=(7, 9), t_chunks=None, s_chunks=None):
     return xr.DataArray(data, dims=("time", "lat", "lon"), coords={"lat": lat, "lon": lon}), y
 
 
-RULES = [
+ESTIMATORS = [
     (LinCFA, dict(random_state=1)),
     (LinCFA, dict(random_state=1, compare="mean", scan="restart")),
     (GenLinCFA, dict(eps=0.7)),
@@ -43,7 +43,7 @@ RULES = [
 
 @settings(max_examples=6, deadline=None)
 @given(
-    rule=st.sampled_from(range(len(RULES))),
+    rule=st.sampled_from(range(len(ESTIMATORS))),
     neighbors=st.sampled_from([None, 1, 2]),
     neighborhood=st.sampled_from(["group", "seed"]),
     t=chunks(96, 4),
@@ -51,7 +51,7 @@ RULES = [
     seed=st.integers(0, 50),
 )
 def test_series_gives_the_dense_partition(rule, neighbors, neighborhood, t, a, seed):
-    cls, params = RULES[rule]
+    cls, params = ESTIMATORS[rule]
     X, y = field(seed, t_chunks=t, s_chunks=(a, 9))
     params = dict(params, neighbors=neighbors, neighborhood=neighborhood)
     full = cls(mode="dense", **params).fit(X, y)
@@ -63,7 +63,7 @@ def test_series_gives_the_dense_partition(rule, neighbors, neighborhood, t, a, s
     np.testing.assert_allclose(series.transform(X), full.transform(X), rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("cls, params", RULES)
+@pytest.mark.parametrize("cls, params", ESTIMATORS)
 def test_every_rule_runs_in_memory_and_on_dask_alike(cls, params):
     """NumPy input: the kernels run on the whole array (no Dask), the same labels."""
     X, y = field(3)
@@ -309,6 +309,12 @@ class _Toy:
                     return "neighbors", "mode='toy' runs without folds or neighbours"
                 return None
 
+            def fits(self, opts, inp, folds):
+                from dcfa.memory import memory_budget
+
+                need = 8 * (inp.n_features + 1) ** 2  # the D x D matrix
+                return None if need <= memory_budget().driver else "mode='toy': D x D"
+
             def plan(self, opts, inp, folds):
                 return Plan(folds=folds)
 
@@ -319,6 +325,15 @@ class _Toy:
                 return partition_moments([stats], opts.rule, **opts.loop())
 
         return Toy()
+
+
+def test_an_execution_must_say_whether_it_fits_the_budget():
+    """``mode="auto"`` takes the first execution that can run and fits: one without
+    ``fits`` was taken whatever it held (a newcomer's walkthrough)."""
+    from dcfa.cfa.executions import Execution
+
+    with pytest.raises(NotImplementedError, match=r"^Execution.fits: say whether mode="):
+        Execution().fits(None, None, None)
 
 
 @pytest.fixture

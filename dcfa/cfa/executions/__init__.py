@@ -23,7 +23,9 @@ override.
 
 A new execution is one module with a subclass of :class:`Execution` (the interface says why it
 cannot run, what memory it needs, its plan, the pass, the partition, which stored statistics
-it reads and how it checks them) and one :func:`register` call below. Nothing else names it.
+it reads and how it checks them) and one entry in the tuple registered below. The ``mode``
+parameter accepts it from the registry; the pages and docstrings that list the modes name it
+by hand (docs/contributing.md lists them).
 """
 
 from __future__ import annotations

@@ -64,8 +64,15 @@ class Execution:
         return None
 
     def fits(self, opts: FitOptions, inp: InputData, folds) -> str | None:
-        """Why it would not fit the memory budget (None if it fits); reads no data."""
-        return None
+        """Why it would not fit the memory budget (None if it fits); reads no data.
+
+        Every execution says it: ``mode="auto"`` takes the first that can run and fits, so
+        one that answered nothing would be taken whatever it holds.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.fits: say whether mode={self.name!r} fits the memory "
+            "budget (dcfa.memory.memory_budget()): the reason it does not, or None"
+        )
 
     def slower(self, opts: FitOptions, inp: InputData, folds) -> str | None:
         """Why ``mode="auto"`` should run a later execution first, when one can run: this
@@ -120,7 +127,7 @@ def grid_of(opts: FitOptions, inp: InputData, *, adjacency: bool = True):
 
 
 def sequential_only(name: str, opts: FitOptions) -> tuple[str, str] | None:
-    """What the grid and seed-row executions share: the sequential loop, complete cells."""
+    """What the grid and rows executions share: the sequential loop, complete cells."""
     if opts.strategy != "sequential":
         return "strategy", f"mode={name!r} needs strategy='sequential'"
     if opts.missing != "exclude":

@@ -57,6 +57,9 @@ class Grid(Execution):
         why = sequential_only(self.name, opts)
         return why if why is not None else _narrow_dim(inp.layout, opts, folds)
 
+    def fits(self, opts, inp, folds):
+        return None  # a few moments per cell (one per neighbour), as the series' columns
+
     def plan(self, opts, inp, folds):
         from dcfa.neighbors import block_axes
 

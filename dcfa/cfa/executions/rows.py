@@ -69,7 +69,7 @@ class Rows(Execution):
         whole, make_basis, source = seed_rows(data, stats, plan.folds, batch_size=batch)
         labels = drive(whole, make_basis, opts.rule, **opts.loop(blocks=plan.blocks))
         logger.info(
-            "%s seed-row execution: %d passes of %d rows", opts.estimator, source.n_passes, batch
+            "%s rows execution: %d passes of %d rows", opts.estimator, source.n_passes, batch
         )
         return labels
 

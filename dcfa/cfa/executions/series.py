@@ -10,11 +10,14 @@ import logging
 import time
 
 from dcfa._errors import InputTypeError
-from dcfa.cfa.executions._base import Execution
+from dcfa.cfa.executions._base import Execution, sequential_only
 from dcfa.cfa.executions.dense import dense_plan
 from dcfa.stats.columns import ColumnMoments
 
 logger = logging.getLogger("dcfa")
+
+# where the options the series cannot run do run
+_ELSEWHERE = {"strategy": "greedy", "missing": "pairwise"}
 
 
 class Series(Execution):
@@ -22,11 +25,11 @@ class Series(Execution):
     statistics = ColumnMoments
 
     def why_not(self, opts, inp, folds):
-        if opts.strategy != "sequential":
-            return "strategy", "mode='series' needs strategy='sequential' (greedy: mode='dense')"
-        if opts.missing != "exclude":
-            return "missing", "mode='series' needs missing='exclude' (pairwise: mode='dense')"
-        return None
+        why = sequential_only(self.name, opts)
+        if why is None:
+            return None
+        key, reason = why
+        return key, f"{reason} ({_ELSEWHERE[key]}: mode='dense')"
 
     def fits(self, opts, inp, folds):
         from dcfa.cfa.series import over_budget
