@@ -641,8 +641,8 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     """Refuse a fold whose training rows hold a calendar month once when a step of
     ``model`` makes monthly anomalies (:meth:`dcfa.Anomalies.months_once`): that month's
     climatology would be its one sample, and its anomalies 0 in every cell (on a short first
-    window, every feature is then constant). Reads the dates only; names ``argument``, the
-    one to change."""
+    window, every feature is then constant); with ``by="dayofyear"``, a month of one year
+    only. Reads the dates only; names ``argument``, the one to change."""
     seasonal = [
         s
         for s in model_steps(model)
