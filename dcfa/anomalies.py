@@ -171,7 +171,7 @@ def _fit_stats(data, groups: np.ndarray, n_groups: int, standardize: bool, harmo
 # would make a DataFrame of a (time, lat, lon) DataArray and fail; set_output is this
 # class's own
 class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
-    """Anomalies from a climatology fitted on the training rows: ``(x - clim[month]) / scale``.
+    """Anomalies from a climatology fitted on the training rows: ``(x - clim[season]) / scale``.
 
     ``fit`` learns, per cell, the mean of every calendar month over the rows it is given
     (``by="month"``), a smooth annual cycle on every calendar day (``by="dayofyear"``, for
@@ -194,7 +194,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         carry no dates).
     standardize : bool, default=False
         Also divide by the spread: the standard deviation (``ddof=1``) over the training rows
-        of each cell's anomalies (its values minus their month's mean).
+        of each cell's anomalies (its values minus their climatology).
     sample_dim : str, default="time"
         The sample dim of an xarray input; every other dim is a feature (grid) dim.
     harmonics : int or None, default=3

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 
 import numpy as np
 import xarray as xr
@@ -31,8 +32,12 @@ def time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:
     """``input.windows`` (trailing running means or sums) and ``input.lags`` (earlier
     samples), lazily; each window and lag is its own feature block (``window`` / ``lag``
     dims: groups never mix them, :data:`dcfa.neighbors.BLOCK_DIMS`)."""
+    from dcfa.forecast.predictors import DROPPED_AT_GAPS
+
     try:
-        return _windows_and_lags(field, inp)
+        with warnings.catch_warnings():  # the job counts the samples kept in its own terms
+            warnings.filterwarnings("ignore", f".*{DROPPED_AT_GAPS}", UserWarning)
+            return _windows_and_lags(field, inp)
     except InputError as exc:  # the forecast functions name their arguments: name the keys
         text = str(exc)
         if text.startswith(("lags:", "windows:")):

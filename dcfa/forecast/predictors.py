@@ -4,6 +4,7 @@ lag) combination (:func:`feature_blocks`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,9 @@ def _rows(
     When the labels have gaps (a month missing) or are stored in another order than time
     (latest-first), ``t - s`` is found by label
     (:func:`dcfa.forecast._checks._label_steps`), and a sample is kept when every shift of
-    it is in the field. Labels out of order on no regular step are refused.
+    it is in the field; the samples dropped for a gap are counted in a warning (on a gappy
+    daily record, 30-day windows lose most samples). Labels out of order on no regular step
+    are refused.
     """
     n = field.sizes[sample_dim]
     start = max(shifts)
@@ -70,7 +73,32 @@ def _rows(
             f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
             f"{steps.span(start)} before every sample"
         )
+    _warn_of_gaps(keys, kept, start, labels, name, values)
     return isel_positions(kept), {s: isel_positions(src[kept]) for s, src in source.items()}
+
+
+#: how the warning of samples dropped at gaps begins (the batch job counts them itself)
+DROPPED_AT_GAPS = "samples dropped at gaps"
+
+
+def _warn_of_gaps(keys, kept, start: int, labels, name: str, values) -> None:
+    """Warn of the samples dropped because a shift reaches a step missing from the labels
+    (not those whose shifts reach before the record: that is every field's edge)."""
+    inside = keys - start >= keys.min()
+    lost = inside.copy()
+    lost[kept] = False
+    if not lost.any():
+        return
+    first = labels[np.flatnonzero(lost)[np.argmin(keys[lost])]]
+    warnings.warn(
+        f"{name}: {int(lost.sum())} of {int(inside.sum())} {DROPPED_AT_GAPS} ("
+        f"{lost.sum() / inside.sum():.0%}): their {name} {values} reach a date missing from "
+        f"the field (the first such sample {_label(first)}). Fill the short gaps first "
+        "(reindex to every step, then interpolate_na with a max_gap), or use shorter "
+        f"{name}",
+        UserWarning,
+        stacklevel=5,  # the caller of trailing_windows or lagged
+    )
 
 
 def _shifted(field: xr.DataArray, source, kept, shift: int, sample_dim: str):
@@ -195,6 +223,12 @@ def lagged(
         ``sample_dim`` (not a dim of the field) or ``field`` (it already has a ``lag`` dim,
         or its labels are out of order on no regular time step).
 
+    Warns
+    -----
+    UserWarning
+        When samples are dropped because a lag reaches a date missing from the labels, with
+        their count and share.
+
     Examples
     --------
     >>> import numpy as np, pandas as pd, xarray as xr
@@ -283,6 +317,13 @@ def trailing_windows(
         ``aggregate`` (not ``"mean"``/``"sum"``, a mapping for a DataArray or naming unknown
         variables), ``sample_dim`` or ``field`` (it already has a ``window`` dim, or its
         labels are out of order on no regular time step).
+
+    Warns
+    -----
+    UserWarning
+        When samples are dropped because a window reaches a date missing from the labels,
+        with their count and share (on a daily record missing 5 % of its days at random,
+        30-day windows drop about four samples in five).
 
     Notes
     -----

@@ -153,6 +153,30 @@ def test_lags_and_windows_count_months_across_a_gap(chunks):
     np.testing.assert_array_equal(out.sel(lag=2, window=1).values[:, 0], X_FULL[k - 2, 0])
 
 
+def test_samples_dropped_at_a_gap_are_counted_and_the_edge_is_not():
+    """A walkthrough's daily record missing 5 % of its days lost 77 % of its samples to
+    30-day windows without a word. The samples a gap drops are counted (not those whose
+    windows reach before the record: every field loses those); a field without gaps says
+    nothing."""
+    import warnings
+
+    gapped = drop_gap(field(X_FULL))
+    n = gapped.sizes["time"]
+    with pytest.warns(UserWarning) as seen:
+        windows = trailing_windows(gapped, [1, 3], aggregate="sum")
+    (warning,) = seen
+    assert str(warning.message).startswith(
+        f"windows: 2 of {n - 2} samples dropped at gaps (3%): their windows [1, 3] reach a "
+        "date missing from the field (the first such sample 1955-07-01)"
+    )
+    assert warning.filename == __file__
+    with pytest.warns(UserWarning, match=rf"^lags: 2 of {n - 2 - 2 - 2} samples dropped at g"):
+        lagged(windows, [0, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lagged(trailing_windows(field(X_FULL), [1, 3]), [0, 2])
+
+
 def test_gap_free_lags_stay_slices():
     """No gap: the lags are the old positional slices, bit for bit, on Dask too."""
     x = field(X_FULL).chunk({"time": 7})
