@@ -598,7 +598,7 @@ def test_predicted_against_observed_with_its_r2():
     ax = plot_predicted(observed, predicted)
     np.testing.assert_allclose(ax.collections[0].get_offsets(), np.c_[observed, predicted])
     r2 = 1 - np.sum((observed - predicted) ** 2) / np.sum((observed - observed.mean()) ** 2)
-    assert ax.get_title() == f"R² = {r2:+.2f}"
+    assert ax.get_title() == f"pooled R² = {r2:+.2f}"
     _assert_labels_inside(ax)
 
 

@@ -130,7 +130,9 @@ def plot_predicted(
     -------
     matplotlib.axes.Axes
         ``ax.collections[0]`` holds the points (observed, predicted); the title gives
-        ``R^2 = 1 - SS_res / SS_tot`` of the predictions.
+        ``R^2 = 1 - SS_res / SS_tot`` of the predictions, all points pooled ("pooled R²"):
+        the mean over :func:`dcfa.forward_cv`'s test blocks scores each block against its
+        own mean, so the two differ.
     """
     o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
     p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
@@ -148,7 +150,7 @@ def plot_predicted(
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("observed")
     ax.set_ylabel("predicted")
-    ax.set_title(f"R² = {r2:+.2f}" if title is None else title)
+    ax.set_title(f"pooled R² = {r2:+.2f}" if title is None else title)
     return ax
 
 
