@@ -111,11 +111,10 @@ def harmonic_fit(means: np.ndarray, counts: np.ndarray, harmonics: int) -> np.nd
     p = basis.shape[1]
     w = counts.astype(np.float64)
     total = w.sum(axis=0)
-    dev = np.where(w > 0, means, 0.0)
+    filled = np.where(w > 0, means, 0.0)  # a day without samples has a NaN mean
     # each column's mean first: small numbers in the normal equations (273.15 K offsets)
-    centre = np.divide((w * dev).sum(axis=0), total, out=np.zeros(n_cells), where=total > 0)
-    dev = np.where(w > 0, dev - centre, 0.0)
-    rhs = basis.T @ (w * dev)
+    centre = np.divide((w * filled).sum(axis=0), total, out=np.zeros(n_cells), where=total > 0)
+    rhs = basis.T @ (w * (filled - centre))
     gram = w.T @ (basis[:, :, None] * basis[:, None, :]).reshape(n_days, p * p)
     enough = (w > 0).sum(axis=0) >= p
     coef = np.full((n_cells, p), np.nan)

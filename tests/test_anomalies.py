@@ -582,7 +582,8 @@ def test_dayofyear_refuses_one_year_and_warns_of_months_in_one_year(rng):
         Anomalies(by="dayofyear").fit(X.sel(time="1995"))
     with pytest.warns(UserWarning, match=r"^Anomalies: X holds Apr, May, Jun in one year only"):
         Anomalies(by="dayofyear").fit(X.sel(time=slice("1995-07-01", "1997-03-31")))
-    with pytest.raises(dcfa.InputError, match=r"^harmonics: 183 harmonics take 367 terms"):
+    with pytest.raises(dcfa.InputError, match=r"^harmonics: 183 harmonics take 367 terms, more "
+                       r"than the 366 days of X's calendar year; use at most 182 "):  # fmt: skip
         Anomalies(by="dayofyear", harmonics=183).fit(X)
     with pytest.raises(dcfa.InputError, match=r"^by: 'dayofyear' needs the dates"):
         Anomalies(by="dayofyear").fit(X.values)
@@ -599,3 +600,92 @@ def test_forward_cv_refuses_a_window_with_a_month_of_one_year_for_dayofyear(rng)
         forward_cv(model, X, y, n_splits=3, min_train=500)
     result = forward_cv(model, X, y, n_splits=3, min_train=800)
     assert np.isfinite(result.r2).all()
+
+
+def test_dayofyear_with_as_many_terms_as_days_gives_each_days_mean(rng):
+    """On a noleap calendar 182 harmonics and the mean are 365 terms, one per day: the fit
+    passes through every day's mean; 183 would be more terms than days."""
+    X = daily_field(rng, start="2001-01-01", years=3, calendar="noleap", gaps=False)
+    X = X.isel(x=[0, 1])
+    est = Anomalies(by="dayofyear", harmonics=182).fit(X)
+    means = X.groupby("time.dayofyear").mean().values
+    np.testing.assert_allclose(est.climatology_.values, means, rtol=1e-9)
+    with pytest.raises(dcfa.InputError, match=r"more than the 365 days .*; use at most 182 "):
+        Anomalies(by="dayofyear", harmonics=183).fit(X)
+
+
+def test_dayofyear_fits_a_cell_with_data_on_as_many_days_as_terms(rng):
+    """Three days of data and three terms (harmonics=1): the one curve through them. Two days:
+    NaN. No data (land): NaN, without a warning."""
+    X = daily_field(rng, gaps=False)
+    values = X.values.copy()
+    kept = [10, 400, 800]  # 11 January, 5 February, 11 March: three calendar days
+    values[np.setdiff1d(np.arange(values.shape[0]), kept), 2] = np.nan
+    values[:, 1] = np.nan
+    X = X.copy(data=values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clim = Anomalies(by="dayofyear", harmonics=1).fit(X).climatology_.values
+    days = leap_year_days(X.indexes["time"])
+    np.testing.assert_allclose(clim[days[kept], 2], values[kept, 2], rtol=1e-10)
+    assert np.isfinite(clim[:, 0]).all()
+    assert np.isnan(clim[:, [1, 3]]).all()
+
+
+def test_dayofyear_keeps_a_small_cycle_on_a_large_offset(rng):
+    """A cycle of 1e-3 on an offset of 1e10: the fit is the one of the offset-free samples to
+    two units in the offset's last place (solving on the raw values loses six)."""
+    time = pd.date_range("1990-01-01", "1995-12-31", freq="D")
+    days = leap_year_days(time)
+    small = 1e-3 * np.cos(2 * np.pi * days / 366)[:, None] + 1e-4 * rng.normal(size=(time.size, 2))
+    small[rng.random(small.shape) < 0.3] = np.nan  # uneven counts: the terms are not orthogonal
+    offset = 1e10
+    X = xr.DataArray(offset + small, dims=("time", "x"), coords={"time": time})
+    clim = Anomalies(by="dayofyear").fit(X).climatology_.values
+    exact, _ = harmonic_reference(small, days, 366, 3)
+    assert np.abs(clim - offset - exact).max() <= 2 * np.spacing(offset)
+
+
+def test_refitting_by_dayofyear_forgets_the_months(rng):
+    X, _ = field(rng, n=36)
+    est = Anomalies().fit(X)
+    assert hasattr(est, "months_")
+    est.set_params(by="dayofyear").fit(daily_field(rng))
+    assert not hasattr(est, "months_")
+    assert est.climatology_.dims == ("dayofyear", "x")
+
+
+def test_dayofyear_names_the_count_and_first_of_the_rows_without_a_climatology(rng):
+    X = daily_field(rng, years=12)
+    est = Anomalies(by="dayofyear", harmonics=None).fit(X.sel(time=slice("1997", "1999")))
+    with pytest.raises(dcfa.InputError, match=r"^X: 2 row\(s\) \(first 2000-02-29\) fall on "):
+        est.transform(X.sel(time=slice("2000", "2004")))
+
+
+def test_dayofyear_refuses_a_repeated_date_and_warns_at_the_callers_line(rng):
+    X = daily_field(rng)
+    twice = xr.concat([X, X.isel(time=[40])], dim="time")
+    with pytest.raises(dcfa.InputError, match=r"^X: its 'time' labels repeat 1995-02-10 "):
+        Anomalies(by="dayofyear").fit(twice)
+    est = Anomalies(by="dayofyear").fit(X)
+    out = est.transform(twice)  # transforming a repeated date weighs nothing: it is fine
+    np.testing.assert_array_equal(out.values[-1], out.values[40])
+    with pytest.warns(UserWarning, match="in one year only") as seen:
+        Anomalies(by="dayofyear").fit(X.sel(time=slice("1995-07-01", "1997-03-31")))
+    assert seen[0].filename == __file__
+
+
+def test_forward_cv_needs_every_test_month_in_training_only_without_harmonics(rng):
+    """One December, the record's last month: each day's own mean has none to give the last
+    test rows' Decembers (refused before any fit); the fitted cycle gives every day one."""
+    from dcfa import forward_cv
+
+    X = daily_field(rng, gaps=False).isel(x=[0, 1, 2])
+    X = X.isel(time=~((X["time"].dt.month == 12) & (X["time"].dt.year < 2000)).values)
+    y = X.values[:, 0] - X.values[:, 0].mean()
+    model = make_pipeline(Anomalies(by="dayofyear", harmonics=None), LinearRegression())
+    with pytest.raises(dcfa.InputError, match=r"^min_train: the training rows of fold 2 .* hold "
+                       r"no Dec, which its test rows hold"):  # fmt: skip
+        forward_cv(model, X, y, n_splits=3, min_train=900)
+    model.set_params(anomalies__harmonics=3)
+    assert np.isfinite(forward_cv(model, X, y, n_splits=3, min_train=900).r2).all()

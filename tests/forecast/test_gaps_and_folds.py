@@ -177,6 +177,16 @@ def test_samples_dropped_at_a_gap_are_counted_and_the_edge_is_not():
         lagged(trailing_windows(field(X_FULL), [1, 3]), [0, 2])
 
 
+def test_the_share_dropped_at_a_gap_is_of_the_samples_inside_the_record():
+    """Ten months without June: of the 7 samples whose 3-month windows start inside the
+    record, July's and August's reach June (2 of 7: 29 %, not 2 of the 9 rows)."""
+    short = field(X_FULL[:10], TIME[:10])
+    short = short.isel(time=[i for i in range(10) if i != 5])
+    with pytest.warns(UserWarning, match=r"^windows: 2 of 7 samples dropped at gaps \(29%\): .*"
+                      r"\(the first such sample 1950-07-01\)"):  # fmt: skip
+        trailing_windows(short, [3])
+
+
 def test_gap_free_lags_stay_slices():
     """No gap: the lags are the old positional slices, bit for bit, on Dask too."""
     x = field(X_FULL).chunk({"time": 7})

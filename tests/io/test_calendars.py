@@ -19,6 +19,7 @@ import xarray as xr
 
 import dcfa
 from dcfa import io
+from dcfa.io.calendars import calendar_days
 
 # open_archive (dcfa.io.archive.open_zarr) lets xarray warn that dates past 2262 are decoded to
 # cftime, which is what is wanted; pytest would turn that RuntimeWarning from dcfa into an error
@@ -362,3 +363,47 @@ def test_a_daily_target_on_another_calendar_gets_a_remedy_that_works(tmp_path):
                  ).to_csv(tmp_path / "y.csv", index=False)  # fmt: skip
     _, paired, n = align_target(field, open_target(tmp_path / "y.csv", "y", calendar="noleap"))
     assert n == noleap.size and paired.values[0] == 0 and paired.values[-1] == 1200
+
+
+@pytest.mark.parametrize(
+    "calendar, n_days",
+    [("noleap", 365), ("365_day", 365), ("all_leap", 366), ("366_day", 366), ("360_day", 360)],
+)
+def test_calendar_days_of_calendars_whose_years_are_alike(calendar, n_days):
+    """Each date's day of its calendar's year (0-based), counted in pure Python from the
+    calendar's month lengths."""
+    lengths = {
+        365: [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31],
+        366: [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31],
+        360: [30] * 12,
+    }[n_days]
+    dates = [
+        cftime.datetime(year, month, day, calendar=calendar)
+        for year in (2001, 2004)
+        for month in range(1, 13)
+        for day in range(1, lengths[month - 1] + 1)
+    ]
+    days, n = calendar_days(xr.DataArray(dates, dims="time", name="time"), "X")
+    assert n == n_days
+    np.testing.assert_array_equal(days, [sum(lengths[: d.month - 1]) + d.day - 1 for d in dates])
+    assert days.min() == 0 and days.max() == n_days - 1
+
+
+@pytest.mark.parametrize("calendar", ["standard", "proleptic_gregorian", "julian"])
+def test_calendar_days_of_calendars_with_leap_years_place_every_date_in_a_leap_year(calendar):
+    """1 March is day 60 in every year and 29 February day 59, in leap years and others, and
+    on the Julian calendar's leap years too (1900 is one there)."""
+    dates = [
+        cftime.datetime(year, month, day, calendar=calendar)
+        for year, month, day in [
+            (1899, 1, 1), (1899, 2, 28), (1899, 3, 1), (1899, 12, 31),
+            (1900, 2, 28), (1900, 3, 1), (1904, 2, 29), (1904, 3, 1), (1904, 12, 31),
+        ]
+        if not (calendar != "julian" and (year, month, day) == (1900, 2, 29))
+    ]  # fmt: skip
+    if calendar == "julian":
+        dates.append(cftime.datetime(1900, 2, 29, calendar=calendar))
+    days, n = calendar_days(xr.DataArray(dates, dims="time", name="time"), "X")
+    assert n == 366
+    expected = [0, 58, 60, 365, 58, 60, 59, 60, 365] + ([59] if calendar == "julian" else [])
+    np.testing.assert_array_equal(days, expected)
