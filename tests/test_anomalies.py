@@ -430,7 +430,7 @@ def test_monthly_anomalies_of_daily_samples_warn():
     import warnings
 
     days = pd.date_range("2000-01-01", periods=3 * 365, freq="D")
-    season = 10.0 * np.sin(2 * np.pi * days.dayofyear.to_numpy() / 365.25)
+    season = 10.0 * np.sin(2 * np.pi * days.day_of_year.to_numpy() / 365.25)
     X = xr.DataArray(np.c_[season, season], dims=("time", "x"), coords={"time": days})
     with pytest.warns(UserWarning, match=r"by='month' on 31 samples a month: a monthly "
                       r"climatology leaves the seasonal cycle"):  # fmt: skip

@@ -191,7 +191,7 @@ def _daily_job(tmp_path) -> list[str]:
     cell's anomalies; the keys that point write_job's job at them."""
     days = pd.date_range("2000-01-01", periods=730, freq="D")
     rng = np.random.default_rng(0)
-    season = 10.0 * np.sin(2 * np.pi * days.dayofyear.to_numpy() / 365.25)
+    season = 10.0 * np.sin(2 * np.pi * days.day_of_year.to_numpy() / 365.25)
     sst = season[:, None, None] + rng.normal(size=(days.size, 3, 4))
     coords = {"time": days, "lat": [0.0, 2.0, 4.0], "lon": [0.0, 2.0, 4.0, 6.0]}
     field = xr.Dataset({"sst": (("time", "lat", "lon"), sst, {"units": "K"})}, coords=coords)
