@@ -83,7 +83,7 @@ def _check_numeric(dtype, name: str) -> None:
         raise InputTypeError(f"{name}: expected a numeric dtype, got {dtype}")
 
 
-def _numeric_array(values: np.ndarray, name: str) -> np.ndarray:
+def numeric_array(values: np.ndarray, name: str) -> np.ndarray:
     """Object arrays of numbers become float64; anything else must already be numeric."""
     if values.dtype == object:
         try:
@@ -121,6 +121,20 @@ def refuse_dataset(value, name: str) -> None:
         raise InputTypeError(f"{name}: got an xarray.Dataset; select one variable ({how}")
 
 
+def refuse_other_columns(y, name: str) -> None:
+    """A DataFrame target with columns that are not numbers (the dates ``y.to_dataframe()``
+    keeps from a DataArray's coordinates): name them and the column to select."""
+    if not isinstance(y, pd.DataFrame):
+        return
+    other = [c for c in y.columns if not pd.api.types.is_numeric_dtype(y[c].dtype)]
+    if other:
+        numeric = [c for c in y.columns if c not in other]
+        raise InputTypeError(
+            f"{name}: the DataFrame's column(s) {other} are not numbers; select the target's "
+            f"column" + (f" (y[{numeric[0]!r}])" if numeric else "")
+        )
+
+
 def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     """Validate ``X`` (NumPy, Dask, pandas or xarray) as an ``(n_samples, n_features)`` matrix."""
     layout = None
@@ -146,7 +160,7 @@ def check_X(X, *, sample_dim: str = "time", name: str = "X") -> InputData:
     else:
         data = np.asarray(X)
     if not isinstance(data, da.Array):
-        data = _numeric_array(data, name)
+        data = numeric_array(data, name)
     _check_numeric(data.dtype, name)
     if data.ndim != 2:
         if data.ndim > 2:
@@ -486,6 +500,9 @@ def check_y(
             f"{name}: a target is required: this estimator requires y to be passed, but the "
             "target y is None"
         )
+    refuse_dataset(y, name)
+    if numeric:
+        refuse_other_columns(y, name)
     y = _dated_target(y, layout)
     if dates is not None and isinstance(y, pd.Series | pd.DataFrame):
         check_target_dates(y, "index", dates, name, frame=True)
@@ -508,7 +525,7 @@ def check_y(
     values = values.reshape(n_samples, -1)
     if not numeric:
         return values
-    values = _numeric_array(values, name).astype(np.float64)
+    values = numeric_array(values, name).astype(np.float64)
     if not np.isfinite(values).all():
         bad = int((~np.isfinite(values)).sum())
         raise InputError(

@@ -45,7 +45,9 @@ from dcfa._validation import (
     check_target_dates,
     check_time_order,
     model_steps,
+    numeric_array,
     refuse_dataset,
+    refuse_other_columns,
     sample_dim_of,
 )
 
@@ -143,7 +145,15 @@ def _n_features(fitted) -> int:
 def _check_y(y) -> np.ndarray:
     """``y`` as 1-D float64, every value finite: a test R^2 needs every target, and a NaN
     found by a fold's scorer would be reported as 'Input contains NaN' after the fits."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise InputError(
+            f"y: expected one target, a 1-D series; got shape {y.shape}: forward_cv scores one "
+            "target at a time"
+        )
+    y = numeric_array(y, "y").astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(y))
     if bad.size:
         raise InputError(
@@ -171,6 +181,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
     ``y`` (its dates against X's, as ``fit`` checks them) and the shapes are checked before
     a DataArray is read."""
     refuse_dataset(y, "y")
+    refuse_other_columns(y, "y")
     if isinstance(X, xr.DataArray) and X.ndim >= 1:
         dim = X.dims[0]
         check_target_dates(y, str(dim), X[dim].values if dim in X.coords else None)
@@ -202,10 +213,16 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
 
 
 def _cross_validated_skill(
-    model, X, y, cv: BaseCrossValidator | list[tuple[np.ndarray, np.ndarray]], name: str | None
+    model,
+    X,
+    y,
+    cv: BaseCrossValidator | list[tuple[np.ndarray, np.ndarray]],
+    name: str | None,
+    attrs: dict,
 ) -> Skill:
     """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
-    a list of (train, test) indices); test R^2. A refit's :class:`dcfa.NoSkillWarning` is
+    a list of (train, test) indices); test R^2. The predictions carry ``attrs``, the
+    target's (its units). A refit's :class:`dcfa.NoSkillWarning` is
     not shown: the skill returned says more, fold by fold. The refits'
     :class:`dcfa.GappyCellsWarning` is shown once, the first fold's, with how many folds
     warned; their other warnings as they came."""
@@ -219,7 +236,7 @@ def _cross_validated_skill(
             warnings.simplefilter("ignore", NoSkillWarning)
             out = _refits(model, X, y, cv)
             folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
-            predictions = _out_of_sample(out["estimator"], X, folds)
+            predictions = _out_of_sample(out["estimator"], X, folds, attrs)
     finally:  # a failed refit's warnings may say why
         _warn_again(caught, folds)
     return Skill(
@@ -285,9 +302,9 @@ def _warn_again(caught: list, folds: list | None) -> None:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=seen)
 
 
-def _out_of_sample(estimators, X, folds):
+def _out_of_sample(estimators, X, folds, attrs: dict):
     """Each test sample predicted by its fold's fitted model, NaN elsewhere; along ``X``'s
-    sample coordinate for a DataArray ``X``."""
+    sample coordinate, with the target's ``attrs``, for a DataArray ``X``."""
     predicted = np.full(X.shape[0], np.nan)
     for estimator, (_, test) in zip(estimators, folds, strict=True):
         if isinstance(X, xr.DataArray):
@@ -302,7 +319,7 @@ def _out_of_sample(estimators, X, folds):
         return predicted
     dim = X.dims[0]
     coords = {dim: X[dim]} if dim in X.coords else {}
-    return xr.DataArray(predicted, dims=dim, coords=coords, name="prediction")
+    return xr.DataArray(predicted, dims=dim, coords=coords, name="prediction", attrs=attrs)
 
 
 def blocked_cv(
@@ -384,9 +401,10 @@ def blocked_cv(
         )
     folds = blocked_folds(n, int(n_splits), gap)
     _check_monthly_anomalies(model, X, folds, "n_splits")
+    attrs = dict(getattr(y, "attrs", {}))
     if lazy:
         X, y = _check_inputs(X, y)
-    return _cross_validated_skill(model, X, y, folds, name)
+    return _cross_validated_skill(model, X, y, folds, name, attrs)
 
 
 def blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -632,9 +650,10 @@ def forward_cv(
         max_train_size=max_train_size,
     )
     _check_monthly_anomalies(model, X, list(cv.split(np.empty((X.shape[0], 1)))), "min_train")
+    attrs = dict(getattr(y, "attrs", {}))
     if lazy:
         X, y = _check_inputs(X, y)
-    return _cross_validated_skill(model, X, y, cv, name)
+    return _cross_validated_skill(model, X, y, cv, name, attrs)
 
 
 def _check_monthly_anomalies(model, X, folds, argument: str) -> None:

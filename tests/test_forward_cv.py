@@ -487,3 +487,24 @@ def test_a_daily_training_window_without_a_month_is_refused_naming_min_train():
     # no dates: Anomalies' own refusal, not a crash of the check
     with pytest.raises(ValueError, match="holds int64 values, not dates; monthly anomalies"):
         forward_cv(model, X.drop_vars("time"), y, n_splits=5, min_train=300)
+
+
+def test_a_target_table_is_one_numeric_column_and_its_attrs_reach_the_predictions(rng):
+    """A DataFrame of the target and its dates failed inside NumPy; two numeric columns were
+    flattened into one target twice as long. The predictions keep the target's units."""
+    X, y, _ = task(rng, n=60)
+    X = X.stack(cell=("lat", "lon"))
+    target = xr.DataArray(y, dims="time", coords={"time": X["time"]}, name="rain",
+                          attrs={"units": "mm/day"})  # fmt: skip
+    dated = target.assign_coords(target_time=("time", X["time"].values + np.timedelta64(90, "D")))
+    with pytest.raises(TypeError, match=r"^y: the DataFrame's column\(s\) \['target_time'\] "
+                       r"are not numbers; select the target's column \(y\['rain'\]\)"):  # fmt: skip
+        forward_cv(LinearRegression(), X, dated.to_dataframe(), n_splits=3, min_train=20)
+    two = pd.DataFrame({"a": y, "b": -y}, index=X["time"].to_index())
+    with pytest.raises(ValueError, match=r"^y: expected one target, a 1-D series; got shape "
+                       r"\(60, 2\)"):  # fmt: skip
+        forward_cv(LinearRegression(), X, two, n_splits=3, min_train=20)
+    skill = forward_cv(LinearRegression(), X, target, n_splits=3, min_train=20)
+    assert skill.predictions.attrs == {"units": "mm/day"}
+    one = forward_cv(LinearRegression(), X, target.to_dataframe(), n_splits=3, min_train=20)
+    np.testing.assert_allclose(one.r2, skill.r2, rtol=1e-12)

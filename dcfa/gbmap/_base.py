@@ -202,16 +202,6 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             raise InputError(f"beta: expected a finite softplus sharpness > 0, got {self.beta}")
         inp = check_X(X, sample_dim=self.sample_dim)
         check_n_samples(inp.n_samples, 2, why="the features are standardised")
-        if inp.n_features >= inp.n_samples:
-            warnings.warn(
-                f"{type(self).__name__}: {inp.n_features:,} features for {inp.n_samples:,} "
-                f"samples: one learner's {inp.n_features:,} weights can fit the training "
-                "samples exactly, and the model then predicts other samples worse than a "
-                "linear model does. Reduce the features first (RegionsCV's region means, as "
-                "a batch job's [gbmap] does).",
-                UserWarning,
-                stacklevel=3,
-            )
         target = self._encode_target(y, inp)  # cheap checks of y first: no pass over X yet
         self._fit_feature_names = inp.feature_names
         self._resolve_f0(inp)
@@ -230,6 +220,17 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             )
             raise InputError(
                 f"X: contains {bad} NaN or infinite values; GBMAP needs finite features{where}"
+            )
+        # after the NaN check: masked cells would count as features
+        if inp.n_features >= inp.n_samples:
+            warnings.warn(
+                f"{type(self).__name__}: {inp.n_features:,} features for {inp.n_samples:,} "
+                f"samples: one learner's {inp.n_features:,} weights can fit the training "
+                "samples exactly, and the model then predicts other samples worse than a "
+                "linear model does. Reduce the features first (RegionsCV's region means, as "
+                "a batch job's [gbmap] does).",
+                UserWarning,
+                stacklevel=3,
             )
         return inp, target, standardizer
 

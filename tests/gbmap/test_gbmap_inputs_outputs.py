@@ -4,6 +4,7 @@ another f0, and errors that name the argument at fault (before any fit)."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import dask.array as da
 import numpy as np
@@ -377,3 +378,30 @@ def test_knn_estimators_are_sklearn_compatible(estimator, check):
     """The kNN estimators share the code changed here (score, labels, outputs); the suite's
     scikit-learn checks cover the regressor and classifier only."""
     check(estimator)
+
+
+def test_a_wide_field_with_land_gets_the_land_error_without_the_features_warning(rng):
+    """A field of more cells than samples, some of them land: the error about the land, not
+    first a warning counting the land cells as features."""
+    X, y = bumpy(rng, n=20, p=30)
+    X[:, :5] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="5 of the 30 features have no finite value"):
+            GBMAPRegressor(n_boosts=1).fit(sst_field(X), y)
+    with pytest.warns(UserWarning, match="25 features for 20 samples"):
+        GBMAPRegressor(n_boosts=1).fit(X[:, 5:], y)
+
+
+def test_a_target_table_with_its_dates_or_a_dataset_names_what_to_select(rng):
+    """``y.to_dataframe()`` of a lead target keeps its ``target_time`` column of dates;
+    a Dataset is not one target either."""
+    X, y = bumpy(rng, n=60, p=4)
+    target = xr.DataArray(y, dims="time", name="rain").assign_coords(
+        target_time=("time", pd.date_range("2000-04-01", periods=60, freq="MS"))
+    )
+    with pytest.raises(TypeError, match=r"^y: the DataFrame's column\(s\) \['target_time'\] "
+                       r"are not numbers; select the target's column \(y\['rain'\]\)"):  # fmt: skip
+        GBMAPRegressor(n_boosts=1).fit(X, target.to_dataframe())
+    with pytest.raises(TypeError, match=r"^y: got an xarray.Dataset; select one variable"):
+        GBMAPRegressor(n_boosts=1).fit(X, target.to_dataset())
