@@ -83,8 +83,8 @@ PAPER = {
     "synth-cos-c": (0.593, 0.698, None, None),
 }
 CLASSIFICATION = {"breast-cancer", "diabetes", "german-credit", "synth-cos-c"}
-KNN_GBMAP = dict(n_boosts=20, beta=5.0, max_iter=200)
-KNN_GBMAP_SYNTH = dict(n_boosts=50, beta=10.0, max_iter=400)
+KNN_GBMAP = dict(n_boosts=20, beta=5.0, penalty=1e-3, max_iter=200)
+KNN_GBMAP_SYNTH = dict(n_boosts=50, beta=10.0, penalty=1e-3, max_iter=400)
 
 
 def knn_real(name: str, repeats: int):

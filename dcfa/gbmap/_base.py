@@ -139,7 +139,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         n_boosts: int = 10,
         *,
         beta: float = 10.0,
-        penalty: float = 1e-3,
+        penalty: float = 0.1,
         max_iter: int = 100,
         tol: float = 1e-3,
         n_restarts: int = 1,

@@ -249,7 +249,7 @@ def test_a_changed_gbmap_setting_under_resume_restarts_gbmap_and_keeps_the_passe
     proc, line = _resumed_past_the_passes(
         job, tmp_path, scheduler, "gbmap.penalty=0.01", "gbmap.n_boosts=3"
     )
-    assert "discarded" in line and "gbmap.penalty: 0.001 -> 0.01" in line, line
+    assert "discarded" in line and "gbmap.penalty: 0.1 -> 0.01" in line, line
     assert "resuming after step" not in proc.stderr
     result = xr.open_zarr(tmp_path / "result.zarr")
     assert result.sizes["boost"] == 3

@@ -238,16 +238,21 @@ def test_drift_experiment_classification_step_by_step(rng):
 
 
 def test_f0_constant_equal_to_the_default_gives_the_default_model(rng):
+    # the paper's penalty: a stronger one leaves f0 + 1 a model within 3e-4 of the default
     X, y = bumpy(rng)
-    default = GBMAPRegressor(n_boosts=3, beta=5.0, random_state=0).fit(X, y)
-    same = GBMAPRegressor(n_boosts=3, beta=5.0, random_state=0, f0=float(y.mean())).fit(X, y)
+    default = GBMAPRegressor(n_boosts=3, beta=5.0, penalty=1e-3, random_state=0).fit(X, y)
+    same = GBMAPRegressor(
+        n_boosts=3, beta=5.0, penalty=1e-3, random_state=0, f0=float(y.mean())
+    ).fit(X, y)
     assert_same_model(same, default, atol=0)
     np.testing.assert_array_equal(same.predict(X), default.predict(X))
-    other = GBMAPRegressor(n_boosts=3, beta=5.0, random_state=0, f0=float(y.mean()) + 1.0)
+    other = GBMAPRegressor(
+        n_boosts=3, beta=5.0, penalty=1e-3, random_state=0, f0=float(y.mean()) + 1.0
+    )
     assert np.abs(other.fit(X, y).coef_ - default.coef_).max() > 1e-3
     labels = y > 0.8
-    c0 = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0).fit(X, labels)
-    c1 = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0, f0=0.0).fit(X, labels)
+    c0 = GBMAPClassifier(n_boosts=3, beta=5.0, penalty=1e-3, random_state=0).fit(X, labels)
+    c1 = GBMAPClassifier(n_boosts=3, beta=5.0, penalty=1e-3, random_state=0, f0=0.0).fit(X, labels)
     assert_same_model(c1, c0, atol=0)
 
 
@@ -265,7 +270,9 @@ def test_f0_linear_regression_boosts_its_residuals(rng):
     X, y = bumpy(rng)
     beta, lam = 5.0, 1e-3
     ols = LinearRegression().fit(X, y)
-    model = GBMAPRegressor(n_boosts=3, beta=beta, tol=1e-9, max_iter=2000, random_state=0, f0=ols)
+    model = GBMAPRegressor(
+        n_boosts=3, beta=beta, penalty=lam, tol=1e-9, max_iter=2000, random_state=0, f0=ols
+    )
     model.fit(X, y)
     assert model.f0_ is ols  # a fitted model is used as is
     np.testing.assert_allclose(
@@ -284,7 +291,9 @@ def test_f0_linear_regression_boosts_its_residuals(rng):
         grad = approx_fprime(theta, _residual_objective, 1e-7, Z, target, beta, lam)
         assert np.abs(grad).max() < 1e-5, (j, grad)
         r = r - model.transform(X)[:, j] / y.std()
-    default = GBMAPRegressor(n_boosts=1, beta=beta, tol=1e-9, max_iter=2000, random_state=0)
+    default = GBMAPRegressor(
+        n_boosts=1, beta=beta, penalty=lam, tol=1e-9, max_iter=2000, random_state=0
+    )
     default.fit(X, y)
     theta = np.concatenate([[default.intercept_[0]], default.coef_[0], [default.bias_[0]]])
     r0 = default.signs_[0] * (y - ols.predict(X)) / y.std()
