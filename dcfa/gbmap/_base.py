@@ -47,7 +47,7 @@ from dcfa._validation import (
 )
 from dcfa.gbmap._checkpoint import check_directory, load_checkpoint, save_checkpoint
 from dcfa.gbmap._embedding import _EmbeddingMixin
-from dcfa.gbmap._learners import Learners
+from dcfa.gbmap._learners import Learners, boost_labels
 from dcfa.gbmap._losses import ACTIVATIONS, LOSSES, embed_block
 from dcfa.gbmap._rows import column_stats, make_data, row_digest, should_persist
 from dcfa.gbmap._solver import boost
@@ -530,8 +530,10 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         -------
         Xt : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples, n_boosts)
             Lazy for Dask input (nothing is computed). A DataArray gives a DataArray
-            ``(sample_dim, "boost")`` whose attrs are the score's, not ``X``'s (``units``: the
-            target's ``units`` for a regressor given a target with that attr). The columns
+            ``(sample_dim, "boost")``, ``boost`` labelled 1 to m as the learners ``f_j`` are
+            (``E.sel(boost=1)`` is ``f_1(x)``), whose attrs are the score's, not ``X``'s
+            (``units``: the target's ``units`` for a regressor given a target with that
+            attr). The columns
             sum to the boosted part of the score, ``f(x) - f_0(x)``: the decision function
             (classifier, ``f_0 = 0`` by default), or ``predict(X) - y_mean_`` (regressor with
             the default ``f_0``, whose columns are in target units).
@@ -543,7 +545,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         out = inp.layout.samples(
             E,
             dim="boost",
-            coords={"boost": np.arange(E.shape[1])},
+            coords={"boost": boost_labels(E.shape[1])},
             name=f"{type(self).__name__.lower()}_embedding",
             # not X's attrs: the embedding is in the units of the score, not of X
             attrs=self._score_attrs("GBMAP embedding f_j(x)"),

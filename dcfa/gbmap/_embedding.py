@@ -144,7 +144,7 @@ class _EmbeddingMixin:
         Y: ArrayLike | da.Array | xr.DataArray,
         *,
         n_grid: int = 64,
-    ) -> np.ndarray | da.Array:
+    ) -> np.ndarray | da.Array | xr.DataArray:
         """The path distance of Eq. (6) between the paired rows of ``X`` and ``Y``.
 
         ``d_path(x, y) = int_0^1 |d/dt f(x + t (y - x))| dt``: the total change of the model
@@ -161,9 +161,10 @@ class _EmbeddingMixin:
 
         Returns
         -------
-        d : ndarray or dask.array.Array of shape (n_samples,)
+        d : ndarray, dask.array.Array or xarray.DataArray of shape (n_samples,)
             In target (regressor) or logit (classifier) units; lazy if ``X`` or ``Y`` is a
-            Dask array. Of ``sum_j f_j``: an estimator ``f0`` is not included.
+            Dask array; a DataArray over ``X``'s samples (else ``Y``'s) if either is one. Of
+            ``sum_j f_j``: an estimator ``f0`` is not included.
         """
         a, b = self._check_input(X), self._check_input(Y, "Y")
         if a.n_samples != b.n_samples:
@@ -175,10 +176,17 @@ class _EmbeddingMixin:
         args = (*self._learners, int(n_grid))
         A, B = a.data, b.data
         if not isinstance(A, da.Array) and not isinstance(B, da.Array):
-            return path_distance_block(A, B, *args)
-        A = _drift._as_dask(A).rechunk({1: -1})
-        B = _drift._as_dask(B).rechunk({0: A.chunks[0], 1: -1})
-        return da.map_blocks(
-            path_distance_block, A, B, *args, drop_axis=1, dtype=np.float64,
-            meta=np.empty((0,), dtype=np.float64),
-        )  # fmt: skip
+            d = path_distance_block(A, B, *args)
+        else:
+            A = _drift._as_dask(A).rechunk({1: -1})
+            B = _drift._as_dask(B).rechunk({0: A.chunks[0], 1: -1})
+            d = da.map_blocks(
+                path_distance_block, A, B, *args, drop_axis=1, dtype=np.float64,
+                meta=np.empty((0,), dtype=np.float64),
+            )  # fmt: skip
+        return self._wrap_samples(
+            d,
+            a if a.layout is not None else b,
+            name="path_distance",
+            attrs=self._score_attrs("GBMAP path distance"),
+        )

@@ -14,7 +14,12 @@ import numpy as np
 
 from dcfa.gbmap._losses import learner_outputs
 
-__all__ = ["Learners"]
+__all__ = ["Learners", "boost_labels"]
+
+
+def boost_labels(m: int) -> np.ndarray:
+    """The labels of ``m`` learners in an output's ``boost`` dim: 1 to m, as ``f_1 ... f_m``."""
+    return np.arange(1, m + 1)
 
 
 @dataclass

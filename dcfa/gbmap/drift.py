@@ -31,6 +31,7 @@ a chunked one stays lazy.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import dask
 import dask.array as da
@@ -40,6 +41,9 @@ from scipy.spatial.distance import cdist
 
 from dcfa._compute import tree_reduce
 from dcfa._errors import InputError
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["drift_score", "embedding_distance", "euclid_drift_score", "knn_mean", "knn_reduce"]
 
@@ -195,6 +199,17 @@ def _unwrap(a):
     return a
 
 
+def _rows_like(out, query, name: str):
+    """``out`` (one value per row of ``query``) as a DataArray over ``query``'s first dim and
+    its coords, when ``query`` is a DataArray; else ``out`` itself."""
+    xr = sys.modules.get("xarray")
+    if xr is None or not isinstance(query, xr.DataArray):
+        return out
+    dim = query.dims[0]
+    coords = {k: c for k, c in query.coords.items() if c.dims == (dim,)}
+    return xr.DataArray(out, dims=(dim,), coords=coords, name=name)
+
+
 def _as_1d(a):
     a = _unwrap(a)
     if isinstance(a, da.Array):
@@ -268,12 +283,12 @@ def knn_mean(
     n_neighbors: int = 5,
     *,
     metric: str = "cityblock",
-) -> np.ndarray | da.Array:
+) -> np.ndarray | da.Array | xr.DataArray:
     """Mean of ``values`` over the ``n_neighbors`` nearest training rows.
 
     Parameters
     ----------
-    query : array-like or dask.array.Array of shape (n_q, m)
+    query : array-like, dask.array.Array or xarray.DataArray of shape (n_q, m)
     train : array-like or dask.array.Array of shape (n, m)
     values : array-like or dask.array.Array of shape (n,)
         One value per training row (its target, its score, or a class indicator).
@@ -283,11 +298,14 @@ def knn_mean(
 
     Returns
     -------
-    mean : ndarray or dask.array.Array of shape (n_q,)
-        Lazy if any input is a Dask array. Ties in distance are broken by the training row
+    mean : ndarray, dask.array.Array or xarray.DataArray of shape (n_q,)
+        Lazy if any input is a Dask array; a DataArray over ``query``'s first dim and its
+        coords if ``query`` is one. Ties in distance are broken by the training row
         index (the lowest index wins), whatever the chunking.
     """
-    return _knn_mean(query, train, values, n_neighbors, metric=metric)
+    return _rows_like(
+        _knn_mean(query, train, values, n_neighbors, metric=metric), query, "knn_mean"
+    )
 
 
 def _knn_mean(query, train, values, n_neighbors, *, metric="cityblock", names=None):
@@ -302,8 +320,8 @@ def _knn_mean(query, train, values, n_neighbors, *, metric="cityblock", names=No
 
 
 def euclid_drift_score(
-    X: ArrayLike | da.Array, X_train: ArrayLike | da.Array, n_neighbors: int = 5
-) -> np.ndarray | da.Array:
+    X: ArrayLike | da.Array | xr.DataArray, X_train: ArrayLike | da.Array, n_neighbors: int = 5
+) -> np.ndarray | da.Array | xr.DataArray:
     """The EUCLID drifter: distance to the ``n_neighbors``-th nearest training point.
 
     The baseline of Patron et al. (2024), Section 4.5: the Euclidean distance, in the
@@ -313,7 +331,7 @@ def euclid_drift_score(
 
     Parameters
     ----------
-    X : array-like or dask.array.Array of shape (n_q, p)
+    X : array-like, dask.array.Array or xarray.DataArray of shape (n_q, p)
         New points, in the same (standardised) units as ``X_train``.
     X_train : array-like or dask.array.Array of shape (n, p)
         Training points.
@@ -322,31 +340,33 @@ def euclid_drift_score(
 
     Returns
     -------
-    score : ndarray or dask.array.Array of shape (n_q,)
-        Lazy if any input is a Dask array (the same chunk-wise search as :func:`knn_mean`).
+    score : ndarray, dask.array.Array or xarray.DataArray of shape (n_q,)
+        Lazy if any input is a Dask array (the same chunk-wise search as :func:`knn_mean`); a
+        DataArray over ``X``'s first dim and its coords if ``X`` is one.
     """
-    X, X_train, k = _check_knn(X, X_train, n_neighbors, names=("X", "X_train"))
+    query, X_train, k = _check_knn(X, X_train, n_neighbors, names=("X", "X_train"))
     dummy = (
         da.zeros(X_train.shape[0], chunks=(X_train.chunks[0],))
         if isinstance(X_train, da.Array)
         else np.zeros(X_train.shape[0])
     )
-    return knn_reduce(X, X_train, dummy, k, metric="euclidean", reduce="kth")
+    score = knn_reduce(query, X_train, dummy, k, metric="euclidean", reduce="kth")
+    return _rows_like(score, X, "euclid_drift_score")
 
 
 def drift_score(
-    embedding: ArrayLike | da.Array,
+    embedding: ArrayLike | da.Array | xr.DataArray,
     scores: ArrayLike | da.Array,
     train_embedding: ArrayLike | da.Array,
     train_values: ArrayLike | da.Array,
     n_neighbors: int = 5,
-) -> np.ndarray | da.Array:
+) -> np.ndarray | da.Array | xr.DataArray:
     """GBMAP drift score ``|f(x*) - kNN mean|`` (Patron et al. 2024, Section 4.5).
 
     Parameters
     ----------
-    embedding : array-like or dask.array.Array of shape (n_q, m)
-        Embedding of the new points.
+    embedding : array-like, dask.array.Array or xarray.DataArray of shape (n_q, m)
+        Embedding of the new points, e.g. ``GBMAPRegressor.transform(X)``.
     scores : array-like or dask.array.Array of shape (n_q,)
         The model's output at the new points: the prediction (regression) or the score /
         logit (classification).
@@ -362,7 +382,8 @@ def drift_score(
     -------
     score : ndarray or dask.array.Array of shape (n_q,)
         Large where the model disagrees with its training neighbourhood (extrapolation).
-        Lazy if any input is a Dask array.
+        Lazy if any input is a Dask array; a DataArray over ``embedding``'s first dim and
+        its coords if ``embedding`` is one.
 
     Notes
     -----
@@ -382,4 +403,4 @@ def drift_score(
         raise InputError(f"scores: expected shape ({fknn.shape[0]},), got {scores.shape}")
     if isinstance(fknn, da.Array) and isinstance(scores, da.Array):
         scores = scores.rechunk(fknn.chunks)
-    return abs(scores - fknn)
+    return _rows_like(abs(scores - fknn), embedding, "drift_score")

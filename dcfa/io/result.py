@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from dcfa.gbmap._learners import boost_labels
 from dcfa.io.sources import location
 
 if TYPE_CHECKING:  # hints only: writing a result needs neither scikit-learn nor the moments
@@ -113,6 +114,7 @@ def result_dataset(
         ds["gbmap_coef"] = (("boost", "group"), gbmap.coef_)
         ds["gbmap_intercept"] = ("boost", gbmap.intercept_)
         ds["gbmap_sign"] = ("boost", gbmap.signs_)
+        ds = ds.assign_coords(boost=boost_labels(gbmap.coef_.shape[0]))
         ds.attrs["gbmap"] = json.dumps(gbmap.get_params(), default=str, sort_keys=True)
         # -- what applying the GBMAP to new months needs (dcfa.batch.results.load_result): the bias
         # inside the softplus, the input standardisation (shift and centre kept apart, as

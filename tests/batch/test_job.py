@@ -198,6 +198,7 @@ def test_cli_fit_and_inspect(tmp_path):
     assert result.attrs["method"] == "GenLinCFA"
     assert result.embedding.dims == ("time", "boost") and result.embedding.shape == (120, 2)
     assert result.gbmap_coef.shape == (2, result.sizes["group"])
+    np.testing.assert_array_equal(result["boost"].values, [1, 2])  # f_1, f_2
     assert np.isfinite(result.embedding.values).all()
     assert "groups most correlated with the target (95 % interval, autocorrelation):" in (
         proc.stdout

@@ -267,13 +267,43 @@ def test_public_functions_keep_a_dask_backed_dataarray_lazy(rng):
             "knn": knn_mean(E, E, P, 3),
             "euclid": euclid_drift_score(Z, Z),
         }
-    for name, out in lazy.items():
-        assert isinstance(out, da.Array), name
+    assert isinstance(lazy.pop("distance"), da.Array)
+    for name, out in lazy.items():  # one value per row of a DataArray: a DataArray
+        assert isinstance(out, xr.DataArray) and isinstance(out.data, da.Array), name
+        assert out.dims == ("time",), name
+        np.testing.assert_array_equal(out["time"].values, field["time"].values)
     En, Pn, Zn = E.values, P.values, Z.values  # the same functions on NumPy
-    np.testing.assert_allclose(lazy["distance"].compute(), embedding_distance(En, En[:10]))
-    np.testing.assert_allclose(lazy["drift"].compute(), drift_score(En, Pn, En, Pn))
-    np.testing.assert_allclose(lazy["knn"].compute(), knn_mean(En, En, Pn, 3))
-    np.testing.assert_allclose(lazy["euclid"].compute(), euclid_drift_score(Zn, Zn))
+    np.testing.assert_allclose(
+        embedding_distance(E, E[:10]).compute(), embedding_distance(En, En[:10])
+    )
+    np.testing.assert_allclose(lazy["drift"].values, drift_score(En, Pn, En, Pn))
+    np.testing.assert_allclose(lazy["knn"].values, knn_mean(En, En, Pn, 3))
+    np.testing.assert_allclose(lazy["euclid"].values, euclid_drift_score(Zn, Zn))
+    assert isinstance(euclid_drift_score(Zn, Zn), np.ndarray)  # NumPy in, NumPy out
+
+
+def test_the_embedding_and_path_distance_are_labelled_as_the_paper_writes_them(rng):
+    """``boost`` is labelled 1 to m, as the learners f_1 ... f_m: ``E.sel(boost=1)`` is the
+    first learner's output, the one fitted first (it alone is the one-step model). The path
+    distance of a DataArray is a DataArray over its samples, in the target's units."""
+    X, y = bumpy(rng, n=90, p=6)
+    field = sst_field(X)
+    target = xr.DataArray(y, dims="time", coords={"time": field["time"]}, attrs={"units": "mm"})
+    model = GBMAPRegressor(n_boosts=3, random_state=0).fit(field, target)
+    E = model.transform(field)
+    np.testing.assert_array_equal(E["boost"].values, [1, 2, 3])
+    one_step = GBMAPRegressor(n_boosts=1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(E.sel(boost=1).values, one_step.transform(X)[:, 0], atol=1e-12)
+    later = field.roll(time=1, roll_coords=False)  # each month paired with the one before
+    d = model.path_distance(field, later)
+    assert isinstance(d, xr.DataArray) and d.dims == ("time",)
+    np.testing.assert_array_equal(d["time"].values, field["time"].values)
+    assert d.attrs["units"] == "mm"
+    flat = later.stack(cell=("lat", "lon")).values
+    np.testing.assert_allclose(d.values, model.path_distance(X, flat))
+    lazy = model.path_distance(field.chunk({"time": 30}), later)
+    assert isinstance(lazy.data, da.Array)
+    np.testing.assert_allclose(lazy.values, d.values)
 
 
 def test_a_missing_string_label_is_reported_as_such(rng):
