@@ -20,7 +20,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import QuadMesh  # noqa: E402
 
-from dcfa.plot import map_projection, plot_drift, plot_embedding, plot_regions  # noqa: E402
+from dcfa.plot import (  # noqa: E402
+    map_projection,
+    plot_drift,
+    plot_embedding,
+    plot_regions,
+    plot_stability,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = np.nan
@@ -339,6 +345,41 @@ def test_regions_with_cartopy_geoaxes():
     assert map_projection(_region()) == ccrs.PlateCarree()  # 95E-165E: not crossing 180
     assert set(_texts(ax)) == {0, 1, 2}
     ax.figure.savefig(io.BytesIO(), format="png")  # draws without the network
+
+
+@pytest.mark.parametrize(
+    ("lon", "lat"),
+    [
+        (np.arange(0.0, 360.0, 2.0), np.arange(39.0, -41.0, -2.0)),  # 0..358, lat descending
+        (np.arange(-179.0, 180.0, 2.0), np.arange(-39.0, 41.0, 2.0)),  # -180..180 edges
+        (np.arange(0.0, 360.0, 2.0), np.arange(-89.0, 0.0, 2.0)),  # a hemisphere
+        (np.arange(0.0, 360.0, 2.0), np.arange(-89.0, 90.0, 2.0)),  # the globe
+    ],
+)
+@pytest.mark.parametrize("draw", ["regions", "stability"])
+def test_a_band_around_the_globe_fills_the_map(lon, lat, draw):
+    """A field on every longitude but not pole to pole (a tropical band, as SST products are
+    often cut) was drawn as an empty strip: a 360-degree extent wraps to zero width. The map
+    now spans the band's latitudes and every longitude, its seam on the grid's own edge, with
+    no warning from matplotlib or cartopy (coastlines aside, which offline are not there)."""
+    ccrs = pytest.importorskip("cartopy.crs")
+    values = (lon[None, :] // 40 + 10 * (lat[:, None] > 0)).astype(float)
+    values[: lat.size // 3, : lon.size // 4] = np.nan  # land
+    region = xr.DataArray(values, dims=("lat", "lon"), coords={"lat": lat, "lon": lon})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if draw == "regions":
+            ax = plot_regions(region)
+        else:
+            ax = plot_stability(xr.full_like(region, 0.5).where(region.notnull()), region=region)
+        ax.figure.savefig(io.BytesIO(), format="png")
+    caught = [w for w in caught if "coastline" not in str(w.message)]
+    assert not caught, [str(w.message) for w in caught]
+    centre = (lon.min() + lon.max()) / 2  # of the edges, a half step (1 degree) beyond
+    assert ax.projection == ccrs.PlateCarree(central_longitude=centre)
+    x0, x1, y0, y1 = ax.get_extent(ccrs.PlateCarree(central_longitude=centre))
+    assert (x0, x1) == pytest.approx((-180.0, 180.0))
+    assert (y0, y1) == pytest.approx((max(lat.min() - 1, -90), min(lat.max() + 1, 90)))
 
 
 def test_map_projection_without_cartopy(no_cartopy):

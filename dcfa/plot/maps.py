@@ -308,8 +308,18 @@ def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
         _add_coastlines(ax)
         gl = ax.gridlines(draw_labels=True, linewidth=0.3, color="grey", alpha=0.6)
         gl.top_labels = gl.right_labels = False
-        if lon_edges[-1] - lon_edges[0] >= 359.0 and lat_edges[-1] - lat_edges[0] >= 179.0:
+        all_longitudes = lon_edges[-1] - lon_edges[0] >= 359.0
+        if all_longitudes and lat_edges[-1] - lat_edges[0] >= 179.0:
             ax.set_global()
+        elif all_longitudes:
+            # a band around the globe: set_extent would wrap a span of 360 degrees to an
+            # empty one; the whole map's width, cut to the band's latitudes
+            ax.set_global()
+            centre = ax.projection.proj4_params.get("lon_0", 0.0)
+            y = ax.projection.transform_points(
+                ccrs.PlateCarree(), np.full(2, centre), np.asarray(lat_edges)[[0, -1]]
+            )[:, 1]
+            ax.set_ylim(y.min(), y.max())
         else:
             ax.set_extent(
                 [lon_edges[0], lon_edges[-1], lat_edges[0], lat_edges[-1]], crs=ccrs.PlateCarree()
@@ -379,7 +389,13 @@ def map_projection(region: xr.DataArray, *, lon: str = "lon") -> cartopy.crs.Pro
 
 
 def _projection(ccrs, lons: np.ndarray):
-    """PlateCarree, centred on the dateline when the grid crosses it in 0..360."""
+    """PlateCarree, centred on the dateline when the grid crosses it in 0..360; for a grid
+    around the globe, on the middle of its cells' edges, so that the map's seam is the
+    grid's own edge and no cell straddles it (a cell across the seam needs a transparent
+    colour for unused cells, where dcfa draws them grey)."""
+    edges = _edges(np.sort(lons))
+    if edges[-1] - edges[0] >= 359.0:
+        return ccrs.PlateCarree(central_longitude=float(edges[0] + edges[-1]) / 2)
     crosses_dateline = lons.min() >= 0 and lons.max() <= 360 and lons.min() < 180 < lons.max()
     return ccrs.PlateCarree(central_longitude=180 if crosses_dateline else 0)
 
