@@ -77,7 +77,9 @@ class Skill:
         Every test sample's prediction by the model of its fold (out of sample), NaN for the
         samples no test block holds (a forward CV's first training window); a DataArray
         along ``X``'s sample coordinate when ``X`` was one (for
-        :func:`dcfa.plot.plot_predicted` and time-series plots).
+        :func:`dcfa.plot.plot_predicted` and time-series plots), with the target's attrs and
+        its other coords along the samples (a lead target's ``target_time``, the month each
+        prediction is for).
     """
 
     name: str
@@ -218,11 +220,11 @@ def _cross_validated_skill(
     y,
     cv: BaseCrossValidator | list[tuple[np.ndarray, np.ndarray]],
     name: str | None,
-    attrs: dict,
+    labels: tuple[dict, dict],
 ) -> Skill:
     """Clone and refit ``as_regressor(model)`` on every training fold of ``cv`` (a splitter or
-    a list of (train, test) indices); test R^2. The predictions carry ``attrs``, the
-    target's (its units). A refit's :class:`dcfa.NoSkillWarning` is
+    a list of (train, test) indices); test R^2. The predictions carry the target's
+    ``labels`` (:func:`_target_labels`). A refit's :class:`dcfa.NoSkillWarning` is
     not shown: the skill returned says more, fold by fold. The refits'
     :class:`dcfa.GappyCellsWarning` is shown once, the first fold's, with how many folds
     warned; their other warnings as they came."""
@@ -236,7 +238,7 @@ def _cross_validated_skill(
             warnings.simplefilter("ignore", NoSkillWarning)
             out = _refits(model, X, y, cv)
             folds = list(zip(out["indices"]["train"], out["indices"]["test"], strict=True))
-            predictions = _out_of_sample(out["estimator"], X, folds, attrs)
+            predictions = _out_of_sample(out["estimator"], X, folds, labels)
     finally:  # a failed refit's warnings may say why
         _warn_again(caught, folds)
     return Skill(
@@ -302,9 +304,24 @@ def _warn_again(caught: list, folds: list | None) -> None:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=seen)
 
 
-def _out_of_sample(estimators, X, folds, attrs: dict):
+def _target_labels(y) -> tuple[dict, dict]:
+    """The target's attrs (its units) and its other coords along its samples (a lead
+    target's ``target_time``: the month each prediction is for), for the predictions."""
+    attrs = dict(getattr(y, "attrs", {}))
+    if not isinstance(y, xr.DataArray) or y.ndim != 1:
+        return attrs, {}
+    dim = y.dims[0]
+    coords = {
+        name: (c.values, dict(c.attrs))
+        for name, c in y.coords.items()
+        if name != dim and c.dims == (dim,)
+    }
+    return attrs, coords
+
+
+def _out_of_sample(estimators, X, folds, labels: tuple[dict, dict]):
     """Each test sample predicted by its fold's fitted model, NaN elsewhere; along ``X``'s
-    sample coordinate, with the target's ``attrs``, for a DataArray ``X``."""
+    sample coordinate, with the target's ``labels``, for a DataArray ``X``."""
     predicted = np.full(X.shape[0], np.nan)
     for estimator, (_, test) in zip(estimators, folds, strict=True):
         if isinstance(X, xr.DataArray):
@@ -318,7 +335,9 @@ def _out_of_sample(estimators, X, folds, attrs: dict):
     if not isinstance(X, xr.DataArray):
         return predicted
     dim = X.dims[0]
+    attrs, target_coords = labels
     coords = {dim: X[dim]} if dim in X.coords else {}
+    coords |= {name: (dim, *value) for name, value in target_coords.items()}
     return xr.DataArray(predicted, dims=dim, coords=coords, name="prediction", attrs=attrs)
 
 
@@ -391,6 +410,7 @@ def blocked_cv(
     """
     _refuse_classifier(model, "blocked_cv")
     X = _samples_first(model, X)
+    labels = _target_labels(y)  # before _check_inputs makes y an array
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
         X, y = _check_inputs(X, y)
@@ -401,10 +421,9 @@ def blocked_cv(
         )
     folds = blocked_folds(n, int(n_splits), gap)
     _check_monthly_anomalies(model, X, folds, "n_splits")
-    attrs = dict(getattr(y, "attrs", {}))
     if lazy:
         X, y = _check_inputs(X, y)
-    return _cross_validated_skill(model, X, y, folds, name, attrs)
+    return _cross_validated_skill(model, X, y, folds, name, labels)
 
 
 def blocked_folds(n: int, n_splits: int, gap: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -638,6 +657,7 @@ def forward_cv(
     """
     _refuse_classifier(model, "forward_cv")
     X = _samples_first(model, X)
+    labels = _target_labels(y)  # before _check_inputs makes y an array
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
     if not lazy:
         X, y = _check_inputs(X, y)
@@ -650,10 +670,9 @@ def forward_cv(
         max_train_size=max_train_size,
     )
     _check_monthly_anomalies(model, X, list(cv.split(np.empty((X.shape[0], 1)))), "min_train")
-    attrs = dict(getattr(y, "attrs", {}))
     if lazy:
         X, y = _check_inputs(X, y)
-    return _cross_validated_skill(model, X, y, cv, name, attrs)
+    return _cross_validated_skill(model, X, y, cv, name, labels)
 
 
 def _check_monthly_anomalies(model, X, folds, argument: str) -> None:

@@ -508,3 +508,27 @@ def test_a_target_table_is_one_numeric_column_and_its_attrs_reach_the_prediction
     assert skill.predictions.attrs == {"units": "mm/day"}
     one = forward_cv(LinearRegression(), X, target.to_dataframe(), n_splits=3, min_train=20)
     np.testing.assert_allclose(one.r2, skill.r2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("helper", [forward_cv, blocked_cv])
+def test_the_predictions_say_which_month_they_are_for(rng, helper):
+    """A lead target's predictions sit on the predictors' dates, as ``X`` does; they also
+    carry the target's ``target_time``, the month each one predicts, so that a plot against
+    the observed index is not ``lead`` months off."""
+    from dcfa import lead_target
+
+    X, y, _ = task(rng, n=96)
+    rain = xr.DataArray(y, dims="time", coords={"time": X["time"]}, name="rain",
+                        attrs={"units": "mm/day"})  # fmt: skip
+    Xl, yl, _ = lead_target(X, rain, 2)
+    kwargs = dict(n_splits=3) if helper is blocked_cv else dict(n_splits=3, min_train=30)
+    cells = Xl.stack(cell=("lat", "lon"))
+    P = helper(LinearRegression(), cells, yl, gap=2, **kwargs).predictions
+    np.testing.assert_array_equal(P["time"].values, Xl["time"].values)
+    np.testing.assert_array_equal(P["target_time"].values, yl["target_time"].values)
+    assert P["target_time"].attrs == yl["target_time"].attrs
+    assert P.attrs == {"units": "mm/day"}
+    # the values are those of a target without the coord
+    plain = helper(LinearRegression(), cells, yl.drop_vars("target_time"), gap=2, **kwargs)
+    np.testing.assert_array_equal(P.values, plain.predictions.values)
+    assert "target_time" not in plain.predictions.coords

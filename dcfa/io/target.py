@@ -364,8 +364,10 @@ def align(
     refuse_dataset(X, "X")
     refuse_dataset(y, "y")
     if isinstance(y, pd.Series):
+        # the index's own name (a CSV's "date" column) would become a dim of its own
+        dates = y.index.rename(sample_dim)
         y = xr.DataArray(
-            y.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: y.index}, name=y.name
+            y.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: dates}, name=y.name
         )
     if not isinstance(y, xr.DataArray) or y.ndim != 1:
         raise InputError(

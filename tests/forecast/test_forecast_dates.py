@@ -248,6 +248,23 @@ def test_match_month_pairs_calendar_months_and_keeps_what_aligning_first_drops(
             assert int(y_first.notnull().sum()) <= kept
 
 
+def test_align_takes_an_index_read_from_a_csv_file(tmp_path):
+    """``pd.read_csv(..., index_col="date")`` names the index "date": the Series failed in
+    ``align`` with xarray's error that coordinate time has dimensions ('date',)."""
+    from dcfa import align
+
+    field = by_month(TIME + pd.Timedelta(days=14))
+    values = month_index(TIME).astype(float) + 1000.0
+    pd.DataFrame({"date": TIME[3:], "rain": values[3:]}).to_csv(tmp_path / "rain.csv", index=False)
+    rain = pd.read_csv(tmp_path / "rain.csv", parse_dates=["date"], index_col="date")["rain"]
+    assert rain.index.name == "date"
+    X, y = align(field, rain, match="month")
+    assert y.dims == ("time",) and y.name == "rain"
+    np.testing.assert_array_equal(X.values[:, 0], np.arange(3, N))  # the months in the file
+    np.testing.assert_array_equal(y.values, values[3:])
+    np.testing.assert_array_equal(y.time.values, X.time.values)
+
+
 def test_match_month_names_what_it_needs():
     mid = by_month(TIME + pd.Timedelta(days=14))
     with pytest.raises(ValueError, match=r"^match: expected 'exact' or 'month', got 'day'"):
