@@ -195,8 +195,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "unambiguous writings are read as they are; dates written as two numbers and a year are "
     "read in the order every row allows, and refused when both orders fit.",
     ("target", "missing"): "Values of the target that mark a missing sample (`-99.99`, or a "
-    "list of them), read as missing as an empty CSV cell is. Unset, a value the target repeats "
-    "far outside its other values (a missing-value code) is named in a warning.",
+    "list of them), read as missing as an empty CSV cell is. Unset, a value far outside the "
+    "target's other values that it repeats or that is written in nines (a missing-value code) "
+    "is named in a warning.",
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
     "steps of the target's own dates.",
     ("target", "storage_options"): "For a URL: passed to fsspec (s3fs).",

@@ -96,9 +96,10 @@ def open_target(
     missing : sequence of float
         Values that mark a missing sample (``target.missing``): read as NaN, as an empty CSV
         cell is (equal to within float32 rounding, as a netCDF file may store them). When
-        none is given, a value the series repeats far outside its others (more than
-        ``CODE_DISTANCE`` robust standard deviations from its median) is named in a
-        UserWarning: a missing-value code such as ``-99.99`` read as data.
+        none is given, a value far outside the series' others (more than ``CODE_DISTANCE``
+        robust standard deviations from its median) that it repeats, or that is written in
+        nines alone, is named in a UserWarning: a missing-value code such as ``-99.99`` read
+        as data.
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
@@ -173,14 +174,22 @@ def open_target(
     return _in_time_order(_finite(_coded(series.load(), missing, p), p), sample_dim)
 
 
-# a value repeated this many robust standard deviations from the median is a code, not data:
-# NOAA's -99.99 lies hundreds away from an index's values, a flood peak a handful
+# a value this many robust standard deviations from the median, repeated or written in nines,
+# is a code, not data: NOAA's -99.99 lies hundreds away from an index's values, a flood peak
+# a handful
 CODE_DISTANCE = 10.0
+
+
+def _all_nines(values: np.ndarray) -> np.ndarray:
+    """Whether each value is written in nines alone (``-99.99``, ``-999``, ``9999.9``), as
+    missing-value codes are: a code used once looks like no other value but for that."""
+    digits = (f"{abs(v):.6f}".replace(".", "").strip("0") for v in values)
+    return np.array([d != "" and set(d) == {"9"} for d in digits], dtype=bool)
 
 
 def _coded(series: xr.DataArray, missing: Sequence[float], p) -> xr.DataArray:
     """``series`` with the values of ``missing`` as NaN; with none given, a warning naming a
-    value the series repeats far outside its others."""
+    value far outside the series' others that it repeats or that is written in nines."""
     values = np.asarray(series.values, dtype=np.float64)
     if len(missing):
         codes = np.isclose(
@@ -195,13 +204,15 @@ def _coded(series: xr.DataArray, missing: Sequence[float], p) -> xr.DataArray:
     if spread == 0:
         return series
     codes, counts = np.unique(finite, return_counts=True)
-    far = (counts > 1) & (np.abs(codes - centre) > CODE_DISTANCE * spread)
+    far = np.abs(codes - centre) > CODE_DISTANCE * spread
+    far &= (counts > 1) | _all_nines(codes)
     if far.any():
         code = codes[far][np.argmax(counts[far])]
         at = _stamp(series[series.dims[0]], int(np.flatnonzero(values == code)[0]))
+        n = int(counts[codes == code][0])
         warnings.warn(
             f"target.variable: {series.name!r} in {str(p)!r} holds {code:g} "
-            f"{int(counts[codes == code][0])} times (first at {at}), "
+            f"{'once' if n == 1 else f'{n} times'} ({'at' if n == 1 else 'first at'} {at}), "
             f"{abs(code - centre) / spread:.0f} robust standard deviations from its median: if "
             f"it marks missing samples, set target.missing = {code:g}",
             UserWarning,

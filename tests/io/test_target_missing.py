@@ -62,6 +62,32 @@ def test_an_undeclared_code_is_named_with_its_count_date_and_key(tmp_path):
     assert (y.values == -99.99).sum() == 3  # a warning: the values are as written
 
 
+@pytest.mark.parametrize("code", [-99.99, -999.0, 9999.9, -99.9])
+def test_a_code_written_once_in_nines_is_named(tmp_path, code):
+    """A code seen once is the common case (one month the agency could not compute): a job
+    went on with -99.99 as data and its map lost a region. Far from the other values and
+    written in nines alone, it is named."""
+    coded = _index()
+    coded[50] = code
+    with pytest.warns(UserWarning) as record:
+        open_target(_csv(tmp_path / "idx.csv", coded), "idx")
+    (message,) = [str(w.message) for w in record]
+    assert f"holds {code:g} once (at 1994-03-01)" in message, message
+    assert f"set target.missing = {code:g}" in message, message
+
+
+@pytest.mark.parametrize("value", [9.99, 0.99, 40.0, -123.45])
+def test_nines_within_reach_or_other_far_values_once_are_data(tmp_path, value):
+    """In nines but within 10 robust standard deviations (9.99 for an index of spread 3),
+    or far but written otherwise (a flood peak): data, no warning."""
+    values = _index() * (3.0 if value > 1 else 1.0)
+    values[50] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = open_target(_csv(tmp_path / "idx.csv", values), "idx")
+    assert y.values[50] == value
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_real_extremes_are_not_taken_for_codes(tmp_path, seed):
     """An index with heavy tails (Student's t with 3 degrees of freedom, rounded to two
