@@ -3,8 +3,8 @@
 ``dcfa fit CONFIG.toml``   run a batch job (see :mod:`dcfa.batch.config` for the file)
 ``dcfa demo``              the whole pipeline on real observations shipped in PyPI packages
 ``dcfa inspect STORE``     what a Zarr store (an input archive or a result) holds
-``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series (and GBMAP
-                           prediction) for the months of another archive
+``dcfa apply RESULT ARCHIVE --output OUT``  a fitted result's region series, forecast (and
+                           GBMAP prediction) for the months of another archive
 
 Exit status: 0 on success; 2 for dcfa's own bad-input errors only (a :class:`dcfa.InputError`
 or a bad estimator parameter, see :func:`_bad_input`: a configuration error, bad input data, the
@@ -110,8 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     apply = sub.add_parser(
         "apply",
         parents=[common],
-        help="apply a fitted result to the months of an archive: its region series (and "
-        "GBMAP embedding and prediction), with the stored preprocessing",
+        help="apply a fitted result to the months of an archive: its region series, the "
+        "forecast of the target from them (and GBMAP embedding and prediction), with the stored "
+        "preprocessing",
     )
     apply.add_argument("result", metavar="RESULT", help="a result store written by dcfa fit")
     apply.add_argument(

@@ -51,7 +51,7 @@ from dcfa._validation import (
     sample_dim_of,
 )
 
-__all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv"]
+__all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv", "regression_for"]
 
 MIN_TRAIN = 4  # samples in the smallest training window of forward_cv (LinCFA divides by n - 3)
 MIN_TEST = 2  # samples per test block of forward_cv (a test R^2 needs two)
@@ -116,9 +116,16 @@ def as_regressor(model: BaseEstimator) -> Pipeline:
     (a reduction + OLS)."""
     if is_regressor(model) or hasattr(model, "predict"):
         return model
+    return make_pipeline(model, regression_for(model))
+
+
+def regression_for(model: BaseEstimator) -> BaseEstimator:
+    """The regression to fit on the features of ``model`` (a reduction, or a pipeline ending
+    in one), new and unfitted: the one its last step was made for (``regressor()``, as
+    :meth:`dcfa.RegionsCV.regressor`), else ``LinearRegression`` (OLS)."""
     last = model[-1] if isinstance(model, Pipeline) else model
     make = getattr(last, "regressor", None)
-    return make_pipeline(model, make() if callable(make) else LinearRegression())
+    return make() if callable(make) else LinearRegression()
 
 
 def _refuse_classifier(model, function: str) -> None:

@@ -33,7 +33,7 @@ def test_demo_on_real_observations(tmp_path):
     later, regionscv) on a LocalCluster, GBMAP against the linear models, the forward-CV table
     at leads 0 and 3, the El Niño / La Niña separation, a PNG map; the result store holds what
     an in-memory RegionsCV fit gives, and each cell's stability."""
-    from dcfa import RegionsCV
+    from dcfa import RegionsCV, load_result
     from dcfa.datasets import enso_task
 
     proc = run("demo", "--workdir", str(tmp_path), "-q")
@@ -96,6 +96,16 @@ def test_demo_on_real_observations(tmp_path):
         rtol=1e-6,
     )
     np.testing.assert_allclose(result.group_stability.values, ref.group_stability_, rtol=1e-6)
+    # the forecast dcfa apply writes: the ridge forward_cv fits after RegionsCV, on the
+    # stored target and features, as a pipeline fitted in memory gives it
+    np.testing.assert_array_equal(result.target.values, np.asarray(y))
+    Z = ref.transform(X).values
+    want = ref.regressor().fit(Z, y).predict(Z)
+    fitted = load_result(tmp_path / "result.zarr")
+    assert type(fitted.regression[-1]).__name__ == "RidgeCV"
+    got = fitted.forecast_of(result.features.astype("float64"))
+    np.testing.assert_allclose(got.values, want, rtol=1e-4, atol=1e-4 * np.std(y))
+    assert got.attrs["long_name"].startswith("the target predicted by ridge (penalty ")
     by_size = np.argsort(-np.abs(result.group_target_corr.values))  # the order printed
     assert [float(s) for s in shown] == [
         float(f"{v:.2f}") for v in result.group_stability.values[by_size[: len(shown)]]

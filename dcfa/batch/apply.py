@@ -23,7 +23,7 @@ from dcfa import _version, io
 from dcfa._errors import InputError
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
-from dcfa.batch.fitted import FittedResult
+from dcfa.batch.fitted import FittedResult, regression_text
 from dcfa.batch.output import missing_chunk_lines
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record
@@ -60,7 +60,9 @@ def apply_result(
         A Zarr store with the result's variables on its grid: other months, or the training
         archive with months appended.
     output : str or path-like
-        The store to write: ``features`` ``(sample_dim, group)`` float32, and with a GBMAP
+        The store to write: ``features`` ``(sample_dim, group)`` float32, ``forecast``
+        ``(sample_dim,)`` (:meth:`FittedResult.forecast`: the target at ``t + lead``
+        predicted from the features of ``t``), and with a GBMAP
         ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
         ``decision_function`` for a classifier); attributes name the result and the archive.
     time : (start, stop), optional
@@ -130,6 +132,10 @@ def _apply(
     dim = fitted.sample_dim
     data = {"features": features.astype("float32").rename(None)}
     data["features"].attrs = dict(features.attrs)
+    if fitted.regression is not None:
+        data["forecast"] = fitted.forecast_of(features).rename(None)
+    else:
+        echo(f"      note: no forecast: {fitted.regression_missing}")
     gbmap = fitted.gbmap
     if gbmap is not None:  # NaN in the samples that miss a group's series
         outputs = {k: v.rename(None) for k, v in fitted.gbmap_outputs(features).items()}
@@ -167,6 +173,11 @@ def _apply(
     dataset = xr.Dataset(data, attrs=attrs)
     echo(
         f"[1/2] {fitted.path}: {fitted.method}, {counted(fitted.n_groups, 'group')}"
+        + (
+            f", forecast by {regression_text(fitted.regression)}"
+            if fitted.regression is not None
+            else ""
+        )
         + (f", GBMAP of {gbmap.coef_.shape[0]} learners" if gbmap is not None else "")
         + f"; {location(archive)}: {fitted.variables}, {span}"
         + (

@@ -52,6 +52,12 @@ class FittedResult:
     gbmap : GBMAPRegressor, GBMAPClassifier or None
         The fitted GBMAP of the result (``transform``, ``predict``, ...), when the result
         holds one with everything needed to apply it.
+    regression : scikit-learn regressor or None
+        The regression of the result's target on its features (``forecast``), fitted when
+        the result is loaded, as :func:`dcfa.forward_cv` fits it after the estimator: ridge
+        on the standardised region means for RegionsCV, OLS for the others. None, with
+        ``regression_missing`` saying why, for a result without its target (written by an
+        older dcfa) or of a target of two classes.
     attrs : dict
         The result's attributes (provenance).
     time_scales : dict
@@ -81,6 +87,9 @@ class FittedResult:
     weight: np.ndarray | None = None  # w_k of weighted means (method.params.weights), or None
     gbmap: object = None
     gbmap_missing: str | None = None  # why a stored GBMAP cannot be applied
+    regression: object = None
+    regression_missing: str | None = None  # why there is no regression to forecast with
+    target_units: str | None = None
     attrs: dict = field(default_factory=dict, repr=False)
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
@@ -101,6 +110,11 @@ class FittedResult:
             f"FittedResult({self.path!r}: {self.method}, {self.n_groups} groups on ({grid}); "
             f"variables {self.variables}, sample_dim {self.sample_dim!r}"
             + (f", lead {self.lead_text}" if self.lead else "")
+            + (
+                f", forecast by {regression_text(self.regression)}"
+                if self.regression is not None
+                else ""
+            )
             + (", with a GBMAP" if self.gbmap is not None else "")
             + ")"
         )
@@ -173,6 +187,29 @@ class FittedResult:
         names = _names or {**PYTHON_NAMES, "archive": "field"}
         field = self._checked_field(field, names, time)
         return self._series(field)
+
+    def forecast(self, field) -> xr.DataArray:
+        """The target predicted from ``field`` by ``regression``: a lazy ``(sample_dim,)``
+        DataArray (:meth:`forecast_of` of :meth:`transform`)."""
+        return self.forecast_of(self.transform(field))
+
+    def forecast_of(self, features: xr.DataArray) -> xr.DataArray:
+        """The target predicted from the region series ``features`` (:meth:`transform`) by
+        ``regression``, lazy for Dask: that of sample ``t`` is for the target at
+        ``t + lead``. NaN in the samples where a group's series is missing."""
+        if self.regression is None:
+            raise InputError(f"result {self.path!r}: {self.regression_missing}")
+        # a linear model: its prediction is features . coef + intercept, which Dask and
+        # xarray compute lazily and which is NaN where a feature is
+        p = self.regression.n_features_in_
+        intercept = float(self.regression.predict(np.zeros((1, p)))[0])
+        coef = self.regression.predict(np.eye(p)) - intercept
+        out = xr.dot(features, xr.DataArray(coef, dims="group"), dim="group") + intercept
+        # the target's attrs, not the features'
+        out.attrs = {"long_name": f"the target predicted by {regression_text(self.regression)}"}
+        if self.target_units is not None:
+            out.attrs["units"] = self.target_units
+        return out.rename("forecast")
 
     def embedding(self, field) -> xr.DataArray:
         """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
@@ -459,6 +496,18 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
+
+
+def regression_text(regression) -> str:
+    """``regression`` in words: ``"ridge (penalty 12.6) on the standardised features"``."""
+    from sklearn.pipeline import Pipeline
+
+    last = regression[-1] if isinstance(regression, Pipeline) else regression
+    scaled = isinstance(regression, Pipeline) and len(regression) > 1
+    where = "the standardised features" if scaled else "the features"
+    alpha = getattr(last, "alpha_", None)
+    name = "OLS" if alpha is None else f"ridge (penalty {alpha:.3g})"
+    return f"{name} on {where}"
 
 
 def _first_difference(ours: xr.DataArray, theirs: xr.DataArray) -> str:

@@ -615,7 +615,7 @@ def _write(
         estimator,
         step.cells,
         region=region,
-        target=target.values,
+        target=target,  # its values, and its units for the forecast
         sample_dim=dim,
         features=reduced.features,
         embedding=reduced.embedding,

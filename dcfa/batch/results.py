@@ -61,8 +61,9 @@ def load_result(
     -------
     FittedResult
         ``transform(field)`` gives the region series of a field on the result's grid (lazy
-        for Dask), ``embedding`` / ``predict`` the GBMAP's (when the result holds one);
-        ``gbmap`` is the fitted GBMAP estimator.
+        for Dask), ``forecast`` the target predicted from them by the regression fitted to
+        the result's features (``regression``), ``embedding`` / ``predict`` the GBMAP's (when
+        the result holds one); ``gbmap`` is the fitted GBMAP estimator.
     """
     from dcfa.io.store import incomplete_reason
 
@@ -136,6 +137,7 @@ def load_result(
     estimator.set_params(sample_dim=dim)
     aggregation = ds["cell_index"].attrs.get("aggregation", estimator.fit_options().aggregation)
     gbmap, why = _gbmap_of(ds, dim)
+    regression, no_regression = _regression_of(ds, estimator, gbmap, dim)
     monthly = None
     if dim in ds.coords and calendar_of(ds[dim]) is not None and ds.sizes[dim] > 1:
         # the job's samples (the features' dates): one per calendar month?
@@ -157,6 +159,9 @@ def load_result(
         aggregation=str(aggregation),
         gbmap=gbmap,
         gbmap_missing=why,
+        regression=regression,
+        regression_missing=no_regression,
+        target_units=ds["target"].attrs.get("units") if "target" in ds else None,
         attrs=dict(ds.attrs),
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
@@ -195,6 +200,29 @@ def _config_of(ds: xr.Dataset, key: str, loc):
             "does not reproduce yet"
         )
     return config
+
+
+def _regression_of(ds: xr.Dataset, estimator, gbmap, sample_dim: str):
+    """The regression of the result's target on its features, fitted here, as
+    :func:`dcfa.forward_cv` fits it after the estimator (:func:`dcfa.skill.regression_for`:
+    ridge on the standardised region means for RegionsCV, OLS for the others), on the samples
+    where the target and every feature have a value; and, when there is none, why."""
+    from dcfa import GBMAPClassifier
+    from dcfa.skill import regression_for
+
+    if "target" not in ds or "features" not in ds:
+        return None, (
+            "it holds no target (written by a dcfa fit older than this version): run the "
+            "job again to forecast"
+        )
+    if isinstance(gbmap, GBMAPClassifier) or getattr(estimator, "family", None) == "bernoulli":
+        return None, "its target is of two classes: no regression is fitted to it"
+    X = ds["features"].transpose(sample_dim, "group").values.astype(np.float64)
+    y = ds["target"].values.astype(np.float64)
+    rows = np.isfinite(y) & np.isfinite(X).all(axis=1)
+    if rows.sum() < 3:
+        return None, f"only {int(rows.sum())} samples hold the target and every feature"
+    return regression_for(estimator).fit(X[rows], y[rows]), None
 
 
 def _gbmap_of(ds: xr.Dataset, sample_dim: str):

@@ -46,8 +46,10 @@ def result_dataset(
     folds, on the same grid (NaN where a cell was not used); by default the model's
     ``stability_map_`` when it has one (:class:`dcfa.RegionsCV`), and its ``group_stability_``
     per group. With ``target``, each group's correlation with it is computed from the
-    features in the same pass that writes them. ``features``: ``model.transform(field)``
-    when the caller has it already (computed or persisted). ``units``: each input
+    features in the same pass that writes them, and the target is kept (``target``, along
+    ``sample_dim``: what :func:`dcfa.load_result` fits the forecast's regression to).
+    ``features``: ``model.transform(field)`` when the caller has it already (computed or
+    persisted). ``units``: each input
     variable's units (the field's own ``units`` when None); every group gets those of its
     variable's aggregates (``group_units``), and the features get them as their ``units``
     when all groups share them.
@@ -87,6 +89,13 @@ def result_dataset(
             "units": "1",
         }
     if target is not None:
+        ds["target"] = (sample_dim, np.asarray(target, dtype=np.float64).reshape(-1))
+        ds["target"].attrs = {
+            "long_name": "the target the features were fitted for (of sample t: the target "
+            "at t + lead)"
+        }
+        if getattr(target, "attrs", {}).get("units") is not None:
+            ds["target"].attrs["units"] = str(target.attrs["units"])
         gappy = getattr(model, "missing", "exclude") == "pairwise"  # NaN in the features
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
         ds = ds.assign(_corr_bounds(features, target, ds["group_target_corr"], sample_dim))

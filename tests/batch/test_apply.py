@@ -536,6 +536,53 @@ def _forecast_reference(result: xr.Dataset, sst: np.ndarray, times: pd.DatetimeI
     return out
 
 
+def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c, tmp_path):
+    """The result keeps its target (y of the month LEAD after each sample's, from the CSV);
+    ``dcfa apply`` writes the forecast of OLS (LinCFA's regression in forward_cv) fitted to
+    it on the stored features, least squares by hand; NaN in a month missing a group."""
+    result = xr.open_zarr(job_c / "out.zarr")
+    y = pd.read_csv(job_c / "y.csv")["y"].to_numpy()
+    np.testing.assert_array_equal(result.target.values, y[HISTORY + LEAD : 120])
+    X = result.features.values.astype(np.float64)
+    A = np.c_[np.ones(len(X)), X]
+    beta = np.linalg.lstsq(A, result.target.values, rcond=None)[0]
+    out = cli("apply", str(job_c / "out.zarr"), str(job_c / "sst.zarr"), "--output",
+              str(tmp_path / "applied.zarr"), cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "forecast by OLS on the features" in out.stdout
+    applied = xr.open_zarr(tmp_path / "applied.zarr")
+    forecast = applied.forecast.sel(time=result.time).values  # the applied features: float64
+    np.testing.assert_allclose(forecast, A @ beta, atol=1e-5 * result.target.values.std())
+    assert applied.forecast.attrs["long_name"] == "the target predicted by OLS on the features"
+    assert applied.attrs["lead"] == LEAD  # the forecast of month t is for t + LEAD
+    # a month missing from the archive's last months: NaN, the others as before
+    fitted = load_result(job_c / "out.zarr")
+    field = io.open_archive(job_c / "sst.zarr", ["sst"]).load()
+    field[-1] = np.nan
+    gappy = fitted.forecast(field)
+    assert np.isnan(gappy.values[-1]) and np.isfinite(gappy.values[:-1]).all()
+    np.testing.assert_allclose(gappy.values[:-1], applied.forecast.values[:-1], rtol=1e-9)
+
+
+def test_a_result_without_its_target_is_applied_without_a_forecast(job_c, tmp_path):
+    """A result written before results kept their target: its features as before, no
+    forecast, and a note saying why; the Python API names the reason."""
+    old = tmp_path / "old.zarr"
+    shutil.copytree(job_c / "out.zarr", old)
+    shutil.rmtree(old / "target")  # and from the consolidated metadata
+    meta = json.loads((old / "zarr.json").read_text())
+    del meta["consolidated_metadata"]["metadata"]["target"]
+    (old / "zarr.json").write_text(json.dumps(meta))
+    out = cli("apply", str(old), str(job_c / "sst.zarr"), "--output", str(tmp_path / "a.zarr"),
+              cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "note: no forecast: it holds no target (written by a dcfa fit older" in out.stdout
+    applied = xr.open_zarr(tmp_path / "a.zarr")
+    assert "forecast" not in applied and "features" in applied
+    with pytest.raises(ValueError, match=r"old.zarr': it holds no target .* run the job again"):
+        load_result(old).forecast(io.open_archive(job_c / "sst.zarr", ["sst"]))
+
+
 def test_windows_lags_applied_to_its_own_archive_reproduce_the_features_exactly(job_c, tmp_path):
     fitted = load_result(job_c / "out.zarr")
     assert set(fitted.grid) == set(ORDER) and fitted.archive_grid == ("lat", "lon")
@@ -697,4 +744,7 @@ def test_a_loaded_result_reads_as_one_line(job_a):
     text = repr(fitted)
     assert "\n" not in text and len(text) < 300, text
     assert text.startswith(f"FittedResult({fitted.path!r}: LinCFA, {fitted.n_groups} groups on (")
-    assert "variables ['sst'], sample_dim 'time', with a GBMAP)" in text
+    assert (
+        "variables ['sst'], sample_dim 'time', forecast by OLS on the features, with a GBMAP)"
+        in text
+    )
