@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from dcfa.gbmap._learners import boost_labels
 from dcfa.io.sources import location
 
 if TYPE_CHECKING:  # hints only: writing a result needs neither scikit-learn nor the moments
@@ -123,7 +122,8 @@ def result_dataset(
         ds["gbmap_coef"] = (("boost", "group"), gbmap.coef_)
         ds["gbmap_intercept"] = ("boost", gbmap.intercept_)
         ds["gbmap_sign"] = ("boost", gbmap.signs_)
-        ds = ds.assign_coords(boost=boost_labels(gbmap.coef_.shape[0]))
+        # labelled 1 to m, as GBMAP's transform labels the learners f_1 ... f_m
+        ds = ds.assign_coords(boost=np.arange(1, gbmap.coef_.shape[0] + 1))
         ds.attrs["gbmap"] = json.dumps(gbmap.get_params(), default=str, sort_keys=True)
         # -- what applying the GBMAP to new months needs (dcfa.batch.results.load_result): the bias
         # inside the softplus, the input standardisation (shift and centre kept apart, as
