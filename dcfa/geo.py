@@ -8,7 +8,8 @@ not. :func:`is_global_longitude` tells a regularly spaced longitude axis that cl
 arrays (degrees) and returns plain values: no xarray, no Dask.
 
 :func:`group_mean` is the arithmetic counterpart of :func:`group_circular_mean`, for latitudes
-and other per-cell values.
+and other per-cell values. :func:`latitude_label`, :func:`longitude_label` and
+:func:`extent_text` write places as a reader does (``10°S``, ``170°E-170°W``).
 
 :func:`group_patches` counts the connected patches of every group of a ``(lat, lon)`` label map
 (a fitted estimator's ``label_map_``), with the neighbours of the ``neighbors=1`` grid
@@ -25,14 +26,18 @@ from dcfa._errors import InputError
 
 __all__ = [
     "circular_mean",
+    "extent_text",
     "group_circular_mean",
     "group_mean",
     "group_patches",
     "hemisphere",
     "is_global_longitude",
     "is_longitude",
+    "latitude_label",
+    "longitude_arc",
     "longitude_axes",
     "longitude_convention",
+    "longitude_label",
     "unwrapped_mean",
     "wrap_longitude",
 ]
@@ -69,6 +74,45 @@ def hemisphere(value: float, axis: str) -> tuple[float, str]:
         return abs(v), ("S" if v < 0 else "N")
     v = v % 360.0
     return (v, "E") if v <= 180.0 else (360.0 - v, "W")
+
+
+def longitude_label(x: float) -> str:
+    """``160°W``, ``20°E``, ``0°``, ``180°``: a longitude of any convention (0..360 too)."""
+    degrees, letter = hemisphere(x, "lon")
+    if np.isclose(degrees, 180.0) or np.isclose(degrees, 0.0):
+        return f"{round(degrees):g}°"
+    return f"{degrees:g}°{letter}"
+
+
+def latitude_label(y: float) -> str:
+    """``10°S``, ``0°``, ``30°N``."""
+    degrees, letter = hemisphere(y, "lat")
+    return "0°" if np.isclose(degrees, 0.0) else f"{degrees:g}°{letter}"
+
+
+def longitude_arc(lon) -> tuple[float, float]:
+    """``(west, east)``, in [0, 360): the shortest arc, eastwards from ``west`` to ``east``,
+    that holds every longitude ``lon`` (across the dateline or Greenwich too)."""
+    u = np.unique(np.asarray(lon, dtype=np.float64) % 360.0)
+    if u.size == 1:
+        return float(u[0]), float(u[0])
+    gaps = np.diff(np.r_[u, u[0] + 360.0])  # the last: from the easternmost round to the first
+    i = int(np.argmax(gaps))
+    return float(u[(i + 1) % u.size]), float(u[i])
+
+
+def extent_text(lat, lon) -> str:
+    """Where cells lie, in whole degrees: ``"5°S-3°N, 170°E-170°W"``, their latitudes' range
+    and the shortest arc of longitude that holds them; one value for one row or column."""
+    lat = np.asarray(lat, dtype=np.float64)
+    west, east = longitude_arc(lon)
+
+    def span(low: str, high: str) -> str:
+        return low if low == high else f"{low}-{high}"
+
+    # rounded before labelled: the equator as 0°, not 0°N; the dateline as 180°
+    lats = span(latitude_label(round(lat.min())), latitude_label(round(lat.max())))
+    return f"{lats}, {span(longitude_label(round(west)), longitude_label(round(east)))}"
 
 
 def wrap_longitude(lon, lower: float = -180.0):

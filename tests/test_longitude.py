@@ -21,10 +21,12 @@ from dcfa import io
 from dcfa.datasets import make_regions_field
 from dcfa.geo import (
     circular_mean,
+    extent_text,
     group_circular_mean,
     group_mean,
     is_global_longitude,
     is_longitude,
+    longitude_arc,
     longitude_convention,
     unwrapped_mean,
     wrap_longitude,
@@ -157,6 +159,31 @@ def test_unwrapped_mean_is_the_arithmetic_mean_off_the_seam(start, widths):
 GLOBAL_360 = np.arange(0.0, 360.0, 15.0)
 GLOBAL_180 = np.arange(-180.0, 180.0, 15.0)
 SEAM = np.concatenate([np.arange(180.0, 360.0, 15.0), np.arange(0.0, 180.0, 15.0)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(-180, 360, allow_nan=False), min_size=1, max_size=30),
+    st.sampled_from([0.0, 90.0, -180.0, 359.5]),
+)
+def test_the_longitude_arc_is_the_shortest_that_holds_every_cell(lon, shift):
+    """By brute force: from each cell eastwards, how far to reach every other cell; the arc
+    is the shortest of these, holds every cell, and turns with the cells."""
+    lon = np.asarray(lon)
+    west, east = longitude_arc(lon)
+    width = (east - west) % 360.0
+    reach = [np.max((lon - w) % 360.0) for w in lon]
+    assert width == pytest.approx(min(reach), abs=1e-9)
+    assert np.all((lon - west) % 360.0 <= width + 1e-9)
+    turned = longitude_arc(lon + shift)
+    assert (turned[1] - turned[0]) % 360.0 == pytest.approx(width, abs=1e-9)
+
+
+def test_extent_text_across_the_dateline_and_greenwich():
+    assert extent_text([-5.0, 3.2], [170.0, 185.0, 190.0]) == "5°S-3°N, 170°E-170°W"
+    assert extent_text([-5.0, 3.2], [170.0, -175.0, -170.0]) == "5°S-3°N, 170°E-170°W"
+    assert extent_text([40.0, 52.0], [350.0, 0.0, 8.0]) == "40°N-52°N, 10°W-8°E"
+    assert extent_text([0.2], [180.0]) == "0°, 180°"  # one cell: one value each
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ import xarray as xr
 
 from dcfa._terminal import counted
 from dcfa.batch.output import RECURRENCE_LEGEND, cells, corr_interval_text, recurrence_text
-from dcfa.plot.maps import latitude_label, longitude_label
+from dcfa.geo import latitude_label, longitude_label
 
 __all__ = ["run_demo"]
 
@@ -163,7 +163,7 @@ def _where(region: xr.DataArray, g: int) -> str:
     The centre's longitude is the circular mean (:func:`dcfa.geo.circular_mean`), right for a
     region across Greenwich too; its latitude the arithmetic mean.
     """
-    from dcfa.geo import circular_mean
+    from dcfa.geo import circular_mean, extent_text
 
     cells = region.where(region == g).stack(c=region.dims).dropna("c")
     lat, lon = cells["lat"].values, cells["lon"].values % 360
@@ -174,8 +174,8 @@ def _where(region: xr.DataArray, g: int) -> str:
         if share >= 0.1:
             shares.append(f"{basin} {share:.0%}")
     return (
-        f"{_span(_lat(lat.min()), _lat(lat.max()))}, {_span(_lon(lon.min()), _lon(lon.max()))}"
-        f", centre {_lat(lat.mean())} {_lon(circular_mean(lon))}; {', '.join(shares)}"
+        f"{extent_text(lat, lon)}, centre {_lat(lat.mean())} {_lon(circular_mean(lon))}; "
+        f"{', '.join(shares)}"
     )
 
 
@@ -190,11 +190,6 @@ def _basins(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
     for south, west in _CARIBBEAN:
         out[(lat >= south) & (lon >= west) & (lon < 290)] = "Atlantic"
     return out
-
-
-def _span(low: str, high: str) -> str:
-    """``5°N-10°N``; ``5°N`` for a region one row (or column) wide."""
-    return low if low == high else f"{low}-{high}"
 
 
 def _lat(v: float) -> str:

@@ -122,7 +122,7 @@ def on_grid(values: np.ndarray, keep: np.ndarray, has_data: xr.DataArray, *, fil
 def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      ") -> None:
     """The ``top`` groups most correlated with the target, a line each (the job's summary and
     ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence."""
-    from dcfa.io.result import group_place
+    from dcfa.io.result import group_extent, group_place
     from dcfa.stacking import BLOCK_DIMS
 
     # the centres are named after the grid's coordinates: lat/lon or latitude/longitude
@@ -152,7 +152,10 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
                 for d, i in zip(blocks, at, strict=False)
             )
         where = ""
-        if lat is not None and lon is not None:
+        extent = group_extent(dataset["region"], int(g)) if "region" in dataset else None
+        if extent is not None:
+            where = f", {extent}"
+        elif lat is not None and lon is not None:
             where = f" around lat {float(lat[g]):6.1f}, lon {float(lon[g]):6.1f}"
         echo(
             f"{indent}  group {g:4d}{group_label(dataset, g)}:{block} {sizes[g]:5d} "

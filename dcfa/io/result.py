@@ -254,6 +254,23 @@ def group_place(centres) -> tuple:
     return first("group_lat", "group_latitude"), first("group_lon", "group_longitude")
 
 
+def group_extent(region: xr.DataArray, g: int) -> str | None:
+    """Where group ``g``'s cells lie on the map ``region``: ``"5°S-3°N, 170°E-170°W"``
+    (:func:`dcfa.geo.extent_text`); None without latitude and longitude coordinates, or
+    without a cell of ``g``."""
+    from dcfa.geo import extent_text, is_longitude
+
+    names = {}
+    for coord in ("lat", "latitude", "lon", "longitude"):
+        if coord in region.coords and set(region[coord].dims) <= set(region.dims):
+            names.setdefault("lon" if is_longitude(coord, region[coord].attrs) else "lat", coord)
+    cells = (region == g).values
+    if len(names) < 2 or not cells.any():
+        return None
+    lat, lon = (region[names[k]].broadcast_like(region).values[cells] for k in ("lat", "lon"))
+    return extent_text(lat, lon)
+
+
 def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarray:
     """A readable name per group: its block (the variable, window and lag its cells share,
     where the input has several) and its centre, e.g. ``2N_120W``, ``sst_2N_120W`` or

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
-from dcfa.geo import hemisphere
+from dcfa.geo import latitude_label, longitude_label
 from dcfa.plot._figure import cartopy_crs as _cartopy_crs
 from dcfa.plot._figure import pyplot as _pyplot
 
@@ -336,20 +336,6 @@ def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
         ax.set_ylabel("latitude")
     if title is not None:
         ax.set_title(title)
-
-
-def longitude_label(x: float) -> str:
-    """``160°W``, ``20°E``, ``0°``, ``180°``: a longitude of any convention (0..360 too)."""
-    degrees, letter = hemisphere(x, "lon")
-    if np.isclose(degrees, 180.0) or np.isclose(degrees, 0.0):
-        return f"{round(degrees):g}°"
-    return f"{degrees:g}°{letter}"
-
-
-def latitude_label(y: float) -> str:
-    """``10°S``, ``0°``, ``30°N``."""
-    degrees, letter = hemisphere(y, "lat")
-    return "0°" if np.isclose(degrees, 0.0) else f"{degrees:g}°{letter}"
 
 
 def _add_coastlines(ax) -> None:

@@ -308,7 +308,7 @@ def test_an_era5_expver_coordinate_follows_the_rechunked_data(tmp_path):
 @pytest.mark.parametrize("names", [("lat", "lon"), ("latitude", "longitude")])
 def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_path, names):
     """With latitude/longitude coordinates (ERA5's), the job's summary and dcfa inspect
-    gave no "around lat, lon": they read group_lat only."""
+    gave no place: they read group_lat only. Each group is placed by its cells' extent."""
     from dcfa.batch.output import print_groups
 
     make_archive(tmp_path / "a.zarr", n=120)
@@ -318,7 +318,18 @@ def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_p
     ds = io.result_dataset(model, field, target=y)
     lines = []
     print_groups(ds, lines.append)
-    lat, lon = ds[f"group_{names[0]}"].values, ds[f"group_{names[1]}"].values
     order = np.argsort(-np.abs(ds["group_target_corr"].values))[:8]
+    lat2d, lon2d = xr.broadcast(ds[names[0]], ds[names[1]])
     for line, g in zip(lines[1:], order, strict=True):
-        assert f" around lat {lat[g]:6.1f}, lon {lon[g]:6.1f}, corr" in line, line
+        # each group's latitudes and longitudes, by hand (a Pacific grid in 0..360, off 180)
+        cells = (ds["region"] == g).transpose(*lat2d.dims).values
+        lat, lon = lat2d.values[cells], lon2d.values[cells]
+        south, north = (f"{abs(round(v))}°{'S' if v < 0 else 'N'}" if round(v) else "0°"
+                        for v in (lat.min(), lat.max()))  # fmt: skip
+        west, east = (f"{round(v)}°E" if round(v) < 180 else f"{360 - round(v)}°W"
+                      for v in (lon.min(), lon.max()))  # fmt: skip
+        lats = south if south == north else f"{south}-{north}"
+        lons = west if west == east else f"{west}-{east}"
+        assert f" cells, {lats}, {lons}, corr" in line or f" cell, {lats}, {lons}, corr" in line, (
+            line
+        )
