@@ -75,6 +75,7 @@ as they are.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -290,9 +291,23 @@ def load_config(
             raise ConfigError("config: [output] must be a section")
         section["store"] = output
     _resolve_paths(raw, Path.cwd())  # what --set or --output gave (the file's are absolute)
-    config = _check(raw, source)
-    _check_protocols(raw)
+    try:
+        config = _check(raw, source)
+        _check_protocols(raw)
+    except ConfigError as exc:
+        raise ConfigError(_naming_overrides(str(exc), overrides or [])) from None
     return config
+
+
+def _naming_overrides(message: str, overrides: list[str]) -> str:
+    """``message`` with the ``--set`` items whose keys it names: a value given on the command
+    line is not the job file's to fix."""
+    given = [
+        item
+        for item in overrides
+        if re.search(rf"\b{re.escape(item.split('=', 1)[0].strip())}\b", message)
+    ]
+    return message + "".join(f" (given by --set {item})" for item in given)
 
 
 PATH_KEYS = (("input", "store"), ("target", "path"), ("output", "store"), ("output", "work_dir"))

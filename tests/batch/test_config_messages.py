@@ -53,6 +53,25 @@ def test_keys_named_before_any_pass(tmp_path, override, message):
     assert _files(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["target.lead=two"], r"target\.lead must be an integer, got 'two' \(given by --set "),
+        (["cluster.n_workers=0"], r">= 1 \(given by --set cluster\.n_workers=0\)$"),
+        (["input.store=S3://b/x.zarr"], r"^input\.store: .* \(given by --set input\.store=S3:"),
+    ],
+)
+def test_a_value_given_by_set_is_named_as_given_there(tmp_path, overrides, message):
+    """A bad value from the command line was reported as the job file's ('config job.toml:
+    target.lead ...'), which sent the user to a file that was right."""
+    job = write_job(tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        load_config(job, ["target.variable=soi", *overrides])
+    with pytest.raises(ConfigError) as err:
+        load_config(job, ["target.variable=soi", "target.lag=1"])
+    assert "--set target.variable" not in str(err.value)  # only the keys the message names
+
+
 @pytest.mark.slow
 def test_output_on_the_command_line_is_output_store(tmp_path):
     """A job file without [output], given --output: the README's job file was refused with

@@ -112,8 +112,9 @@ def test_the_key_takes_a_number_or_a_list_of_numbers(tmp_path):
     for bad in ('"-99.99"', "true", '["x"]'):
         with pytest.raises(ConfigError, match="target.missing must be a number or a list") as err:
             load_config(job, [f"target.missing={bad}"])
-        # echoed as the job file writes it, not as Python's repr
-        assert str(err.value).endswith(f"got {bad.replace(chr(34), chr(39))}")
+        # echoed as the job file writes it, not as Python's repr, and named as given
+        given = f"(given by --set target.missing={bad})"
+        assert str(err.value).endswith(f"got {bad.replace(chr(34), chr(39))} {given}")
     proc = cli("fit", str(job), "--set", "target.missing=[true]", cwd=tmp_path)
     assert proc.returncode == 2 and "target.missing must be a number" in proc.stderr
     assert "got [true]" in proc.stderr
