@@ -242,8 +242,15 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return execution.grid_pass(execution.plan(opts, inp, folds))
 
     def _set_fitted(
-        self, inp: InputData, m: Moments, labels: np.ndarray, opts: FitOptions, weights
+        self,
+        inp: InputData,
+        m: Moments,
+        labels: np.ndarray,
+        opts: FitOptions,
+        weights,
+        detail: str = "",
     ) -> None:
+        """Set the fitted attributes and log the partition (``detail``: how it was chosen)."""
         D = inp.n_features
         self.n_features_in_ = D
         if inp.feature_names is not None:
@@ -288,11 +295,12 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise NothingToFitError(dict(self.excluded_))
         _warn_gappy(type(self).__name__, self.excluded_, "missing" in self.get_params())
         logger.info(
-            "%s: %s -> %s (%d excluded)",
+            "%s: %s -> %s (%d excluded)%s",
             type(self).__name__,
             counted(D, "feature"),
             counted(self.n_features_out_, "group"),
             len(self.excluded_),
+            f"; {detail}" if detail else "",
         )
 
     @property

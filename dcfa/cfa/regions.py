@@ -52,7 +52,6 @@ which every fold's second stage and skill are computed, are in :mod:`dcfa.cfa.pi
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -102,7 +101,6 @@ __all__ = [
     "WARD_GROUPS",
 ]
 
-logger = logging.getLogger("dcfa")
 
 #: default levels of the first stage: the correlation of two pieces' means below which they
 #: stay apart (high: many small pieces; low: few large ones)
@@ -422,7 +420,11 @@ class RegionsCV(BaseCFA):
         self.cv_path_ = _path_dataset(
             r2, r2_w, chosen.r2_smoothed, levels, sizes, stages, folds, self.regression
         )
-        self._set_fitted(inp, columns, labels, opts, None)
+        detail = (
+            f"{chosen.order} order, level {chosen.level:.2f}: {pieces.n} pieces; mean CV R^2 "
+            f"{chosen.mean_r2:.3f}; pieces {t1 - t0:.1f} s, selection {t2 - t1:.1f} s"
+        )
+        self._set_fitted(inp, columns, labels, opts, None, detail)
         self._set_stability(inp, shared.cols, final, fold_maps)
         means = ("mean_r2", "mean_r2_weights", "mean_r2_smoothed")
         scored = [self.cv_path_[v].values.ravel() for v in means]
@@ -433,18 +435,6 @@ class RegionsCV(BaseCFA):
             chosen.r2,
             f"the {chosen.k}-region map",
             stacklevel=4,  # the caller of fit or fit_targets
-        )
-        logger.info(
-            "RegionsCV: %d cells -> %d regions (%s order, level %.2f: %d pieces; mean CV R^2 "
-            "%.3f); pieces %.1f s, selection %.1f s",
-            shared.cols.size,
-            chosen.k,
-            chosen.order,
-            chosen.level,
-            pieces.n,
-            chosen.mean_r2,
-            t1 - t0,
-            t2 - t1,
         )
         return shared
 

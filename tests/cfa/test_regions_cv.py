@@ -8,6 +8,7 @@ every group one patch, the skill of the true regions) and against itself across 
 
 from __future__ import annotations
 
+import logging
 import warnings
 from contextlib import contextmanager
 from functools import partial
@@ -654,9 +655,15 @@ def test_regions_cv_finds_the_driving_regions_pure_and_contiguous(seed):
     assert ours >= 0.95 * oracle
 
 
-def test_regions_cv_fitted_values(regions_field):
+def test_regions_cv_fitted_values(regions_field, caplog):
     ds = regions_field
-    model = dcfa.RegionsCV(n_splits=4).fit(ds.field, ds.target)
+    with caplog.at_level(logging.INFO, logger="dcfa"):
+        model = dcfa.RegionsCV(n_splits=4).fit(ds.field, ds.target)
+    # one line gives the map and how it was chosen (it was two, counting the regions twice)
+    (line,) = [r.getMessage() for r in caplog.records if " -> " in r.getMessage()]
+    land = ds.field[0].isnull().sum().item()
+    assert line.startswith(f"RegionsCV: {24 * 48} features -> {model.n_features_out_} groups ")
+    assert f"({land} excluded); relevance order, level {model.level_:.2f}: " in line
     assert model.level_ in dcfa.cfa.regions.LEVELS
     path = model.cv_path_
     assert isinstance(path, xr.Dataset)
