@@ -60,6 +60,7 @@ from dcfa.batch.method import (
     build_gbmap,
     check_classes,
     check_record,
+    purged,
     seeded,
 )
 from dcfa.batch.output import (
@@ -121,7 +122,8 @@ def run_job(
     )
     absent = take_record(field, "missing_chunks")
     quantities = take_record(field, "variable_attrs")
-    field = time_scales(field, inp)
+    field = time_scales(field, inp)  # input.windows and input.lags checked
+    configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
         _task(job, out, field, absent, quantities, several=several, resume=resume, echo=echo)
         for job, out in zip(configs, outs, strict=True)
@@ -133,6 +135,12 @@ def run_job(
         echo(
             f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
             "fixed, so the job gives the same result run again or resumed; set it to change)"
+        )
+    if gaps[0] is not None:
+        echo(
+            f"      method.params.gap = {gaps[0]} (not set: target.lead + max(input.lags) + "
+            "max(input.windows) - 1, so that no training sample of the method's folds shares "
+            "a month with a test block; set it to change)"
         )
     from dcfa.batch.cluster import open_client
 

@@ -7,6 +7,8 @@ target is the one ``lead`` months after each predictor, and no group mixes windo
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -243,3 +245,52 @@ def test_a_daily_lead_is_named_in_days_by_inspect_and_apply(tmp_path):
     assert (applied.attrs["lead"], applied.attrs["lead_step"]) == (14, "day")
     proc = cli("inspect", str(out), cwd=tmp_path)
     assert "  lead 14 days: for the target at t + 14 days" in proc.stdout
+
+
+@pytest.mark.parametrize("lead, windows, lags", [(2, [1, 3], [0, 1]), (3, [1], [0]), (0, [6], [2])])
+def test_the_default_purge_leaves_no_month_shared_with_a_test_block(tmp_path, lead, windows, lags):
+    """A job at a lead whose method purges its folds (RegionsCV's ``gap``) ran them with
+    ``gap = 0``: a training sample next to a test block shared months with it. The job now
+    sets the purge the file leaves out; checked against the months each sample spans."""
+    from dcfa.batch.method import purged
+    from dcfa.skill import blocked_folds
+
+    job = write_job(tmp_path, method__name="regionscv", method__params={})
+    config = load_config(job, [f"target.lead={lead}", f"input.windows={windows}",
+                               f"input.lags={lags}"])  # fmt: skip
+    config, gap = purged(config)
+    assert config.method["params"]["gap"] == gap
+
+    def months(t):  # what sample t is made of: its predictors' months and its target's
+        return set(range(t - max(lags) - max(windows) + 1, t + lead + 1))
+
+    def shared(g):
+        return any(
+            months(int(a)) & months(int(b))
+            for train, test in blocked_folds(60, 5, g)
+            for a in train
+            for b in test
+        )
+
+    assert not shared(gap) and shared(gap - 1)  # the shortest purge that shares no month
+    # a gap the file sets is kept; a method without folds takes none
+    config, _ = purged(load_config(job, ["method.params.gap=1", f"target.lead={lead}"]))
+    assert config.method["params"]["gap"] == 1
+    assert purged(load_config(job, [f"target.lead={lead}", "method.name=lincfa"]))[1] is None
+
+
+def test_the_job_says_the_purge_it_sets(tmp_path):
+    job, _, _ = write_forecast_job(tmp_path)
+    lines = []
+    config = load_config(job, ["method.name=regionscv", "method.params={}"])
+    run_job(config, echo=lines.append)
+    (said,) = [s for s in lines if "method.params.gap" in s]
+    assert said.strip().startswith("method.params.gap = 5 (not set: target.lead + ")
+    params = json.loads(xr.open_zarr(tmp_path / "out.zarr").attrs["parameters"])
+    assert params["gap"] == 5  # lead 2 + lag 1 + window 3 - 1
+    lines = []
+    config = load_config(job, ["method.name=regionscv", "method.params={gap = 2}",
+                               "output.overwrite=true"])  # fmt: skip
+    run_job(config, echo=lines.append)
+    assert not any("method.params.gap" in s for s in lines)
+    assert json.loads(xr.open_zarr(tmp_path / "out.zarr").attrs["parameters"])["gap"] == 2
