@@ -60,6 +60,7 @@ from dcfa.batch.method import (
     build_gbmap,
     check_classes,
     check_record,
+    purge,
     purged,
     seeded,
 )
@@ -587,7 +588,7 @@ def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir,
         f"      GBMAP: {gbmap.n_boosts} learners on the {estimator.n_features_out_} "
         f"features in {time.perf_counter() - t:.1f} s"
     )
-    skill = _gbmap_summary(gbmap, features, target, config.target["lead"], echo)
+    skill = _gbmap_summary(gbmap, features, target, purge(config), echo)
     return _Reduced(features, embedding, skill)
 
 
@@ -682,17 +683,17 @@ def _write(
     )
 
 
-def _gbmap_summary(gbmap, features, target, lead: int, echo) -> dict | None:
+def _gbmap_summary(gbmap, features, target, gap: int, echo) -> dict | None:
     """Say which GBMAP steps switched off, and whether GBMAP beats the linear models on the
-    same features (forward-chaining CV, purged by the lead); the comparison, or None when
-    the record is too short for it."""
+    same features (forward-chaining CV, purged by ``gap``: the lead, lags and windows); the
+    comparison, or None when the record is too short for it."""
     from dcfa.batch.gbmap_check import gbmap_against_linear, inactive_line, verdict_line
 
     line = inactive_line(gbmap)
     if line:
         echo("      " + line)
     try:
-        skill = gbmap_against_linear(gbmap, features.values, target.values, gap=lead)
+        skill = gbmap_against_linear(gbmap, features.values, target.values, gap=gap)
     except ValueError as exc:  # too few samples for the folds
         echo(f"      GBMAP against the linear models: not scored ({exc})")
         return None

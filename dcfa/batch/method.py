@@ -18,6 +18,7 @@ __all__ = [
     "build_gbmap",
     "check_classes",
     "check_record",
+    "purge",
     "purged",
     "seeded",
 ]
@@ -87,14 +88,20 @@ def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
     return dataclasses.replace(config, method=method, gbmap=gbmap), keys
 
 
+def purge(config: JobConfig) -> int:
+    """The samples a training sample's months reach into a test block's:
+    ``target.lead + max(input.lags) + max(input.windows) - 1``, the shortest purge of a
+    time-ordered CV that leaves no training sample sharing a month with a test sample."""
+    inp = config.input
+    return config.target["lead"] + max(inp["lags"], default=0) + max(inp["windows"], default=1) - 1
+
+
 def purged(config: JobConfig) -> tuple[JobConfig, int | None]:
-    """``config`` with ``method.params.gap`` set, when the method takes a purge and the file
-    sets none, to the samples a training sample's months reach into a test block's:
-    ``target.lead + max(input.lags) + max(input.windows) - 1``, the purge that leaves no
-    training sample sharing a month with a test sample. Returns the gap so set, or None."""
-    method, inp = config.method, config.input
+    """``config`` with ``method.params.gap`` set to :func:`purge` when the method takes a
+    purge and the file sets none. Returns the gap so set, or None."""
+    method = config.method
     takes = "gap" in METHODS[method["name"]]().get_params()
-    gap = config.target["lead"] + max(inp["lags"], default=0) + max(inp["windows"], default=1) - 1
+    gap = purge(config)
     if not takes or "gap" in method["params"] or gap <= 0:
         return config, None
     method = {**method, "params": {**method["params"], "gap": int(gap)}}

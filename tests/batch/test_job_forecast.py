@@ -282,10 +282,13 @@ def test_the_default_purge_leaves_no_month_shared_with_a_test_block(tmp_path, le
 def test_the_job_says_the_purge_it_sets(tmp_path):
     job, _, _ = write_forecast_job(tmp_path)
     lines = []
-    config = load_config(job, ["method.name=regionscv", "method.params={}"])
+    config = load_config(job, ["method.name=regionscv", "method.params={}", "gbmap.n_boosts=2"])
     run_job(config, echo=lines.append)
     (said,) = [s for s in lines if "method.params.gap" in s]
     assert said.strip().startswith("method.params.gap = 5 (not set: target.lead + ")
+    # GBMAP's check against the linear models is purged alike (it was by the lead alone)
+    (check,) = [s for s in lines if "GBMAP forward-CV" in s]
+    assert ", gap 5)" in check, check
     params = json.loads(xr.open_zarr(tmp_path / "out.zarr").attrs["parameters"])
     assert params["gap"] == 5  # lead 2 + lag 1 + window 3 - 1
     lines = []
