@@ -115,7 +115,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "calendar": (str, None),
         "date_format": (str, None),
         "missing": ((int, float, list), None),
-        "lead": (int, 0),
+        "lead": ((int, list), 0),
         "storage_options": (dict, {}),
     },
     "method": {
@@ -200,11 +200,13 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "target's other values that it repeats or that is written in nines (a missing-value code) "
     "is named in a warning.",
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
-    "steps of the target's own dates.",
+    "steps of the target's own dates. A list (`[0, 3, 6]`) fits a map for each lead from one "
+    "read of the archive, each in its own result: `output.store` then holds `{lead}`.",
     ("target", "storage_options"): "For a URL: passed to fsspec (s3fs).",
     ("method", "name"): "The estimator, by the name of `dcfa.cfa.methods.METHODS`.",
     ("method", "params"): "The estimator's parameters (`[method.params]`), e.g. `gap = 3` "
-    "(months purged around each test block: the lead). A method that shuffles gets "
+    "(months purged around each test block; unset, `target.lead + max(input.lags) + "
+    "max(input.windows) - 1`, printed). A method that shuffles gets "
     "`random_state = 0` unless set, printed and recorded in the result's parameters, so a job "
     "gives the same result run again or resumed.",
     ("output", "store"): "The result store: a path, relative to the job file, or a URL "
@@ -466,19 +468,51 @@ def target_names(config: JobConfig) -> list[str | None]:
     return list(names) if isinstance(names, list) else [names]
 
 
-def for_target(config: JobConfig, name: str | None) -> JobConfig:
-    """The job of one of ``config``'s targets: ``target.variable = name``, with ``{target}``
-    in ``output.store`` and ``output.work_dir`` replaced by it."""
-    _check_targets({"target": config.target, "output": config.output}, "config:")
+def target_leads(config: JobConfig) -> list[int]:
+    """The job's leads: ``target.lead`` as a list."""
+    leads = config.target["lead"]
+    return list(leads) if isinstance(leads, list) else [leads]
+
+
+def for_target(config: JobConfig, name: str | None, lead: int) -> JobConfig:
+    """The job of one of ``config``'s targets at one of its leads: ``target.variable = name``
+    and ``target.lead = lead``, with ``{target}`` and ``{lead}`` in ``output.store`` and
+    ``output.work_dir`` replaced by them."""
+    c = {"target": config.target, "output": config.output}
+    _check_targets(c, "config:")
+    _check_leads(c, "config:")
     output = dict(config.output)
     for key in ("store", "work_dir"):
         if output[key]:
             output[key] = output[key].replace(TARGET_FIELD, str(name))
-    return replace(config, target={**config.target, "variable": name}, output=output)
+            output[key] = output[key].replace(LEAD_FIELD, str(lead))
+    target = {**config.target, "variable": name, "lead": lead}
+    raw = dict(config.raw)
+    if isinstance(raw.get("target"), dict) and isinstance(raw["target"].get("lead"), list):
+        # the job file as this result's: load_result and dcfa inspect read its lead there
+        raw["target"] = {**raw["target"], "lead": lead}
+    return replace(config, target=target, output=output, raw=raw)
 
 
 #: what output.store holds when a job has several targets
 TARGET_FIELD = "{target}"
+#: what output.store holds when a job has several leads
+LEAD_FIELD = "{lead}"
+
+
+def _check_leads(c: dict, where: str) -> None:
+    leads = c["target"]["lead"]
+    many = isinstance(leads, list)
+    values = leads if many else [leads]
+    if not values or not all(_is_int(v) and v >= 0 for v in values):
+        raise ConfigError(
+            f"{where} target.lead must be an int >= 0 (steps of the dates) or a non-empty list "
+            f"of them, got {_toml(leads)}"
+        )
+    if many and len(set(leads)) < len(leads):
+        raise ConfigError(f"{where} target.lead names a lead twice: {_toml(leads)}")
+    if many and len(leads) > 1:
+        _check_outputs_hold(c, where, LEAD_FIELD, f"target.lead names {len(leads)} leads")
 
 
 def _check_targets(c: dict, where: str) -> None:
@@ -495,14 +529,18 @@ def _check_targets(c: dict, where: str) -> None:
     if len(set(names)) < len(names):
         raise ConfigError(f"{where} target.variable names a target twice: {names!r}")
     if len(names) > 1:
-        for key in ("store", "work_dir"):
-            value = c["output"][key]
-            if (value or key == "store") and TARGET_FIELD not in (value or ""):
-                raise ConfigError(
-                    f"{where} output.{key} must hold {TARGET_FIELD} when target.variable names "
-                    f"{len(names)} targets (one result each), e.g. "
-                    f"'regions-{TARGET_FIELD}.zarr'; got {value!r}"
-                )
+        _check_outputs_hold(c, where, TARGET_FIELD, f"target.variable names {len(names)} targets")
+
+
+def _check_outputs_hold(c: dict, where: str, field: str, why: str) -> None:
+    """``output.store`` (and ``output.work_dir``, when set) hold ``field``: one per result."""
+    for key in ("store", "work_dir"):
+        value = c["output"][key]
+        if (value or key == "store") and field not in (value or ""):
+            raise ConfigError(
+                f"{where} output.{key} must hold {field} when {why} (one result each), e.g. "
+                f"'regions-{field}.zarr'; got {value!r}"
+            )
 
 
 def check_duration(value: str, key: str) -> None:
@@ -544,8 +582,7 @@ def _check_time_scales(c: dict, where: str) -> None:
             f"{where} input.aggregate names {sorted(unknown)}, not among input.variables "
             f"{inp['variables']}"
         )
-    if c["target"]["lead"] < 0:
-        raise ConfigError(f"{where} target.lead must be >= 0 samples, got {c['target']['lead']}")
+    _check_leads(c, where)
 
 
 def _is_int(v) -> bool:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dcfa.batch.config import ConfigError, JobConfig, for_target, target_names
+from dcfa.batch.config import ConfigError, JobConfig, for_target, target_leads, target_names
 from dcfa.io.objectstore import check_protocol
 from dcfa.io.sources import existing, exists, location, source_files
 from dcfa.storage.store import (
@@ -155,7 +155,11 @@ def destinations(config: JobConfig, *, output=None, resume: bool = False) -> Des
     """
     if output is not None:
         config = replace(config, output={**config.output, "store": os.fspath(output)})
-    configs = [for_target(config, name) for name in target_names(config)]
+    configs = [
+        for_target(config, name, lead)
+        for name in target_names(config)
+        for lead in target_leads(config)
+    ]
     several = len(configs) > 1
     outs, written = [], set()
     for job in configs:

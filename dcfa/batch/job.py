@@ -42,7 +42,7 @@ from dcfa import io
 from dcfa._compute import scheduler_workers
 from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError
 from dcfa._terminal import counted
-from dcfa.batch.config import JobConfig
+from dcfa.batch.config import JobConfig, target_leads
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
 from dcfa.batch.features import region_series
 from dcfa.batch.identity import COMPARED, InputChangedError, check_unchanged, job_identity
@@ -96,8 +96,8 @@ def run_job(
     resume: bool = False,
     echo=print,
 ) -> Path | list[Path]:
-    """Run the job; return the path of the result store (a list of them, one per target, when
-    ``target.variable`` names several).
+    """Run the job; return the path of the result store (a list of them, one per target and
+    lead, when ``target.variable`` or ``target.lead`` names several: targets first).
 
     Bad input found during a pass (no data at all, an unreadable chunk) raises an
     :class:`InputDataError` (a ValueError) naming the key or path, and the work directory is
@@ -130,6 +130,7 @@ def run_job(
         for job, out in zip(configs, outs, strict=True)
     ]
     for task in tasks:
+        task.several_leads = len(target_leads(config)) > 1
         if task.out in written:
             _check_written(task, echo)
     if unset:
@@ -137,9 +138,14 @@ def run_job(
             f"      random_state = {DEFAULT_RANDOM_STATE} ({' and '.join(unset)} not set: "
             "fixed, so the job gives the same result run again or resumed; set it to change)"
         )
-    if gaps[0] is not None:
+    set_gaps = {
+        t.config.target["lead"]: g for t, g in zip(tasks, gaps, strict=True) if g is not None
+    }
+    if set_gaps:
+        text = ", ".join(f"{g} at lead {lead}" for lead, g in sorted(set_gaps.items()))
+        text = text if len(set(set_gaps.values())) > 1 else str(next(iter(set_gaps.values())))
         echo(
-            f"      method.params.gap = {gaps[0]} (not set: target.lead + max(input.lags) + "
+            f"      method.params.gap = {text} (not set: target.lead + max(input.lags) + "
             "max(input.windows) - 1, so that no training sample of the method's folds shares "
             "a month with a test block; set it to change)"
         )
@@ -164,7 +170,7 @@ def run_job(
             _run_task(
                 task, held, client, echo, since=time.perf_counter(), done=outs[:i], shared=shared
             )
-    echo(f"{len(tasks)} targets in {time.perf_counter() - t0:.1f} s")
+    echo(f"{counted(len(tasks), 'result')} in {time.perf_counter() - t0:.1f} s")
     return outs
 
 
@@ -183,10 +189,14 @@ class _Task:
     gbmap: object
     workdir: WorkDir
     at_lead: xr.DataArray
+    several_leads: bool = False
 
     @property
     def name(self) -> str:
-        return str(self.config.target["variable"])
+        """The target, and its lead when the job has several (unique within a job)."""
+        tgt = self.config.target
+        name = "target" if tgt["variable"] is None else str(tgt["variable"])
+        return name + (f" at lead {tgt['lead']}" if self.several_leads else "")
 
 
 def _task(config, out, field, absent, quantities, *, several: bool, resume: bool, echo) -> _Task:
@@ -233,7 +243,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {dict(aligned.sizes)}; target "
         f"{tgt['path']}"
-        + (f" ({tgt['variable']})" if several else "")
+        + (f" ({tgt['variable']})" if several and tgt["variable"] is not None else "")
         + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )

@@ -56,7 +56,10 @@ def test_keys_named_before_any_pass(tmp_path, override, message):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["target.lead=two"], r"target\.lead must be an integer, got 'two' \(given by --set "),
+        (
+            ["target.lead=two"],
+            r"target\.lead must be an integer or a list, got 'two' \(given by --set ",
+        ),
         (["cluster.n_workers=0"], r">= 1 \(given by --set cluster\.n_workers=0\)$"),
         (["input.store=S3://b/x.zarr"], r"^input\.store: .* \(given by --set input\.store=S3:"),
     ],

@@ -92,7 +92,7 @@ def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path):
         ("input.windows", "[3, 3]", "input.windows has repeated values"),
         ("input.lags", "[-1]", "input.lags must be a list of ints >= 0"),
         ("input.aggregate", '"median"', "input.aggregate must be 'mean' or 'sum'"),
-        ("target.lead", "-1", "target.lead must be >= 0"),
+        ("target.lead", "-1", "target.lead must be an int >= 0"),
         ("target.lead", '"3"', "target.lead must be an integer"),
     ],
 )

@@ -103,17 +103,22 @@ def test_one_job_two_targets_reads_the_archive_once(tmp_path, monkeypatch):
         ('target.variable=["soi", "east"]', "output.store must hold {target} when"),
         ('target.variable=["soi", "soi"]', "target.variable names a target twice"),
         ("target.variable=[]", "target.variable must be a name or a non-empty list"),
+        ("target.lead=[1, 3]", "output.store must hold {lead} when target.lead names 2 leads"),
+        ("target.lead=[3, 3]", "target.lead names a lead twice: [3, 3]"),
+        ("target.lead=[]", "target.lead must be an int >= 0 (steps of the dates) or a non-empty"),
+        ("target.lead=[1, -1]", "got [1, -1] (given by --set target.lead=[1, -1])"),
     ],
 )
-def test_several_targets_need_an_output_per_target(tmp_path, override, message):
+def test_several_targets_or_leads_need_an_output_each(tmp_path, override, message):
     job = _two_targets(tmp_path)
     before = tree(tmp_path)
     proc = cli("fit", str(job), "--set", override, cwd=tmp_path)
     fails(proc, 2, message)
     assert tree(tmp_path) == before
     if message.startswith("output.store"):  # run_job's own output, in Python, checked too
-        config = load_config(job, [override], output=str(tmp_path / "r-{target}.zarr"))
-        with pytest.raises(ValueError, match="output.store must hold {target}"):
+        field = "{lead}" if "lead" in override else "{target}"
+        config = load_config(job, [override], output=str(tmp_path / f"r-{field}.zarr"))
+        with pytest.raises(ValueError, match=f"output.store must hold {field}"):
             run_job(config, output=str(tmp_path / "plain.zarr"))
         assert tree(tmp_path) == before
 
@@ -213,5 +218,44 @@ def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatc
     xr.testing.assert_allclose(a.features, b.features, rtol=1e-6)
     assert a.attrs["cv_path"] == b.attrs["cv_path"]
     assert xr.open_zarr(outs[2]).attrs["n_samples_used"] == 97
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if k in inputs} == inputs  # inputs untouched
+
+
+def test_one_job_several_leads_gives_each_leads_result_from_one_read(tmp_path, monkeypatch):
+    """``target.lead = [1, 3]``: a result per lead, each the one a job at that lead alone
+    writes, from one read of the archive. A forecaster wanting leads 0-6 ran seven jobs, each
+    reading the whole archive again."""
+    from distributed import LocalCluster
+
+    from dcfa.batch.results import load_result
+
+    job = write_job(tmp_path, method__name="regionscv", method__params={})
+    reads = _ChunkReads(monkeypatch)
+    lines = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster:
+        address = cluster.scheduler_address
+        alone = load_config(job, ["target.lead=3"], output=str(tmp_path / "alone.zarr"))
+        before = reads.n
+        alone = run_job(alone, scheduler=address, echo=str)
+        alone_reads = reads.n - before
+        inputs = tree(tmp_path)
+        config = load_config(job, ["target.lead=[1, 3]"], output=str(tmp_path / "r{lead}.zarr"))
+        before = reads.n
+        outs = run_job(config, scheduler=address, echo=lines.append)
+        both_reads = reads.n - before
+    assert outs == [tmp_path / "r1.zarr", tmp_path / "r3.zarr"]
+    assert 0 < both_reads == alone_reads  # not one read per lead
+    a, b = xr.open_zarr(alone), xr.open_zarr(outs[1])
+    xr.testing.assert_identical(a.region, b.region)
+    xr.testing.assert_allclose(a.features, b.features, rtol=1e-6)
+    assert b.attrs["parameters"] == a.attrs["parameters"]  # gap 3, as the job alone set it
+    assert [load_result(out).lead for out in outs] == [1, 3]
+    text = "\n".join(lines)
+    assert "target 1/2: soi at lead 1 -> " in text and "target 2/2: soi at lead 3 -> " in text
+    assert "method.params.gap = 1 at lead 1, 3 at lead 3 (not set: " in text
+    assert "2 results in " in text
+    proc = cli("inspect", "r3.zarr", cwd=tmp_path)
+    assert proc.returncode == 0 and "lead 3 months (target.lead)" in proc.stdout, proc.stdout
     after = tree(tmp_path)
     assert {k: v for k, v in after.items() if k in inputs} == inputs  # inputs untouched
