@@ -10,7 +10,9 @@ bug or of a library included, exits 1.
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
+from pathlib import Path
 
 __all__ = [
     "LARGEST_TARGET",
@@ -20,6 +22,7 @@ __all__ = [
     "InputTypeError",
     "NoSkillWarning",
     "NothingToFitError",
+    "outside_stacklevel",
 ]
 
 #: The largest target magnitude the checks accept: its squares summed over up to ~1e7 samples
@@ -94,3 +97,15 @@ class NoSkillWarning(UserWarning):
     mean CV R^2 is <= 0, or within one standard error of 0 over the folds): the least bad of
     candidates without skill, not a map of predictors. :func:`dcfa.forward_cv` and
     :func:`dcfa.blocked_cv` filter it in their refits, whose skill they return."""
+
+
+_PACKAGE = str(Path(__file__).parent)
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning, issued by the function that calls this one,
+    at the first line outside dcfa: the user's call, however deep in dcfa the check is."""
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -50,6 +50,7 @@ from dcfa._validation import (
     refuse_other_columns,
     sample_dim_of,
 )
+from dcfa.forecast.leads import warn_if_purge_short
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv", "regression_for"]
 
@@ -171,6 +172,17 @@ def _check_y(y) -> np.ndarray:
             "X[keep], y[keep])"
         )
     return y
+
+
+def _warn_if_purges_short(model, y, gap) -> None:
+    """Warn when ``y`` is a target at a lead (:func:`dcfa.lead_target`) longer than the
+    CV's ``gap`` or than the ``gap`` of a step of ``model`` (RegionsCV's own folds): the
+    refits see ``y`` as an array, so the steps cannot tell."""
+    purges = {"gap": gap} if _is_int(gap, 0) else {}
+    for step in model_steps(model):
+        if _is_int(inner := getattr(step, "gap", None), 0):
+            purges[f"{type(step).__name__}.gap"] = inner
+    warn_if_purge_short(y, purges, sample_dim=sample_dim_of(model))
 
 
 def _samples_first(model, X):
@@ -418,6 +430,7 @@ def blocked_cv(
     _refuse_classifier(model, "blocked_cv")
     X = _samples_first(model, X)
     labels = _target_labels(y)  # before _check_inputs makes y an array
+    _warn_if_purges_short(model, y, gap)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
         X, y = _check_inputs(X, y)
@@ -665,6 +678,7 @@ def forward_cv(
     _refuse_classifier(model, "forward_cv")
     X = _samples_first(model, X)
     labels = _target_labels(y)  # before _check_inputs makes y an array
+    _warn_if_purges_short(model, y, gap)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
     if not lazy:
         X, y = _check_inputs(X, y)

@@ -36,6 +36,7 @@ from dcfa.cfa.inputs import INPUTS, WEIGHTS_OPTIONS, apply_inputs, feature_weigh
 from dcfa.cfa.options import FitOptions
 from dcfa.cfa.reduction import Reduction
 from dcfa.cfa.sequential import COMPARE, NEIGHBORHOODS, SCANS
+from dcfa.forecast.leads import warn_if_purge_short
 from dcfa.neighbors import PERIODIC_AUTO
 from dcfa.stats.merged import MergedMoments
 from dcfa.stats.moments import Moments
@@ -215,12 +216,14 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_time_series(self, X, y, *, why: str) -> tuple[InputData, np.ndarray]:
         """``X`` and ``y`` checked for a fit whose cross-validation reads the samples in time
-        order (``why`` says which): a DataArray's sample coordinate must increase."""
+        order (``why`` says which): a DataArray's sample coordinate must increase. A target
+        at a lead (:func:`dcfa.lead_target`) longer than the folds' ``gap`` is warned of."""
         inp = check_X(X, sample_dim=self.sample_dim)
         if inp.layout is not None:
             dim = inp.layout.sample_dim
             check_time_order(inp.layout.sample_coords.get(dim), dim, why=why)
         self.check_n_samples(inp.n_samples)
+        warn_if_purge_short(y, {"gap": self.gap}, sample_dim=self.sample_dim)
         return inp, self._check_target(y, inp)
 
     def grid_pass_request(self, X: ArrayLike | da.Array | xr.DataArray) -> dict | None:

@@ -4,6 +4,8 @@ alignment (:class:`LeadAlignment`)."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
@@ -12,11 +14,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, outside_stacklevel
 from dcfa.forecast._checks import _check_sample_dim, _label, _label_steps, _Steps
 from dcfa.stacking import isel_positions
 
-__all__ = ["LeadAlignment", "lead_target"]
+__all__ = ["LeadAlignment", "lead_of", "lead_target", "warn_if_purge_short"]
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,72 @@ def _later(steps: _Steps, lead: int, n_target: int) -> np.ndarray:
 
 
 _TARGET_TIME_ATTRS = {"long_name": "valid time of the target"}
+
+
+def lead_of(y, sample_dim: str = "time") -> tuple[int, str] | None:
+    """The lead of a target made by :func:`lead_target`, read from its labels.
+
+    Parameters
+    ----------
+    y : object
+        A target; only a DataArray with a ``target_time`` coordinate along ``sample_dim``
+        and labels on ``sample_dim`` has a lead to read.
+    sample_dim : str, default="time"
+
+    Returns
+    -------
+    (int, str) or None
+        The time steps from each sample's label to its ``target_time`` and one step's name
+        (``"month"``, ``"day"``, ``"sample"``...); None when ``y`` has no such labels, or
+        they are not one number of steps apart throughout.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, xarray as xr
+    >>> time = pd.date_range("2000-01-01", periods=12, freq="MS")
+    >>> x = xr.DataArray(np.arange(12.0), dims="time", coords={"time": time})
+    >>> _, y, _ = lead_target(x, x, lead=3)
+    >>> lead_of(y)
+    (3, 'month')
+    """
+    if not isinstance(y, xr.DataArray) or "target_time" not in y.coords:
+        return None
+    if y["target_time"].dims != (sample_dim,) or sample_dim not in y.coords:
+        return None
+    steps = _label_steps(pd.Index(y[sample_dim].values), pd.Index(y["target_time"].values))
+    if steps is None:
+        return None
+    leads = np.unique(steps.keys[1] - steps.keys[0])
+    return (int(leads[0]), steps.unit) if leads.size == 1 else None
+
+
+def warn_if_purge_short(y, purges: Mapping[str, int], *, sample_dim: str = "time") -> None:
+    """Warn when ``y`` is a target at a lead (:func:`lead_of`) that one of ``purges`` (a
+    cross-validation's ``gap``, by the name to give it) is shorter than.
+
+    A training sample closer to a test block than the lead has its target on a test
+    predictor's date (before the block) or its predictors on a test target's date (after
+    it): the test score is flattered, and a selection scored on such folds favours
+    what fits the overlap.
+    """
+    found = lead_of(y, sample_dim)
+    if found is None:
+        return
+    lead, unit = found
+    short = {name: int(gap) for name, gap in purges.items() if int(gap) < lead}
+    if not short:
+        return
+    given = " and ".join(f"{name}={gap}" for name, gap in short.items())
+    wanted = ", ".join(f"{name}={lead}" for name in short)
+    warnings.warn(
+        f"{given}: y is a target {steps_text(lead, unit)} ahead (its target_time, as "
+        "lead_target makes it): training samples closer to a test block than that share its "
+        "dates (their targets fall on its predictors' dates, or their predictors on its "
+        f"targets'), and the cross-validated skill is flattered; pass {wanted} (plus "
+        "the predictors' longest lag and trailing window - 1, when they have them)",
+        UserWarning,
+        stacklevel=outside_stacklevel(),
+    )
 
 
 def _scalar(value):
