@@ -579,7 +579,8 @@ def _dated_target(y, layout: FeatureLayout | None):
     dim = layout.sample_dim
     values = y.to_numpy()
     dims = (dim,) if values.ndim == 1 else (dim, "target")
-    return xr.DataArray(values, dims=dims, coords={dim: y.index})
+    # The index's own name (``read_csv(index_col="date")``) would become a second dim.
+    return xr.DataArray(values, dims=dims, coords={dim: np.asarray(y.index)})
 
 
 def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name: str) -> None:

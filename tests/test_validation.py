@@ -158,6 +158,35 @@ def test_a_dated_target_is_checked_against_a_dataframes_dates(make):
         assert np.isfinite(model.score(X, y))
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dcfa.GenLinCFA(neighbors=1),
+        lambda: dcfa.RegionsCV(neighbors=1, n_splits=3),
+        lambda: dcfa.GBMAPRegressor(n_boosts=2, random_state=0),
+    ],
+    ids=["GenLinCFA", "RegionsCV", "GBMAPRegressor"],
+)
+def test_a_target_read_with_a_named_date_index_is_paired_by_date(make):
+    """``pd.read_csv(..., index_col="date")`` names the index "date"; with a gridded X on a
+    'time' coordinate the fit raised xarray's "coordinate time has dimensions ('date',)"."""
+    import pandas as pd
+
+    idx = pd.date_range("2000-01-01", periods=72, freq="MS")
+    rng = np.random.default_rng(1)
+    grid = {"time": idx, "lat": [0.0, 1.0, 2.0], "lon": [0.0, 1.0, 2.0, 3.0]}
+    X = xr.DataArray(rng.normal(size=(72, 3, 4)), dims=("time", "lat", "lon"), coords=grid)
+    flow = X.isel(lat=0, lon=0).values + 0.1 * rng.normal(size=72)
+    named = pd.Series(flow, index=pd.Index(idx, name="date"), name="flow")
+    assert named.index.name == "date"
+    unnamed = pd.Series(flow, index=idx)
+    fitted, reference = make().fit(X, named), make().fit(X, unnamed)
+    np.testing.assert_allclose(np.asarray(fitted.transform(X)), np.asarray(reference.transform(X)))
+    differs = r"^y: its 'time' coordinate differs from X's; align them first"
+    with pytest.raises(ValueError, match=differs):
+        make().fit(X, named.shift(3, freq="MS"))
+
+
 def test_repeated_dates_are_named_as_duplicates_not_as_disorder():
     """A month given twice was refused with "labels are not increasing ... sort them first",
     which sorting does not fix."""
