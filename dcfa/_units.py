@@ -28,17 +28,45 @@ _CANONICAL = {spelling: name for name, spellings in _SPELLINGS.items() for spell
 
 
 def same_units(a: str, b: str) -> bool:
-    """Whether two ``units`` attributes name the same unit: equal up to spacing, the
-    exponent's spelling (``m s-1``, ``m s**-1``, ``m s^-1``, ``m.s-1``) and the names of
-    kelvin and degrees Celsius (``kelvin``, ``degK``; ``Celsius``, ``deg_C``). A unit written
-    another way (``m/s``) is not recognised, and is refused as other units."""
-    return _unit_words(a) == _unit_words(b)
+    """Whether two ``units`` attributes name the same unit: the same factors with the same
+    exponents, however the exponents and the division are written (``m s-1``, ``m s**-1``,
+    ``m s^-1``, ``m.s-1``, ``m/s``; ``mm month-1``, ``mm/month``), in any order, with the
+    names of kelvin and degrees Celsius (``kelvin``, ``degK``; ``Celsius``, ``deg_C``). A
+    unit in another unit's terms (``mm`` and ``m``, ``1.5 m`` and ``15 m``) is another unit.
+    A unit with parentheses is compared as written."""
+    return _factors(a) == _factors(b)
 
 
-def _unit_words(units: str) -> tuple[str, ...]:
+def _factors(units: str) -> frozenset[tuple[str, int]] | tuple[str, ...]:
     text = units.strip()
     text = _CANONICAL.get(text, text)
     for sign in ("**", "^"):
         text = text.replace(sign, "")
     # a dot or a star between factors (m.s-1), not a decimal point (1.5 m)
-    return tuple(re.sub(r"(?<=[A-Za-z0-9])[.*](?=[A-Za-z])", " ", text).split())
+    words = re.sub(r"(?<=[A-Za-z0-9])[.*](?=[A-Za-z])", " ", text).replace("/", " / ").split()
+    if "(" in text or words.count("/") > len(words) // 2:
+        return tuple(words)
+    exponents: dict[str, int] = {}
+    divide = False
+    for word in words:
+        if word == "/":
+            divide = True
+            continue
+        symbol, power = _power(_CANONICAL.get(word, word))
+        # UDUNITS reads "kg/m2/s" left to right: each "/" divides by the next factor only
+        exponents[symbol] = exponents.get(symbol, 0) + (-power if divide else power)
+        divide = False
+    return frozenset((symbol, power) for symbol, power in exponents.items() if power)
+
+
+def _power(word: str) -> tuple[str, int]:
+    """A factor and its exponent: ``s-1`` is ``("s", -1)``, ``m2`` ``("m", 2)``; a number
+    (``1.5``, ``1e-3``) is a factor of its own."""
+    try:
+        float(word)
+    except ValueError:
+        pass
+    else:
+        return word, 1
+    match = re.fullmatch(r"(.*?[^\d+-])([+-]?\d+)", word)
+    return (match[1], int(match[2])) if match else (word, 1)

@@ -28,6 +28,12 @@ from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
         ("m s-1", "m.s-1"),
         ("kg m-2 s-1", "kg m^-2 s^-1"),
         ("kg m-2 s-1", "kg*m**-2*s**-1"),
+        ("m s-1", "m/s"),
+        ("mm month-1", "mm/month"),
+        ("kg m-2 s-1", "kg/m2/s"),
+        ("kg m-2 s-1", "s-1 kg m^-2"),
+        ("W m-2", "W/m^2"),
+        ("degC s-1", "Celsius/s"),
     ],
 )
 def test_spellings_of_one_unit_are_the_same(a, b):
@@ -36,10 +42,50 @@ def test_spellings_of_one_unit_are_the_same(a, b):
 
 @pytest.mark.parametrize(
     ("a", "b"),
-    [("K", "degC"), ("m s-1", "m s-2"), ("mm", "m"), ("1.5 m", "15 m"), ("m s-1", "m/s")],
+    [
+        ("K", "degC"),
+        ("m s-1", "m s-2"),
+        ("mm", "m"),
+        ("1.5 m", "15 m"),
+        ("m/s", "s/m"),
+        ("mm/month", "mm month"),
+        ("kg/m2/s", "kg/m2 s-1 s-1"),
+        ("1", ""),
+    ],
 )
 def test_other_units_are_not(a, b):
-    assert not same_units(a, b)
+    assert not same_units(a, b) and not same_units(b, a)
+
+
+_SYMBOLS = ("m", "s", "kg", "mm", "month", "W", "K", "degC", "Pa")
+
+
+@given(
+    st.dictionaries(st.sampled_from(_SYMBOLS), st.integers(-3, 3).filter(bool), min_size=1),
+    st.randoms(use_true_random=False),
+)
+def test_any_spelling_of_the_factors_is_the_unit_and_another_exponent_is_not(factors, rnd):
+    """A unit written from its factors, by a plain reference: the exponents as ``-1``,
+    ``**-1``, ``^-1`` or after a ``/``, in any order, joined by spaces, dots or stars."""
+    items = list(factors.items())
+
+    def spell(items):
+        rnd.shuffle(items)
+        text = ""
+        for symbol, power in items:
+            if power < 0 and text and rnd.random() < 0.5:  # divide by it
+                text += "/" + symbol + ("" if power == -1 else str(-power))
+                continue
+            sign = rnd.choice(["", "**", "^"]) if power != 1 else ""
+            word = symbol + (sign + str(power) if power != 1 else "")
+            text += (rnd.choice([" ", ".", "*"]) if text else "") + word
+        return text
+
+    plain = " ".join(f"{s}{p}" if p != 1 else s for s, p in sorted(factors.items()))
+    assert same_units(spell(items), plain), (spell(items), plain)
+    symbol = rnd.choice(sorted(factors))
+    other = {**factors, symbol: factors[symbol] + rnd.choice([-1, 1])}
+    assert not same_units(spell(list(other.items())), plain)
 
 
 def _series(seed, n=240, groups=5):
