@@ -576,11 +576,16 @@ def _dated_target(y, layout: FeatureLayout | None):
         return y
     if not isinstance(y.index, pd.DatetimeIndex | xr.CFTimeIndex):
         return y
-    dim = layout.sample_dim
-    values = y.to_numpy()
+    return pandas_on_dim(y, layout.sample_dim)
+
+
+def pandas_on_dim(y: pd.Series | pd.DataFrame, dim: str, dtype=None) -> xr.DataArray:
+    """A pandas Series (or a DataFrame, its columns along ``"target"``) as a DataArray along
+    ``dim``, on its index whatever the index is named: a CSV's ``index_col="date"`` would
+    otherwise become a second dim. The index is kept as pandas has it (a time zone too)."""
+    values = y.to_numpy(dtype=dtype)
     dims = (dim,) if values.ndim == 1 else (dim, "target")
-    # The index's own name (``read_csv(index_col="date")``) would become a second dim.
-    return xr.DataArray(values, dims=dims, coords={dim: np.asarray(y.index)})
+    return xr.DataArray(values, dims=dims, coords={dim: y.index.rename(dim)})
 
 
 def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name: str) -> None:

@@ -177,14 +177,18 @@ def test_a_target_read_with_a_named_date_index_is_paired_by_date(make):
     grid = {"time": idx, "lat": [0.0, 1.0, 2.0], "lon": [0.0, 1.0, 2.0, 3.0]}
     X = xr.DataArray(rng.normal(size=(72, 3, 4)), dims=("time", "lat", "lon"), coords=grid)
     flow = X.isel(lat=0, lon=0).values + 0.1 * rng.normal(size=72)
-    named = pd.Series(flow, index=pd.Index(idx, name="date"), name="flow")
-    assert named.index.name == "date"
-    unnamed = pd.Series(flow, index=idx)
-    fitted, reference = make().fit(X, named), make().fit(X, unnamed)
-    np.testing.assert_allclose(np.asarray(fitted.transform(X)), np.asarray(reference.transform(X)))
+    # a name changes nothing, on dates in UTC too (kept as pandas has them, not as objects)
+    for dates in (idx, idx.tz_localize("UTC")):
+        named = pd.Series(flow, index=pd.Index(dates, name="date"), name="flow")
+        assert named.index.name == "date"
+        unnamed = pd.Series(flow, index=dates)
+        fitted, reference = make().fit(X, named), make().fit(X, unnamed)
+        np.testing.assert_allclose(
+            np.asarray(fitted.transform(X)), np.asarray(reference.transform(X))
+        )
     differs = r"^y: its 'time' coordinate differs from X's; align them first"
     with pytest.raises(ValueError, match=differs):
-        make().fit(X, named.shift(3, freq="MS"))
+        make().fit(X, pd.Series(flow, index=pd.Index(idx, name="date")).shift(3, freq="MS"))
 
 
 def test_repeated_dates_are_named_as_duplicates_not_as_disorder():

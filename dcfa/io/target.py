@@ -370,16 +370,12 @@ def align(
     >>> X, y = dcfa.align(sst_anomalies, soi, match="month")  # doctest: +SKIP
     >>> dcfa.RegionsCV(neighbors=1).fit(X, y)  # doctest: +SKIP
     """
-    from dcfa._validation import refuse_dataset
+    from dcfa._validation import pandas_on_dim, refuse_dataset
 
     refuse_dataset(X, "X")
     refuse_dataset(y, "y")
     if isinstance(y, pd.Series):
-        # the index's own name (a CSV's "date" column) would become a dim of its own
-        dates = y.index.rename(sample_dim)
-        y = xr.DataArray(
-            y.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: dates}, name=y.name
-        )
+        y = pandas_on_dim(y, sample_dim, dtype=float).rename(y.name)
     if not isinstance(y, xr.DataArray) or y.ndim != 1:
         raise InputError(
             f"y: expected a series over {sample_dim!r} (a DataArray or a pandas Series indexed "
