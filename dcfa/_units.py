@@ -39,7 +39,6 @@ def same_units(a: str, b: str) -> bool:
 
 def _factors(units: str) -> frozenset[tuple[str, int]] | tuple[str, ...]:
     text = units.strip()
-    text = _CANONICAL.get(text, text)
     for sign in ("**", "^"):
         text = text.replace(sign, "")
     # a dot or a star between factors (m.s-1), not a decimal point (1.5 m)
@@ -52,7 +51,8 @@ def _factors(units: str) -> frozenset[tuple[str, int]] | tuple[str, ...]:
         if word == "/":
             divide = True
             continue
-        symbol, power = _power(_CANONICAL.get(word, word))
+        symbol, power = _power(word)
+        symbol = _CANONICAL.get(symbol, symbol)
         # UDUNITS reads "kg/m2/s" left to right: each "/" divides by the next factor only
         exponents[symbol] = exponents.get(symbol, 0) + (-power if divide else power)
         divide = False

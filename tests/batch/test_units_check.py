@@ -34,6 +34,7 @@ from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
         ("kg m-2 s-1", "s-1 kg m^-2"),
         ("W m-2", "W/m^2"),
         ("degC s-1", "Celsius/s"),
+        ("K2", "kelvin^2"),
     ],
 )
 def test_spellings_of_one_unit_are_the_same(a, b):
