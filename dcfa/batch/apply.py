@@ -20,11 +20,11 @@ import numpy as np
 import xarray as xr
 
 from dcfa import _version, io
-from dcfa._errors import InputError
+from dcfa._errors import InputError, NoSkillWarning
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult, regression_text
-from dcfa.batch.output import missing_chunk_lines
+from dcfa.batch.output import missing_chunk_lines, result_skill, skill_text
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record
 from dcfa.io.calendars import calendar_of, date_span
@@ -86,6 +86,9 @@ def apply_result(
 
     Warns
     -----
+    dcfa.NoSkillWarning
+        When the result's map did not beat the climatology in its selection's folds (its
+        ``cv_r2``, as ``dcfa inspect`` shows it).
     UserWarning
         When the written series lie far outside the result's own (:func:`far_from_training`):
         a field in other units whose variable has no ``units`` attribute to check.
@@ -194,6 +197,15 @@ def _apply(
     )
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
+    skill = result_skill(fitted.attrs)
+    if skill is not None and not skill.skilful:
+        warnings.warn(
+            f"{names['result']}: {skill_text(fitted.attrs)}. Its series"
+            + (" and forecast" if "forecast" in data else "")
+            + " predict the target no better than the climatology",
+            NoSkillWarning,
+            stacklevel=3,
+        )
     from dcfa.batch.inputs import reading  # an undecodable chunk: exit 2 naming the archive
 
     with reading(str(location(archive)), fitted.variables, names["archive"]):

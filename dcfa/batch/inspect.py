@@ -15,6 +15,7 @@ import xarray as xr
 from dcfa._errors import InputError
 from dcfa._terminal import counted, escape
 from dcfa.batch.destination import APPLIED
+from dcfa.batch.output import print_groups, skill_text
 from dcfa.forecast.leads import steps_text
 
 __all__ = ["describe"]
@@ -155,6 +156,9 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     if lead:
         lead = steps_text(lead, a.get("lead_step", "sample"))
     lines.append(f"  lead {lead} (target.lead){chosen}")
+    skill = skill_text(a)
+    if skill:
+        lines.append(f"  {skill}")
     for name, c in json.loads(a.get("missing_chunks", "{}")).items():
         lines.append(
             f"  {c['missing']} of the {c['chunks']} chunks of {name!r} were missing from the "
@@ -168,8 +172,6 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         lines.append(f"  moments: {load_moments(path / 'moments')!r}")
     if "group_target_corr" not in ds:
         return lines
-    from dcfa.batch.output import print_groups
-
     print_groups(ds, lines.append, top=5, indent="  ")
     return lines
 

@@ -70,6 +70,7 @@ from dcfa.batch.output import (
     on_grid,
     print_groups,
     region_on_grid,
+    skill_text,
 )
 from dcfa.batch.shared import SharedFits, cells_digest
 from dcfa.batch.workdir import WorkDir
@@ -339,6 +340,9 @@ def _run_task(
     )
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", storage_options=so)
+    skill = skill_text(opened.attrs)
+    if skill:
+        echo(f"      {skill}")
     print_groups(opened, echo)  # from the store: no second pass
 
 

@@ -12,7 +12,7 @@ import xarray as xr
 if TYPE_CHECKING:  # a hint only: `dcfa inspect` imports this module, not the estimators
     from dcfa.cfa.reduction import Reduction
 
-__all__ = ["application", "print_groups", "region_on_grid"]
+__all__ = ["application", "print_groups", "region_on_grid", "result_skill", "skill_text"]
 
 
 def group_label(dataset: xr.Dataset, g: int) -> str:
@@ -45,6 +45,36 @@ def recurrence_text(dataset: xr.Dataset, g: int) -> str:
 
 #: what ``recurs`` means, said once above the groups that show it
 RECURRENCE_LEGEND = "recurs: how much of the region the CV folds' maps make again, 1 = all of it"
+
+
+def result_skill(attrs: dict):
+    """The chosen map's :class:`dcfa.cfa.selection.FoldSkill` in the selection's folds, from a
+    result's ``cv_r2`` (RegionsCV's and the tolerance paths'); None for a result without it."""
+    import json
+
+    from dcfa.cfa.selection import fold_skill
+
+    return fold_skill([np.nan if v is None else v for v in json.loads(attrs.get("cv_r2", "[]"))])
+
+
+def skill_text(attrs: dict) -> str | None:
+    """How well a result's chosen map predicted in the selection's folds
+    (:func:`result_skill`): its mean and standard error, or that it does not beat the
+    climatology, so that a map without skill is not read as one of predictors."""
+    skill = result_skill(attrs)
+    if skill is None:
+        return None
+    score = (
+        f"mean CV R^2 {skill.mean:+.3f} (standard error {skill.se:.3f} over "
+        f"{skill.n_folds} folds of the selection)"
+    )
+    if skill.skilful:
+        return f"skill of the chosen map: {score}"
+    return (
+        f"NO SKILL: the chosen map's {score} does not beat the climatology's 0 by a standard "
+        "error: its regions are not predictors of the target. Check the target and its lead, "
+        "or use a longer record"
+    )
 
 
 def missing_chunk_lines(absent: dict) -> list[str]:

@@ -78,6 +78,7 @@ from dcfa.cfa.selection import (
     REGRESSIONS,
     comembership,
     first_within_noise,
+    json_scores,
     regression,
     warn_if_no_skill,
     within_noise,
@@ -191,6 +192,9 @@ class RegionsCV(BaseCFA):
         The merge order of the chosen map (``"relevance"`` or ``"weights"``).
     n_pieces_ : dict of float to int
         Pieces at each level.
+    cv_r2_ : ndarray of shape (n_splits,)
+        The chosen map's test R^2 in each fold of the selection (optimistic, as the best of
+        many maps; :func:`dcfa.forward_cv` of the estimator is the honest estimate).
     cv_path_ : xarray.Dataset
         ``r2`` (level, n_groups, fold): each candidate map's test R^2 per fold, of the
         regression on its region means (``regression``, also in the attributes; NaN where
@@ -416,6 +420,7 @@ class RegionsCV(BaseCFA):
         labels[shared.cols] = final
         self.level_ = chosen.level
         self.order_ = chosen.order
+        self.cv_r2_ = chosen.r2
         self.n_pieces_ = {float(lv): stages[lv].n for lv in levels}
         self.cv_path_ = _path_dataset(
             r2, r2_w, chosen.r2_smoothed, levels, sizes, stages, folds, self.regression
@@ -432,7 +437,7 @@ class RegionsCV(BaseCFA):
             "RegionsCV",
             "map",
             np.concatenate(scored),
-            chosen.r2,
+            self.cv_r2_,
             f"the {chosen.k}-region map",
             stacklevel=4,  # the caller of fit or fit_targets
         )
@@ -508,14 +513,12 @@ class RegionsCV(BaseCFA):
             "order": self.order_,
             # the regression on the region means the map was chosen for
             "regression": self.regression,
+            "cv_r2": json.dumps(json_scores(self.cv_r2_)),
             "cv_path": json.dumps(
                 {
                     "levels": path["level"].values.tolist(),
                     "n_groups": path["n_groups"].values.tolist(),
-                    "mean_r2": [
-                        [None if np.isnan(v) else round(float(v), 6) for v in row]
-                        for row in path["mean_r2"].values
-                    ],
+                    "mean_r2": [json_scores(row) for row in path["mean_r2"].values],
                 }
             ),
         }

@@ -11,6 +11,9 @@
 * :func:`first_within_noise`: the same, preferring one family of maps to another unless it
   falls out of the noise of the other's best and behind it by more than :data:`LEAST_GAIN`;
   the other family's best map when it does.
+* :func:`fold_skill`: a map's mean test R^2 over the folds, its standard error, and whether
+  it beats the climatology by more than that.
+* :func:`json_scores`: scores as a result store keeps them.
 * :func:`warn_if_no_skill`: a :class:`NoSkillWarning` when the map kept predicts no better
   than the climatology.
 * :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
@@ -36,8 +39,11 @@ __all__ = [
     "REGRESSIONS",
     "Regression",
     "RIDGE_ALPHAS",
+    "FoldSkill",
     "comembership",
     "first_within_noise",
+    "fold_skill",
+    "json_scores",
     "ols_skill",
     "regression",
     "ridge_skill",
@@ -58,6 +64,40 @@ LEAST_GAIN = 0.01
 _CONDITION = 1e-4
 
 
+@dataclass(frozen=True)
+class FoldSkill:
+    """A map's test R^2 over the folds: its ``mean``, the ``se`` of that mean and how many
+    folds scored it (``n_folds``)."""
+
+    mean: float
+    se: float
+    n_folds: int
+
+    @property
+    def skilful(self) -> bool:
+        """Whether the map beats the climatology's 0 by more than one standard error."""
+        return self.mean > self.se
+
+
+def fold_skill(scores) -> FoldSkill | None:
+    """The :class:`FoldSkill` of the finite scores among ``scores`` (one test R^2 per fold);
+    None when no fold scored."""
+    folds = np.asarray(scores, dtype=np.float64).ravel()
+    folds = folds[np.isfinite(folds)]
+    if not folds.size:
+        return None
+    se = folds.std(ddof=1) / np.sqrt(folds.size) if folds.size > 1 else 0.0
+    return FoldSkill(float(folds.mean()), float(se), int(folds.size))
+
+
+def json_scores(values, digits: int | None = 6) -> list:
+    """``values`` (scores) as JSON numbers, rounded to ``digits`` decimals, NaN as null."""
+    return [
+        None if np.isnan(v) else float(v) if digits is None else round(float(v), digits)
+        for v in np.asarray(values, dtype=np.float64)
+    ]
+
+
 def warn_if_no_skill(
     who: str,
     candidates: str,
@@ -69,21 +109,17 @@ def warn_if_no_skill(
     stacklevel: int,
 ) -> None:
     """Warn when the map kept does not beat the climatology: the mean of its CV R^2 ``kept``
-    (one per fold) is <= 0, or within one standard error of 0. It is then the least bad of
-    candidates without skill (every finite mean CV R^2 in ``mean`` is <= 0), or within the
-    noise of such maps: not a map of predictors. The selection's own scores are those of
-    the best of many maps, and so flatter it: on white-noise targets the map kept can score
-    a few thousandths above 0, never out of its noise. ``who`` names the estimator,
-    ``candidates`` what was scored ("tolerance", "map"), ``chosen`` the map kept; ``hint``
-    is added to the advice."""
-    folds = np.asarray(kept, dtype=np.float64).ravel()
-    folds = folds[np.isfinite(folds)]
-    if not folds.size:
+    (one per fold) is <= 0, or within one standard error of 0 (:func:`fold_skill`). It is
+    then the least bad of candidates without skill (every finite mean CV R^2 in ``mean`` is
+    <= 0), or within the noise of such maps: not a map of predictors. The selection's own
+    scores are those of the best of many maps, and so flatter it: on white-noise targets the
+    map kept can score a few thousandths above 0, never out of its noise. ``who`` names the
+    estimator, ``candidates`` what was scored ("tolerance", "map"), ``chosen`` the map kept;
+    ``hint`` is added to the advice."""
+    skill = fold_skill(kept)
+    if skill is None or skill.skilful:
         return
-    score = folds.mean()
-    se = folds.std(ddof=1) / np.sqrt(folds.size) if folds.size > 1 else 0.0
-    if score > se:
-        return
+    score, se = skill.mean, skill.se
     scored = np.asarray(mean, dtype=np.float64)
     scored = scored[np.isfinite(scored)]
     if (scored <= 0).all():

@@ -44,7 +44,7 @@ from dcfa.cfa.genlincfa import GenLinCFA
 from dcfa.cfa.inputs import apply_inputs, feature_weights
 from dcfa.cfa.nonlincfa import NonLinCFA
 from dcfa.cfa.rules import RULES
-from dcfa.cfa.selection import ols_skill, warn_if_no_skill
+from dcfa.cfa.selection import json_scores, ols_skill, warn_if_no_skill
 from dcfa.stats.columns import ColumnMoments
 from dcfa.stats.kernels import between_parts, merge_parts, sum_parts
 
@@ -223,12 +223,13 @@ class _TolerancePath:
             logger.info("%s: eps=%g: %d groups, CV R^2 %.3f", type(self).__name__, eps, g, m)
         best = self._best(epsilons, groups, mean)
         self.eps_ = float(epsilons[best])
+        self.cv_r2_ = skill[best]
         self.cv_path_ = _path_dataset(epsilons, groups, fold_groups, skill, mean, splits)
         warn_if_no_skill(
             type(self).__name__,
             "tolerance",
             mean,
-            skill[best],
+            self.cv_r2_,
             f"eps_={self.eps_:g} ({groups[best]} groups)",
             hint=" Or try fewer groups (max_groups, larger epsilons) or RegionsCV.",
             stacklevel=2,
@@ -290,13 +291,12 @@ class _TolerancePath:
         return {
             **super().fit_record(),
             "eps": self.eps_,
+            "cv_r2": json.dumps(json_scores(self.cv_r2_)),
             "eps_path": json.dumps(
                 {
                     "eps": path["eps"].values.tolist(),
                     "n_groups": path["n_groups"].values.tolist(),
-                    "mean_cv_r2": [
-                        None if np.isnan(v) else v for v in path["mean_cv_r2"].values.tolist()
-                    ],
+                    "mean_cv_r2": json_scores(path["mean_cv_r2"].values, digits=None),
                 }
             ),
         }
@@ -419,6 +419,8 @@ class GenLinCFACV(_TolerancePath, GenLinCFA):
     ----------
     eps_ : float
         The chosen tolerance.
+    cv_r2_ : ndarray of shape (n_splits,)
+        The chosen tolerance's test R^2 in each fold (its row of ``cv_path_["cv_r2"]``).
     cv_path_ : xarray.Dataset
         Over the tolerances (dim ``eps``) and the folds (dim ``fold``): ``n_groups`` on all
         data, ``mean_cv_r2`` and its standard error ``se_cv_r2`` over the folds,
@@ -515,7 +517,7 @@ class NonLinCFACV(_TolerancePath, NonLinCFA):
 
     Attributes
     ----------
-    eps_, cv_path_
+    eps_, cv_r2_, cv_path_
         As in :class:`GenLinCFACV`.
     labels_, n_features_out_, folds_, ... : as :class:`NonLinCFA`, for ``eps_``.
     """

@@ -296,13 +296,46 @@ def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path):
     noise = pd.read_csv(tmp_path / "soi.csv")
     noise["soi"] = np.random.default_rng(1).standard_normal(len(noise))
     noise.to_csv(tmp_path / "noise.csv", index=False)
-    proc = cli("fit", str(job), "-q", "--set", "target.path=noise.csv", cwd=tmp_path)
+    proc = cli("fit", str(job), "--set", "target.path=noise.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     (line,) = [s for s in proc.stderr.splitlines() if "climatology" in s]
     assert line.startswith("dcfa: warning: RegionsCV: no map beats the climatology")
     assert "not a map of predictors" in line
     assert "NoSkillWarning" not in proc.stderr and ".py:" not in proc.stderr
     assert (tmp_path / "result.zarr").is_dir()
+    # the result says so afterwards too: in the job's summary and in `dcfa inspect`, which a
+    # user reads long after the warning has scrolled away
+    folds = json.loads(xr.open_zarr(tmp_path / "result.zarr").attrs["cv_r2"])
+    se = np.std(folds, ddof=1) / np.sqrt(len(folds))
+    score = f"mean CV R^2 {np.mean(folds):+.3f} (standard error {se:.3f}"
+    (summary,) = [s for s in proc.stdout.splitlines() if "NO SKILL" in s]
+    assert summary.strip().startswith(f"NO SKILL: the chosen map's {score} over 5 folds")
+    shown = cli("inspect", "result.zarr", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    (said,) = [s for s in shown.stdout.splitlines() if "NO SKILL" in s]
+    assert said.strip() == summary.strip()
+    assert "not predictors of the target" in said
+    # and a forecast from it is said to be none
+    before = sorted(p.name for p in tmp_path.iterdir())
+    applied = cli("apply", "result.zarr", "sst.zarr", "--output", "out.zarr", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    (warned,) = [s for s in applied.stderr.splitlines() if "NO SKILL" in s]
+    assert warned.startswith(f"dcfa: warning: RESULT: NO SKILL: the chosen map's {score}")
+    assert warned.endswith("and forecast predict the target no better than the climatology")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "out.zarr"])
+
+
+def test_a_skilful_map_says_its_cv_skill_in_the_summary_and_inspect(tmp_path):
+    """The chosen map's skill in the selection's folds, beside its groups."""
+    job = write_job(tmp_path, method__name="regionscv", method__params={})
+    proc = cli("fit", str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folds = json.loads(xr.open_zarr(tmp_path / "result.zarr").attrs["cv_r2"])
+    assert len(folds) == 5 and np.mean(folds) > np.std(folds, ddof=1) / np.sqrt(5)
+    line = f"skill of the chosen map: mean CV R^2 {np.mean(folds):+.3f}"
+    assert line in proc.stdout and "NO SKILL" not in proc.stdout
+    shown = cli("inspect", "result.zarr", cwd=tmp_path)
+    assert shown.returncode == 0 and line in shown.stdout
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ every group one patch, the skill of the true regions) and against itself across 
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from contextlib import contextmanager
@@ -845,6 +846,29 @@ def test_first_within_noise_wants_more_than_a_sliver_of_skill():
     assert first_within_noise(first, sizes, clear, sizes) == (1, 2)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.floats(-2, 1), st.just(float("nan"))),
+        min_size=0,
+        max_size=12,
+    )
+)
+def test_fold_skill_is_the_mean_and_standard_error_of_the_scored_folds(scores):
+    """What ``dcfa inspect`` says of a result's skill, against NumPy: NaN folds dropped, the
+    standard error of the mean with ddof 1, skilful only above one standard error."""
+    skill = selection.fold_skill(scores)
+    scored = np.array([v for v in scores if not np.isnan(v)])
+    if not scored.size:
+        assert skill is None
+        return
+    se = scored.std(ddof=1) / np.sqrt(scored.size) if scored.size > 1 else 0.0
+    assert skill.n_folds == scored.size
+    assert skill.mean == pytest.approx(scored.mean(), abs=1e-12)
+    assert skill.se == pytest.approx(se, abs=1e-12)
+    assert skill.skilful == (scored.mean() > se)
+
+
 def test_warn_if_no_skill_names_the_kept_map_and_the_best_candidate():
     warn = partial(selection.warn_if_no_skill, "Est", "map", chosen="the 2-region map")
     with warnings.catch_warnings():
@@ -882,6 +906,12 @@ def test_regions_cv_says_when_its_map_does_not_beat_the_climatology(regions_fiel
     if model.order_ == "weights":
         kept = path["mean_r2_smoothed"]
     assert float(kept) <= 0
+    # the kept map's folds, as the path scored them, are what a result store keeps
+    folds = path["r2"].sel(level=model.level_)
+    if model.order_ == "weights":
+        folds = path["r2_smoothed"]
+    np.testing.assert_array_equal(model.cv_r2_, folds.values)
+    assert json.loads(model.fit_record()["cv_r2"]) == pytest.approx(folds.values, abs=1e-6)
     assert f"the {model.n_features_out_}-region map" in str(warning.message)
     with warnings.catch_warnings():  # a target the field predicts: no warning
         warnings.simplefilter("error", UserWarning)

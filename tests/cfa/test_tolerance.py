@@ -82,6 +82,10 @@ def test_fit_record_holds_the_choice_and_the_path(regions):
     assert record["execution"] == "series" and record["eps"] == model.eps_
     path = json.loads(json.dumps(record))["eps_path"]
     assert json.loads(path)["n_groups"] == model.cv_path_["n_groups"].values.tolist()
+    # the chosen tolerance's row of the path, fold by fold (what `dcfa inspect` reads)
+    folds = model.cv_path_["cv_r2"].sel(eps=model.eps_).values
+    np.testing.assert_array_equal(model.cv_r2_, folds)
+    assert json.loads(record["cv_r2"]) == pytest.approx(folds, abs=1e-6)
     plain = GenLinCFA(neighbors=1, eps=0.5).fit(X, y)
     assert plain.fit_record() == {"execution": plain.execution_}
 
