@@ -95,8 +95,12 @@ def target_at_lead(
     dates = xr.DataArray(np.zeros(predictors.size), dims=dim, coords={dim: predictors.values})
     try:
         _, later, how = lead_target(dates, target, lead, sample_dim=dim, min_samples=4, match=match)
-    except InputError as exc:
-        raise InputError(f"target.lead = {lead}: {str(exc).removeprefix('lead: ')}") from None
+    except InputError as exc:  # in the job file's keys: the lead, or the target's dates
+        said = str(exc)
+        if said.startswith("target: "):  # lead_target's field is the job's input
+            said = said.removeprefix("target: ").replace("the field's", "the input's")
+            raise InputError(f"target.path: {said}") from None
+        raise InputError(f"target.lead = {lead}: {said.removeprefix('lead: ')}") from None
     gaps = (how.n_gaps, how.first_gap)
     return later.drop_vars("target_time"), later["target_time"].values, how.step, gaps
 

@@ -357,6 +357,8 @@ def lead_target(
     if kept.size < min_samples and pos is None and match == "exact":
         # labels that share no step with the target's (other days of the month): say so
         _positions(field_labels, target_labels, n, n_target, sample_dim)
+    if kept.size < min_samples and field_labels is not None and target_labels is not None:
+        _check_overlap(field_labels, target_labels, pos, steps, lead, kept.size, min_samples)
     if kept.size < min_samples:
         raise InputError(
             f"lead: lead={lead} leaves {kept.size} pair(s) of predictor and target "
@@ -391,6 +393,32 @@ def lead_target(
         step="sample" if steps is None else steps.unit,
     )
     return X, y, alignment
+
+
+def _check_overlap(
+    field_labels: pd.Index,
+    target_labels: pd.Index,
+    pos: np.ndarray | None,
+    steps: _Steps | None,
+    lead: int,
+    n_pairs: int,
+    min_samples: int,
+) -> None:
+    """Refuse the target, not the lead, when too few pairs are left because the two records
+    barely overlap (a target of other years): no lead is then what to change."""
+    n_target = len(target_labels)
+    at = np.where(pos >= 0, pos, n_target) if steps is None else _later(steps, 0, n_target)
+    shared = int(((at >= 0) & (at < n_target)).sum())
+    if shared >= min_samples:
+        return
+    what = f"{shared} sample(s)" if steps is None else steps.span(shared)
+    raise InputError(
+        f"target: its record ({_label(target_labels[0])} .. {_label(target_labels[-1])}"
+        f"{_kind(target_labels)}) and the field's ({_label(field_labels[0])} .. "
+        f"{_label(field_labels[-1])}{_kind(field_labels)}) share {what}, and "
+        f"lead={lead} pairs {n_pairs} predictor(s) with a target (need at least "
+        f"{min_samples}); give the target the field's years"
+    )
 
 
 def _other_stamps(steps: _Steps, field_labels: pd.Index, target_labels: pd.Index) -> bool:

@@ -122,3 +122,20 @@ def test_a_row_without_a_date_is_named(tmp_path, missing):
     # it said "the target has repeated samples when matched by 'month'"
     fails(proc, 2, "target.time_column:", "no date in 1 row(s), the first row 42 of the file")
     assert tree(tmp_path) == before
+
+
+def test_a_target_ending_as_the_archive_starts_names_the_target_not_the_lead(tmp_path):
+    """At a lead, a target file whose record ends two months into the archive's was refused
+    as "target.lead = 3: lead=3 leaves 0 pair(s)", which sent the user to a lead that was
+    right: it is the target's dates that miss the archive's, said with both records."""
+    job = _target_keys(write_job(tmp_path), lead=3)
+    _rewrite_target(tmp_path, pd.date_range("1995-01-01", "2000-02-01", freq="MS"))
+    before = tree(tmp_path)
+    message = fails(cli("fit", str(job), cwd=tmp_path), 2)
+    assert message == (
+        "dcfa: error: target.path: its record (1995-01-01 .. 2000-02-01, proleptic_gregorian "
+        "calendar) and the input's (2000-01-01 .. 2009-12-01, proleptic_gregorian calendar) "
+        "share 2 months, and lead=3 pairs 0 predictor(s) with a target (need at least 4); "
+        "give the target the input's years"
+    )
+    assert tree(tmp_path) == before

@@ -281,6 +281,41 @@ def test_match_month_names_what_it_needs():
         lead_target(mid, pd.Series(np.zeros(N), index=TIME), 1)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    start=st.integers(-60, 60),
+    lead=st.integers(0, 12),
+    match=st.sampled_from(["exact", "month"]),
+)
+def test_too_few_pairs_name_the_target_when_the_records_barely_overlap(start, lead, match):
+    """A target of other years was refused as ``lead: lead=3 leaves 0 pair(s)`` with
+    ``match="month"``, which sent the user to a lead that was right. Against counting by
+    hand: the target names itself when the two records share fewer months than needed,
+    with both spans; else a lead that leaves too few pairs is named."""
+    target_time = pd.date_range(TIME[0] + pd.DateOffset(months=start), periods=N, freq="MS")
+    y = pd.Series(np.arange(N, dtype=float), index=target_time)
+    field = FIELD if match == "exact" else by_month(TIME + pd.Timedelta(days=14))
+    months = 12 * TIME.year + TIME.month
+    target_months = 12 * target_time.year + target_time.month
+    shared = int(np.isin(months, target_months).sum())
+    pairs = int(np.isin(months + lead, target_months).sum())
+    if pairs >= 2:
+        _, y_lead, _ = lead_target(field, y, lead, match=match)
+        assert y_lead.size == pairs
+        return
+    with pytest.raises(ValueError) as info:
+        lead_target(field, y, lead, match=match)
+    said = str(info.value)
+    if shared >= 2:
+        assert said.startswith(f"lead: lead={lead} leaves {pairs} pair(s)"), said
+    elif match == "exact" and shared == 0:  # no label in common at all: said as before
+        assert said.startswith("target: none of the field's 'time' labels"), said
+    else:
+        assert said.startswith(f"target: its record ({target_time[0]:%Y-%m-%d} .. "), said
+        assert f"share {shared} month" in said and f"lead={lead} pairs {pairs} " in said
+        assert said.endswith("give the target the field's years")
+
+
 def test_a_negative_lead_says_what_lead_counts():
     with pytest.raises(ValueError, match=r"^lead: .*time steps of the labels"):
         lead_target(FIELD, np.zeros(N), -1)
