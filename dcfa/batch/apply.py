@@ -62,7 +62,8 @@ def apply_result(
     output : str or path-like
         The store to write: ``features`` ``(sample_dim, group)`` float32, ``forecast``
         ``(sample_dim,)`` (:meth:`FittedResult.forecast`: the target at ``t + lead``
-        predicted from the features of ``t``), and with a GBMAP
+        predicted from the features of ``t``; the coordinate ``target_time`` holds
+        ``t + lead``), and with a GBMAP
         ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
         ``decision_function`` for a classifier); attributes name the result and the archive.
     time : (start, stop), optional

@@ -196,7 +196,9 @@ class FittedResult:
     def forecast_of(self, features: xr.DataArray) -> xr.DataArray:
         """The target predicted from the region series ``features`` (:meth:`transform`) by
         ``regression``, lazy for Dask: that of sample ``t`` is for the target at
-        ``t + lead``. NaN in the samples where a group's series is missing."""
+        ``t + lead``, its coordinate ``target_time`` (:func:`dcfa.forecast.leads.target_time`;
+        none for samples on no regular step). NaN in the samples where a group's series is
+        missing."""
         if self.regression is None:
             raise InputError(f"result {self.path!r}: {self.regression_missing}")
         # a linear model: its prediction is features . coef + intercept, which Dask and
@@ -209,7 +211,19 @@ class FittedResult:
         out.attrs = {"long_name": f"the target predicted by {regression_text(self.regression)}"}
         if self.target_units is not None:
             out.attrs["units"] = self.target_units
-        return out.rename("forecast")
+        return self._for_target_time(out.rename("forecast"))
+
+    def _for_target_time(self, out: xr.DataArray) -> xr.DataArray:
+        """``out`` (a prediction along the sample dim) with the ``target_time`` coordinate of
+        :func:`dcfa.forecast.leads.target_time`: what each value predicts, ``lead`` steps
+        after its sample; unchanged when the samples have no labels to add the lead to."""
+        from dcfa.forecast.leads import target_time
+
+        dim = self.sample_dim
+        if dim not in out.coords:
+            return out
+        later = target_time(out[dim], self.lead, self.lead_step)
+        return out if later is None else out.assign_coords(target_time=later)
 
     def embedding(self, field) -> xr.DataArray:
         """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
@@ -243,7 +257,9 @@ class FittedResult:
             raise InputError(f"names: {unknown} are not among this GBMAP's outputs {list(methods)}")
         complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
         filled = features.where(complete, 0.0)  # any finite value: masked below
-        return {n: methods[n](filled).where(complete).rename(n) for n in names}
+        out = {n: methods[n](filled).where(complete).rename(n) for n in names}
+        # the prediction is of the target at t + lead, as the forecast is
+        return {n: v if n == "embedding" else self._for_target_time(v) for n, v in out.items()}
 
     def _require_gbmap(self):
         if self.gbmap is None:

@@ -15,10 +15,16 @@ import pandas as pd
 import xarray as xr
 
 from dcfa._errors import InputError, outside_stacklevel
-from dcfa.forecast._checks import _check_sample_dim, _label, _label_steps, _Steps
+from dcfa.forecast._checks import (
+    _DURATIONS,
+    _check_sample_dim,
+    _label,
+    _label_steps,
+    _Steps,
+)
 from dcfa.stacking import isel_positions
 
-__all__ = ["LeadAlignment", "lead_of", "lead_target", "warn_if_purge_short"]
+__all__ = ["LeadAlignment", "lead_of", "lead_target", "target_time", "warn_if_purge_short"]
 
 
 @dataclass(frozen=True)
@@ -443,6 +449,55 @@ def _later(steps: _Steps, lead: int, n_target: int) -> np.ndarray:
 
 
 _TARGET_TIME_ATTRS = {"long_name": "valid time of the target"}
+
+
+def target_time(labels: xr.DataArray, lead: int, step: str) -> xr.DataArray | None:
+    """The valid time of a forecast made at each of ``labels`` (a 1-D sample coordinate):
+    ``lead`` steps of ``step`` later (a :class:`LeadAlignment`'s ``step``), as a
+    ``target_time`` coordinate along the labels' dim. Months, years and ``"3-month step"``
+    move the calendar month and keep the day (the month's last day when it has fewer, as
+    pandas' ``DateOffset`` does), in the labels' own calendar, cftime included; a duration
+    (days, hours, ``"6-hour step"``) is added; ``"step of 0.5"`` adds to numbers. None for
+    ``"sample"`` (labels on no regular step), which gives no date to add to."""
+    months = _STEP_MONTHS.get(step) or _leading_int(step, "-month step")
+    values = np.asarray(labels.values)
+    if months:
+        later = _months_later(values, lead * months)
+    elif step.startswith("step of "):
+        later = values + lead * float(step.removeprefix("step of "))
+    else:
+        for name, size in _DURATIONS:  # the step's length in microseconds
+            k = 1 if step == name else _leading_int(step, f"-{name} step")
+            if k:
+                delta = np.timedelta64(lead * k * size, "us")
+                # cftime dates add a datetime.timedelta
+                later = values + (delta if values.dtype.kind == "M" else delta.item())
+                break
+        else:
+            return None
+    return xr.DataArray(later, dims=labels.dims, attrs=_TARGET_TIME_ATTRS, name="target_time")
+
+
+_STEP_MONTHS = {"month": 1, "year": 12}
+
+
+def _leading_int(text: str, suffix: str) -> int | None:
+    """``3`` of ``"3-month step"`` with ``suffix`` ``"-month step"``; None otherwise."""
+    head = text.removesuffix(suffix)
+    return int(head) if head != text and head.isdigit() else None
+
+
+def _months_later(dates: np.ndarray, n: int) -> np.ndarray:
+    """``dates`` (datetime64 or cftime) ``n`` calendar months later, the day kept or clipped
+    to the month's last."""
+    if dates.dtype.kind == "M":
+        return np.asarray(pd.DatetimeIndex(dates) + pd.DateOffset(months=n), dtype=dates.dtype)
+    out = []
+    for d in dates:
+        k = 12 * d.year + d.month - 1 + n
+        first = d.replace(year=k // 12, month=k % 12 + 1, day=1)
+        out.append(first.replace(day=min(d.day, first.daysinmonth)))
+    return np.array(out, dtype=object)
 
 
 def lead_of(y, sample_dim: str = "time") -> tuple[int, str] | None:

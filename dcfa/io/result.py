@@ -405,16 +405,24 @@ def to_zarr(ds: xr.Dataset, path, **kwargs):
 
     The encoding a variable carries from its source (a format 2 archive's Blosc compressor,
     its chunks, int16 packing) is dropped; only an integer variable's ``_FillValue`` is kept.
+    A coordinate that is no index (a forecast's ``target_time``) is stored in the chunks of
+    the Dask variables along its dims, so that the store opens with one chunking per dim.
     """
-    fill = {
+    encoding = {
         name: {"_FillValue": var.encoding["_FillValue"]}
         for name, var in ds.variables.items()
         if "_FillValue" in var.encoding and var.dtype.kind in "iu"
     }
+    sizes = {
+        d: c[0] for var in ds.data_vars.values() if var.chunks for d, c in var.chunksizes.items()
+    }
+    for name, c in ds.coords.items():
+        if name not in ds.indexes and c.dims and all(d in sizes for d in c.dims):
+            encoding.setdefault(name, {})["chunks"] = tuple(sizes[d] for d in c.dims)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Consolidated metadata is currently not part")
         return ds.drop_encoding().to_zarr(
-            path, zarr_format=3, consolidated=True, encoding=fill, **kwargs
+            path, zarr_format=3, consolidated=True, encoding=encoding, **kwargs
         )
 
 

@@ -555,6 +555,18 @@ def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c,
     np.testing.assert_allclose(forecast, A @ beta, atol=1e-5 * result.target.values.std())
     assert applied.forecast.attrs["long_name"] == "the target predicted by OLS on the features"
     assert applied.attrs["lead"] == LEAD  # the forecast of month t is for t + LEAD
+    # and says so per sample: the months of the CSV's rows it predicts (stamped mid-month,
+    # the archive on the 1st: target_time is in the archive's stamps)
+    dates = pd.to_datetime(pd.read_csv(job_c / "y.csv")["time"]).to_numpy()
+    valid = applied.forecast.target_time.sel(time=result.time).values
+    np.testing.assert_array_equal(
+        valid.astype("datetime64[M]"), dates[HISTORY + LEAD : 120].astype("datetime64[M]")
+    )
+    assert (pd.DatetimeIndex(valid).day == 1).all()
+    assert applied.forecast.target_time.attrs["long_name"] == "valid time of the target"
+    assert pd.Timestamp(applied.forecast.target_time.values[-1]) == pd.Timestamp(
+        applied.time.values[-1]
+    ) + pd.DateOffset(months=LEAD)  # past the CSV's end: the archive's last month + LEAD
     # a month missing from the archive's last months: NaN, the others as before
     fitted = load_result(job_c / "out.zarr")
     field = io.open_archive(job_c / "sst.zarr", ["sst"]).load()

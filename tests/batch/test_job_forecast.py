@@ -8,6 +8,7 @@ target is the one ``lead`` months after each predictor, and no group mixes windo
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -243,8 +244,11 @@ def test_a_daily_lead_is_named_in_days_by_inspect_and_apply(tmp_path):
     assert "; lead 14 days: for the target at t + 14 days" in proc.stdout
     applied = xr.open_zarr(out)
     assert (applied.attrs["lead"], applied.attrs["lead_step"]) == (14, "day")
+    days = (applied.forecast.target_time - applied.time).values
+    assert (days == np.timedelta64(14, "D")).all()
     proc = cli("inspect", str(out), cwd=tmp_path)
     assert "  lead 14 days: for the target at t + 14 days" in proc.stdout
+    assert re.search(r"  coord target_time: \S+ \.\. \S+ \(\d+\)", proc.stdout), proc.stdout
 
 
 @pytest.mark.parametrize("lead, windows, lags", [(2, [1, 3], [0, 1]), (3, [1], [0]), (0, [6], [2])])

@@ -380,3 +380,63 @@ def test_the_alignment_names_a_lead_that_is_not_months(freq, lead, head):
     X, y, how = lead_target(x, x, lead)
     assert str(how).startswith(head)
     assert (y.values - X.values == lead).all()  # x counts samples: lead steps = lead samples
+
+
+_DAYS_IN_MONTH = {
+    "noleap": [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31],
+    "360_day": [30] * 12,
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    calendar=st.sampled_from(["standard", "noleap", "360_day"]),
+    year=st.integers(1950, 2100),
+    month=st.integers(1, 12),
+    day=st.integers(1, 31),
+    lead=st.integers(0, 40),
+    step=st.sampled_from([("month", 1), ("year", 12), ("3-month step", 3)]),
+)
+def test_target_time_moves_the_calendar_month_and_keeps_the_day(
+    calendar, year, month, day, lead, step
+):
+    """A forecast's valid time, against year and month arithmetic by hand: the day kept, or
+    the month's last when it has fewer, in the labels' own calendar."""
+    import calendar as cal
+
+    from dcfa.forecast.leads import target_time
+
+    name, months = step
+    if calendar == "standard":
+        day = min(day, cal.monthrange(year, month)[1])
+        labels = xr.DataArray(np.array([f"{year:04d}-{month:02d}-{day:02d}"], "M8[ns]"), dims="t")
+    else:
+        day = min(day, _DAYS_IN_MONTH[calendar][month - 1])
+        labels = xr.DataArray(
+            xr.date_range(f"{year:04d}-{month:02d}-{day:02d}", periods=1, calendar=calendar,
+                          use_cftime=True).values, dims="t")  # fmt: skip
+    k = 12 * year + month - 1 + lead * months
+    y, m = divmod(k, 12)
+    m += 1
+    last = cal.monthrange(y, m)[1] if calendar == "standard" else _DAYS_IN_MONTH[calendar][m - 1]
+    later = target_time(labels, lead, name)
+    assert later.dims == ("t",) and later.name == "target_time"
+    got = xr.DataArray(later.values, dims="t").dt
+    assert (int(got.year[0]), int(got.month[0]), int(got.day[0])) == (y, m, min(day, last))
+
+
+def test_target_time_adds_durations_and_numbers_and_none_to_samples():
+    from dcfa.forecast.leads import target_time
+
+    hours = xr.DataArray(pd.date_range("2000-12-31 18:00", periods=3, freq="6h"), dims="t")
+    later = target_time(hours, 3, "6-hour step")
+    np.testing.assert_array_equal(later.values, (hours + pd.Timedelta(hours=18)).values)
+    noleap = xr.DataArray(
+        xr.date_range("2001-02-27", periods=3, calendar="noleap", use_cftime=True).values,
+        dims="t",
+    )
+    days = xr.DataArray(target_time(noleap, 2, "day").values, dims="t").dt
+    assert (days.month.values.tolist(), days.day.values.tolist()) == ([3, 3, 3], [1, 2, 3])
+    steps = target_time(xr.DataArray([0.0, 0.5, 1.0], dims="t"), 4, "step of 0.5")
+    np.testing.assert_array_equal(steps.values, [2.0, 2.5, 3.0])
+    assert target_time(hours, 3, "sample") is None
