@@ -129,7 +129,7 @@ def open_target(
         if time_column not in frame.columns:
             raise InputError(
                 f"target.time_column: {time_column!r} is not a column of {str(p)!r} "
-                f"({list(frame.columns)})"
+                f"({list(frame.columns)})" + _date_column_hint(frame)
             )
         values = [c for c in frame.columns if c != time_column]
         column = _pick(variable, values, p)
@@ -329,6 +329,22 @@ def _pick(variable, names, p) -> str:
     if variable not in names:
         raise InputError(f"target.variable: {variable!r} not in {str(p)!r} (it has {names})")
     return variable
+
+
+def _date_column_hint(frame: pd.DataFrame) -> str:
+    """``; set target.time_column = "date"`` when exactly one column of ``frame`` holds text
+    that reads as dates (numbers are values, not dates: a flow of 12.5 is no date)."""
+    dated = []
+    for name in frame.columns:
+        column = frame[name].dropna()
+        if column.empty or column.dtype.kind != "O":
+            continue
+        with warnings.catch_warnings():  # pandas' "could not infer format"
+            warnings.simplefilter("ignore", UserWarning)
+            read = pd.to_datetime(column.astype(str), errors="coerce", format="mixed")
+        if read.notna().all():
+            dated.append(name)
+    return f"; set target.time_column = {dated[0]!r}" if len(dated) == 1 else ""
 
 
 def align(

@@ -105,12 +105,36 @@ def test_targets_from_netcdf_zarr_and_csv(tmp_path):
         t = io.open_target(tmp_path / path, **kw)
         assert t.dims == ("time",) and t.size == 30
         np.testing.assert_array_equal(t.values, np.arange(30.0))
-    with pytest.raises(ValueError, match="target.time_column: 'time' is not a column"):
+    with pytest.raises(ValueError, match="target.time_column: 'time' is not a column") as info:
         io.open_target(tmp_path / "soi.csv")
+    assert str(info.value).endswith("(['date', 'soi']); set target.time_column = 'date'")
     with pytest.raises(ValueError, match="target.variable: 'nino' not in"):
         io.open_target(tmp_path / "soi.nc", "nino")
     with pytest.raises(FileNotFoundError, match="target.path"):
         io.open_target(tmp_path / "nope.nc")
+
+
+@pytest.mark.parametrize(
+    "columns, hint",
+    [
+        ({"Date": ["31/01/2000", "29/02/2000"], "flow": ["1.5", "n/a"]}, "'Date'"),
+        ({"date": ["2000-01", "2000-02"], "site": ["a", "b"], "flow": [1.5, 2.0]}, "'date'"),
+        # two columns of dates, or none: no guess
+        ({"date": ["2000-01-01", "2000-02-01"], "obs": ["2000-01-03", "2000-02-03"]}, None),
+        ({"month": [1, 2], "flow": [1.5, 2.0]}, None),
+    ],
+)
+def test_a_csv_without_a_time_column_names_its_one_column_of_dates(tmp_path, columns, hint):
+    """A hydrologist's flow.csv with a 'date' column was refused for its missing 'time'
+    column with nothing to say which key reads it."""
+    pd.DataFrame(columns).to_csv(tmp_path / "flow.csv", index=False)
+    with pytest.raises(ValueError, match="^target.time_column: 'time' is not a column") as info:
+        io.open_target(tmp_path / "flow.csv")
+    said = str(info.value)
+    if hint is None:
+        assert "set target.time_column" not in said, said
+    else:
+        assert said.endswith(f"; set target.time_column = {hint}"), said
 
 
 def test_align_target_exact_and_by_month(tmp_path):
