@@ -503,7 +503,7 @@ def check_y(
     refuse_dataset(y, name)
     if numeric:
         refuse_other_columns(y, name)
-    y = _dated_target(y, layout)
+    y = _dated_target(y, layout, name)
     if dates is not None and isinstance(y, pd.Series | pd.DataFrame):
         check_target_dates(y, "index", dates, name, frame=True)
     if isinstance(y, xr.DataArray):
@@ -566,17 +566,19 @@ def single_target(y, inp: InputData, **checks) -> np.ndarray:
     return values
 
 
-def _dated_target(y, layout: FeatureLayout | None):
+def _dated_target(y, layout: FeatureLayout | None, name: str):
     """A pandas Series (or DataFrame) indexed by dates, for an ``X`` with a sample coordinate,
-    as the DataArray on those dates: it is then checked against ``X``'s dates as a DataArray
-    target is, never used by position."""
+    checked against ``X``'s dates (refused in its own terms, its index) and returned as the
+    DataArray on those dates: never used by position."""
     if layout is None or layout.sample_dim not in layout.sample_coords:
         return y
     if not isinstance(y, pd.Series | pd.DataFrame):
         return y
     if not isinstance(y.index, pd.DatetimeIndex | xr.CFTimeIndex):
         return y
-    return pandas_on_dim(y, layout.sample_dim)
+    dim = layout.sample_dim
+    check_target_dates(y, dim, layout.sample_coords[dim].values, name)
+    return pandas_on_dim(y, dim)
 
 
 def pandas_on_dim(y: pd.Series | pd.DataFrame, dim: str, dtype=None) -> xr.DataArray:
@@ -586,6 +588,12 @@ def pandas_on_dim(y: pd.Series | pd.DataFrame, dim: str, dtype=None) -> xr.DataA
     values = y.to_numpy(dtype=dtype)
     dims = (dim,) if values.ndim == 1 else (dim, "target")
     return xr.DataArray(values, dims=dims, coords={dim: y.index.rename(dim)})
+
+
+def _is_cftime(dates: np.ndarray) -> bool:
+    """Whether ``dates`` are cftime dates (a calendar of their own), not NumPy's or pandas'
+    (a time zone's Timestamps are objects too, on the same calendar)."""
+    return dates.dtype == object and dates.size > 0 and hasattr(dates.flat[0], "calendar")
 
 
 def _check_sample_alignment(y: xr.DataArray, layout: FeatureLayout | None, name: str) -> None:
@@ -607,9 +615,12 @@ def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = Fal
     if dates is None:
         return
     if isinstance(y, pd.Series | pd.DataFrame):
-        if not isinstance(y.index, pd.DatetimeIndex | xr.CFTimeIndex):
+        index = y.index
+        if not isinstance(index, pd.DatetimeIndex | xr.CFTimeIndex):
             return
-        theirs = np.asarray(y.index)
+        if isinstance(index, pd.DatetimeIndex) and index.tz is not None:
+            index = index.tz_convert("UTC").tz_localize(None)  # its instants, as xarray has them
+        theirs = np.asarray(index)
     elif isinstance(y, xr.DataArray):
         if dim not in y.dims:
             raise InputError(f"{name}: expected the sample dim {dim!r} of X among {y.dims}")
@@ -625,7 +636,7 @@ def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = Fal
         same = False
     if same:
         return
-    calendars = (ours.dtype == object) != (theirs.dtype == object)
+    calendars = _is_cftime(ours) != _is_cftime(theirs)
     if frame:  # a DataFrame X: pandas pairs them
         how = (
             "; pair them by date first, e.g. y = y.loc[X.index] (the same dates in X's "
@@ -637,10 +648,16 @@ def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = Fal
             "stamps, dcfa.align(X, y, match='month') pairs calendar months (e.g. a field "
             "stamped mid-month and an index on the 1st)"
         )
+    if frame:
+        what = "the dates of its index differ from X's"
+    elif isinstance(y, pd.Series | pd.DataFrame):  # named as the user holds it: its index
+        index = f" ({y.index.name!r})" if y.index.name is not None else ""
+        what = f"the dates of its index{index} differ from X's {dim!r} coordinate"
+    else:
+        what = f"its {dim!r} coordinate differs from X's"
     raise InputError(
         f"{name}: "
-        + ("the dates of its index differ" if frame else f"its {dim!r} coordinate differs")
-        + " from X's"
+        + what
         + (" (their dates are on different calendars)" if calendars else "")
         + how
     )

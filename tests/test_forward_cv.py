@@ -294,8 +294,12 @@ def test_a_target_on_other_dates_is_refused_not_paired_by_position(rng, cv):
     model = LinCFA(random_state=0)
     dated = xr.DataArray(y, dims="time", coords={"time": X.time.values})
     later = dated.assign_coords(time=dated.time.to_index() + pd.DateOffset(months=6))
+    said = {
+        "DataArray": r"^y: its 'time' coordinate differs from X's; ",
+        "Series": r"^y: the dates of its index \('time'\) differ from X's 'time' coordinate; ",
+    }
     for target in (later, later.to_series()):
-        with pytest.raises(ValueError, match=r"^y: its 'time' coordinate differs from X's; "):
+        with pytest.raises(ValueError, match=said[type(target).__name__]):
             cv(model, X, target, n_splits=3)
     # the same dates, or none: the same folds and scores as a plain array
     plain = cv(model, X, y, n_splits=3).r2

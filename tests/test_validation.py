@@ -186,9 +186,18 @@ def test_a_target_read_with_a_named_date_index_is_paired_by_date(make):
         np.testing.assert_allclose(
             np.asarray(fitted.transform(X)), np.asarray(reference.transform(X))
         )
-    differs = r"^y: its 'time' coordinate differs from X's; align them first"
-    with pytest.raises(ValueError, match=differs):
-        make().fit(X, pd.Series(flow, index=pd.Index(idx, name="date")).shift(3, freq="MS"))
+    # refused in the user's terms: the index, by its name; a shifted index in a time zone
+    # differs (it was said to be "on different calendars")
+    differs = r"^y: the dates of its index \('date'\) differ from X's 'time' coordinate; align"
+    shifted = pd.Series(flow, index=pd.Index(idx, name="date")).shift(3, freq="MS")
+    for y in (shifted, shifted.tz_localize("UTC")):
+        with pytest.raises(ValueError, match=differs):
+            make().fit(X, y)
+    # the same instants in another zone are X's dates; the same wall-clock months are not
+    sydney = pd.Series(flow, index=idx.tz_localize("UTC").tz_convert("Australia/Sydney"))
+    make().fit(X, sydney)
+    with pytest.raises(ValueError, match=r"^y: the dates of its index differ from X's 'time'"):
+        make().fit(X, pd.Series(flow, index=idx.tz_localize("Australia/Sydney")))
 
 
 def test_repeated_dates_are_named_as_duplicates_not_as_disorder():

@@ -262,10 +262,14 @@ def test_a_dated_series_target_is_matched_by_date(regions):
     model = dcfa.GenLinCFA().fit(field, series)
     np.testing.assert_array_equal(model.labels_, dcfa.GenLinCFA().fit(field, y).labels_)
     shifted = series.shift(1, freq="MS")  # the same values on the next months' dates
-    for target in (y.shift(time=0).assign_coords(time=shifted.index), shifted):
-        with pytest.raises(ValueError, match="y: its 'time' coordinate differs from X's"):
+    index = r"y: the dates of its index \('time'\) differ from X's 'time' coordinate"
+    for target, said in (
+        (y.shift(time=0).assign_coords(time=shifted.index), "y: its 'time' coordinate differs"),
+        (shifted, index),
+    ):
+        with pytest.raises(ValueError, match=said):
             dcfa.GenLinCFA().fit(field, target)
-    with pytest.raises(ValueError, match="y: its 'time' coordinate differs from X's"):
+    with pytest.raises(ValueError, match=index):
         dcfa.GBMAPRegressor(n_boosts=1).fit(field.isel(lat=0), shifted)
     # an undated Series is still taken by position
     dcfa.GenLinCFA().fit(field, series.reset_index(drop=True))
