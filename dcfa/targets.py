@@ -119,13 +119,13 @@ def _held(X):
     from dcfa._compute import active_client
 
     if active_client() is None:
-        from dcfa.memory import MemoryBudgetError, memory_budget
+        from dcfa.memory import MemoryBudgetError, gib, memory_budget
 
         budget = memory_budget()
         if data.nbytes > budget.driver:
             raise MemoryBudgetError(
-                f"X: reading it once for every target holds {data.nbytes / 2**30:.2f} GiB in "
-                f"this process, over the memory budget of {budget.driver / 2**30:.2f} GiB "
+                f"X: reading it once for every target holds {gib(data.nbytes)} in "
+                f"this process, over the memory budget of {gib(budget.driver)} "
                 f"({budget.source}); with a distributed client it is held on the workers "
                 "instead, or fit one target at a time"
             )

@@ -120,7 +120,9 @@ def _describe_plain_zarr(path, storage_options: dict | None) -> list[str] | None
 
 
 def _describe_archive(ds: xr.Dataset, path: Path) -> list[str]:
-    lines = [f"{path}: {len(ds.data_vars)} variable(s), {_size(ds.nbytes)}"]
+    from dcfa.memory.check import gib
+
+    lines = [f"{path}: {len(ds.data_vars)} variable(s), {gib(ds.nbytes)}"]
     for name, da in ds.data_vars.items():
         chunks = {d: c[0] if len(set(c)) == 1 else c for d, c in da.chunksizes.items()}
         lines.append(f"  {name}{da.dims}: {dict(da.sizes)}, {da.dtype}, chunks {chunks}")
@@ -174,11 +176,3 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         return lines
     print_groups(ds, lines.append, top=5, indent="  ")
     return lines
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.0f} PiB"

@@ -80,6 +80,7 @@ from dcfa.io.archive import open_zarr, take_record
 from dcfa.io.calendars import SUB_MONTHLY, samples_per_month
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
+from dcfa.memory.check import gib
 from dcfa.storage.store import OutputError
 
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
@@ -288,10 +289,10 @@ def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArr
     field = io.plan_chunks(field, sample_dim=dim)
     total = _workers_memory(client)
     echo(
-        f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held on the "
+        f"      the archive ({gib(field.nbytes)}) is read once and held on the "
         "workers for every target"
         + (
-            f" (over their memory, {total / 2**30:.1f} GiB: the rest on their disks)"
+            f" (over their memory, {gib(total)}: the rest on their disks)"
             if total and field.nbytes > total
             else ""
         )
@@ -759,8 +760,8 @@ def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
     if not total or field.nbytes > _HOLD_FRACTION * total:
         return field
     echo(
-        f"      the archive ({field.nbytes / 2**30:.2f} GiB) is read once and held in the "
-        f"workers' memory ({total / 2**30:.1f} GiB) for both passes"
+        f"      the archive ({gib(field.nbytes)}) is read once and held in the "
+        f"workers' memory ({gib(total)}) for both passes"
     )
     return _hold(field, client)
 

@@ -303,10 +303,12 @@ def plan_chunks(
     task_mib = rows * per_first * first_block * item / 2**20
     if field.nbytes < target_bytes:  # small archive: re-chunk silently, it costs nothing
         return field.chunk(want)
+    from dcfa.memory.check import gib
+
     warnings.warn(
         f"the archive is chunked {dict(field.chunksizes)} ({len(time_chunks)} chunks along "
         f"{sample_dim!r}); reading it re-chunked to {want}: every stored chunk is read once per "
-        f"pass and shuffled between workers (about {field.nbytes / 2**30:.2f} GiB per pass, "
+        f"pass and shuffled between workers (about {gib(field.nbytes)} per pass, "
         f"~{task_mib:.0f} MiB per task). Store the archive in larger time chunks (e.g. with "
         "rechunker) to avoid it.",
         ChunkWarning,

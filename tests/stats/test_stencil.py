@@ -215,6 +215,8 @@ def test_the_held_archive_reads_its_first_block_first(client, tmp_path):
         held = _held_if_small(field, client, said.append)
         wait(held)
     assert said and "read once and held" in said[0]
+    # in a unit its size reads in (it said "0.04 GiB"): 80 x 300 x 400 float32
+    assert said[0].lstrip().startswith(f"the archive ({80 * 300 * 400 * 4 / 2**20:.2f} MiB)")
     reads = [
         t
         for t in ts.data
