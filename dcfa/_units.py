@@ -33,7 +33,8 @@ def same_units(a: str, b: str) -> bool:
     ``m s^-1``, ``m.s-1``, ``m/s``; ``mm month-1``, ``mm/month``), in any order, with the
     names of kelvin and degrees Celsius (``kelvin``, ``degK``; ``Celsius``, ``deg_C``). A
     unit in another unit's terms (``mm`` and ``m``, ``1.5 m`` and ``15 m``) is another unit.
-    A unit with parentheses is compared as written."""
+    A unit with parentheses, or a ``/`` that divides by nothing (``m/``), is compared as
+    written."""
     return _factors(a) == _factors(b)
 
 
@@ -43,7 +44,9 @@ def _factors(units: str) -> frozenset[tuple[str, int]] | tuple[str, ...]:
         text = text.replace(sign, "")
     # a dot or a star between factors (m.s-1), not a decimal point (1.5 m)
     words = re.sub(r"(?<=[A-Za-z0-9])[.*](?=[A-Za-z])", " ", text).replace("/", " / ").split()
-    if "(" in text or words.count("/") > len(words) // 2:
+    # a "/" with nothing to divide by ("m/", "/s", "m//s") is no unit dcfa can read
+    dangling = bool(words) and "/" in (words[0], words[-1])
+    if "(" in text or dangling or "/ /" in " ".join(words):
         return tuple(words)
     exponents: dict[str, int] = {}
     divide = False
