@@ -464,7 +464,9 @@ def target_time(labels: xr.DataArray, lead: int, step: str) -> xr.DataArray | No
     if months:
         later = _months_later(values, lead * months)
     elif step.startswith("step of "):
-        later = values + lead * float(step.removeprefix("step of "))
+        size = float(step.removeprefix("step of "))
+        whole = size.is_integer() and values.dtype.kind in "iu"  # integer labels stay integers
+        later = values + lead * (int(size) if whole else size)
     else:
         for name, size in _DURATIONS:  # the step's length in microseconds
             k = 1 if step == name else _leading_int(step, f"-{name} step")

@@ -439,4 +439,6 @@ def test_target_time_adds_durations_and_numbers_and_none_to_samples():
     assert (days.month.values.tolist(), days.day.values.tolist()) == ([3, 3, 3], [1, 2, 3])
     steps = target_time(xr.DataArray([0.0, 0.5, 1.0], dims="t"), 4, "step of 0.5")
     np.testing.assert_array_equal(steps.values, [2.0, 2.5, 3.0])
+    years = target_time(xr.DataArray([1990, 1991], dims="t"), 2, "step of 1")
+    assert years.values.tolist() == [1992, 1993] and years.dtype.kind == "i"
     assert target_time(hours, 3, "sample") is None
