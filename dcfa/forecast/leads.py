@@ -18,6 +18,7 @@ from dcfa._errors import InputError, outside_stacklevel
 from dcfa.forecast._checks import (
     _DURATIONS,
     _check_sample_dim,
+    _date_fields,
     _label,
     _label_steps,
     _Steps,
@@ -532,11 +533,26 @@ def lead_of(y, sample_dim: str = "time") -> tuple[int, str] | None:
         return None
     if y["target_time"].dims != (sample_dim,) or sample_dim not in y.coords:
         return None
-    steps = _label_steps(pd.Index(y[sample_dim].values), pd.Index(y["target_time"].values))
-    if steps is None:
-        return None
+    labels, valid = y[sample_dim].values, y["target_time"].values
+    steps = _label_steps(pd.Index(labels), pd.Index(valid))
+    if steps is None:  # two calendars (a noleap field, a target's datetime64 dates)
+        return _months_apart(labels, valid)
     leads = np.unique(steps.keys[1] - steps.keys[0])
     return (int(leads[0]), steps.unit) if leads.size == 1 else None
+
+
+def _months_apart(labels: np.ndarray, valid: np.ndarray) -> tuple[int, str] | None:
+    """The calendar months from each of ``labels`` to its ``valid`` date when each side is
+    monthly on its own calendar and they are one number of months apart; else None."""
+    months = []
+    for dates in (labels, valid):
+        steps = _label_steps(pd.Index(dates))
+        fields = _date_fields(dates)
+        if steps is None or steps.unit != "month" or fields is None:
+            return None
+        months.append(12 * fields["year"] + fields["month"])
+    leads = np.unique(months[1] - months[0])
+    return (int(leads[0]), "month") if leads.size == 1 else None
 
 
 def warn_if_purge_short(y, purges: Mapping[str, int], *, sample_dim: str = "time") -> None:

@@ -113,3 +113,19 @@ def test_cftime_targets_carry_their_lead_too():
     x = xr.DataArray(np.arange(48.0), dims="time", coords={"time": time})
     _, y, _ = dcfa.lead_target(x, x, lead=6)
     assert lead_of(y) == (6, "month")
+
+
+def test_a_model_calendar_field_and_a_dated_target_carry_their_lead():
+    """A noleap field and a target file's datetime64 dates, paired by month: the lead was
+    not read back (the two calendars share no step), so a short purge went unwarned."""
+    ds = dcfa.datasets.make_regions_field(120, (6, 12), 4, n_active=2, seed=3)
+    noleap = xr.date_range("1990-01-01", periods=120, freq="MS", calendar="noleap")
+    field = ds.field.assign_coords(time=noleap)
+    target = pd.Series(ds.target.values, index=pd.date_range("1990-01-15", periods=120, freq="MS"))
+    X, y, _ = dcfa.lead_target(field, target, 3, match="month")
+    assert y["target_time"].dtype.kind == "M" and X["time"].dtype == object
+    assert lead_of(y) == (3, "month")
+    (w,) = _caught(lambda: dcfa.RegionsCV(gap=1, orders=("relevance",)).fit(X, y))
+    assert str(w.message).startswith("gap=1: y is a target 3 months ahead")
+    # one side not monthly (every other month dropped): no lead read
+    assert lead_of(y.isel(time=slice(None, None, 2)).isel(time=[0, 1, 3])) is None
