@@ -11,6 +11,7 @@ import xarray as xr
 
 if TYPE_CHECKING:  # a hint only: `dcfa inspect` imports this module, not the estimators
     from dcfa.cfa.reduction import Reduction
+    from dcfa.cfa.selection import FoldSkill
 
 __all__ = ["application", "print_groups", "region_on_grid", "result_skill", "skill_text"]
 
@@ -47,7 +48,7 @@ def recurrence_text(dataset: xr.Dataset, g: int) -> str:
 RECURRENCE_LEGEND = "recurs: how much of the region the CV folds' maps make again, 1 = all of it"
 
 
-def result_skill(attrs: dict):
+def result_skill(attrs: dict) -> FoldSkill | None:
     """The chosen map's :class:`dcfa.cfa.selection.FoldSkill` in the selection's folds, from a
     result's ``cv_r2`` (RegionsCV's and the tolerance paths'); None for a result without it."""
     import json
