@@ -258,6 +258,7 @@ def _run(args) -> int:
             )
         return EXIT_STDOUT_CLOSED
     except KeyboardInterrupt as exc:
+        _forget_unhandled_interrupt()
         # the client's tasks cut short are logged when collected: not the user's business
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         # a run stopped inside its passes says what it kept (dcfa.batch.job); before them,
@@ -278,6 +279,17 @@ def _run(args) -> int:
         _error(exc)
         return code
     return EXIT_OK
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Keep ``python -m dcfa``'s exit code once a Ctrl-C has been handled.
+
+    CPython records a KeyboardInterrupt that ends a string ``exec``/``eval`` (a dataclass or
+    namedtuple being made by an import, a type hint evaluated) as unhandled even when a caller
+    catches it, and under ``-m`` then exits by SIGINT whatever code ``main`` returns. Every
+    string ``exec`` clears that record first: this one does only that.
+    """
+    exec("pass", {})
 
 
 def _bad_input(exc: BaseException) -> bool:

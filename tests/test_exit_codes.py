@@ -160,3 +160,36 @@ def test_a_plain_value_error_of_a_bug_exits_1_on_one_line(tmp_path):
         "(rerun with --traceback for details)"
     ), line
     assert entries(tmp_path) == before
+
+
+# `python -m dcfa` whose command is cut by Ctrl-C while a string `exec` runs: an import making a
+# dataclass or a namedtuple, the window in which the CI's Ctrl-C test once exited -2
+INTERRUPTED_IN_EXEC = """\
+import sys
+
+import dcfa.cli
+
+
+def interrupted(args):
+    exec("raise KeyboardInterrupt", {})
+
+
+dcfa.cli._apply = interrupted
+sys.exit(dcfa.cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_inside_a_string_exec_still_exits_1(tmp_path):
+    """A handled Ctrl-C exited by SIGINT (-2), not 1, under ``python -m`` when it had ended a
+    string ``exec``: CPython kept it as unhandled."""
+    (tmp_path / "interrupted_cli.py").write_text(INTERRUPTED_IN_EXEC)
+    args = ["apply", "result.zarr", "sst.zarr", "--output", "out.zarr"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "interrupted_cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr) == (1, "dcfa: interrupted; stopped\n")
+    assert not (tmp_path / "out.zarr").exists()
