@@ -56,6 +56,7 @@ from dcfa.batch.inputs import (
 )
 from dcfa.batch.method import (
     DEFAULT_RANDOM_STATE,
+    PURGE_RULE,
     build_estimator,
     build_gbmap,
     check_classes,
@@ -70,6 +71,7 @@ from dcfa.batch.output import (
     on_grid,
     print_groups,
     region_on_grid,
+    result_skill,
     skill_text,
 )
 from dcfa.batch.shared import SharedFits, cells_digest
@@ -128,8 +130,8 @@ def run_job(
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
-        _task(job, out, field, absent, quantities, several=several, resume=resume, echo=echo)
-        for job, out in zip(configs, outs, strict=True)
+        _task(job, gap, out, field, absent, quantities, several=several, resume=resume, echo=echo)
+        for job, gap, out in zip(configs, gaps, outs, strict=True)
     ]
     for task in tasks:
         task.several_leads = len(target_leads(config)) > 1
@@ -147,9 +149,8 @@ def run_job(
         text = ", ".join(f"{g} at lead {lead}" for lead, g in sorted(set_gaps.items()))
         text = text if len(set(set_gaps.values())) > 1 else str(next(iter(set_gaps.values())))
         echo(
-            f"      method.params.gap = {text} (not set: target.lead + max(input.lags) + "
-            "max(input.windows) - 1, so that no training sample of the method's folds shares "
-            "a month with a test block; set it to change)"
+            f"      method.params.gap = {text} (not set: {PURGE_RULE}, so that no training "
+            "sample of the method's folds shares a month with a test block; set it to change)"
         )
     from dcfa.batch.cluster import open_client
 
@@ -201,8 +202,11 @@ class _Task:
         return name + (f" at lead {tgt['lead']}" if self.several_leads else "")
 
 
-def _task(config, out, field, absent, quantities, *, several: bool, resume: bool, echo) -> _Task:
-    """Open and align one target, build its estimators and say what the job will fit."""
+def _task(
+    config, gap, out, field, absent, quantities, *, several: bool, resume: bool, echo
+) -> _Task:
+    """Open and align one target, build its estimators and say what the job will fit (``gap``:
+    the method's purge the job set, None if the file sets it or the method takes none)."""
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     target = io.open_target(
@@ -237,7 +241,7 @@ def _task(config, out, field, absent, quantities, *, several: bool, resume: bool
             + "; need >= 4"
         )
     estimator = build_estimator(config.method)
-    check_record(estimator, n_common, config)
+    check_record(estimator, n_common, config, filled_gap=gap)
     if inp["anomalies"]:
         check_anomaly_months(aligned, dim, tgt["lead"])
     gbmap = build_gbmap(config)
@@ -341,7 +345,7 @@ def _run_task(
     )
     so = config.output["storage_options"]
     opened = open_zarr(out, "output.store", storage_options=so)
-    skill = skill_text(opened.attrs)
+    skill = skill_text(result_skill(opened.attrs))
     if skill:
         echo(f"      {skill}")
     print_groups(opened, echo)  # from the store: no second pass

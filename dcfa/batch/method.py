@@ -14,6 +14,7 @@ from dcfa.cfa.methods import METHODS
 
 __all__ = [
     "DEFAULT_RANDOM_STATE",
+    "PURGE_RULE",
     "build_estimator",
     "build_gbmap",
     "check_classes",
@@ -53,10 +54,13 @@ def build_estimator(method: dict):
     return _checked(METHODS[method["name"]], dict(method["params"]), "method.params")
 
 
-def check_record(estimator, n_samples: int, config: JobConfig) -> None:
+def check_record(
+    estimator, n_samples: int, config: JobConfig, *, filled_gap: int | None = None
+) -> None:
     """The method's own check of the record (enough samples for its test and for the folds
     it cuts, less their gap), before any pass: the error names the key to change and how
-    many samples there are."""
+    many samples there are. A gap the job set itself (``filled_gap``, from :func:`purged`)
+    is blamed on ``target.lead``, the key the file does set."""
     try:
         estimator.check_n_samples(n_samples)
     except ValueError as exc:
@@ -64,8 +68,14 @@ def check_record(estimator, n_samples: int, config: JobConfig) -> None:
         name, _, rest = text.partition(":")
         key = f"method.params.{name}" if name in estimator.get_params() else "target"
         lead = config.target["lead"]
+        head = f"{key}:"
+        if name == "gap" and filled_gap is not None:
+            head = (
+                f"target.lead: {lead} sets method.params.gap = {filled_gap} (not in the file: "
+                f"{PURGE_RULE});"
+            )
         raise ConfigError(
-            f"{key}:{rest} (the input and the target have {n_samples} samples in common"
+            f"{head}{rest} (the input and the target have {n_samples} samples in common"
             + (f" at target.lead = {lead}: a shorter lead leaves more" if lead else "")
             + ")"
         ) from None
@@ -86,6 +96,10 @@ def seeded(config: JobConfig) -> tuple[JobConfig, list[str]]:
         gbmap = {**gbmap, "random_state": DEFAULT_RANDOM_STATE}
         keys.append("gbmap.random_state")
     return dataclasses.replace(config, method=method, gbmap=gbmap), keys
+
+
+# the purge the job sets when the file leaves method.params.gap unset, as it is said
+PURGE_RULE = "target.lead + max(input.lags) + max(input.windows) - 1"
 
 
 def purge(config: JobConfig) -> int:

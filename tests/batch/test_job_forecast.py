@@ -301,3 +301,24 @@ def test_the_job_says_the_purge_it_sets(tmp_path):
     run_job(config, echo=lines.append)
     assert not any("method.params.gap" in s for s in lines)
     assert json.loads(xr.open_zarr(tmp_path / "out.zarr").attrs["parameters"])["gap"] == 2
+
+
+def test_a_lead_too_long_for_the_purge_the_job_set_names_the_lead(tmp_path):
+    """With ``method.params.gap`` unset, the job purges ``target.lead`` months; a lead too long
+    for the folds at that purge was refused naming ``method.params.gap``, a key the file
+    does not hold."""
+    job = write_job(tmp_path, method__name="regionscv", method__params={})
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", "target.lead=60", cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "dcfa: error: target.lead: 60 sets method.params.gap = 60 (not in the file: target.lead "
+        "+ max(input.lags) + max(input.windows) - 1); 60 samples on each side of a test block "
+        "leave",
+        "(the input and the target have 83 samples in common at target.lead = 60: a shorter "
+        "lead leaves more)",
+    )
+    assert "method.params.gap:" not in proc.stderr
+    assert "cluster:" not in proc.stdout and "[2/5]" not in proc.stdout
+    assert tree(tmp_path) == before
