@@ -201,7 +201,7 @@ def _apply(
     skill = result_skill(fitted.attrs)
     if skill is not None and not skill.skilful:
         warnings.warn(
-            f"{names['result']}: {skill_text(fitted.attrs)}. Its series"
+            f"{names['result']}: {skill_text(skill)}. Its series"
             + (" and forecast" if "forecast" in data else "")
             + " predict the target no better than the climatology",
             NoSkillWarning,

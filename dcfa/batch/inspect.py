@@ -15,7 +15,7 @@ import xarray as xr
 from dcfa._errors import InputError
 from dcfa._terminal import counted, escape
 from dcfa.batch.destination import APPLIED
-from dcfa.batch.output import print_groups, skill_text
+from dcfa.batch.output import print_groups, result_skill, skill_text
 from dcfa.forecast.leads import steps_text
 
 __all__ = ["describe"]
@@ -158,7 +158,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     if lead:
         lead = steps_text(lead, a.get("lead_step", "sample"))
     lines.append(f"  lead {lead} (target.lead){chosen}")
-    skill = skill_text(a)
+    skill = skill_text(result_skill(a))
     if skill:
         lines.append(f"  {skill}")
     for name, c in json.loads(a.get("missing_chunks", "{}")).items():

@@ -58,11 +58,11 @@ def result_skill(attrs: dict) -> FoldSkill | None:
     return fold_skill([np.nan if v is None else v for v in json.loads(attrs.get("cv_r2", "[]"))])
 
 
-def skill_text(attrs: dict) -> str | None:
-    """How well a result's chosen map predicted in the selection's folds
-    (:func:`result_skill`): its mean and standard error, or that it does not beat the
-    climatology, so that a map without skill is not read as one of predictors."""
-    skill = result_skill(attrs)
+def skill_text(skill: FoldSkill | None) -> str | None:
+    """How well a result's chosen map predicted in the selection's folds (its
+    :func:`result_skill`): its mean and standard error, or that it does not beat the
+    climatology, so that a map without skill is not read as one of predictors. None without
+    a skill."""
     if skill is None:
         return None
     score = (
@@ -70,11 +70,16 @@ def skill_text(attrs: dict) -> str | None:
         f"{skill.n_folds} folds of the selection)"
     )
     if skill.skilful:
-        return f"skill of the chosen map: {score}"
+        # the folds chose the map among many: on a target of noise it still scores above 0
+        return (
+            f"skill of the chosen map: {score}; optimistic, as the map was chosen on these "
+            "folds: dcfa.forward_cv scores the whole fit on months it did not see"
+        )
+    from dcfa.cfa.selection import NO_SKILL_ADVICE
+
     return (
         f"NO SKILL: the chosen map's {score} does not beat the climatology's 0 by a standard "
-        "error: its regions are not predictors of the target. Check the target and its lead, "
-        "or use a longer record"
+        f"error: its regions are not predictors of the target. {NO_SKILL_ADVICE}"
     )
 
 

@@ -35,6 +35,7 @@ from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "LEAST_GAIN",
+    "NO_SKILL_ADVICE",
     "REGION_ALPHAS",
     "REGRESSIONS",
     "Regression",
@@ -98,6 +99,10 @@ def json_scores(values, digits: int | None = 6) -> list:
     ]
 
 
+# what to change when the map kept has no skill: said by the estimators and by the job's summary
+NO_SKILL_ADVICE = "Check the target and its lead, or use a longer record"
+
+
 def warn_if_no_skill(
     who: str,
     candidates: str,
@@ -138,8 +143,7 @@ def warn_if_no_skill(
             f"({se:.3f}) of the climatology's 0, and scored as the best of many"
         )
     warnings.warn(
-        f"{who}: {what}, not a map of predictors. Check the target and its lead, or use "
-        f"a longer record.{hint}",
+        f"{who}: {what}, not a map of predictors. {NO_SKILL_ADVICE}.{hint}",
         NoSkillWarning,
         stacklevel=stacklevel + 1,
     )
