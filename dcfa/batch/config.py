@@ -27,6 +27,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     date_format = "%d/%m/%Y"      # CSV only: day-first dates (01/02/2000 is 1 February);
                                   # unset, dates both orders fit are refused
     missing = -99.99              # values that mean a missing month (a number or a list)
+    units = "m3 s-1"              # CSV only: the target's units, which the forecast carries
     lead = 3                      # predict the target 3 samples ahead of the predictors
 
     [method]
@@ -115,6 +116,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "calendar": (str, None),
         "date_format": (str, None),
         "missing": ((int, float, list), None),
+        "units": (str, None),
         "lead": ((int, list), 0),
         "storage_options": (dict, {}),
     },
@@ -195,6 +197,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`%d/%m/%Y` for day-first dates (`01/02/2000` is 1 February). Unset: ISO 8601 and other "
     "unambiguous writings are read as they are; dates written as two numbers and a year are "
     "read in the order every row allows, and refused when both orders fit.",
+    ("target", "units"): "CSV only: the target's units (`m3 s-1`), which the result and "
+    "`dcfa apply`'s forecast carry. netCDF and Zarr targets carry their own; a `units` that "
+    "contradicts them is an error.",
     ("target", "missing"): "Values of the target that mark a missing sample (`-99.99`, or a "
     "list of them), read as missing as an empty CSV cell is. Unset, a value far outside the "
     "target's other values that it repeats or that is written in nines (a missing-value code) "

@@ -217,6 +217,7 @@ def _task(
         calendar=tgt["calendar"],
         date_format=tgt["date_format"],
         missing=tgt["missing"],
+        units=tgt["units"],
         storage_options=tgt["storage_options"],
     )
     n_input = int(field.sizes[dim])

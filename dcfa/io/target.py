@@ -12,6 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError
+from dcfa._units import same_units
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import (
     CALENDARS,
@@ -63,6 +64,7 @@ def open_target(
     calendar: str | None = None,
     date_format: str | None = None,
     missing: Sequence[float] = (),
+    units: str | None = None,
     storage_options: dict | None = None,
 ) -> xr.DataArray:
     """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
@@ -100,6 +102,10 @@ def open_target(
         robust standard deviations from its median) that it repeats, or that is written in
         nines alone, is named in a UserWarning: a missing-value code such as ``-99.99`` read
         as data.
+    units : str, optional
+        The target's units (``target.units``), kept as its ``units`` attribute, which a result
+        and its forecast carry: a CSV file cannot say them. A netCDF or Zarr target's own
+        ``units`` must be the same (``"m3/s"`` and ``"m3 s-1"`` are).
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
@@ -116,6 +122,8 @@ def open_target(
         Naming the key: an unknown column or variable, a date that is not one of the
         calendar's, an unknown calendar, a series that is not 1-D over ``sample_dim``.
     """
+    if units is not None and (not isinstance(units, str) or not units.strip()):
+        raise InputError(f"target.units: expected a text such as 'm3 s-1', got {units!r}")
     p = location(path)
     if not exists(p, storage_options):
         raise InputNotFoundError(f"target.path: no such file or store {str(p)!r}")
@@ -148,7 +156,8 @@ def open_target(
         series = xr.DataArray(
             values.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: times}, name=column
         )
-        return _in_time_order(_finite(_coded(series, missing, p), p), sample_dim)
+        series = _in_time_order(_finite(_coded(series, missing, p), p), sample_dim)
+        return _with_units(series, units, p)
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
@@ -171,7 +180,21 @@ def open_target(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
-    return _in_time_order(_finite(_coded(series.load(), missing, p), p), sample_dim)
+    series = _in_time_order(_finite(_coded(series.load(), missing, p), p), sample_dim)
+    return _with_units(series, units, p)
+
+
+def _with_units(series: xr.DataArray, units: str | None, p) -> xr.DataArray:
+    """``series`` with ``units`` as its ``units`` attribute; the file's own must agree."""
+    if units is None:
+        return series
+    own = series.attrs.get("units")
+    if own is not None and not same_units(str(own), units):
+        raise InputError(
+            f"target.units: {units!r}, but {series.name!r} in {str(p)!r} is in {own!r} (a "
+            "netCDF or Zarr target carries its units; target.units is for CSV files)"
+        )
+    return series.assign_attrs(units=units if own is None else own)
 
 
 # a value this many robust standard deviations from the median, repeated or written in nines,

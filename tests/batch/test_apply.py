@@ -508,11 +508,13 @@ ORDER = ("window", "lag", "lat", "lon")
 
 @pytest.fixture(scope="module")
 def job_c(tmp_path_factory, client):
-    """input.windows = [1, 3], input.lags = [0, 1], target.lead = 2, anomalies; 120 months."""
+    """input.windows = [1, 3], input.lags = [0, 1], target.lead = 2, anomalies; 120 months;
+    the CSV target's units given by target.units."""
     d = tmp_path_factory.mktemp("c")
     with dask.config.set(scheduler="synchronous"):
         job, _, _ = write_forecast_job(d)
-    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    config = load_config(job, ['target.units="mm"'])
+    run_job(config, scheduler=client.scheduler.address, **QUIET)
     return d
 
 
@@ -554,6 +556,8 @@ def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c,
     forecast = applied.forecast.sel(time=result.time).values  # the applied features: float64
     np.testing.assert_allclose(forecast, A @ beta, atol=1e-5 * result.target.values.std())
     assert applied.forecast.attrs["long_name"] == "the target predicted by OLS on the features"
+    # a CSV says no units: target.units gives them, to the result's target and the forecast
+    assert result.target.attrs["units"] == applied.forecast.attrs["units"] == "mm"
     assert applied.attrs["lead"] == LEAD  # the forecast of month t is for t + LEAD
     # and says so per sample: the months of the CSV's rows it predicts (stamped mid-month,
     # the archive on the 1st: target_time is in the archive's stamps)

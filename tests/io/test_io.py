@@ -115,6 +115,27 @@ def test_targets_from_netcdf_zarr_and_csv(tmp_path):
         io.open_target(tmp_path / "nope.nc")
 
 
+def test_target_units_are_a_csvs_and_must_agree_with_a_files_own(tmp_path):
+    """A CSV target has no units, so a forecast of it had none: ``units`` gives them. A
+    netCDF's own units win when they are the same, and contradicting them is refused."""
+    time = pd.date_range("2000-01-01", periods=12, freq="MS")
+    pd.DataFrame({"time": time, "flow": np.arange(12.0)}).to_csv(tmp_path / "q.csv", index=False)
+    flow = xr.DataArray(np.arange(12.0), dims="time", coords={"time": time}, name="flow")
+    flow.assign_attrs(units="m3/s").to_dataset().to_netcdf(tmp_path / "q.nc")
+    assert "units" not in io.open_target(tmp_path / "q.csv").attrs
+    assert io.open_target(tmp_path / "q.csv", units="m3 s-1").attrs["units"] == "m3 s-1"
+    assert io.open_target(tmp_path / "q.nc", units="m3 s-1").attrs["units"] == "m3/s"
+    with pytest.raises(ValueError) as info:
+        io.open_target(tmp_path / "q.nc", units="mm")
+    assert str(info.value) == (
+        f"target.units: 'mm', but 'flow' in {str(tmp_path / 'q.nc')!r} is in 'm3/s' (a netCDF "
+        "or Zarr target carries its units; target.units is for CSV files)"
+    )
+    for bad in ("", 3):  # before the file is looked for
+        with pytest.raises(ValueError, match=r"^target.units: expected a text such as"):
+            io.open_target(tmp_path / "nope.csv", units=bad)
+
+
 @pytest.mark.parametrize(
     "columns, hint",
     [
