@@ -127,10 +127,22 @@ def run_job(
     )
     absent = take_record(field, "missing_chunks")
     quantities = take_record(field, "variable_attrs")
+    stored = dict(field.sizes)  # as the user knows the archive: said before windows and lags
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
-        _task(job, gap, out, field, absent, quantities, several=several, resume=resume, echo=echo)
+        _task(
+            job,
+            gap,
+            out,
+            field,
+            stored,
+            absent,
+            quantities,
+            several=several,
+            resume=resume,
+            echo=echo,
+        )
         for job, gap, out in zip(configs, gaps, outs, strict=True)
     ]
     for task in tasks:
@@ -203,10 +215,11 @@ class _Task:
 
 
 def _task(
-    config, gap, out, field, absent, quantities, *, several: bool, resume: bool, echo
+    config, gap, out, field, stored, absent, quantities, *, several: bool, resume: bool, echo
 ) -> _Task:
     """Open and align one target, build its estimators and say what the job will fit (``gap``:
-    the method's purge the job set, None if the file sets it or the method takes none)."""
+    the method's purge the job set, None if the file sets it or the method takes none;
+    ``stored``: the archive's sizes before the windows and lags)."""
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     target = io.open_target(
@@ -248,14 +261,15 @@ def _task(
     gbmap = build_gbmap(config)
     check_classes(gbmap, config, target)
     echo(
-        f"[1/5] {inp['store']}: {inp['variables']} {dict(aligned.sizes)}; target "
+        f"[1/5] {inp['store']}: {inp['variables']} {stored}; target "
         f"{tgt['path']}"
         + (f" ({tgt['variable']})" if several and tgt["variable"] is not None else "")
         + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position]
-    echo(f"      {alignment(aligned, valid, tgt['lead'], step, n_input, inp, dim, gaps)}")
+    said = alignment(aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, stored[dim])
+    echo(f"      {said}")
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
     per_month = samples_per_month(aligned[dim]) if inp["anomalies"] else 0.0

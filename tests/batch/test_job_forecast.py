@@ -35,12 +35,17 @@ def test_lead_windows_and_lags_against_numpy(tmp_path):
     target = y[start + lead :]
     times = pd.date_range("2000-01-01", periods=N, freq="MS")
     np.testing.assert_array_equal(ds.time.values, times[start : N - lead].values)
-    # the alignment, as printed
-    assert any(
-        f"lead 2: predictors {times[start]:%Y-%m-%d} .. {times[N - lead - 1]:%Y-%m-%d} -> "
-        f"targets 2000-0{start + lead + 1}-15" in s
-        for s in lines
-    ), lines
+    # the alignment, as printed: the archive as stored (its sizes were said after the windows,
+    # lags and lead took their samples, 115 months of 120 with no word of the 120), then
+    # what the lead kept of what the windows and lags left
+    assert lines[0].startswith(f"[1/5] {tmp_path / 'sst.zarr'}: ['sst'] {{'time': {N}, 'lat': 4,")
+    assert lines[0].endswith(f": {N - start - lead} samples in common"), lines[0]
+    assert lines[1] == (
+        f"      lead 2: predictors {times[start]:%Y-%m-%d} .. {times[N - lead - 1]:%Y-%m-%d} -> "
+        f"targets 2000-0{start + lead + 1}-15 .. {times[N - 1]:%Y-%m}-15, {N - start - lead} of "
+        f"{N - start} samples kept; windows [1, 3] (mean); lags [0, 1] (the archive's first "
+        f"{start} of {N} samples only feed them)"
+    ), lines[1]
     # the climatology of the samples kept, per calendar month
     month = times[start : N - lead].month.values
     clim = np.stack([P[month == k].mean(axis=0) for k in range(1, 13)])
