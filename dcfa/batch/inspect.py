@@ -132,6 +132,18 @@ def _describe_archive(ds: xr.Dataset, path: Path) -> list[str]:
     return lines
 
 
+def _target_units(ds: xr.Dataset) -> str | None:
+    """The units of the target the result keeps (``target.units`` for a CSV), as said."""
+    units = ds["target"].attrs.get("units") if "target" in ds else None
+    return f"in {units}" if units else None
+
+
+def _parenthesised(*parts) -> str:
+    """`` (a, b)`` of the parts given, or nothing."""
+    said = [str(p) for p in parts if p]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     a = ds.attrs
     region = ds["region"].values
@@ -140,7 +152,7 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         f"{path}: dcfa {a.get('dcfa_version')} result of {a.get('method')} "
         f"({a.get('created', '?')})",
         f"  input {a.get('input_store')}, target {a.get('target')}"
-        + (f" ({a['target_variable']})" if "target_variable" in a else "")
+        + _parenthesised(a.get("target_variable"), _target_units(ds))
         + ", "
         f"{a.get('n_samples_used')} samples",
         f"  {counted(ds.sizes.get('group', 0), 'group')} over {counted(int(used.sum()), 'cell')} "

@@ -558,6 +558,8 @@ def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c,
     assert applied.forecast.attrs["long_name"] == "the target predicted by OLS on the features"
     # a CSV says no units: target.units gives them, to the result's target and the forecast
     assert result.target.attrs["units"] == applied.forecast.attrs["units"] == "mm"
+    shown = cli("inspect", str(job_c / "out.zarr"), cwd=tmp_path)
+    assert f"target {job_c / 'y.csv'} (y, in mm), " in shown.stdout, shown.stdout
     assert applied.attrs["lead"] == LEAD  # the forecast of month t is for t + LEAD
     # and says so per sample: the months of the CSV's rows it predicts (stamped mid-month,
     # the archive on the 1st: target_time is in the archive's stamps)
