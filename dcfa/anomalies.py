@@ -38,6 +38,7 @@ from dcfa._validation import (
     check_units,
     check_X,
     feature_order,
+    refuse_dataset,
     validate_params,
 )
 from dcfa.io.calendars import (
@@ -437,6 +438,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         if isinstance(X, xr.DataArray):
             data, groups, order = self._check_dataarray(X, reset=reset)
             return data, groups, True, order
+        refuse_dataset(X, "X")  # before its dates are looked for: it has them, in a coordinate
         if reset:
             self._grid_dims = None
         elif self._grid_dims is not None:

@@ -226,11 +226,16 @@ def test_a_repeated_date_is_refused_where_it_would_weigh_twice(rng, calendar):
         (lambda: Anomalies(sample_dim="t"), None, ValueError, "sample_dim: 't' is not a dim"),
         (lambda: Anomalies(), "not-dates", ValueError, "X: the sample coordinate 'time'"),
         (lambda: Anomalies(by=None), np.ones((0, 3)), ValueError, "X: 0 sample"),
+        # a Dataset has dates: it was told they were missing, and to use by=None, which then
+        # said to select one variable
+        (Anomalies, "dataset", TypeError, r"^X: got an xarray.Dataset; select one variable"),
     ],
 )
 def test_bad_arguments_name_the_argument(rng, make, X, error, match):
     if X is None:
         X = field(rng, n=12)[0]
+    elif isinstance(X, str) and X == "dataset":
+        X = field(rng, n=12)[0].to_dataset()
     elif isinstance(X, str):
         X = field(rng, n=12)[0].assign_coords(time=np.arange(12))
     with pytest.raises(error, match=match):
