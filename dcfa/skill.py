@@ -218,7 +218,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
             X[dim].values if dim in X.coords else None, str(dim), why="the CV's blocks of time"
         )
         if X.shape[0] != y.shape[0]:
-            raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
+            raise InputError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
         X = X.astype(np.float64).compute()
     elif isinstance(X, pd.DataFrame):  # kept: its index holds the dates Anomalies reads
         X = X.astype(np.float64)
@@ -229,7 +229,7 @@ def _check_inputs(X, y) -> tuple[np.ndarray | xr.DataArray, np.ndarray]:
                 f"X: expected a 2-D (n_samples, n_features) array, got shape {X.shape}"
             )
     if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
+        raise InputError(f"X and y: {X.shape[0]} samples in X but {y.shape[0]} in y")
     return X, y
 
 
@@ -496,14 +496,14 @@ def _forward_splitter(
     """The ``TimeSeriesSplit`` of :func:`forward_cv`, its arguments checked against ``n``."""
     for arg, value, low in (("n_splits", n_splits, 2), ("gap", gap, 0)):
         if not _is_int(value, low):
-            raise ValueError(f"{arg}: expected an int >= {low}, got {value!r}")
+            raise InputError(f"{arg}: expected an int >= {low}, got {value!r}")
     for arg, value, low in (
         ("min_train", min_train, 1),
         ("test_size", test_size, MIN_TEST),
         ("max_train_size", max_train_size, 1),
     ):
         if value is not None and not _is_int(value, low):
-            raise ValueError(f"{arg}: expected None or an int >= {low}, got {value!r}")
+            raise InputError(f"{arg}: expected None or an int >= {low}, got {value!r}")
     # a rolling window shorter than the first training window would train every fold on
     # fewer samples than min_train promises (or than a fit needs): said here, not by a fold
     shortest = max(MIN_TRAIN, min_train or 0)
@@ -515,7 +515,7 @@ def _forward_splitter(
         )
     size, first = _layout(n, n_splits, gap, min_train, test_size)
     if size < MIN_TEST or first < max(MIN_TRAIN, min_train or 0):
-        raise ValueError(_infeasible(n, n_splits, gap, min_train, test_size))
+        raise InputError(_infeasible(n, n_splits, gap, min_train, test_size))
     return TimeSeriesSplit(n_splits, gap=gap, test_size=size, max_train_size=max_train_size)
 
 

@@ -271,8 +271,10 @@ def test_nonlincfacv_refuses_a_fixed_list_of_folds():
     ],
 )
 def test_forward_cv_names_the_argument_at_fault(kwargs, message):
+    """Bad input, as dcfa's checks raise it (an InputError: it was a plain ValueError, a bug's
+    type)."""
     X = np.random.default_rng(2).normal(size=(300, 3))
-    with pytest.raises(ValueError, match=message) as e:
+    with pytest.raises(dcfa.InputError, match=message) as e:
         dcfa.forward_cv(LinearRegression(), X, X[:, 0], **kwargs)
     assert not re.search(r"-\d", str(e.value))  # no negative block or window lengths
 
