@@ -264,7 +264,13 @@ class FittedResult:
     def _require_gbmap(self):
         if self.gbmap is None:
             why = self.gbmap_missing or "the result holds no GBMAP"
-            raise InputError(f"result {self.path!r}: {why}")
+            # predict, embedding: a user after the target wants the regression's forecast
+            other = (
+                "; forecast gives the target from the regions"
+                if self.regression is not None
+                else ""
+            )
+            raise InputError(f"result {self.path!r}: {why}{other}")
         return self.gbmap
 
     def _series(self, field: xr.DataArray) -> xr.DataArray:

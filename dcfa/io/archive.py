@@ -144,15 +144,23 @@ def select_time(obj, time, *, sample_dim: str, key: str, where: str):
     """``obj`` from ``time[0]`` to ``time[1]`` (labels, inclusive) along ``sample_dim``; a
     ValueError naming ``key`` when the labels cannot be compared or nothing is left."""
     try:
-        obj = obj.sel({sample_dim: slice(time[0], time[1])})
+        chosen = obj.sel({sample_dim: slice(time[0], time[1])})
+        # the two ends swapped: the selection is empty though the span holds samples
+        swapped = chosen.sizes[sample_dim] == 0 and (
+            obj.sel({sample_dim: slice(time[1], time[0])}).sizes[sample_dim] > 0
+        )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise InputError(
             f"{key}: cannot select {list(time)} on the {sample_dim!r} axis of {where!r} "
             f"(expected dates such as '1991-01'): {exc}"
         ) from None
-    if obj.sizes[sample_dim] == 0:
+    if swapped:
+        raise InputError(
+            f"{key}: {list(time)} starts after it ends; give the start first ({[time[1], time[0]]})"
+        )
+    if chosen.sizes[sample_dim] == 0:
         raise InputError(f"{key}: no samples of {where!r} in {list(time)}")
-    return obj
+    return chosen
 
 
 def open_store(path: Path | str, key: str, *, storage_options: dict | None = None) -> xr.Dataset:

@@ -495,6 +495,16 @@ def test_not_a_result_and_bad_time_name_the_argument(job_a, tmp_path):
             time=("2030-01", "2030-12"),
             **QUIET,
         )
+    # the ends swapped: it said "no samples" of a span that holds them
+    swapped = r"^time: \['2001-12', '2001-01'\] starts after it ends; give the start first"
+    with pytest.raises(ValueError, match=swapped):
+        apply_result(
+            job_a / "result.zarr",
+            job_a / "sst.zarr",
+            tmp_path / "o.zarr",
+            time=("2001-12", "2001-01"),
+            **QUIET,
+        )
     assert not any(tmp_path.iterdir())
 
 
@@ -578,6 +588,9 @@ def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c,
     field = io.open_archive(job_c / "sst.zarr", ["sst"]).load()
     field[-1] = np.nan
     gappy = fitted.forecast(field)
+    # predict is the GBMAP's, which this result lacks: it said so and no more
+    with pytest.raises(ValueError, match=r"holds no GBMAP; forecast gives the target from the"):
+        fitted.predict(field)
     assert np.isnan(gappy.values[-1]) and np.isfinite(gappy.values[:-1]).all()
     np.testing.assert_allclose(gappy.values[:-1], applied.forecast.values[:-1], rtol=1e-9)
 
