@@ -103,9 +103,10 @@ def open_target(
         nines alone, is named in a UserWarning: a missing-value code such as ``-99.99`` read
         as data.
     units : str, optional
-        The target's units (``target.units``), kept as its ``units`` attribute, which a result
-        and its forecast carry: a CSV file cannot say them. A netCDF or Zarr target's own
-        ``units`` must be the same (``"m3/s"`` and ``"m3 s-1"`` are).
+        The target's units (``target.units``), for a CSV file, which cannot say them. They
+        become the series' ``units`` attribute, which a result and its forecast then carry.
+        A netCDF or Zarr target keeps its own ``units``; a ``units`` given must agree with
+        them (``"m3/s"`` and ``"m3 s-1"`` do).
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
