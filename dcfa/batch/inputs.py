@@ -89,9 +89,6 @@ def target_at_lead(
             f"{max(valid.size - lead, 0)} of the target's {valid.size} values to predict; "
             "need >= 4"
         )
-    if not target.indexes[dim].is_unique:  # repeated dates: no calendar step, count rows
-        later = target.shift({dim: -lead}).isel({dim: slice(0, -lead)})
-        return later, valid[lead:], "sample", (0, None)
     dates = xr.DataArray(np.zeros(predictors.size), dims=dim, coords={dim: predictors.values})
     try:
         _, later, how = lead_target(dates, target, lead, sample_dim=dim, min_samples=4, match=match)

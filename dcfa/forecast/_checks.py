@@ -221,3 +221,16 @@ def _number_steps(u: np.ndarray):
     else:
         return None
     return keys, f"step of {step:g}", f"steps of {step:g}"
+
+
+def refuse_repeated(labels: pd.Index, who: str, dim) -> None:
+    """Refuse ``labels`` that repeat one label, naming it and ``who`` (the argument or key
+    that holds them): a date typed twice for two months is a mistake in the file, not
+    several samples of a month to average."""
+    if labels.is_unique:
+        return
+    twice = labels[labels.duplicated()][0]
+    raise InputError(
+        f"{who}: holds the {dim!r} label {_label(twice)} {int((labels == twice).sum())} times; "
+        "each sample needs a label of its own (a date typed twice?)"
+    )

@@ -22,6 +22,7 @@ from dcfa.forecast._checks import (
     _label,
     _label_steps,
     _Steps,
+    refuse_repeated,
 )
 from dcfa.stacking import isel_positions
 
@@ -159,6 +160,7 @@ def _months(labels: pd.Index | None, what: str, dim: str) -> pd.PeriodIndex:
     months = pd.PeriodIndex([pd.Period(ordinal=int(k), freq="M") for k in ordinals])
     if months.has_duplicates:
         twice = months[months.duplicated()][0]
+        refuse_repeated(pd.Index(labels), what, dim)  # a row written twice: not a month's
         raise InputError(
             f"match: the {what} holds {int((months == twice).sum())} samples in {twice}; "
             "'month' pairs one sample a month (average it to one value a month first, e.g. "
@@ -180,6 +182,7 @@ def _positions(
             )
         return np.arange(n)
     if not (target_labels.is_unique and target_labels.is_monotonic_increasing):
+        refuse_repeated(target_labels, "target", dim)
         raise InputError(f"target: its {dim!r} labels must be unique and increasing")
     pos = np.asarray(target_labels.get_indexer(field_labels))
     missing = pos < 0

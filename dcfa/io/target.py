@@ -509,6 +509,11 @@ def align_target(
         )
     for key, coord, what in ((f_key, f_coord, "input"), (t_key, t_coord, "target")):
         if key.has_duplicates:
+            from dcfa.forecast._checks import refuse_repeated
+
+            # a date typed twice, not several samples of a month to average
+            who = keys.target if what == "target" else what
+            refuse_repeated(pd.Index(coord.values), who, coord.name)
             raise InputError(
                 f"{keys.match}: the {what} has repeated samples when matched by {match!r}"
                 + (

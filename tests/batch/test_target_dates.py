@@ -139,3 +139,24 @@ def test_a_target_ending_as_the_archive_starts_names_the_target_not_the_lead(tmp
         "give the target the input's years"
     )
     assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("lead", [0, 3])
+def test_a_date_typed_twice_in_the_csv_is_named(tmp_path, lead):
+    """A row's date typed as the next month's: by month the job said "the target has
+    repeated samples when matched by 'month'; ... average it to one value a month first",
+    advice for daily data, not for a typo."""
+    job = _target_keys(write_job(tmp_path), lead=lead)
+    dates = list(pd.date_range("1999-06-15", periods=150, freq="MS").strftime("%Y-%m-%d"))
+    dates[40] = dates[41]
+    _rewrite_target(tmp_path, dates)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        f"target: holds the 'time' label {dates[41]} 2 times; each sample needs a label of its "
+        "own (a date typed twice?)",
+    )
+    assert "average" not in proc.stderr
+    assert tree(tmp_path) == before

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import chunks
 
+import dcfa
 from dcfa import io
 from dcfa.forecast import lagged, lead_target, trailing_windows
 
@@ -279,6 +280,21 @@ def test_match_month_names_what_it_needs():
         lead_target(mid, daily, 1, match="month")
     with pytest.raises(ValueError, match="pair them with match='month'"):
         lead_target(mid, pd.Series(np.zeros(N), index=TIME), 1)
+
+
+@pytest.mark.parametrize("match", ["month", "exact"])
+def test_a_date_typed_twice_is_named_not_averaged(match):
+    """A monthly target whose November was typed as December: "the target holds 2 samples in
+    2000-12; average it to one value a month first" by month, "its labels must be unique and
+    increasing" exactly. The date is named, as a label repeated."""
+    dates = (TIME + pd.Timedelta(days=14 if match == "month" else 0)).to_numpy().copy()
+    dates[10] = dates[11]
+    y = pd.Series(np.arange(float(N)), index=dates)
+    said = r"^{}: holds the 'time' label 2000-12-(15|01) 2 times; each sample needs a label"
+    with pytest.raises(dcfa.InputError, match=said.format("target")):
+        lead_target(by_month(TIME), y, 1, match=match)
+    with pytest.raises(dcfa.InputError, match=said.format("y")):
+        dcfa.align(by_month(TIME), xr.DataArray(y.to_numpy(), coords={"time": dates}), match=match)
 
 
 @settings(max_examples=40, deadline=None)
