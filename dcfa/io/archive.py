@@ -145,9 +145,12 @@ def select_time(obj, time, *, sample_dim: str, key: str, where: str):
     ValueError naming ``key`` when the labels cannot be compared or nothing is left."""
     try:
         chosen = obj.sel({sample_dim: slice(time[0], time[1])})
-        # the two ends swapped: the selection is empty though the span holds samples
-        swapped = chosen.sizes[sample_dim] == 0 and (
-            obj.sel({sample_dim: slice(time[1], time[0])}).sizes[sample_dim] > 0
+        # the two ends swapped: the selection is empty though the span holds samples (of an
+        # axis in time order: a latest-first one selects from its later end)
+        swapped = (
+            chosen.sizes[sample_dim] == 0
+            and obj.indexes[sample_dim].is_monotonic_increasing
+            and obj.sel({sample_dim: slice(time[1], time[0])}).sizes[sample_dim] > 0
         )
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise InputError(
