@@ -24,16 +24,6 @@ def _check_sample_dim(field, sample_dim: str) -> None:
         )
 
 
-def _label(value) -> str:
-    """A date as ``1991-01-01`` (with the time of day when it is not midnight)."""
-    if isinstance(value, np.datetime64):
-        value = pd.Timestamp(value)
-    if hasattr(value, "isoformat") and hasattr(value, "hour"):
-        text = value.isoformat()
-        return text[: -len("T00:00:00")] if text.endswith("T00:00:00") else text
-    return str(value)
-
-
 def _int_list(values, name: str, minimum: int) -> list[int]:
     """``values`` as a non-empty list of unique ints ``>= minimum``, or a ValueError naming it."""
     example = "[0, 1, 2]" if minimum == 0 else "[1, 3, 6, 12]"
@@ -221,16 +211,3 @@ def _number_steps(u: np.ndarray):
     else:
         return None
     return keys, f"step of {step:g}", f"steps of {step:g}"
-
-
-def refuse_repeated(labels: pd.Index, who: str, dim) -> None:
-    """Refuse ``labels`` that repeat one label, naming it and ``who`` (the argument or key
-    that holds them): a date typed twice for two months is a mistake in the file, not
-    several samples of a month to average."""
-    if labels.is_unique:
-        return
-    twice = labels[labels.duplicated()][0]
-    raise InputError(
-        f"{who}: holds the {dim!r} label {_label(twice)} {int((labels == twice).sum())} times; "
-        "each sample needs a label of its own (a date typed twice?)"
-    )

@@ -19,11 +19,10 @@ from dcfa.forecast._checks import (
     _DURATIONS,
     _check_sample_dim,
     _date_fields,
-    _label,
     _label_steps,
     _Steps,
-    refuse_repeated,
 )
+from dcfa.io.calendars import date_label, refuse_repeated
 from dcfa.stacking import isel_positions
 
 __all__ = ["LeadAlignment", "lead_of", "lead_target", "target_time", "warn_if_purge_short"]
@@ -74,9 +73,9 @@ class LeadAlignment:
         unit = "" if self.step in ("month", "sample") else self._steps(self.lead)
         unit = f" ({unit})" if "step" in unit else f" {unit}" if unit else ""
         text = (
-            f"lead {self.lead}{unit}: predictors {_label(self.first_predictor)} .. "
-            f"{_label(self.last_predictor)} -> targets {_label(self.first_target)} .. "
-            f"{_label(self.last_target)}, {self.n_samples} of {self.n_input} samples kept"
+            f"lead {self.lead}{unit}: predictors {date_label(self.first_predictor)} .. "
+            f"{date_label(self.last_predictor)} -> targets {date_label(self.first_target)} .. "
+            f"{date_label(self.last_target)}, {self.n_samples} of {self.n_input} samples kept"
         )
         if self.n_gaps:
             step = self._steps(self.lead)
@@ -85,7 +84,7 @@ class LeadAlignment:
             )
             text += (
                 f"; {self.n_gaps} {what}: no target {self.lead} {step} later (first "
-                f"{_label(self.first_gap)})"
+                f"{date_label(self.first_gap)})"
             )
         return text
 
@@ -188,9 +187,9 @@ def _positions(
     missing = pos < 0
     if missing.all():
         raise InputError(
-            f"target: none of the field's {dim!r} labels ({_label(field_labels[0])} .. "
-            f"{_label(field_labels[-1])}{_kind(field_labels)}) is among the target's "
-            f"({_label(target_labels[0])} .. {_label(target_labels[-1])}"
+            f"target: none of the field's {dim!r} labels ({date_label(field_labels[0])} .. "
+            f"{date_label(field_labels[-1])}{_kind(field_labels)}) is among the target's "
+            f"({date_label(target_labels[0])} .. {date_label(target_labels[-1])}"
             f"{_kind(target_labels)}); put both on the same sample labels"
             f"{_same_months(field_labels, target_labels)}"
         )
@@ -199,8 +198,8 @@ def _positions(
         inside = np.asarray((lost > target_labels[0]) & (lost < target_labels[-1]))
         if inside.any():
             raise InputError(
-                f"target: has no sample labelled {_label(lost[inside][0])}, inside its record "
-                f"({_label(target_labels[0])} .. {_label(target_labels[-1])}), though the "
+                f"target: has no sample labelled {date_label(lost[inside][0])}, inside its record "
+                f"({date_label(target_labels[0])} .. {date_label(target_labels[-1])}), though the "
                 f"field has one ({int(inside.sum())} such sample(s)); give the target every "
                 "sample of the field inside its record, or leave those samples out of both "
                 "(xr.align(field, target, join='inner'))"
@@ -244,8 +243,8 @@ def _same_months(field_labels: pd.Index, target_labels: pd.Index) -> str:
         )
     return (
         ": they share calendar months, stamped on other days of the month (the field's "
-        f"{_label(field_labels[0])}); pair them with match='month', or give the target the field's "
-        "stamps"
+        f"{date_label(field_labels[0])}); pair them with match='month', or give the target the "
+        "field's stamps"
     )
 
 
@@ -423,9 +422,9 @@ def _check_overlap(
         return
     what = f"{shared} sample(s)" if steps is None else steps.span(shared)
     raise InputError(
-        f"target: its record ({_label(target_labels[0])} .. {_label(target_labels[-1])}"
-        f"{_kind(target_labels)}) and the field's ({_label(field_labels[0])} .. "
-        f"{_label(field_labels[-1])}{_kind(field_labels)}) share {what}, and "
+        f"target: its record ({date_label(target_labels[0])} .. {date_label(target_labels[-1])}"
+        f"{_kind(target_labels)}) and the field's ({date_label(field_labels[0])} .. "
+        f"{date_label(field_labels[-1])}{_kind(field_labels)}) share {what}, and "
         f"lead={lead} pairs {n_pairs} predictor(s) with a target (need at least "
         f"{min_samples}); give the target the field's years"
     )

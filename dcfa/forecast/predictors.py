@@ -18,9 +18,9 @@ from dcfa.forecast._checks import (
     _check_new_dim,
     _check_sample_dim,
     _int_list,
-    _label,
     _label_steps,
 )
+from dcfa.io.calendars import date_label
 from dcfa.neighbors import BLOCK_DIMS, block_labels
 from dcfa.stacking import isel_positions
 
@@ -70,7 +70,7 @@ def _rows(
         jump = order[int(np.flatnonzero(np.diff(keys[order]) > 1)[0])]
         raise InputError(
             f"{name}: {values} leave no sample with all its {name} in the field: its "
-            f"{sample_dim!r} labels have gaps (the first after {_label(labels[jump])}) within "
+            f"{sample_dim!r} labels have gaps (the first after {date_label(labels[jump])}) within "
             f"{steps.span(start)} before every sample"
         )
     _warn_of_gaps(keys, kept, start, labels, name, values)
@@ -93,7 +93,7 @@ def _warn_of_gaps(keys, kept, start: int, labels, name: str, values) -> None:
     warnings.warn(
         f"{name}: {int(lost.sum())} of {int(inside.sum())} {DROPPED_AT_GAPS} ("
         f"{lost.sum() / inside.sum():.0%}): their {name} {values} reach a date missing from "
-        f"the field (the first such sample {_label(first)}). Fill the short gaps first "
+        f"the field (the first such sample {date_label(first)}). Fill the short gaps first "
         "(reindex to every step, then interpolate_na with a max_gap), or use shorter "
         f"{name}",
         UserWarning,

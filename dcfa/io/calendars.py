@@ -302,3 +302,26 @@ def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
             "dates; monthly anomalies need dates"
         )
     return np.asarray(coord.dt.month.values, dtype=np.int64)
+
+
+def date_label(value) -> str:
+    """A date as ``1991-01-01`` (with the time of day when it is not midnight)."""
+    if isinstance(value, np.datetime64):
+        value = pd.Timestamp(value)
+    if hasattr(value, "isoformat") and hasattr(value, "hour"):
+        text = value.isoformat()
+        return text[: -len("T00:00:00")] if text.endswith("T00:00:00") else text
+    return str(value)
+
+
+def refuse_repeated(labels: pd.Index, who: str, dim) -> None:
+    """Refuse ``labels`` that repeat one label, naming it and ``who`` (the argument or key
+    that holds them): a date typed twice for two months is a mistake in the file, not
+    several samples of a month to average."""
+    if labels.is_unique:
+        return
+    twice = labels[labels.duplicated()][0]
+    raise InputError(
+        f"{who}: holds the {dim!r} label {date_label(twice)} {int((labels == twice).sum())} times; "
+        "each sample needs a label of its own (a date typed twice?)"
+    )

@@ -20,6 +20,7 @@ from dcfa.io.calendars import (
     calendar_of,
     date_span,
     parse_dates,
+    refuse_repeated,
     same_calendar,
     sample_keys,
     samples_per_month,
@@ -509,8 +510,6 @@ def align_target(
         )
     for key, coord, what in ((f_key, f_coord, "input"), (t_key, t_coord, "target")):
         if key.has_duplicates:
-            from dcfa.forecast._checks import refuse_repeated
-
             # a date typed twice, not several samples of a month to average
             who = keys.target if what == "target" else what
             refuse_repeated(pd.Index(coord.values), who, coord.name)
