@@ -158,8 +158,8 @@ def _months(labels: pd.Index | None, what: str, dim: str) -> pd.PeriodIndex:
         ) from None
     months = pd.PeriodIndex([pd.Period(ordinal=int(k), freq="M") for k in ordinals])
     if months.has_duplicates:
-        twice = months[months.duplicated()][0]
         refuse_repeated(pd.Index(labels), what, dim)  # a row written twice: not a month's
+        twice = months[months.duplicated()][0]
         raise InputError(
             f"match: the {what} holds {int((months == twice).sum())} samples in {twice}; "
             "'month' pairs one sample a month (average it to one value a month first, e.g. "

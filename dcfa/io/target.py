@@ -158,8 +158,7 @@ def open_target(
         series = xr.DataArray(
             values.to_numpy(dtype=float), dims=sample_dim, coords={sample_dim: times}, name=column
         )
-        series = _in_time_order(_finite(_coded(series, missing, p), p), sample_dim)
-        return _with_units(series, units, p)
+        return _finished(series, missing, units, p, sample_dim)
     with warnings.catch_warnings():  # dates numpy cannot hold are decoded to cftime: wanted
         warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
         if _is_dir(p, storage_options):
@@ -182,7 +181,13 @@ def open_target(
             f"target.calendar: {calendar!r}, but {str(p)!r} is on the {found!r} calendar (a "
             "netCDF or Zarr target carries its calendar; target.calendar is for CSV files)"
         )
-    series = _in_time_order(_finite(_coded(series.load(), missing, p), p), sample_dim)
+    return _finished(series.load(), missing, units, p, sample_dim)
+
+
+def _finished(series: xr.DataArray, missing, units: str | None, p, sample_dim: str):
+    """A file's series read: its missing-value codes as NaN, checked finite, in time order,
+    with ``units`` (:func:`_with_units`), whichever kind of file it came from."""
+    series = _in_time_order(_finite(_coded(series, missing, p), p), sample_dim)
     return _with_units(series, units, p)
 
 
