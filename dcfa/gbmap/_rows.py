@@ -4,7 +4,8 @@ Before boosting, one pass gathers the columns' standardisation and the count of 
 entries (:func:`column_stats`, the statistics engine's column pass). The standardised rows
 ``Z``, the target ``y`` and the ensemble score ``F`` then live in one of three holders, all
 with the same two methods (``sums``: the per-run loss sums at some points, one pass; ``add``:
-``F += f_j(Z)`` after a step):
+``F += f_j(Z)`` after a step) and ``shared_passes`` (whether a step's runs share passes:
+where a pass is a round trip to the cluster, or a long read of large NumPy rows):
 
 * :class:`InMemoryData`: NumPy input, the kernel on the whole array;
 * :class:`ChunkedData`: Dask row chunks, persisted or recomputed from their source; a pass
@@ -162,12 +163,21 @@ def _persist(*arrays):
         return dask.persist(*arrays)
 
 
+# NumPy rows from this size on share a step's passes, as Dask rows do (InMemoryData)
+SHARED_PASS_BYTES = 32 * 2**20
+
+
 class InMemoryData:
     """NumPy rows: the kernel runs once on the whole array (no Dask, no compute)."""
 
     def __init__(self, Z: np.ndarray, y: np.ndarray, F: np.ndarray):
         self.Z, self.y, self.F = Z, y, F
         self.n, self.p = Z.shape
+        # a pass costs no round trip: small rows run a step's runs one after the other,
+        # faster than handing their points between threads (2.7x at 120 x 9); large ones
+        # gain from reading the rows once for both (1.2x at 1e5 x 200):
+        # benchmarks/bench_gbmap_runs.py
+        self.shared_passes = Z.nbytes >= SHARED_PASS_BYTES
 
     def sums(self, thetas, signs, beta, loss, activation) -> np.ndarray:
         """``(k, p + 3)`` loss and gradient sums of the learners ``(thetas[i], signs[i])``."""
@@ -179,6 +189,8 @@ class InMemoryData:
 
 class ChunkedData:
     """Dask rows: :func:`chunk_sums` on every row chunk plus a tree sum, one compute per call."""
+
+    shared_passes = True  # a pass is a compute: a step's runs share them
 
     def __init__(self, Z: da.Array, y: da.Array, F: da.Array, persisted: bool):
         self.Z, self.y, self.F = Z, y, F
@@ -226,6 +238,8 @@ class HeldData:
     goes on through the scheduler: the lost chunks are recomputed from their source, as for
     any persisted Dask array, and the same numbers come out.
     """
+
+    shared_passes = True  # a pass is a call to every worker: a step's runs share them
 
     def __init__(self, chunked: ChunkedData, client):
         self.chunked = chunked

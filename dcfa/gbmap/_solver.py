@@ -21,7 +21,8 @@ cluster (and reads of ``Z``) as its longest run has evaluations, not the sum ove
 Each run sees exactly the values and gradients of a fit on its own (the kernel does each
 run's arithmetic unchanged), so the learners do not depend on the batching or on thread
 scheduling; :data:`LOCKSTEP` ``= False`` runs them one after the other (the reference in
-the tests).
+the tests), as small NumPy rows do: there a pass is no round trip, and handing the points
+between threads would cost more than it saves (:data:`dcfa.gbmap._rows.SHARED_PASS_BYTES`).
 
 ``F`` is a Dask array chunked like ``X``'s rows and persisted; after each step it is replaced by
 ``F + f_j(Z)``, persisted again. ``Z`` and ``y`` are persisted too when they fit in memory
@@ -299,9 +300,10 @@ def _step(
     """Boosting step ``j``: both signs from each start, keep the best, update ``F``.
 
     The runs (restart ``r``, sign ``b``) go in the order ``(0, +1), (0, -1), (1, +1), ...``;
-    the first with the lowest training loss wins. With :data:`LOCKSTEP` they share passes over
-    the data (:class:`_Lockstep`), else they run one after the other; either way each run's
-    evaluations, hence the learner, are the same.
+    the first with the lowest training loss wins. With :data:`LOCKSTEP`, on rows where a pass
+    is a round trip to the cluster or a long read (``data.shared_passes``), they share passes
+    over the data (:class:`_Lockstep`), else they run one after the other; either way each
+    run's evaluations, hence the learner, are the same.
     """
     starts = [initial_point(seed, j, r, data.p) for r in range(n_restarts)]
     runs = [(x0, sign) for x0 in starts for sign in (1.0, -1.0)]
@@ -317,7 +319,7 @@ def _step(
         partial(fit_learner, x0=x0, n=data.n, penalty=penalty, max_iter=max_iter, tol=tol)
         for x0, _ in runs
     ]
-    if LOCKSTEP and len(runs) > 1:
+    if LOCKSTEP and data.shared_passes and len(runs) > 1:
         results = _Lockstep(evaluate_many, len(runs)).run(fits)
     else:  # one run after the other, a pass per evaluation
         results = [fit(partial(_alone, evaluate_many, i)) for i, fit in enumerate(fits)]

@@ -373,10 +373,11 @@ def _passes(caplog) -> int:
 
 @pytest.mark.parametrize("n_restarts", [1, 2])
 def test_lockstep_fit_is_the_one_at_a_time_fit_bit_for_bit(rng, monkeypatch, caplog, n_restarts):
-    """The runs of a step (both signs, every restart) share passes over the data, and each
+    """The runs of a step (both signs, every restart) share passes over Dask rows, and each
     gets exactly the values and gradients of a fit on its own: the learners, losses and
     counts equal those of the runs one after the other (NumPy and Dask input, regression
-    and classification), with fewer passes and computes. Random delays in the runs' threads
+    and classification), with fewer passes and computes on Dask; NumPy rows, where a pass
+    is no round trip, run them one after the other. Random delays in the runs' threads
     reorder them without changing a bit."""
     X, y = bumpy(rng, n=300)
     Xd = da.from_array(X, chunks=110)
@@ -401,12 +402,12 @@ def test_lockstep_fit_is_the_one_at_a_time_fit_bit_for_bit(rng, monkeypatch, cap
             for name in LEARNED:
                 a, b = getattr(models[True], name), getattr(models[False], name)
                 np.testing.assert_array_equal(a, b, err_msg=name)
-            # a step's passes: the evaluations of its longest run
             evals = models[True].n_evals_
-            assert passes[False] == evals > passes[True] >= evals / (2 * n_restarts)
-            if data is Xd:  # one compute per pass
+            if data is Xd:  # a step's passes: the evaluations of its longest run, a compute each
+                assert passes[False] == evals > passes[True] >= evals / (2 * n_restarts)
                 assert computes[False] - computes[True] == passes[False] - passes[True]
-            else:
+            else:  # in memory a pass is no round trip: the runs go one after the other
+                assert passes[True] == passes[False] == evals
                 assert computes == {False: 0, True: 0}
 
 
@@ -418,13 +419,14 @@ def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
 ):
     """An error in a pass (a worker's error, Ctrl-C while the driver waits for the cluster)
     or in one run's thread ends the step: the error reaches the caller, no thread is left,
-    and the next fit is the usual one."""
+    and the next fit is the usual one. Dask rows: NumPy rows run the runs one at a time."""
     X, y = bumpy(rng)
+    X = da.from_array(X, chunks=100)
     # the paper's penalty: its L-BFGS runs reach the 30th call the failures count to
     ref = GBMAPRegressor(n_boosts=2, beta=5.0, penalty=1e-3, random_state=0).fit(X, y)
     calls = []
     if where == "pass":
-        sums = rows.InMemoryData.sums
+        sums = rows.ChunkedData.sums
 
         def failing(self, *args):
             calls.append(1)
@@ -432,7 +434,7 @@ def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
                 raise error("boom")
             return sums(self, *args)
 
-        monkeypatch.setattr(rows.InMemoryData, "sums", failing)
+        monkeypatch.setattr(rows.ChunkedData, "sums", failing)
     else:
         objective = solver.objective
 
