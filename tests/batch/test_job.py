@@ -68,9 +68,9 @@ def test_config_errors_name_the_key(tmp_path):
         load_config(tmp_path / "bad.toml")
 
 
-def test_job_matches_the_in_memory_computation(tmp_path):
+def test_job_matches_the_in_memory_computation(tmp_path, scheduler):
     job = write_job(tmp_path)
-    out = run_job(load_config(job), echo=lambda *a: None)
+    out = run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
     result = xr.open_zarr(out, consolidated=False)
     # the same steps in memory, with NumPy
     ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
@@ -97,7 +97,7 @@ def test_job_matches_the_in_memory_computation(tmp_path):
     assert abs(corr[g]) > 0.8 and set(members) & {10, 11, 12, 18, 19, 20}
 
 
-def test_resume_reuses_finished_passes(tmp_path):
+def test_resume_reuses_finished_passes(tmp_path, scheduler):
     job = write_job(tmp_path)
     config = load_config(job)
     lines = []
@@ -108,14 +108,16 @@ def test_resume_reuses_finished_passes(tmp_path):
             raise KeyboardInterrupt  # the job is killed once the moments are on disk
 
     with pytest.raises(KeyboardInterrupt):
-        run_job(config, echo=die_after_moments)
+        run_job(config, scheduler=scheduler, echo=die_after_moments)
     work = tmp_path / "result.zarr.work"
     assert (work / "moments").exists() and not (tmp_path / "result.zarr").exists()
     resumed = []
-    out = run_job(config, resume=True, echo=resumed.append)
+    out = run_job(config, resume=True, scheduler=scheduler, echo=resumed.append)
     assert any("reused from the interrupted run" in s for s in resumed if s.startswith("[2/5]"))
     assert any("moments reused" in s for s in resumed)
-    straight = run_job(config, output=str(tmp_path / "straight.zarr"), echo=lambda *a: None)
+    straight = run_job(
+        config, output=str(tmp_path / "straight.zarr"), scheduler=scheduler, echo=lambda *a: None
+    )
     a = xr.open_zarr(out, consolidated=False)
     b = xr.open_zarr(straight, consolidated=False)
     np.testing.assert_array_equal(a.region.values, b.region.values)
@@ -123,10 +125,10 @@ def test_resume_reuses_finished_passes(tmp_path):
     # a changed configuration refuses to resume someone else's work
     other = str(tmp_path / "other.zarr")
     with pytest.raises(KeyboardInterrupt):
-        run_job(config, output=other, echo=die_after_moments)
+        run_job(config, output=other, scheduler=scheduler, echo=die_after_moments)
     changed = load_config(job, ["input.anomalies=false"])
     with pytest.raises(ConfigError, match="--resume: cannot reuse the work in .* configuration"):
-        run_job(changed, output=other, resume=True, echo=lambda *a: None)
+        run_job(changed, output=other, resume=True, scheduler=scheduler, echo=lambda *a: None)
 
 
 @pytest.mark.parametrize(
@@ -214,10 +216,10 @@ def test_cli_fit_and_inspect(tmp_path):
     assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
 
 
-def test_a_map_of_one_group_is_counted_in_the_singular(tmp_path):
+def test_a_map_of_one_group_is_counted_in_the_singular(tmp_path, scheduler):
     job = write_job(tmp_path)
     proc = cli("fit", str(job), "--set", "method.name=genlincfa", "--set",
-               "method.params={eps=1.0}", cwd=tmp_path)  # fmt: skip
+               "method.params={eps=1.0}", "--scheduler", scheduler, cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert xr.open_zarr(tmp_path / "result.zarr").sizes["group"] == 1
     assert "-> 1 group (0 excluded)" in proc.stdout and ": 1 group; " in proc.stdout
@@ -227,15 +229,16 @@ def test_a_map_of_one_group_is_counted_in_the_singular(tmp_path):
     assert proc.returncode == 0 and "  1 group over 37 cells" in proc.stdout
 
 
-def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
+def test_job_in_neighbour_mode_matches_full_mode(tmp_path, scheduler):
     """mode = "grid" reads the grid itself and gives the dense execution's regions."""
     job = write_job(
         tmp_path, method__params={"random_state": 0, "neighbors": 1, "neighborhood": "seed"}
     )
-    full = run_job(load_config(job), echo=lambda *a: None)
+    full = run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
     near = run_job(
         load_config(job, ["method.params.mode=neighbors"]),
         output=str(tmp_path / "near.zarr"),
+        scheduler=scheduler,
         echo=lambda *a: None,
     )
     a, b = xr.open_zarr(full), xr.open_zarr(near)
@@ -249,15 +252,20 @@ def test_job_in_neighbour_mode_matches_full_mode(tmp_path):
     "method, params",
     [("genlincfa", {"eps": 0.7, "neighbors": 1}), ("nonlincfa", {"eps": 1e-2, "neighbors": 1})],
 )
-def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, params):
+def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, params, scheduler):
     """A budget too small for the dense pass: the job says it runs the series execution and
     writes the dense job's regions."""
     job = write_job(tmp_path, method__name=method, method__params=params)
-    full = run_job(load_config(job), echo=lambda *a: None)
+    full = run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
     lines = []
     # 120 months x 40 cells: the dense pass needs 46.8 KiB, the series 45.6 KiB
     with dask.config.set({"dcfa.memory_budget": "46 KiB"}):
-        series = run_job(load_config(job), output=str(tmp_path / "series.zarr"), echo=lines.append)
+        series = run_job(
+            load_config(job),
+            output=str(tmp_path / "series.zarr"),
+            scheduler=scheduler,
+            echo=lines.append,
+        )
     assert any(line.strip() == "execution: series" for line in lines), lines
     a, b = xr.open_zarr(full), xr.open_zarr(series)
     np.testing.assert_array_equal(a.region.values, b.region.values)
@@ -266,13 +274,13 @@ def test_job_runs_the_series_when_the_matrix_does_not_fit(tmp_path, method, para
     assert (a.attrs["execution"], b.attrs["execution"]) == ("dense", "series")
 
 
-def test_job_chooses_the_tolerance(tmp_path):
+def test_job_chooses_the_tolerance(tmp_path, scheduler):
     """method.name = "genlincfacv": the job records the chosen eps and its path; a genlincfa
     job with that eps writes the same regions."""
     params = {"neighbors": 1, "epsilons": [0.5, 0.7, 0.9], "n_splits": 2}
     job = write_job(tmp_path, method__name="genlincfacv", method__params=params)
     lines = []
-    chosen = xr.open_zarr(run_job(load_config(job), echo=lines.append))
+    chosen = xr.open_zarr(run_job(load_config(job), scheduler=scheduler, echo=lines.append))
     assert any("chosen by forward CV among 0.5 (" in line for line in lines), lines
     path = json.loads(chosen.attrs["eps_path"])
     assert path["eps"] == [0.5, 0.7, 0.9] and len(path["n_groups"]) == 3
@@ -285,18 +293,20 @@ def test_job_chooses_the_tolerance(tmp_path):
     config["method"] = {"name": "genlincfa", "params": {"neighbors": 1, "eps": eps}}
     config["output"]["store"] = str(tmp_path / "plain.zarr")
     (tmp_path / "plain.toml").write_text(tomli_w.dumps(config))
-    plain = run_job(load_config(tmp_path / "plain.toml"), echo=lambda *a: None)
+    plain = run_job(load_config(tmp_path / "plain.toml"), scheduler=scheduler, echo=lambda *a: None)
     np.testing.assert_array_equal(chosen.region.values, xr.open_zarr(plain).region.values)
 
 
-def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path):
+def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path, scheduler):
     """RegionsCV's warning that its map does not beat the climatology reached a job's user as
     Python's ``file:line: NoSkillWarning:`` and a line of dcfa's source."""
     job = write_job(tmp_path, method__name="regionscv", method__params={})
     noise = pd.read_csv(tmp_path / "soi.csv")
     noise["soi"] = np.random.default_rng(1).standard_normal(len(noise))
     noise.to_csv(tmp_path / "noise.csv", index=False)
-    proc = cli("fit", str(job), "--set", "target.path=noise.csv", cwd=tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "target.path=noise.csv", "--scheduler", scheduler, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     (line,) = [s for s in proc.stderr.splitlines() if "climatology" in s]
     assert line.startswith("dcfa: warning: RegionsCV: no map beats the climatology")
@@ -325,12 +335,12 @@ def test_a_map_without_skill_is_said_in_the_commands_own_words(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "out.zarr"])
 
 
-def test_a_skilful_map_says_its_cv_skill_in_the_summary_and_inspect(tmp_path):
+def test_a_skilful_map_says_its_cv_skill_in_the_summary_and_inspect(tmp_path, scheduler):
     """The chosen map's skill in the selection's folds, beside its groups, and that it is
     optimistic (a pure-noise target's map scored +0.034, standard error 0.023, there, while
     forward_cv gave -0.062): where to get one that is not."""
     job = write_job(tmp_path, method__name="regionscv", method__params={})
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     folds = json.loads(xr.open_zarr(tmp_path / "result.zarr").attrs["cv_r2"])
     assert len(folds) == 5 and np.mean(folds) > np.std(folds, ddof=1) / np.sqrt(5)

@@ -22,10 +22,10 @@ from dcfa.batch.job import run_job
 pytestmark = pytest.mark.slow
 
 
-def test_lead_windows_and_lags_against_numpy(tmp_path):
+def test_lead_windows_and_lags_against_numpy(tmp_path, scheduler):
     job, x, y = write_forecast_job(tmp_path)
     lines = []
-    run_job(load_config(job), echo=lines.append)
+    run_job(load_config(job), scheduler=scheduler, echo=lines.append)
     ds = xr.open_zarr(tmp_path / "out.zarr")
     assert set(ds.region.dims) == {"window", "lag", "lat", "lon"}
     order = ("window", "lag", "lat", "lon")
@@ -70,13 +70,13 @@ def test_lead_windows_and_lags_against_numpy(tmp_path):
     np.testing.assert_allclose(ds.group_target_corr.values, corr, atol=1e-5)
 
 
-def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path):
+def test_without_neighbors_no_group_mixes_windows_or_lags(tmp_path, scheduler):
     """The blocks hold without the neighbour restriction too (the executions that stack the
     cells with data: their window and lag levels are the blocks)."""
     job, _, _ = write_forecast_job(tmp_path)
     job.write_text(job.read_text().replace("neighbors = 1\n", ""))
     lines = []
-    run_job(load_config(job), echo=lines.append)
+    run_job(load_config(job), scheduler=scheduler, echo=lines.append)
     ds = xr.open_zarr(tmp_path / "out.zarr")
     region = ds.region.transpose("window", "lag", "lat", "lon").values
     assert ds.sizes["group"] >= 2
@@ -171,7 +171,7 @@ def test_a_lead_beyond_the_record_names_the_key(tmp_path):
     assert not (tmp_path / "out.zarr").exists()
 
 
-def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
+def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path, scheduler):
     """The target file leaves out two months (absent rows, not empty values): only the
     predictors whose target 2 months later is absent are dropped. The predictors of the
     absent months themselves were dropped too, as if the target paired with its own dates."""
@@ -180,7 +180,7 @@ def test_months_left_out_of_the_target_file_keep_their_own_predictors(tmp_path):
     absent = [20, 41]
     target.drop(index=absent).to_csv(tmp_path / "y.csv", index=False)
     lines = []
-    run_job(load_config(job), echo=lines.append)
+    run_job(load_config(job), scheduler=scheduler, echo=lines.append)
     ds = xr.open_zarr(tmp_path / "out.zarr")
     start, lead = 3, 2  # windows [1, 3] and lags [0, 1] need 3 earlier months
     times = pd.date_range("2000-01-01", periods=N, freq="MS")
@@ -214,7 +214,7 @@ def _daily_job(tmp_path) -> list[str]:
     ]
 
 
-def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path):
+def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path, scheduler):
     """A daily archive with input.anomalies = true kept each month's seasonal ramp in its
     anomalies (a walkthrough's daily field: -1.27 on 1 Jan to +1.18 on 31 Jan) without a
     word."""
@@ -223,19 +223,19 @@ def test_monthly_anomalies_of_daily_samples_are_named_in_a_warning_line(tmp_path
     for anomalies in ("true", "false"):
         lines = []
         keys = [*daily, f"input.anomalies={anomalies}", "output.overwrite=true"]
-        run_job(load_config(job, keys), echo=lines.append)
+        run_job(load_config(job, keys), scheduler=scheduler, echo=lines.append)
         found[anomalies] = [line for line in lines if "warning: input.anomalies" in line]
     (warned,) = found["true"]
     assert "on 31 samples a month: a monthly climatology leaves the seasonal cycle" in warned
     assert "set input.anomalies = false" in warned and found["false"] == []
 
 
-def test_a_daily_lead_is_named_in_days_by_inspect_and_apply(tmp_path):
+def test_a_daily_lead_is_named_in_days_by_inspect_and_apply(tmp_path, scheduler):
     """A daily job's target.lead = 14 read "lead 14" in dcfa inspect and in an applied
     output's attrs, which a reader of monthly results takes for 14 months."""
     job, daily = write_job(tmp_path), _daily_job(tmp_path)
     keys = [*daily, "input.anomalies=false", "target.lead=14", "output.overwrite=true"]
-    run_job(load_config(job, keys), echo=lambda line: None)
+    run_job(load_config(job, keys), scheduler=scheduler, echo=lambda line: None)
     result = tmp_path / "result.zarr"
     assert xr.open_zarr(result).attrs["lead_step"] == "day"
     proc = cli("inspect", str(result), cwd=tmp_path)
@@ -288,11 +288,11 @@ def test_the_default_purge_leaves_no_month_shared_with_a_test_block(tmp_path, le
     assert purged(load_config(job, [f"target.lead={lead}", "method.name=lincfa"]))[1] is None
 
 
-def test_the_job_says_the_purge_it_sets(tmp_path):
+def test_the_job_says_the_purge_it_sets(tmp_path, scheduler):
     job, _, _ = write_forecast_job(tmp_path)
     lines = []
     config = load_config(job, ["method.name=regionscv", "method.params={}", "gbmap.n_boosts=2"])
-    run_job(config, echo=lines.append)
+    run_job(config, scheduler=scheduler, echo=lines.append)
     (said,) = [s for s in lines if "method.params.gap" in s]
     assert said.strip().startswith("method.params.gap = 5 (not set: target.lead + ")
     # GBMAP's check against the linear models is purged alike (it was by the lead alone)
@@ -303,7 +303,7 @@ def test_the_job_says_the_purge_it_sets(tmp_path):
     lines = []
     config = load_config(job, ["method.name=regionscv", "method.params={gap = 2}",
                                "output.overwrite=true"])  # fmt: skip
-    run_job(config, echo=lines.append)
+    run_job(config, scheduler=scheduler, echo=lines.append)
     assert not any("method.params.gap" in s for s in lines)
     assert json.loads(xr.open_zarr(tmp_path / "out.zarr").attrs["parameters"])["gap"] == 2
 

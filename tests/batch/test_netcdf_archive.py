@@ -59,16 +59,18 @@ def test_a_glob_of_netcdf_files_gives_the_zarr_stores_result(tmp_path, scheduler
     np.testing.assert_array_equal(got.values, want.values)
 
 
-def test_a_changed_netcdf_file_refuses_the_resume_and_a_missing_glob_is_named(tmp_path):
+def test_a_changed_netcdf_file_refuses_the_resume_and_a_missing_glob_is_named(tmp_path, scheduler):
     job = write_job(tmp_path, input__store="nc/sst_*.nc")
     _as_netcdf(tmp_path)
     interrupt(load_config(job), "[4/5]", scheduler=None)
     assert (tmp_path / "result.zarr.work").is_dir()
     os.utime(tmp_path / "nc" / "sst_2004.nc")  # rewritten (its times change)
-    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
     fails(proc, 2, "the input store's content changed", "sst_2004.nc")
 
     before = tree(tmp_path)
-    proc = cli("fit", str(job), "--set", "input.store=nc/tos_*.nc", cwd=tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "input.store=nc/tos_*.nc", "--scheduler", scheduler, cwd=tmp_path
+    )
     fails(proc, 2, "input.store: no netCDF file at", "tos_*.nc")
     assert tree(tmp_path) == before

@@ -89,7 +89,7 @@ def test_a_kerchunk_reference_gives_the_zarr_stores_result(tmp_path, scheduler):
     _fits_as_zarr(tmp_path, job, "sst.json", scheduler)
 
 
-def test_a_file_under_a_reference_is_an_input(tmp_path):
+def test_a_file_under_a_reference_is_an_input(tmp_path, scheduler):
     """A netCDF file the reference points into is guarded and identified as the reference
     itself is: rewriting it refuses the resume, and a missing one is named."""
     pytest.importorskip("kerchunk")
@@ -98,17 +98,21 @@ def test_a_file_under_a_reference_is_an_input(tmp_path):
     _reference(tmp_path)
     interrupt(load_config(job), "[4/5]", scheduler=None)
     os.utime(tmp_path / "nc" / "sst_2004.nc")  # rewritten: its times change
-    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
     fails(proc, 2, "the input store's content changed", "sst_2004.nc")
 
     (tmp_path / "nc" / "sst_2003.nc").unlink()
     before = tree(tmp_path)
-    proc = cli("fit", str(job), "--set", "output.store=other.zarr", cwd=tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "output.store=other.zarr", "--scheduler", scheduler, cwd=tmp_path
+    )
     fails(proc, 2, "input.store: the kerchunk reference", "1 missing file", "sst_2003.nc")
     assert tree(tmp_path) == before
 
     (tmp_path / "bad.json").write_text("{not json")
-    proc = cli("fit", str(job), "--set", "input.store=bad.json", cwd=tmp_path)
+    proc = cli(
+        "fit", str(job), "--set", "input.store=bad.json", "--scheduler", scheduler, cwd=tmp_path
+    )
     fails(proc, 2, "input.store:", "is not a kerchunk reference file")
 
 

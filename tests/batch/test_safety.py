@@ -716,7 +716,7 @@ def test_an_archive_rewritten_during_the_job_publishes_no_result(tmp_path, sched
     assert changed and all(k.startswith("sst.zarr/sst/c/0/") for k in changed), changed
 
 
-def test_an_archive_constant_in_every_cell_names_the_input_and_leaves_nothing(tmp_path):
+def test_an_archive_constant_in_every_cell_names_the_input_and_leaves_nothing(tmp_path, scheduler):
     """It said 'X: every feature was excluded' and left result.zarr.work behind."""
     job = write_job(tmp_path)
     ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
@@ -724,7 +724,7 @@ def test_an_archive_constant_in_every_cell_names_the_input_and_leaves_nothing(tm
     shutil.rmtree(tmp_path / "sst.zarr")
     ds.chunk({"time": 12}).to_zarr(tmp_path / "sst.zarr", consolidated=False)
     before = tree(tmp_path)
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     fails(
         proc,
         2,

@@ -134,7 +134,7 @@ def test_a_target_missing_from_the_file_is_named_before_any_pass(tmp_path):
     assert tree(tmp_path) == before
 
 
-def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
+def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path, scheduler):
     """Stopped in its second target, the job rerun with --resume keeps the first target's
     result (it records this job's identity) and resumes the second from its passes."""
     job = _two_targets(tmp_path, target__variable=["soi", "east"], output__store="r-{target}.zarr")
@@ -147,10 +147,10 @@ def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
             raise KeyboardInterrupt  # killed while writing the second target's result
 
     with pytest.raises(KeyboardInterrupt):
-        run_job(config, echo=echo)
+        run_job(config, scheduler=scheduler, echo=echo)
     first = tree(tmp_path / "r-soi.zarr")
     assert (tmp_path / "r-east.zarr.work").is_dir() and not (tmp_path / "r-east.zarr").exists()
-    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "r-soi.zarr was written by this job's earlier run: kept" in proc.stdout
     assert "reused from the interrupted run" in proc.stdout
@@ -159,7 +159,7 @@ def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
 
     # a result of other inputs in a target's place is not this job's: refused, not kept
     proc = cli("fit", str(job), "--set", "target.lead=1", "--output", "x-{target}.zarr",
-               cwd=tmp_path)  # fmt: skip
+               "--scheduler", scheduler, cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     (tmp_path / "x-east.zarr").rename(tmp_path / "gone.zarr")
     (tmp_path / "r-east.zarr").rename(tmp_path / "r-east.old")
@@ -167,7 +167,7 @@ def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path):
     shutil.rmtree(tmp_path / "r-soi.zarr")
     (tmp_path / "r-soi.zarr.lead1").rename(tmp_path / "r-soi.zarr")
     before = tree(tmp_path)
-    proc = cli("fit", str(job), "--resume", cwd=tmp_path)
+    proc = cli("fit", str(job), "--resume", "--scheduler", scheduler, cwd=tmp_path)
     fails(proc, 2, "r-soi.zarr", "was not written by this job with these inputs")
     assert tree(tmp_path) == before
 

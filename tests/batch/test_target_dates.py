@@ -42,38 +42,38 @@ def _common(stdout: str) -> int:
     return int(re.search(r"(\d+) samples in common", stdout).group(1))
 
 
-def test_day_first_dates_are_refused_then_read_by_date_format(tmp_path):
+def test_day_first_dates_are_refused_then_read_by_date_format(tmp_path, scheduler):
     job = write_job(tmp_path)
     # the archive's months (2000-01 .. 2009-12) stamped on the 1st, written day first: every
     # row also reads month first (1 February is 2 January), which gave 10 samples in common
     months = pd.date_range("2000-01-01", periods=120, freq="MS")
     _rewrite_target(tmp_path, months.strftime("%d/%m/%Y"))
     before = tree(tmp_path)
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     fails(proc, 2, "target.date_format:", "'01/01/2000'", "'%d/%m/%Y' (day first)")
     assert tree(tmp_path) == before
 
     _target_keys(job, date_format="%d/%m/%Y")
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _common(proc.stdout) == 120  # every month, each on its own month
     assert (tmp_path / "result.zarr").is_dir()
 
 
-def test_dates_written_as_numbers_are_refused_then_read_by_date_format(tmp_path):
+def test_dates_written_as_numbers_are_refused_then_read_by_date_format(tmp_path, scheduler):
     """199001 was read as nanoseconds after 1970-01-01: 'the target has repeated samples when
     matched by 'month' (up to 120 samples in one month, 1970-01)'."""
     job = write_job(tmp_path)
     months = pd.date_range("2000-01-01", periods=120, freq="MS")
     _rewrite_target(tmp_path, months.strftime("%Y%m").astype(int))
     before = tree(tmp_path)
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     fails(proc, 2, "target.time_column:", "holds numbers (e.g. 200001)", "'%Y%m'")
     assert "1970" not in proc.stderr
     assert tree(tmp_path) == before
 
     _target_keys(job, date_format="%Y%m")
-    proc = cli("fit", str(job), cwd=tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _common(proc.stdout) == 120
     assert (tmp_path / "result.zarr").is_dir()

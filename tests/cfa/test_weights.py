@@ -99,14 +99,14 @@ def test_bad_weights_are_refused_before_the_pass(X, weights, message):
 
 
 @pytest.mark.slow
-def test_a_job_with_area_weights_records_them(tmp_path):
+def test_a_job_with_area_weights_records_them(tmp_path, scheduler):
     from support import write_job
 
     from dcfa.batch.config import load_config
     from dcfa.batch.job import run_job
 
     job = write_job(tmp_path, method__params={"random_state": 0, "neighbors": 1, "weights": "area"})
-    run_job(load_config(job), echo=lambda *a: None)
+    run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
     ds = xr.open_zarr(tmp_path / "result.zarr")
     lat = ds.lat.broadcast_like(ds.region)
     used = ds.cell_index.values >= 0

@@ -47,7 +47,7 @@ def test_a_value_that_is_no_number_names_the_key_and_the_row(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
+def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path, scheduler):
     for name in ("sorted", "shuffled"):
         (tmp_path / name).mkdir()
     write_job(tmp_path / "sorted", target__lead=3)
@@ -57,7 +57,9 @@ def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
     frame.iloc[np.random.default_rng(1).permutation(len(frame))].to_csv(csv, index=False)
     lines: dict[str, list] = {"sorted": [], "shuffled": []}
     for name in lines:
-        run_job(load_config(tmp_path / name / "job.toml"), echo=lines[name].append)
+        run_job(
+            load_config(tmp_path / name / "job.toml"), scheduler=scheduler, echo=lines[name].append
+        )
     a = xr.open_zarr(tmp_path / "sorted" / "result.zarr")
     b = xr.open_zarr(tmp_path / "shuffled" / "result.zarr")
     assert job.exists()
@@ -69,7 +71,7 @@ def test_a_shuffled_target_gives_the_job_of_the_sorted_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_month_missing_from_the_target_is_skipped_by_date(tmp_path):
+def test_a_month_missing_from_the_target_is_skipped_by_date(tmp_path, scheduler):
     """A CSV target without one month's row, target.lead = 3: every predictor month is paired
     with the value dated 3 months later (it was the value 3 rows later: 4 months across the
     gap), and the predictor whose partner is the missing month is left out."""
@@ -78,7 +80,7 @@ def test_a_month_missing_from_the_target_is_skipped_by_date(tmp_path):
     frame = pd.read_csv(csv)
     dropped = frame.time[60]
     frame.drop(index=60).to_csv(csv, index=False)
-    run_job(load_config(job), echo=lambda *a: None)
+    run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
     ds = xr.open_zarr(tmp_path / "result.zarr")
     y = frame.set_index(pd.to_datetime(frame.time).dt.to_period("M")).soi
     predictors = pd.to_datetime(ds.time.values).to_period("M")
@@ -102,7 +104,7 @@ def _latest_first(store) -> None:
 
 
 @pytest.mark.slow
-def test_an_archive_stored_latest_first_gives_the_job_of_the_sorted_one(tmp_path):
+def test_an_archive_stored_latest_first_gives_the_job_of_the_sorted_one(tmp_path, scheduler):
     """GenLinCFACV's forward-chaining CV, the lead and the result read the months in time
     order whatever order the archive stores them in (the old job ran the folds backwards,
     training on the future; the reference is the same job on the archive in time order);
@@ -113,7 +115,9 @@ def test_an_archive_stored_latest_first_gives_the_job_of_the_sorted_one(tmp_path
         write_job(tmp_path / name, method__name="genlincfacv", method__params=params)
     _latest_first(tmp_path / "reversed" / "sst.zarr")
     for name in ("sorted", "reversed"):
-        run_job(load_config(tmp_path / name / "job.toml"), echo=lambda *a: None)
+        run_job(
+            load_config(tmp_path / name / "job.toml"), scheduler=scheduler, echo=lambda *a: None
+        )
     a = xr.open_zarr(tmp_path / "sorted" / "result.zarr")
     b = xr.open_zarr(tmp_path / "reversed" / "result.zarr")
     np.testing.assert_array_equal(a.time.values, b.time.values)
