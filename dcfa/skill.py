@@ -537,6 +537,19 @@ def _fits(n: int, n_splits: int, gap: int, min_train: int | None, test_size: int
     return size >= MIN_TEST and first >= max(MIN_TRAIN, min_train or 0)
 
 
+def _most_splits(
+    n: int, n_splits: int, gap: int, min_train: int | None, test_size: int | None
+) -> int | None:
+    """The most folds below ``n_splits`` that fit in ``n`` samples with the other arguments
+    as given (None if none do)."""
+    fitting = (
+        k
+        for k in range(min(n_splits - 1, n // MIN_TEST), 1, -1)
+        if _fits(n, k, gap, min_train, test_size)
+    )
+    return next(fitting, None)
+
+
 def _infeasible(
     n: int, n_splits: int, gap: int, min_train: int | None, test_size: int | None
 ) -> str:
@@ -579,14 +592,10 @@ def _infeasible(
     if test_size is not None and (n - gap - need) // n_splits >= MIN_TEST:
         return f"test_size: {given}: {why}; need test_size <= {(n - gap - need) // n_splits}"
     room = n - gap - n_splits * (test_size or MIN_TEST)  # the longest first window possible
+    best = _most_splits(n, n_splits, gap, min_train, test_size)
     if min_train is not None and room >= MIN_TRAIN:
-        return f"min_train: {given}: {why}; need min_train <= {room}"
-    fitting = (
-        k
-        for k in range(min(n_splits - 1, n // MIN_TEST), 1, -1)
-        if _fits(n, k, gap, min_train, test_size)
-    )
-    best = next(fitting, None)
+        fewer = "" if best is None else f", or n_splits <= {best}"  # keeping min_train
+        return f"min_train: {given}: {why}; need min_train <= {room}{fewer}"
     if best is not None:
         return f"n_splits: {given}: {why}; need n_splits <= {best}"
     culprit = "test_size" if test_size else "min_train" if min_train else "n_splits"

@@ -263,6 +263,11 @@ def test_nonlincfacv_refuses_a_fixed_list_of_folds():
     "kwargs, message",
     [
         (dict(min_train=1000), r"^min_train: .*; need min_train <= 290$"),
+        # min_train chosen on purpose: fewer folds keep it
+        (
+            dict(n_splits=100, min_train=120),
+            r"^min_train: .*; need min_train <= 100, or n_splits <= 90$",
+        ),
         (dict(gap=290), r"^gap: 300 samples, n_splits=5, gap=290: .*; need gap <= 46$"),
         (dict(gap=290, min_train=5), r"^gap: .*; need gap <= 285$"),
         (dict(gap=95, min_train=200), r"^gap: .*; need gap <= 90$"),
