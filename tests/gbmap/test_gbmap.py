@@ -419,40 +419,42 @@ def test_an_error_during_a_lockstep_step_propagates_and_ends_every_run(
 ):
     """An error in a pass (a worker's error, Ctrl-C while the driver waits for the cluster)
     or in one run's thread ends the step: the error reaches the caller, no thread is left,
-    and the next fit is the usual one. Dask rows: NumPy rows run the runs one at a time."""
-    X, y = bumpy(rng)
-    X = da.from_array(X, chunks=100)
-    # the paper's penalty: its L-BFGS runs reach the 30th call the failures count to
-    ref = GBMAPRegressor(n_boosts=2, beta=5.0, penalty=1e-3, random_state=0).fit(X, y)
-    calls = []
-    if where == "pass":
-        sums = rows.ChunkedData.sums
+    and the next fit is the usual one. Dask rows (NumPy rows run the runs one at a time)."""
+    # the threaded scheduler: ChunkedData's passes, whatever client the session holds
+    with dask.config.set(scheduler="threads"):
+        X, y = bumpy(rng)
+        X = da.from_array(X, chunks=100)
+        # the paper's penalty: its L-BFGS runs reach the 30th call the failures count to
+        ref = GBMAPRegressor(n_boosts=2, beta=5.0, penalty=1e-3, random_state=0).fit(X, y)
+        calls = []
+        if where == "pass":
+            sums = rows.ChunkedData.sums
 
-        def failing(self, *args):
-            calls.append(1)
-            if len(calls) == 30:  # in step 1, both runs waiting
-                raise error("boom")
-            return sums(self, *args)
-
-        monkeypatch.setattr(rows.ChunkedData, "sums", failing)
-    else:
-        objective = solver.objective
-
-        def failing(*args):
-            if threading.current_thread().name == "dcfa-gbmap-run-1":  # sign -1
+            def failing(self, *args):
                 calls.append(1)
-                if len(calls) == 30:
+                if len(calls) == 30:  # in step 1, both runs waiting
                     raise error("boom")
-            return objective(*args)
+                return sums(self, *args)
 
-        monkeypatch.setattr(solver, "objective", failing)
-    model = GBMAPRegressor(n_boosts=2, beta=5.0, penalty=1e-3, random_state=0)
-    with pytest.raises(error, match="boom"):
-        model.fit(X, y)
-    assert len(calls) == 30
-    assert not [t for t in threading.enumerate() if t.name.startswith("dcfa-gbmap-run")]
-    monkeypatch.undo()
-    assert_same_model(model.fit(X, y), ref, atol=0)
+            monkeypatch.setattr(rows.ChunkedData, "sums", failing)
+        else:
+            objective = solver.objective
+
+            def failing(*args):
+                if threading.current_thread().name == "dcfa-gbmap-run-1":  # sign -1
+                    calls.append(1)
+                    if len(calls) == 30:
+                        raise error("boom")
+                return objective(*args)
+
+            monkeypatch.setattr(solver, "objective", failing)
+        model = GBMAPRegressor(n_boosts=2, beta=5.0, penalty=1e-3, random_state=0)
+        with pytest.raises(error, match="boom"):
+            model.fit(X, y)
+        assert len(calls) == 30
+        assert not [t for t in threading.enumerate() if t.name.startswith("dcfa-gbmap-run")]
+        monkeypatch.undo()
+        assert_same_model(model.fit(X, y), ref, atol=0)
 
 
 def test_progress_display_leaves_the_fit_unchanged(rng):
