@@ -111,7 +111,7 @@ class CellGrid:
             f"{name}.set_index({dim}=[...]), or pass neighbors as a sparse adjacency"
         )
         if len(lats) > 1 or len(lons) > 1:
-            raise ValueError(
+            raise InputError(
                 f"{where}: expected one latitude and one longitude coordinate along it, got "
                 f"latitudes {lats} and longitudes {lons}; {fix}"
             )
@@ -124,7 +124,7 @@ class CellGrid:
             try:
                 axis, code = _category_axis(values) if block else _numeric_axis(values)
             except ValueError as exc:
-                raise ValueError(f"{where}: the coordinate {k!r} {exc}; {fix}") from None
+                raise InputError(f"{where}: the coordinate {k!r} {exc}; {fix}") from None
             axes.append(axis)
             codes.append(code)
         reverse = _orient(axes, codes, kinds)
@@ -133,20 +133,20 @@ class CellGrid:
                 axes[j], codes[j] = _fill_axis(axes[j], codes[j], reverse[j], kind == "lon")
         shape = tuple(a.size for a in axes)
         if np.prod(shape, dtype=np.float64) >= 2.0**62:
-            raise ValueError(f"{where}: the grid of {names} would have {shape} cells; {fix}")
+            raise InputError(f"{where}: the grid of {names} would have {shape} cells; {fix}")
         cells = np.ravel_multi_index(tuple(codes), shape).astype(np.int64)
         order = np.argsort(cells, kind="stable")
         same = np.flatnonzero(cells[order][1:] == cells[order][:-1])
         if same.size:
             first = order[same[0]]
             at = ", ".join(f"{k}={X.coords[k].values[first]!r}" for k in names)
-            raise ValueError(
+            raise InputError(
                 f"{where}: expected one cell per place on the grid of {tuple(names)}, got "
                 f"{same.size} cell(s) at the place of another (first: {at}); {fix}"
             )
         touching = _with_neighbours(cells, np.stack(codes), shape, blocks)
         if cells.size > 1 and 2 * touching < cells.size:
-            raise ValueError(
+            raise InputError(
                 f"{where}: only {touching} of its {cells.size} cells have a neighbour on the "
                 f"grid of {tuple(names)} (shape {shape}) their coordinates span, so they do not "
                 f"place the cells on a grid (a curvilinear grid's latitudes and longitudes, "
@@ -350,7 +350,7 @@ class FeatureLayout:
 
     def _check_grid(self) -> None:
         if self.grid_error is not None:
-            raise ValueError(self.grid_error)
+            raise InputError(self.grid_error)
 
     def visit_order(self, periodic: tuple[int, ...] = ()) -> np.ndarray | None:
         """The order in which the partition visits the features of a grid.
@@ -442,13 +442,13 @@ def stack_features(X: xr.DataArray, sample_dim: str, *, name: str = "X"):
     cells, else the feature dims.
     """
     if sample_dim not in X.dims:
-        raise ValueError(
+        raise InputError(
             f"{name}: the sample dim {sample_dim!r} is not among the dims {X.dims}; pass "
             f"sample_dim=<one of {list(X.dims)}>"
         )
     feature_dims = tuple(d for d in X.dims if d != sample_dim)
     if not feature_dims:
-        raise ValueError(
+        raise InputError(
             f"{name}: expected a sample dim and at least one feature dim, got only "
             f"{sample_dim!r}; a single series is one feature: use X.expand_dims('feature', -1)"
         )

@@ -82,10 +82,10 @@ def test_xarray_without_the_sample_dim(data):
     X, y = data
     field = xr.DataArray(X, dims=("t", "cell"))
     with pytest.raises(
-        ValueError, match=r"X: the sample dim 'time' is not among the dims \('t', 'cell'\)"
+        InputError, match=r"X: the sample dim 'time' is not among the dims \('t', 'cell'\)"
     ):
         LinCFA().fit(field, y)
-    with pytest.raises(ValueError, match="X: expected a sample dim and at least one feature dim"):
+    with pytest.raises(InputError, match="X: expected a sample dim and at least one feature dim"):
         LinCFA().fit(xr.DataArray(X[:, 0], dims="time"), y)
 
 

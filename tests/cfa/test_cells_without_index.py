@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dcfa
+from dcfa._errors import InputError
 from dcfa.datasets import make_regions_field
 from dcfa.neighbors import resolve_grid
 from dcfa.stacking import stack_features
@@ -170,7 +171,7 @@ def _bad_cells():
 def test_coordinates_that_are_no_grid_raise_when_the_grid_is_needed(case):
     _, cells, message = _bad_cells()[case]
     y = np.random.default_rng(1).normal(size=cells.sizes["time"])
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         dcfa.GenLinCFA(neighbors=1).fit(cells, y)
     # nothing asks for the grid without an int radius: the coordinates are not read as one
     model = dcfa.GenLinCFA().fit(cells, y)
