@@ -618,7 +618,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         if transform is None:
             return self
         if transform not in ("default", "pandas", "polars"):
-            raise ValueError(
+            raise InputError(
                 f"transform: expected 'default', 'pandas', 'polars' or None, got {transform!r}"
             )
         # the attribute scikit-learn's clone copies, so that cross-validation keeps it

@@ -213,7 +213,7 @@ def group_circular_mean(labels, lon, n_groups: int, weights=None, *, lower: floa
     values = np.asarray(lon, dtype=np.float64).ravel()
     w = np.ones_like(values) if weights is None else np.asarray(weights, np.float64).ravel()
     if not (labels.shape == values.shape == w.shape):
-        raise ValueError(
+        raise InputError(
             f"labels, lon, weights: expected the same shape, got {labels.shape}, "
             f"{values.shape}, {w.shape}"
         )

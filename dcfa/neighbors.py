@@ -175,7 +175,7 @@ def periodic_dims(grid, periodic="auto", *, sample_dim: str = "time") -> tuple[i
             return ()
         lons = longitude_axes(dims, coords)
         if not lons:
-            raise ValueError(
+            raise InputError(
                 f"periodic=True: no longitude dim among the grid dims {dims}; name the dims "
                 "that wrap around, e.g. periodic=('x',), or set periodic=False"
             )

@@ -503,7 +503,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if not isinstance(X, xr.DataArray) and shape is not None and len(shape) == 2:
             # here rather than in check_fitted_X, whose message names X whatever the argument
             if isinstance(shape[1], Integral) and shape[1] != self.n_features_in_:
-                raise ValueError(
+                raise InputError(
                     f"{name} has {shape[1]} features, but {type(self).__name__} is expecting "
                     f"{self.n_features_in_} features as input"
                 )
@@ -511,7 +511,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim, name=name
         )
         if not inp.is_dask and not np.isfinite(inp.data).all():
-            raise ValueError(
+            raise InputError(
                 f"{name}: contains NaN or infinite values; GBMAP needs finite features"
             )
         return inp

@@ -168,7 +168,7 @@ class _EmbeddingMixin:
         """
         a, b = self._check_input(X), self._check_input(Y, "Y")
         if a.n_samples != b.n_samples:
-            raise ValueError(
+            raise InputError(
                 f"X and Y: expected paired rows, got {a.n_samples} and {b.n_samples} samples"
             )
         if isinstance(n_grid, bool) or not isinstance(n_grid, Integral) or n_grid < 2:

@@ -93,7 +93,7 @@ def make_synth_cos(
         if name == "chunks" and value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+            raise InputError(f"{name}: expected an int >= 1, got {value!r}")
     ss = np.random.SeedSequence(random_state)
     head, *rest = ss.spawn(1 + (1 if chunks is None else -(-n // chunks)))
     v = np.random.default_rng(head).normal(size=p)

@@ -222,7 +222,7 @@ def _as_2d(a, name: str):
     if not isinstance(a, da.Array):
         a = np.asarray(a, dtype=np.float64)
     if a.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D (n_samples, n_components) array, got {a.shape}")
+        raise InputError(f"{name}: expected a 2-D (n_samples, n_components) array, got {a.shape}")
     return a
 
 
@@ -249,7 +249,7 @@ def embedding_distance(A: ArrayLike | da.Array, B: ArrayLike | da.Array) -> np.n
     """
     A, B = _as_2d(A, "A"), _as_2d(B, "B")
     if A.shape[1] != B.shape[1]:
-        raise ValueError(f"A and B: different embedding dimensions {A.shape[1]} != {B.shape[1]}")
+        raise InputError(f"A and B: different embedding dimensions {A.shape[1]} != {B.shape[1]}")
     if not isinstance(A, da.Array) and not isinstance(B, da.Array):
         return _l1(A, B)
     A, B = _as_dask(A), _as_dask(B)
@@ -269,7 +269,7 @@ def _check_knn(query, train, n_neighbors, names=("query", "train")) -> tuple:
             f"n_neighbors: {k} neighbours requested but the training set has {train.shape[0]} rows"
         )
     if query.shape[1] != train.shape[1]:
-        raise ValueError(
+        raise InputError(
             f"{names[0]} and {names[1]}: different numbers of columns "
             f"{query.shape[1]} != {train.shape[1]}"
         )
@@ -315,7 +315,7 @@ def _knn_mean(query, train, values, n_neighbors, *, metric="cityblock", names=No
     query, train, k = _check_knn(query, train, n_neighbors, names=names[:2])
     values = _as_1d(values)
     if values.shape != (train.shape[0],):
-        raise ValueError(f"{names[2]}: expected shape ({train.shape[0]},), got {values.shape}")
+        raise InputError(f"{names[2]}: expected shape ({train.shape[0]},), got {values.shape}")
     return knn_reduce(query, train, values, k, metric=metric, reduce="mean")
 
 

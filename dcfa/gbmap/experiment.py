@@ -183,7 +183,7 @@ def drift_experiment(
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y).reshape(-1)
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
+        raise InputError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
     if X.shape[1] < 2:
         raise InputError("X: the experiment drops the split covariate; it needs >= 2 covariates")
     bad = int((~np.isfinite(X)).sum())

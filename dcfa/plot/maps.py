@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, InputTypeError
 from dcfa.geo import latitude_label, longitude_label
 from dcfa.plot._figure import cartopy_crs as _cartopy_crs
 from dcfa.plot._figure import pyplot as _pyplot
@@ -41,14 +41,14 @@ def _lat_lon_values(grid: xr.DataArray, lat: str, lon: str, name: str):
     import xarray as xr
 
     if not isinstance(grid, xr.DataArray):
-        raise TypeError(
+        raise InputTypeError(
             f"{name}: expected an xarray.DataArray on the (lat, lon) grid, got "
             f"{type(grid).__name__} (a fitted estimator's label_map_ and stability_map_ are "
             "its labels_ and stability_ on the grid)"
         )
     stacked = [d for d in grid.dims if isinstance(grid.indexes.get(d), pd.MultiIndex)]
     if grid.ndim == 1 and stacked:
-        raise ValueError(
+        raise InputError(
             f"{name}: expected a 2-D (lat, lon) grid, got dims {grid.dims} (stacked); "
             f"unstack it: {name}.unstack({stacked[0]!r})"
         )
@@ -61,12 +61,12 @@ def _lat_lon_values(grid: xr.DataArray, lat: str, lon: str, name: str):
             if grid.ndim > 2 and extra
             else ""
         )
-        raise ValueError(f"{name}: expected a 2-D (lat, lon) grid, got dims {grid.dims}{hint}")
+        raise InputError(f"{name}: expected a 2-D (lat, lon) grid, got dims {grid.dims}{hint}")
     lat_name = _grid_coord(grid, lat, _LAT_NAMES, "latitude")
     lon_name = _grid_coord(grid, lon, _LON_NAMES, "longitude")
     lat_dim, lon_dim = grid[lat_name].dims[0], grid[lon_name].dims[0]
     if lat_dim == lon_dim:
-        raise ValueError(
+        raise InputError(
             f"{name}: latitude {lat_name!r} and longitude {lon_name!r} share the dim {lat_dim!r}"
         )
     grid = grid.transpose(lat_dim, lon_dim).sortby([lat_name, lon_name])
@@ -74,7 +74,7 @@ def _lat_lon_values(grid: xr.DataArray, lat: str, lon: str, name: str):
     lons = np.asarray(grid[lon_name].values, dtype=np.float64)
     for coord, c in ((lat_name, lats), (lon_name, lons)):
         if not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
-            raise ValueError(f"{name}: coordinate {coord!r} has repeated or non-finite values")
+            raise InputError(f"{name}: coordinate {coord!r} has repeated or non-finite values")
     values = np.asarray(grid.values, dtype=np.float64)
     # a grid across its convention's seam (350, 0, 10 in 0..360) is drawn as one piece
     seamless = _seamless(lons)
