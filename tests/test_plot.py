@@ -347,6 +347,31 @@ def test_regions_with_cartopy_geoaxes():
     ax.figure.savefig(io.BytesIO(), format="png")  # draws without the network
 
 
+@pytest.mark.parametrize("draw", ["plot_regions", "plot_stability"])
+def test_offline_the_map_names_its_own_function_once_at_the_users_line(draw):
+    """Offline, one warning: the function called, at the caller's line (not cartopy's
+    "Downloading" warning too, nor plot_regions for a stability map)."""
+    pytest.importorskip("cartopy")
+    from cartopy.io import shapereader
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            shapereader.natural_earth(resolution="110m", category="physical", name="coastline")
+        pytest.skip("cartopy has the coastlines here: there is no warning to check")
+    except OSError:
+        pass
+    region = _region()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if draw == "plot_regions":
+            plot_regions(region)
+        else:
+            plot_stability(xr.ones_like(region, dtype=float))
+    assert [str(w.message).split(":")[0] for w in caught] == [draw]
+    assert caught[0].filename == __file__
+
+
 @pytest.mark.parametrize(
     ("lon", "lat"),
     [

@@ -186,7 +186,7 @@ def plot_regions(
                 **kw,
             )
 
-    _finish_map(ax, bool(kw), lat_edges, lon_edges, title)
+    _finish_map(ax, bool(kw), lat_edges, lon_edges, title, "plot_regions")
     return ax
 
 
@@ -275,7 +275,7 @@ def plot_stability(
         for g in np.unique(labels[np.isfinite(labels) & (labels >= 0)]):
             ax.contour(lons, lats, (labels == g).astype(float), levels=[0.5], colors="w",
                        linewidths=0.8, **kw)  # fmt: skip
-    _finish_map(ax, bool(kw), lat_edges, lon_edges, title)
+    _finish_map(ax, bool(kw), lat_edges, lon_edges, title, "plot_stability")
     return ax
 
 
@@ -300,12 +300,12 @@ def _map_axes(ax, coastlines: bool, lons: np.ndarray):
     return ax, ({"transform": ccrs.PlateCarree()} if geo else {})
 
 
-def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
+def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None, caller: str) -> None:
     """Coastlines, gridlines and extent of a cartopy map (``geo``), or plain axes' limits and
-    labels."""
+    labels; ``caller``, the public function drawing, is named by the coastlines' warning."""
     if geo:
         ccrs = _cartopy_crs()
-        _add_coastlines(ax)
+        _add_coastlines(ax, caller)
         gl = ax.gridlines(draw_labels=True, linewidth=0.3, color="grey", alpha=0.6)
         gl.top_labels = gl.right_labels = False
         all_longitudes = lon_edges[-1] - lon_edges[0] >= 359.0
@@ -338,22 +338,25 @@ def _finish_map(ax, geo: bool, lat_edges, lon_edges, title: str | None) -> None:
         ax.set_title(title)
 
 
-def _add_coastlines(ax) -> None:
+def _add_coastlines(ax, caller: str) -> None:
     """Natural Earth 110m coastlines, or a warning when cartopy has not got them and cannot
     download them (compute nodes are often offline; cartopy would fail at draw time)."""
     import warnings
 
-    from cartopy.io import shapereader
+    from cartopy.io import DownloadWarning, shapereader
 
     try:
-        shapereader.natural_earth(resolution="110m", category="physical", name="coastline")
+        with warnings.catch_warnings():
+            # cartopy's "Downloading ...": offline, the warning below says what happened
+            warnings.simplefilter("ignore", DownloadWarning)
+            shapereader.natural_earth(resolution="110m", category="physical", name="coastline")
     except OSError as exc:  # urllib's URLError is an OSError
         warnings.warn(
-            "plot_regions: drawn without coastlines: cartopy has no Natural Earth coastline "
+            f"{caller}: drawn without coastlines: cartopy has no Natural Earth coastline "
             f"data on disk and cannot download them ({exc}). Download them once where there "
             "is network (cartopy's data_dir), or pass coastlines=False.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,  # the user's call of plot_regions or plot_stability
         )
         return
     ax.coastlines(resolution="110m")
