@@ -114,7 +114,8 @@ def refuse_dataset(value, name: str) -> None:
     """An xarray Dataset where one array is expected: say which to select."""
     if isinstance(value, xr.Dataset):
         how = (
-            "ds['sst']) or use dcfa.io.open_archive to stack several"
+            "ds['sst']), or stack several with ds.to_dataarray('variable'): each variable's "
+            "cells then form groups of their own"
             if name == "X"
             else "ds['soi'])"
         )

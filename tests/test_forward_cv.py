@@ -373,6 +373,13 @@ def test_a_dataset_is_refused_naming_the_variable_to_select(rng):
     ):
         with pytest.raises(TypeError, match=r"^X: got an xarray.Dataset; select one variable"):
             call()
+    # the way to several variables it names: a fit whose groups keep to one variable each
+    ds["wind"] = ds["sst"].copy(data=rng.normal(size=ds["sst"].shape))
+    with pytest.raises(TypeError, match=r"stack several with ds.to_dataarray\('variable'\)"):
+        LinCFA().fit(ds, y)
+    stacked = ds.to_dataarray("variable")
+    labels = LinCFA(random_state=0).fit(stacked, y).labels_.reshape(2, -1)
+    assert not set(labels[0]) & set(labels[1])
     for call in (
         lambda: forward_cv(LinCFA(), X, target),
         lambda: dcfa.align(X, target),
