@@ -76,6 +76,11 @@ def _refuse_repeated_dates(coord: xr.DataArray, dim: str) -> None:
     )
 
 
+def _as_frame(X):
+    """A pandas Series (a dated target: a river's flow) as its one-column DataFrame."""
+    return X.to_frame() if isinstance(X, pd.Series) else X
+
+
 def _frame_dates(X, dim: str) -> xr.DataArray | None:
     """The dates of a pandas DataFrame's rows (a DatetimeIndex without a time zone, a
     PeriodIndex, or cftime dates) as a coordinate named ``dim``, else None."""
@@ -185,7 +190,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
     by : {"month", "dayofyear"} or None, default="month"
         ``"month"``: subtract the mean of each row's calendar month (the month comes from the
         ``sample_dim`` coordinate of an :class:`xarray.DataArray`: ``datetime64`` or cftime
-        dates of any calendar; or from a pandas DataFrame's DatetimeIndex or PeriodIndex).
+        dates of any calendar; or from the DatetimeIndex or PeriodIndex of a pandas
+        DataFrame, or of a Series such as a dated target).
         ``"dayofyear"``: subtract the climatology of each row's calendar day, from the same
         dates (see ``harmonics``): for daily samples, where a month's mean would leave the
         seasonal cycle within the month in the anomalies. A calendar with leap years counts
@@ -309,7 +315,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         ----------
         X : xarray.DataArray, array-like or dask.array.Array
             A DataArray with dims ``(sample_dim, *grid)`` in any order (NumPy or Dask backed),
-            or an ``(n_samples, n_features)`` array (then ``by`` must be None).
+            a pandas DataFrame or Series on a DatetimeIndex (a river's flow), or an
+            ``(n_samples, n_features)`` array (then ``by`` must be None).
         y : ignored
             Accepted for pipelines.
 
@@ -439,18 +446,19 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             data, groups, order = self._check_dataarray(X, reset=reset)
             return data, groups, True, order
         refuse_dataset(X, "X")  # before its dates are looked for: it has them, in a coordinate
+        kind, X = type(X).__name__, _as_frame(X)
         if reset:
             self._grid_dims = None
         elif self._grid_dims is not None:
             raise InputTypeError(
                 f"X: {type(self).__name__} was fitted on an xarray.DataArray; transform needs "
                 f"one too (with dims {(self.sample_dim, *self._grid_dims)}), got "
-                f"{type(X).__name__}"
+                f"{kind}"
             )
         dates = _frame_dates(X, self.sample_dim)
         if self.by is not None and dates is None:
             raise InputError(
-                f"by: {self.by!r} needs the dates of the samples, which a {type(X).__name__} does "
+                f"by: {self.by!r} needs the dates of the samples, which a {kind} does "
                 "not carry; pass an xarray.DataArray with a date coordinate "
                 f"{self.sample_dim!r} or a pandas DataFrame on a DatetimeIndex (without a time "
                 "zone), or use by=None (the overall mean)"
@@ -545,7 +553,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
         Xt : same type as X
             A DataArray keeps its dims (in their order), coordinates, name and attributes
             (with ``units = "1"`` when ``standardize``: anomalies over their spread); Dask
-            input gives a lazy result with the same chunks. Float64 (float32 input stays
+            input gives a lazy result with the same chunks. A pandas Series gives a Series
+            with its index and name. Float64 (float32 input stays
             float32; the arithmetic is float64).
 
         Raises
@@ -589,6 +598,8 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             out = lazy_anomalies(data, clim, scale, groups, dtype)
         else:
             out = anomaly_block(data, clim, scale, groups, out_dtype=dtype)
+        if isinstance(X, pd.Series):
+            return pd.Series(out[:, 0], index=X.index, name=X.name)
         if not labelled:
             return self._container(out, X)
         Xt = X.transpose(self.sample_dim, *self._grid_dims).copy(data=out)

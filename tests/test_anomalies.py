@@ -415,6 +415,24 @@ def test_a_dataframe_on_dates_gets_monthly_anomalies_as_a_dataarray_does(rng):
         Anomalies().fit(frame.reset_index(drop=True))
 
 
+def test_a_dated_series_gets_the_anomalies_of_its_dataarray_as_a_series(rng):
+    """A target's seasonal cycle, removed as the docs show: a pandas Series was refused as a
+    1-D array ("Reshape your data with X.reshape(-1, 1)", which a Series has not)."""
+    time = pd.date_range("2000-01-01", periods=1461, freq="D")
+    cycle = 5.0 * np.sin(2 * np.pi * time.day_of_year.to_numpy() / 365.25)
+    flow = pd.Series(10.0 + cycle + rng.normal(size=time.size), index=time, name="flow")
+    as_array = flow.rename_axis("time").to_xarray()
+    for by, n in [("dayofyear", 730), ("month", 730), (None, 730)]:
+        got = Anomalies(by=by).fit(flow[:n]).transform(flow)
+        want = Anomalies(by=by).fit(as_array[:n]).transform(as_array)
+        assert isinstance(got, pd.Series) and got.name == "flow" and got.index.equals(time)
+        np.testing.assert_array_equal(got.to_numpy(), want.values)
+    once = Anomalies(by="dayofyear").months_once(flow[:400])
+    assert once == Anomalies(by="dayofyear").months_once(as_array[:400]) and len(once) == 10
+    with pytest.raises(ValueError, match="by: 'month' needs the dates.*which a Series does"):
+        Anomalies().fit(flow.reset_index(drop=True))
+
+
 def test_forward_cv_passes_a_dataframe_on_dates_to_the_pipeline(rng):
     """The CV read a DataFrame as an array, so Anomalies(by="month") lost its dates."""
     from dcfa.skill import forward_cv
