@@ -313,7 +313,8 @@ def lead_target(
     ------
     ValueError
         Naming ``lead`` (not a non-negative int, or leaving fewer than ``min_samples``
-        pairs), ``target`` (its samples do not match the field's) or ``sample_dim``.
+        pairs), ``target`` (its samples do not match the field's, or lie on a finer step:
+        daily values for a monthly field) or ``sample_dim``.
 
     Examples
     --------
@@ -350,6 +351,7 @@ def lead_target(
         if field_labels is not None:  # an unlabelled target has the field's labels
             labels = field_labels if target_labels is None else target_labels
             steps = _label_steps(field_labels, labels)
+            _refuse_a_finer_target(field_labels, labels, steps, sample_dim)
         if (
             steps is None
             or target_labels is None
@@ -402,6 +404,29 @@ def lead_target(
         step="sample" if steps is None else steps.unit,
     )
     return X, y, alignment
+
+
+def _refuse_a_finer_target(
+    field_labels: pd.Index, target_labels: pd.Index, steps: _Steps | None, dim: str
+) -> None:
+    """A target on a finer step than the field's own (daily values for a monthly field):
+    ``lead`` would count the target's steps, 2 days where 2 months were meant, and pair each
+    predictor with one day of its month. Refuse it, as :func:`dcfa.align` does."""
+    own = _label_steps(field_labels) if len(field_labels) > 1 else None
+    if steps is None or own is None or own.unit == steps.unit:
+        return
+    monthly = own.unit in ("month", "year") or own.unit.endswith("-month step")
+    raise InputError(
+        f"target: its {dim!r} labels are on a finer step ({steps.unit}) than the field's "
+        f"({own.unit}), so lead would count {steps.units} and pair each predictor with a "
+        f"single {steps.unit} of the target; average the target to the field's step first"
+        + (
+            f" (e.g. xarray's resample({dim}='MS').mean() for a monthly field), then pass "
+            "match='month'"
+            if monthly
+            else ""
+        )
+    )
 
 
 def _check_overlap(

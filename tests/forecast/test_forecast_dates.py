@@ -212,6 +212,30 @@ def test_a_mid_month_field_and_a_first_of_month_target_get_a_hint():
         lead_target(by_month(noleap), pd.Series(np.zeros(N), index=TIME), 1)
 
 
+@pytest.mark.parametrize(
+    ("field_freq", "target_freq", "said"),
+    [
+        ("MS", "D", r"finer step \(day\) than the field's \(month\), so lead would count days"),
+        ("YS", "MS", r"finer step \(month\) than the field's \(year\)"),
+        ("5D", "D", r"finer step \(day\) than the field's \(5-day step\)"),
+    ],
+)
+def test_a_target_finer_than_the_field_is_refused_not_paired_by_its_steps(
+    field_freq, target_freq, said
+):
+    """A daily target against a monthly field was paired by days: lead=2 gave 2 days later,
+    one day of each month, without a word (dcfa.align refuses the same inputs)."""
+    field = by_month(pd.date_range("2000-01-01", periods=24, freq=field_freq))
+    fine = pd.date_range("2000-01-01", field.time.values[-1], freq=target_freq)
+    target = pd.Series(np.arange(fine.size, dtype=float), index=fine)
+    with pytest.raises(ValueError, match=f"^target: its 'time' labels are on a {said}"):
+        lead_target(field, target, 2)
+    # on the field's own step, and the other way round (a coarser target), it pairs
+    coarse = target[target.index.isin(field.time.values)]
+    assert lead_target(field, coarse, 2)[1].size == 22
+    assert lead_target(by_month(fine), coarse, 0)[1].size == field.sizes["time"]
+
+
 @given(
     lead=st.integers(0, 6),
     missing=st.sets(st.integers(0, N - 1), max_size=6),
