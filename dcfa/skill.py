@@ -168,8 +168,9 @@ def _check_y(y) -> np.ndarray:
     if bad.size:
         raise InputError(
             f"y: {bad.size} of {y.size} values are NaN or infinite (the first at sample "
-            f"{bad[0]}); drop those samples from X and y first (keep = np.isfinite(y); "
-            "X[keep], y[keep])"
+            f"{bad[0]}); drop those samples from X and y first: X, y = dcfa.align(X, y) for "
+            "a field and a target with dates (it leaves out the samples where y is NaN), or "
+            "keep = np.isfinite(y); X[keep], y[keep] for arrays with the samples first"
         )
     return y
 

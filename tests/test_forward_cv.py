@@ -543,3 +543,19 @@ def test_the_predictions_say_which_month_they_are_for(rng, helper):
     plain = helper(LinearRegression(), cells, yl.drop_vars("target_time"), gap=2, **kwargs)
     np.testing.assert_array_equal(P.values, plain.predictions.values)
     assert "target_time" not in plain.predictions.coords
+
+
+def test_a_nan_target_is_refused_naming_the_pairing_that_drops_it(rng):
+    """It said "keep = np.isfinite(y); X[keep], y[keep]", which indexes the first dim: a
+    (lat, lon, time) field's latitudes. dcfa.align pairs by date and drops the NaN."""
+    import dcfa
+
+    X, y, _ = task(rng, n=120)
+    target = xr.DataArray(y, dims="time", coords={"time": X.time}).where(X.time != X.time[40])
+    model = make_pipeline(Anomalies(), LinCFA(random_state=0))
+    field = X.transpose("lat", "lon", "time")
+    with pytest.raises(ValueError, match=r"X, y = dcfa.align\(X, y\) for a field and a target"):
+        forward_cv(model, field, target, n_splits=3)
+    paired, kept = dcfa.align(field, target)
+    assert kept.sizes["time"] == 119 and paired.sizes["time"] == 119
+    assert np.isfinite(forward_cv(model, paired, kept, n_splits=3).r2).all()

@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import QuadMesh  # noqa: E402
 
+import dcfa  # noqa: E402
 from dcfa.plot import (  # noqa: E402
     map_projection,
     plot_drift,
@@ -629,8 +630,14 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     np.testing.assert_array_equal(ax.lines[0].get_xdata(), t)
     r = np.corrcoef(series.values, target)[0, 1]
     assert ax.get_title() == f"Nino box: r = {r:+.2f}"
-    with pytest.raises(ValueError, match="target: 5 samples, the series has 120"):
+    with pytest.raises(ValueError, match="target: 5 samples, the series has 120; pair them"):
         plot_series(series, target[:5])
+    # the pairing it names: a series of fewer months (a lead) and the whole dated target
+    dated = pd.Series(target, index=t, name="flow")
+    with pytest.raises(ValueError, match=r"series, target = dcfa.align\(series, target\)$"):
+        plot_series(series[3:], dated)
+    ax = plot_series(*dcfa.align(series[3:], dated))
+    np.testing.assert_array_equal(ax.lines[1].get_xdata(), t[3:])
     # a transform's every region at once: it said "the series has 600" samples
     regions = xr.concat([series] * 5, "group").transpose("time", "group")
     pick = r"; pick one, e.g. series.isel\(group=0\)"
@@ -648,7 +655,6 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     named_y = xr.DataArray(target, dims="time", coords={"time": t}, name="myindex")
     texts = [x.get_text() for x in plot_series(picked, named_y).get_legend().get_texts()]
     assert texts == ["region 3 (m s-1)", "myindex"]
-    import pandas as pd
 
     ax = plot_series(picked, pd.Series(target, name="flow"))
     assert ax.get_legend().get_texts()[1].get_text() == "flow"

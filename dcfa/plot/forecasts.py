@@ -82,7 +82,10 @@ def plot_series(
         name = getattr(target, "name", None)
         target_label = str(name) if name is not None else "target"
     if x.size != y.size:
-        raise InputError(f"target: {y.size} samples, the series has {x.size}")
+        raise InputError(
+            f"target: {y.size} samples, the series has {x.size}; pair them by date first: "
+            "series, target = dcfa.align(series, target)"
+        )
     t, _ = sample_axis(series, x.size)
     ok = np.isfinite(x) & np.isfinite(y)
     r = float(np.corrcoef(x[ok], y[ok])[0, 1])
