@@ -103,15 +103,20 @@ def longitude_arc(lon) -> tuple[float, float]:
 
 def extent_text(lat, lon) -> str:
     """Where cells lie, in whole degrees: ``"5°S-3°N, 170°E-170°W"``, their latitudes' range
-    and the shortest arc of longitude that holds them; one value for one row or column."""
+    and the shortest arc of longitude that holds them; one value for one row or column;
+    ``"all longitudes"`` for cells evenly spaced all round (a band around the globe), which
+    no arc is the shortest to hold."""
     lat = np.asarray(lat, dtype=np.float64)
-    west, east = longitude_arc(lon)
 
     def span(low: str, high: str) -> str:
         return low if low == high else f"{low}-{high}"
 
     # rounded before labelled: the equator as 0°, not 0°N; the dateline as 180°
     lats = span(latitude_label(round(lat.min())), latitude_label(round(lat.max())))
+    u = np.unique(np.asarray(lon, dtype=np.float64) % 360.0)
+    if u.size > 2 and np.allclose(np.diff(np.r_[u, u[0] + 360.0]), 360.0 / u.size):
+        return f"{lats}, all longitudes"
+    west, east = longitude_arc(u)
     return f"{lats}, {span(longitude_label(round(west)), longitude_label(round(east)))}"
 
 

@@ -184,6 +184,12 @@ def test_extent_text_across_the_dateline_and_greenwich():
     assert extent_text([-5.0, 3.2], [170.0, -175.0, -170.0]) == "5°S-3°N, 170°E-170°W"
     assert extent_text([40.0, 52.0], [350.0, 0.0, 8.0]) == "40°N-52°N, 10°W-8°E"
     assert extent_text([0.2], [180.0]) == "0°, 180°"  # one cell: one value each
+    # a band around the globe said "10°E-0°", an arc from 10°E eastwards all round to 0°
+    ring = np.arange(0.0, 360.0, 10.0)
+    for band in (ring, ring - 180.0, np.r_[ring, ring]):
+        assert extent_text(np.full(band.size, 2.0), band) == "2°N, all longitudes"
+    assert extent_text([0.0] * 35, ring[ring != 10.0]) == "0°, 20°E-0°"  # one cell short
+    assert extent_text([0.0, 0.0], [0.0, 180.0]) == "0°, 180°-0°"  # two cells: an arc
 
 
 @pytest.mark.parametrize(
