@@ -170,11 +170,17 @@ def open_target(
                 raise InputError(f"target.path: cannot read {str(p)!r} ({exc})") from None
     name = _pick(variable, list(ds.data_vars), p)
     series = ds[name].squeeze(drop=True)
-    if series.dims != (sample_dim,):
+    if series.ndim != 1:
         raise InputError(
             f"target.variable: {name!r} in {str(p)!r} has dims {ds[name].dims}; expected a series "
-            f"over {sample_dim!r}"
+            f"over one dim, its time"
         )
+    if series.dims != (sample_dim,):  # the file's own name for time ('valid_time', 'date')
+        (dim,) = series.dims
+        if sample_dim in series.coords and series[sample_dim].dims == (dim,):
+            series = series.swap_dims({dim: sample_dim})
+        else:
+            series = series.drop_vars([sample_dim], errors="ignore").rename({dim: sample_dim})
     found = calendar_of(series[sample_dim]) if sample_dim in series.coords else None
     if calendar is not None and found is not None and not same_calendar(calendar, found):
         raise InputError(

@@ -115,6 +115,26 @@ def test_targets_from_netcdf_zarr_and_csv(tmp_path):
         io.open_target(tmp_path / "nope.nc")
 
 
+def test_a_file_targets_own_name_for_time_is_taken_as_the_sample_dim(tmp_path):
+    """A netCDF or Zarr target over 'date' (or ERA5's 'valid_time', with 'time' a
+    coordinate along it) was refused as not "a series over 'time'", and no key could say
+    otherwise: time_column is for CSV files. Its one dim is its time."""
+    time = pd.date_range("2000-01-01", periods=12, freq="MS")
+    flow = xr.DataArray(np.arange(12.0), dims="date", coords={"date": time}, name="flow")
+    flow.to_dataset().to_netcdf(tmp_path / "date.nc")
+    era = flow.rename(date="valid_time").assign_coords(time=("valid_time", time))
+    era.to_dataset().to_zarr(tmp_path / "era.zarr", consolidated=False)
+    for path in ("date.nc", "era.zarr"):
+        for dim in ("time", "valid_time"):
+            t = io.open_target(tmp_path / path, sample_dim=dim)
+            assert t.dims == (dim,) and (t[dim].values == time.values).all()
+            np.testing.assert_array_equal(t.values, np.arange(12.0))
+    grid = flow.expand_dims(station=2)  # two series: which to use is not the file's to say
+    grid.to_dataset().to_netcdf(tmp_path / "two.nc")
+    with pytest.raises(ValueError, match=r"has dims \('station', 'date'\); expected a series"):
+        io.open_target(tmp_path / "two.nc")
+
+
 def test_target_units_are_a_csvs_and_must_agree_with_a_files_own(tmp_path):
     """A CSV target has no units, so a forecast of it had none: ``units`` gives them. A
     netCDF's own units win when they are the same, and contradicting them is refused."""
