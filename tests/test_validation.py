@@ -12,6 +12,11 @@ import dcfa
 from dcfa import LinCFA, RegionsCV
 from dcfa._errors import InputError
 from dcfa.datasets import make_regions_field
+from dcfa.gbmap import GBMAPRegressor, embedding_distance, knn_mean
+from dcfa.gbmap.datasets import make_synth_cos
+from dcfa.geo import group_circular_mean
+from dcfa.neighbors import periodic_dims
+from dcfa.plot import plot_regions
 
 
 @pytest.fixture
@@ -274,47 +279,41 @@ def test_a_field_in_other_units_than_the_fit_is_refused(make):
     np.testing.assert_array_equal(model.transform(unknown).values, model.transform(X).values)
 
 
-def _bad_calls():
-    """A bad argument to each public function outside the estimators' own checks, and the
-    start of the message that names it."""
-    from dcfa.gbmap import GBMAPRegressor, embedding_distance, knn_mean
-    from dcfa.gbmap.datasets import make_synth_cos
-    from dcfa.geo import group_circular_mean
-    from dcfa.neighbors import periodic_dims
-    from dcfa.plot import plot_regions
+# A bad argument to each public function outside the estimators' own checks (a function of
+# the fitted context below), and the start of the message that names it.
+_BAD_CALLS = {
+    "feature count": (lambda c: c.gbmap.predict(c.X[:, :2]), "X has 2 features"),
+    "NaN features": (lambda c: c.gbmap.predict(np.where(c.X > 2, np.nan, c.X)), "X: contains NaN"),
+    "unpaired rows": (lambda c: c.gbmap.path_distance(c.X, c.X[:5]), "X and Y: expected paired"),
+    "1-D embedding": (lambda c: embedding_distance(c.X[:, 0], c.X), "A: expected a 2-D"),
+    "embedding widths": (lambda c: embedding_distance(c.X, c.X[:, :2]), "A and B: different"),
+    "kNN columns": (lambda c: knn_mean(c.X, c.X[:, :2], c.y, 3), "query and train: different"),
+    "kNN values": (lambda c: knn_mean(c.X, c.X, c.y[:5], 3), r"values: expected shape \(40,\)"),
+    "samples": (lambda c: make_synth_cos(0, 3), "n: expected an int >= 1"),
+    "circular mean": (lambda c: group_circular_mean([0, 1], [10.0], 2), "labels, lon, weights"),
+    "periodic": (lambda c: periodic_dims(c.flat, periodic=True), "periodic=True: no longitude"),
+    "transform": (lambda c: dcfa.Anomalies().set_output(transform="arrow"), "transform:"),
+    "map of a table": (lambda c: plot_regions(np.zeros((3, 4))), "region: expected an xarray"),
+    "map on no grid": (lambda c: plot_regions(c.flat.isel(y=0)), "region: expected a 2-D"),
+}
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    from types import SimpleNamespace
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
     gbmap = GBMAPRegressor(n_boosts=2, random_state=0).fit(X, y)
-    flat = xr.DataArray(np.zeros((3, 4)), dims=("y", "x"))
-    return {
-        "feature count": (lambda: gbmap.predict(X[:, :2]), "X has 2 features"),
-        "NaN features": (lambda: gbmap.predict(np.where(X > 2, np.nan, X)), "X: contains NaN"),
-        "unpaired rows": (lambda: gbmap.path_distance(X, X[:5]), "X and Y: expected paired"),
-        "1-D embedding": (lambda: embedding_distance(X[:, 0], X), "A: expected a 2-D"),
-        "embedding widths": (lambda: embedding_distance(X, X[:, :2]), "A and B: different"),
-        "kNN columns": (lambda: knn_mean(X, X[:, :2], y, 3), "query and train: different"),
-        "kNN values": (lambda: knn_mean(X, X, y[:5], 3), r"values: expected shape \(40,\)"),
-        "samples": (lambda: make_synth_cos(0, 3), "n: expected an int >= 1"),
-        "circular mean": (lambda: group_circular_mean([0, 1], [10.0], 2), "labels, lon, weights"),
-        "periodic": (lambda: periodic_dims(flat, periodic=True), "periodic=True: no longitude"),
-        "transform": (lambda: dcfa.Anomalies().set_output(transform="arrow"), "transform:"),
-        "map of a table": (lambda: plot_regions(np.zeros((3, 4))), "region: expected an xarray"),
-        "map on no grid": (lambda: plot_regions(flat.isel(y=0)), "region: expected a 2-D"),
-    }
+    return SimpleNamespace(
+        X=X, y=y, gbmap=gbmap, flat=xr.DataArray(np.zeros((3, 4)), dims=("y", "x"))
+    )
 
 
-_CASES = ["feature count", "NaN features", "unpaired rows", "1-D embedding", "embedding widths"]
-_CASES += ["kNN columns", "kNN values", "samples", "circular mean", "periodic", "transform"]
-_CASES += ["map of a table", "map on no grid"]
-
-
-@pytest.mark.parametrize("case", _CASES)
-def test_bad_arguments_raise_input_error_naming_them(case):
+@pytest.mark.parametrize("case", list(_BAD_CALLS))
+def test_bad_arguments_raise_input_error_naming_them(case, fitted):
     """Each is dcfa.InputError (a ValueError, a TypeError for a wrong type), as every input
     check of dcfa is, so that a job exits 2 with the message rather than 1 as for a bug."""
-    calls = _bad_calls()
-    assert sorted(calls) == sorted(_CASES)
-    call, message = calls[case]
+    call, message = _BAD_CALLS[case]
     with pytest.raises(InputError, match=f"^{message}"):
-        call()
+        call(fitted)
