@@ -351,7 +351,8 @@ def lead_target(
         if field_labels is not None:  # an unlabelled target has the field's labels
             labels = field_labels if target_labels is None else target_labels
             steps = _label_steps(field_labels, labels)
-            _refuse_a_finer_target(field_labels, labels, steps, sample_dim)
+            if target_labels is not None:
+                _refuse_a_finer_target(field_labels, target_labels, steps, sample_dim)
         if (
             steps is None
             or target_labels is None
