@@ -9,6 +9,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     variables = ["sst"]           # on the same grid; other dims than sample_dim are features
     sample_dim = "time"
     time = ["1991-01", "2021-12"] # optional: a slice of the sample dim
+    drop_time = ["1998-07"]       # optional: samples left out (a month absent from the archive)
     anomalies = true              # remove the mean seasonal cycle per calendar month
     standardize = false           # divide every cell by its standard deviation
     windows = [1, 3, 6, 12]       # time scales: running means over trailing windows (samples),
@@ -101,6 +102,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "variables": (list, ...),
         "sample_dim": (str, "time"),
         "time": (list, None),
+        "drop_time": (list, []),
         "anomalies": (bool, False),
         "standardize": (bool, False),
         "windows": (list, [1]),
@@ -172,6 +174,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("input", "sample_dim"): "The dim of the samples (the months).",
     ("input", "time"): '`[start, stop]`: a slice of the sample dim, e.g. `["1991-01", '
     '"2021-12"]`. Unset: every sample.',
+    ("input", "drop_time"): 'Samples left out of the fit, by label: `["1998-07"]` for a month '
+    "absent from the archive (no value in any cell, which leaves every cell with a gap). A "
+    "partial date leaves out every sample it names; windows and lags reaching a sample left "
+    "out drop their own samples, by date. `dcfa apply` reads every month it is given.",
     ("input", "anomalies"): "Remove the mean seasonal cycle, per calendar month.",
     ("input", "standardize"): "Divide every cell by its standard deviation.",
     ("input", "windows"): "Time scales: running means over trailing windows of this many "
@@ -429,6 +435,12 @@ def _check_values(c: dict, source: str) -> None:
     if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
         raise ConfigError(
             f"{where} input.time must be [start, stop], got {_toml(c['input']['time'])}"
+        )
+    dropped = c["input"]["drop_time"]
+    if not all(isinstance(v, str) and v or _is_int(v) for v in dropped):
+        raise ConfigError(
+            f"{where} input.drop_time must be a list of labels of the sample dim (dates such as "
+            f"'1998-07'), got {_toml(dropped)}"
         )
     _check_time_scales(c, where)
     _check_targets(c, where)

@@ -17,6 +17,7 @@ __all__ = [
     "InputDataError",
     "alignment",
     "check_anomaly_months",
+    "drop_samples",
     "reading",
     "target_at_lead",
     "time_scales",
@@ -26,6 +27,33 @@ __all__ = [
 class InputDataError(InputError):
     """Bad input data found by a pass (no data at all, an undecodable chunk): the run's work
     directory, finished passes included, is removed (nothing of it is worth resuming)."""
+
+
+def drop_samples(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, list]:
+    """The field without the samples ``input.drop_time`` names (each label as ``sel`` takes
+    it: a partial date names every sample inside it), and the labels left out; bad input
+    when a label names no sample, or every sample is left out."""
+    from dcfa.io.calendars import date_label
+
+    dim, labels = inp["sample_dim"], inp["drop_time"]
+    if not labels:
+        return field, []
+    axis = field[dim]
+    out = []
+    for label in labels:
+        try:
+            found = np.atleast_1d(axis.sel({dim: label}).values)
+        except (KeyError, ValueError, TypeError) as exc:
+            span = f"{date_label(axis.values[0])} .. {date_label(axis.values[-1])}"
+            raise InputError(
+                f"input.drop_time: {label!r} names no sample of {dim!r} ({span}"
+                + (", with input.time" if inp["time"] else "")
+                + f"): {type(exc).__name__}"
+            ) from None
+        out.extend(v for v in found if v not in out)
+    if len(out) == axis.size:
+        raise InputError(f"input.drop_time: {labels} leaves out every sample of {dim!r}")
+    return field.drop_sel({dim: out}), out
 
 
 def time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:

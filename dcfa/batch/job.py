@@ -50,6 +50,7 @@ from dcfa.batch.inputs import (
     InputDataError,
     alignment,
     check_anomaly_months,
+    drop_samples,
     reading,
     target_at_lead,
     time_scales,
@@ -79,7 +80,7 @@ from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import open_zarr, take_record
-from dcfa.io.calendars import SUB_MONTHLY, samples_per_month
+from dcfa.io.calendars import SUB_MONTHLY, date_label, samples_per_month
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.memory.check import gib
@@ -125,24 +126,14 @@ def run_job(
         time=inp["time"],
         storage_options=inp["storage_options"],
     )
-    absent = take_record(field, "missing_chunks")
-    quantities = take_record(field, "variable_attrs")
     stored = dict(field.sizes)  # as the user knows the archive: said before windows and lags
+    absent, quantities = (take_record(field, name) for name in ("missing_chunks", "variable_attrs"))
+    field, dropped = drop_samples(field, inp)  # before windows and lags: they see the gap
+    archive = _Archive(absent, quantities, stored, dropped)
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
-        _task(
-            job,
-            gap,
-            out,
-            field,
-            stored,
-            absent,
-            quantities,
-            several=several,
-            resume=resume,
-            echo=echo,
-        )
+        _task(job, gap, out, field, archive, several=several, resume=resume, echo=echo)
         for job, gap, out in zip(configs, gaps, outs, strict=True)
     ]
     for task in tasks:
@@ -214,12 +205,23 @@ class _Task:
         return name + (f" at lead {tgt['lead']}" if self.several_leads else "")
 
 
+@dataclass(frozen=True)
+class _Archive:
+    """What the job read of the archive, for every target: each variable's chunks missing
+    from the store and its units (:func:`dcfa.io.open_archive`), its sizes as stored (said
+    before windows and lags) and the samples ``input.drop_time`` left out."""
+
+    absent: dict
+    quantities: dict
+    stored: dict
+    dropped: list
+
+
 def _task(
-    config, gap, out, field, stored, absent, quantities, *, several: bool, resume: bool, echo
+    config, gap, out, field, archive: _Archive, *, several: bool, resume: bool, echo
 ) -> _Task:
     """Open and align one target, build its estimators and say what the job will fit (``gap``:
-    the method's purge the job set, None if the file sets it or the method takes none;
-    ``stored``: the archive's sizes before the windows and lags)."""
+    the method's purge the job set, None if the file sets it or the method takes none)."""
     inp, tgt = config.input, config.target
     dim = inp["sample_dim"]
     target = io.open_target(
@@ -261,16 +263,25 @@ def _task(
     gbmap = build_gbmap(config)
     check_classes(gbmap, config, target)
     echo(
-        f"[1/5] {inp['store']}: {inp['variables']} {stored}; target "
+        f"[1/5] {inp['store']}: {inp['variables']} {archive.stored}; target "
         f"{tgt['path']}"
         + (f" ({tgt['variable']})" if several and tgt["variable"] is not None else "")
         + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position]
-    said = alignment(aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, stored[dim])
+    said = alignment(
+        aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, archive.stored[dim]
+    )
     echo(f"      {said}")
-    for line in missing_chunk_lines(absent):
+    if archive.dropped:
+        echo(
+            f"      input.drop_time: {counted(len(archive.dropped), 'sample')} left out ("
+            + ", ".join(date_label(v) for v in archive.dropped[:6])
+            + (", ..." if len(archive.dropped) > 6 else "")
+            + ")"
+        )
+    for line in missing_chunk_lines(archive.absent):
         echo(f"      {line}")
     per_month = samples_per_month(aligned[dim]) if inp["anomalies"] else 0.0
     if per_month >= 2:
@@ -282,7 +293,7 @@ def _task(
     # every check of the work directory (another run holding it, --resume's identity) before
     # a cluster is started; nothing is written before the cluster is connected
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
-    read = _Read(n_common, absent, quantities, step)
+    read = _Read(n_common, archive.absent, archive.quantities, step)
     return _Task(config, out, target, aligned, read, estimator, gbmap, workdir, at_lead)
 
 
@@ -554,7 +565,7 @@ def _fit(
                 else f"      fitted with target {names[0]}'s first stage (the same cells)"
             )
     except NothingToFitError as exc:  # the input's fault, in the job's terms; nothing kept
-        raise InputDataError(_nothing_to_fit(exc, config.input)) from None
+        raise InputDataError(_nothing_to_fit(exc, config.input, step.cells)) from None
     if step.moments is None:
         _save_moments(workdir.path, estimator)
         workdir.record("moments")
@@ -573,7 +584,8 @@ def _fit(
     elif gaps:
         echo(
             f"      {gaps} of the excluded cells miss some months ({config.method['name']} needs "
-            "every month of a cell): fill them, or leave those months out with input.time; "
+            "every month of a cell): fill them, or leave those months out with input.time or "
+            "input.drop_time; "
             'method.name = "lincfa" or "genlincfa" takes method.params.missing = "pairwise"'
         )
     return estimator
@@ -818,13 +830,61 @@ def _first_blocks(data):
     return da.Array(graph, data.name, ((data.chunks[0][0],), *data.chunks[1:]), meta=data._meta)
 
 
-def _nothing_to_fit(exc: NothingToFitError, inp: dict) -> str:
+def _nothing_to_fit(exc: NothingToFitError, inp: dict, cells: xr.DataArray) -> str:
     """``input.variables: every one of the 37 cells ... was excluded (37 cells: constant ...)``
-    (on the grid execution, the cells without data count too: all missing)."""
-    return (
+    (on the grid execution, the cells without data count too: all missing). Where every cell
+    with data misses some samples, the samples one of them misses are read and named, with
+    ``input.drop_time``: a month absent from the archive looks so."""
+    text = (
         f"input.variables: every one of the {len(exc.excluded)} cells of {inp['variables']} "
         f"in {inp['store']!r} was excluded ({exc.reasons('cells')}); there is nothing to fit"
         + (" (with input.time)" if inp["time"] else "")
+    )
+    codes = {why.code for why in exc.excluded.values()}
+    if "gappy" not in codes or not codes <= {"gappy", "all-missing"}:
+        return text
+    dim = inp["sample_dim"]
+    where, missed = _samples_a_cell_misses(cells, dim, exc.excluded)
+    shown = [date_label(v) for v in missed[:6]]
+    return text + (
+        f". Every cell with data misses some samples; {where} misses "
+        f"{', '.join(shown)}{', ...' if len(missed) > 6 else ''}. If the archive has no value "
+        f"there in any cell (a month absent from it), leave those samples out with "
+        f"input.drop_time = {json.dumps(shown)}"
+    )
+
+
+def _samples_a_cell_misses(cells: xr.DataArray, dim: str, excluded: dict) -> tuple[str, list]:
+    """The first gappy cell of ``cells`` (stacked or on the grid: the keys of ``excluded``
+    count its cells in order), where it lies, and the labels of the samples it misses (one
+    cell's series read). A cell of the field as stored (lag 0, window 1) is preferred: other
+    blocks miss the same samples shifted."""
+    other = [d for d in cells.dims if d != dim]
+    shape = [cells.sizes[d] for d in other]
+    gappy = [k for k, why in excluded.items() if why.code == "gappy"]
+
+    def place(k):
+        return dict(zip(other, np.unravel_index(k, shape), strict=True))
+
+    def stored(k):
+        at = cells.isel(place(k))
+        return all(
+            name not in at.coords or at[name].item() == base
+            for name, base in (("lag", 0), ("window", 1))
+        )
+
+    key = next((k for k in gappy[:10_000] if stored(k)), gappy[0])
+    cell = cells.isel(place(key))
+    values = np.asarray(cell.values, dtype=float)
+    where = ", ".join(
+        f"{name}={cell[name].item():g}"
+        if np.issubdtype(cell[name].dtype, np.number)
+        else f"{name}={cell[name].item()}"
+        for name in cell.coords
+        if name not in (dim, "cell") and cell[name].ndim == 0
+    )
+    return f"the cell at {where}" if where else "the first cell", list(
+        cell[dim].values[np.isnan(values)]
     )
 
 

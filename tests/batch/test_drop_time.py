@@ -1,0 +1,96 @@
+"""A month absent from the archive (no value in any cell): the job's refusal names it, and
+``input.drop_time`` leaves it out; windows and lags that reach it drop their own samples."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import tomli_w
+import xarray as xr
+from support import cli, fails, tree, write_job
+
+from dcfa.batch.config import ConfigError, load_config
+from dcfa.batch.job import run_job
+
+ABSENT = "2003-05-01"
+
+
+def _rewrite(path, ds) -> None:
+    shutil.rmtree(path)
+    ds.chunk({"time": 12}).to_zarr(path, consolidated=False)
+
+
+def _archive(tmp_path) -> xr.Dataset:
+    return xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load().drop_encoding()
+
+
+def _set(job, section: str, **keys) -> None:
+    import tomllib
+
+    config = tomllib.loads(job.read_text())
+    config[section].update(keys)
+    job.write_text(tomli_w.dumps(config))
+
+
+@pytest.mark.parametrize("lags", [[0], [0, 1]], ids=["no-lags", "lags-0-1"])
+def test_a_month_absent_everywhere_is_named_and_drop_time_leaves_it_out(tmp_path, scheduler, lags):
+    """The refusal said 'every one of the 37 cells ... was excluded (37 cells: 1 of 120 values
+    missing)', naming no month, and no key could leave one month out of the middle."""
+    job = write_job(tmp_path, input__lags=lags)
+    ds = _archive(tmp_path)
+    ds["sst"] = ds.sst.where(ds.time != np.datetime64(ABSENT))
+    _rewrite(tmp_path / "sst.zarr", ds)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
+    last = fails(proc, 2, "every one of the ", "cells of ['sst'] in ", "values missing")
+    # a cell as stored (lag 0) names the month itself, not the month its lag 1 shifts it to
+    assert f"misses {ABSENT}. If the archive has no value there in any cell" in last, last
+    assert f'leave those samples out with input.drop_time = ["{ABSENT}"]' in last, last
+    assert tree(tmp_path) == before  # nothing left behind
+
+    _set(job, "input", drop_time=[ABSENT])
+    lines = []
+    out = run_job(load_config(job), scheduler=scheduler, echo=lines.append)
+    assert f"      input.drop_time: 1 sample left out ({ABSENT})" in lines
+    # the reference: the same job on an archive that never held the month
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    ref_job = write_job(ref, input__lags=lags)
+    _rewrite(ref / "sst.zarr", _archive(ref).drop_sel(time=[np.datetime64(ABSENT)]))
+    ref_lines = []
+    ref_out = run_job(load_config(ref_job), scheduler=scheduler, echo=ref_lines.append)
+    n = 120 - 1 - (len(lags) - 1) * 2  # the month, and with lag 1 the edge and the month after
+    for said in (lines, ref_lines):
+        common = [line for line in said if "samples in common" in line]
+        assert len(common) == 1 and common[0].endswith(f": {n} samples in common"), common
+    got, want = (xr.open_zarr(p, consolidated=False).load() for p in (out, ref_out))
+    np.testing.assert_array_equal(got.region.values, want.region.values)
+    np.testing.assert_allclose(got.features.values, want.features.values, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (["1850-01"], "input.drop_time: '1850-01' names no sample of 'time' (2000-01-01 .. "),
+        (
+            ["2000", "2001", "2002", "2003", "2004", "2005", "2006", "2007", "2008", "2009"],
+            "leaves out every sample of 'time'",
+        ),
+    ],
+    ids=["no-such-month", "every-month"],
+)
+def test_drop_time_naming_no_sample_or_every_one_exits_2_before_any_pass(tmp_path, value, needle):
+    job = write_job(tmp_path, input__drop_time=value)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(proc, 2, needle)
+    assert "[2/5]" not in proc.stdout
+    assert tree(tmp_path) == before
+
+
+def test_drop_time_of_other_than_labels_is_a_config_error(tmp_path):
+    job = write_job(tmp_path, input__drop_time=[1.5])
+    with pytest.raises(ConfigError, match=r"input.drop_time must be a list of labels .*\[1.5\]"):
+        load_config(job)
