@@ -102,7 +102,7 @@ def open_target(
         none is given, a value far outside the series' others (more than ``CODE_DISTANCE``
         robust standard deviations from its median) that it repeats, or that is written in
         nines alone, is named in a UserWarning: a missing-value code such as ``-99.99`` read
-        as data.
+        as data. So is a negative value in nines in a series otherwise >= 0 (a flow).
     units : str, optional
         The target's units (``target.units``), for a CSV file, which cannot say them. They
         become the series' ``units`` attribute, which a result and its forecast then carry.
@@ -240,17 +240,25 @@ def _coded(series: xr.DataArray, missing: Sequence[float], p) -> xr.DataArray:
     if spread == 0:
         return series
     codes, counts = np.unique(finite, return_counts=True)
+    nines = _all_nines(codes)
     far = np.abs(codes - centre) > CODE_DISTANCE * spread
-    far &= (counts > 1) | _all_nines(codes)
-    if far.any():
-        code = codes[far][np.argmax(counts[far])]
+    far &= (counts > 1) | nines
+    # a flow or a rain total: its only negative values, written in nines, are codes however
+    # near (-99.99 lies 8 robust standard deviations below a flow of about 100)
+    signed = (codes < 0) & nines if (codes[~nines] >= 0).all() else np.zeros_like(far)
+    if (far | signed).any():
+        code = codes[far | signed][np.argmax(counts[far | signed])]
         at = _stamp(series[series.dims[0]], int(np.flatnonzero(values == code)[0]))
         n = int(counts[codes == code][0])
+        why = (
+            f"{abs(code - centre) / spread:.0f} robust standard deviations from its median"
+            if far[codes == code][0]
+            else "negative where every other value is >= 0"
+        )
         warnings.warn(
             f"target.variable: {series.name!r} in {str(p)!r} holds {code:g} "
             f"{'once' if n == 1 else f'{n} times'} ({'at' if n == 1 else 'first at'} {at}), "
-            f"{abs(code - centre) / spread:.0f} robust standard deviations from its median: if "
-            f"it marks missing samples, set target.missing = {code:g}",
+            f"{why}: if it marks missing samples, set target.missing = {code:g}",
             UserWarning,
             stacklevel=3,
         )

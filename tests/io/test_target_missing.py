@@ -76,6 +76,36 @@ def test_a_code_written_once_in_nines_is_named(tmp_path, code):
     assert f"set target.missing = {code:g}" in message, message
 
 
+@pytest.mark.parametrize("code", [-99.99, -9.99, -99.0])
+def test_a_negative_code_in_nines_near_a_flows_values_is_named(tmp_path, code):
+    """A river's flow of about 100 (spread about 35): -99.99 lies about 6 robust standard
+    deviations off, under the 10 that names a code, and was fitted as a month of flow. The
+    only negative values of a series otherwise >= 0, written in nines, are named."""
+    rng = np.random.default_rng(1)
+    flow = np.round(rng.gamma(8.0, 100.0 / 8.0, TIME.size), 1)
+    assert (flow >= 0).all()
+    flow[[30, 31, 77]] = code
+    with pytest.warns(UserWarning) as record:
+        open_target(_csv(tmp_path / "flow.csv", flow), "idx")
+    (message,) = [str(w.message) for w in record]
+    assert (
+        f"holds {code:g} 3 times (first at 1992-07-01), negative where every other value is >= 0"
+        in message
+    )
+    assert f"set target.missing = {code:g}" in message
+
+
+@pytest.mark.parametrize("value", [-0.99, -9.99, -123.45])
+def test_negative_values_of_a_signed_series_are_data(tmp_path, value):
+    """An index that takes both signs: a negative value in nines near its others is data."""
+    values = _index() * 3.0
+    values[50] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = open_target(_csv(tmp_path / "idx.csv", values), "idx")
+    assert y.values[50] == value
+
+
 @pytest.mark.parametrize("value", [9.99, 0.99, 40.0, -123.45])
 def test_nines_within_reach_or_other_far_values_once_are_data(tmp_path, value):
     """In nines but within 10 robust standard deviations (9.99 for an index of spread 3),
