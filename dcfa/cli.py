@@ -118,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     apply.add_argument(
         "archive",
         metavar="ARCHIVE",
-        help="a Zarr store with the result's variables on its grid (other months, or the "
-        "training archive with months appended)",
+        help="an archive with the result's variables on its grid (other months, or the "
+        "training archive with months appended): a Zarr store, netCDF files (one or a glob), a "
+        "kerchunk reference or an icechunk repository, as input.store takes",
     )
     apply.add_argument("--output", required=True, help="the store to write (path or URL)")
     apply.add_argument(
@@ -150,10 +151,14 @@ def _parser() -> argparse.ArgumentParser:
         help="print an example job file, every section commented: dcfa example-job > job.toml",
     )
 
-    inspect = sub.add_parser("inspect", parents=[common], help="describe a Zarr store")
+    inspect = sub.add_parser(
+        "inspect", parents=[common], help="describe an archive or a store dcfa wrote"
+    )
     inspect.add_argument(
         "store",
-        help="an archive, a dcfa result, a moments store or an output of dcfa apply (path or URL)",
+        help="an archive (a Zarr store, netCDF files, one or a glob, a kerchunk reference, an "
+        "icechunk repository), a dcfa result, a moments store or an output of dcfa apply "
+        "(path or URL)",
     )
     inspect.add_argument(
         "--storage-options",

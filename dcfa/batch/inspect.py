@@ -1,4 +1,4 @@
-"""``dcfa inspect``: what a Zarr store holds, in a few lines.
+"""``dcfa inspect``: what a store or an archive holds, in a few lines.
 
 Text that comes from the store (names, attributes, coordinate values) is printed with control
 characters escaped, so a store cannot move the cursor, recolour or rewrite the terminal.
@@ -22,7 +22,8 @@ __all__ = ["describe"]
 
 
 def describe(store: str, storage_options: dict | None = None) -> str:
-    """A few lines on what ``store`` holds: an archive's variables, a result's groups, the
+    """A few lines on what ``store`` holds: an archive's variables (in a Zarr store, netCDF
+    files, one or a glob, a kerchunk reference or an icechunk repository), a result's groups, the
     result and archive of a ``dcfa apply`` output, a moments store's value (``Moments.save``,
     a result's ``moments/``), or Zarr's own view of a store xarray cannot open (a bare array,
     arrays without dimension names). An unknown URL protocol is a ValueError naming it.
@@ -31,13 +32,16 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     temporary store of an interrupted write, or a store on object storage without its root
     metadata (written last), is reported incomplete (a ValueError).
     """
-    from dcfa.io.archive import open_zarr
+    from dcfa.io.archive import open_store, open_zarr
     from dcfa.io.objectstore import check_protocol
-    from dcfa.io.sources import existing
+    from dcfa.io.sources import archive_kind, existing
     from dcfa.io.store import dcfa_kind, incomplete_reason
 
     check_protocol(store, "store")
-    path = existing(store, "store", storage_options, "Zarr store")
+    path = existing(store, "store", storage_options)
+    if archive_kind(path) != "zarr":  # netCDF files, a kerchunk reference, an icechunk repo
+        ds = open_store(path, "store", storage_options=storage_options)
+        return "\n".join(escape(line) for line in _describe_archive(ds, store))
     reason = incomplete_reason(path, storage_options)
     if reason is not None:
         raise InputError(f"store: {escape(reason)}")

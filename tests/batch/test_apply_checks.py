@@ -314,6 +314,37 @@ def test_inspect_describes_zarr_stores_xarray_cannot_open(tmp_path):
     assert tree(tmp_path) == before
 
 
+def test_inspect_describes_netcdf_archives_as_a_job_reads_them(tmp_path):
+    """A netCDF file or a glob of them, which input.store and dcfa apply take, exited 2:
+    "store: no Zarr store at 'sst.nc'". They are described as the job opens them: the
+    files of a glob combined along time, one chunk per file."""
+    time = np.array(["2000-01-01", "2000-02-01", "2001-01-01"], dtype="datetime64[ns]")
+    ds = xr.Dataset(
+        {"sst": (("time", "lat", "lon"), np.arange(24.0).reshape(3, 2, 4), {"units": "K"})},
+        coords={"time": time, "lat": [-5.0, 5.0], "lon": [0.0, 90.0, 180.0, 270.0]},
+    )
+    ds.to_netcdf(tmp_path / "sst.nc")
+    (tmp_path / "years").mkdir()
+    for year, part in ds.groupby("time.year"):
+        part.to_netcdf(tmp_path / "years" / f"sst_{year}.nc")
+    before = tree(tmp_path)
+    for store, chunks in (("sst.nc", "{'time': 3, "), ("years/sst_*.nc", "{'time': (2, 1), ")):
+        proc = cli("inspect", store, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[0].startswith(f"{store}: 1 variable(s), "), lines
+        assert lines[1].startswith(
+            f"  sst('time', 'lat', 'lon'): {{'time': 3, 'lat': 2, 'lon': 4}}, float64, "
+            f"chunks {chunks}"
+        ), lines
+        assert (
+            "  coord time: 2000-01-01T00:00:00.000000000 .. 2001-01-01T00:00:00.000000000 (3)"
+            in lines
+        )
+    fails(cli("inspect", "none_*.nc", cwd=tmp_path), 2, "store: no ")
+    assert tree(tmp_path) == before
+
+
 def test_daily_values_are_refused_by_a_result_fitted_on_months(job, tmp_path):
     """A daily archive was applied to a result fitted on monthly values without a word: the
     monthly climatology subtracted from daily values, which were then divided by the monthly
