@@ -90,6 +90,34 @@ def work_dir(out: Path | str, given: str | None) -> Path:
     return Path.cwd() / f"{out.rstrip('/').rsplit('/', 1)[-1]}-{tag}.work"
 
 
+# file formats a user may name an output after, expecting that format: every output is a
+# Zarr store, a directory (or a prefix on object storage), whatever its name
+_FILE_FORMATS = {
+    ".csv": "a CSV file",
+    ".tsv": "a tab-separated file",
+    ".txt": "a text file",
+    ".nc": "a netCDF file",
+    ".nc4": "a netCDF file",
+    ".json": "a JSON file",
+    ".parquet": "a Parquet file",
+    ".xlsx": "a spreadsheet",
+    ".h5": "an HDF5 file",
+}
+
+
+def _check_store_name(out: Path | str, key: str, recipe: str) -> None:
+    """Refuse an output named as a file of another format (``forecast.csv``): it would be a
+    Zarr directory under that name. ``recipe`` says how to get that format from the store."""
+    name = os.fspath(out).rstrip("/")
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix in _FILE_FORMATS:
+        store = name[: -len(suffix)] + ".zarr"
+        raise OutputError(
+            f"{key}: {name!r} names {_FILE_FORMATS[suffix]}, but the output is a Zarr store (a "
+            f"directory); name it e.g. {store!r}. {recipe.format(store=store)}"
+        )
+
+
 def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     """Before anything is read: the output and its work directory are apart from every input
     and from each other, replaceable (only an earlier dcfa result, with overwrite) and
@@ -104,6 +132,11 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     if config.source != "<config>":
         inputs["the job file"] = config.source
     given = bool(config.output["work_dir"])
+    _check_store_name(
+        config.output["store"],
+        "output.store",
+        "Its region series as CSV: xarray.open_zarr({store!r}).features.to_pandas().to_csv(...)",
+    )
     check_apart(out, inputs, "output.store")
     check_apart(work, inputs, "output.work_dir" if given else "output.store")
     if isinstance(out, Path):
@@ -196,6 +229,11 @@ def check_applied_output(
     for key, where in (("result", result), ("archive", archive), ("output", output)):
         if not (key == "result" and loaded):
             check_protocol(where, names[key])
+    _check_store_name(
+        output,
+        names["output"],
+        "Its forecast as CSV: xarray.open_zarr({store!r}).forecast.to_pandas().to_csv(...)",
+    )
     out = location(output)
     inputs = {names["result"]: os.fspath(result), names["archive"]: os.fspath(archive)}
     check_apart(output, inputs, names["output"])

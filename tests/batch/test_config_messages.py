@@ -133,6 +133,23 @@ HEAVY = {"sklearn", "xarray", "dask.array", "dcfa.batch.job"}
             HEAVY | {"dcfa.batch.apply"},
         ),
         (["inspect", "nothere.zarr"], {}, "no Zarr store at", {"sklearn"}),
+        # an output named as a file of another format would be a Zarr directory so named
+        (
+            ["apply", "result.zarr", "sst.zarr", "--output", "forecast.csv"],
+            {},
+            "--output: 'forecast.csv' names a CSV file, but the output is a Zarr store (a "
+            "directory); name it e.g. 'forecast.zarr'. Its forecast as CSV: "
+            "xarray.open_zarr('forecast.zarr').forecast.to_pandas().to_csv(...)",
+            HEAVY | {"dcfa.batch.apply"},
+        ),
+        (
+            ["fit", "job.toml", "--output", "out/result.nc"],
+            {},
+            "output.store: 'out/result.nc' names a netCDF file, but the output is a Zarr store "
+            "(a directory); name it e.g. 'out/result.zarr'. Its region series as CSV: "
+            "xarray.open_zarr('out/result.zarr').features.to_pandas().to_csv(...)",
+            HEAVY,
+        ),
     ],
 )
 def test_a_refusal_imports_nothing_it_does_not_need(tmp_path, command, changes, message, unneeded):
