@@ -52,6 +52,7 @@ from dcfa.batch.inputs import (
     check_anomaly_months,
     drop_samples,
     reading,
+    seasonal_share,
     target_at_lead,
     time_scales,
 )
@@ -80,7 +81,7 @@ from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import open_zarr, take_record
-from dcfa.io.calendars import SUB_MONTHLY, date_label, samples_per_month
+from dcfa.io.calendars import SUB_MONTHLY, date_label, months_of, samples_per_month
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.memory.check import gib
@@ -283,6 +284,8 @@ def _task(
         )
     for line in missing_chunk_lines(archive.absent):
         echo(f"      {line}")
+    if inp["anomalies"]:
+        _say_target_cycle(target.values, valid, dim, echo)
     per_month = samples_per_month(aligned[dim]) if inp["anomalies"] else 0.0
     if per_month >= 2:
         echo(
@@ -295,6 +298,29 @@ def _task(
     workdir = WorkDir(work, job_identity(config, target), resume=resume, echo=echo, open=False)
     read = _Read(n_common, archive.absent, archive.quantities, step)
     return _Task(config, out, target, aligned, read, estimator, gbmap, workdir, at_lead)
+
+
+# a cycle this large a share of the target's variance, and this clear, is worth a note: the
+# field's anomalies cannot predict it (white noise's 12 monthly means explain about 11/n)
+CYCLE_SHARE, CYCLE_P = 0.2, 1e-3
+
+
+def _say_target_cycle(values: np.ndarray, valid: np.ndarray, dim: str, echo) -> None:
+    """With ``input.anomalies``, note a target whose own mean seasonal cycle is a large share
+    of its variance: anomalies of the field cannot predict it, so it stays in the error of
+    every fit and in the skill said (a flow's cycle took a job's CV R2 from 0.89 to 0.57)."""
+    try:
+        months = months_of(xr.DataArray(valid, dims=dim), "target")
+    except InputError:  # not dates: no calendar months
+        return
+    share, p = seasonal_share(values, months)
+    if share >= CYCLE_SHARE and p < CYCLE_P:
+        echo(
+            f"      note: the target's mean seasonal cycle is {share:.0%} of its variance; the "
+            "field's anomalies (input.anomalies) do not predict it, so it stays in the error "
+            "and the skill. To fit and score the target's anomalies, subtract its monthly "
+            "means from the target file first"
+        )
 
 
 def _check_written(task: _Task, echo) -> None:
