@@ -139,10 +139,15 @@ def parse_dates(
                 else "for a model calendar set target.calendar (e.g. 'noleap', '360_day'), for "
                 "another order of day and month target.date_format (e.g. '%d/%m/%Y')"
             )
-            raise InputError(
-                f"{key}: {where} holds a value that is not a date of the standard calendar "
-                f"({reason}); {hint}"
-            ) from None
+            parsed = pd.to_datetime(column, format=fmt or "mixed", errors="coerce")  # row by row
+            bad = np.flatnonzero(pd.isna(parsed).to_numpy() & pd.notna(column).to_numpy())
+            first = (
+                f"{bad.size} value(s) that are not dates of the standard calendar, the first "
+                f"{column.iloc[bad[0]]!r} in row {bad[0] + 2} of the file"
+                if bad.size
+                else "a value that is not a date of the standard calendar"
+            )
+            raise InputError(f"{key}: {where} holds {first} ({reason}); {hint}") from None
         _no_missing_dates(dates, column, where)
         if isinstance(dates.dtype, pd.DatetimeTZDtype):
             return _utc_dates(dates, where)
@@ -161,8 +166,8 @@ def parse_dates(
             dates.append(cftime.datetime(y, mo, d or 1, h, mi, s, us, calendar=calendar))
         except ValueError as exc:
             raise InputError(
-                f"target.time_column: {where}, row {row + 1}: {text!r} is not a date of the "
-                f"{calendar!r} calendar (target.calendar) ({exc})"
+                f"target.time_column: {where}, row {row + 2} of the file: {text!r} is not a "
+                f"date of the {calendar!r} calendar (target.calendar) ({exc})"
             ) from None
     return np.array(dates, dtype=object)
 

@@ -210,13 +210,20 @@ def test_csv_dates_and_their_calendar(tmp_path):
     t = io.open_target(path, calendar="360_day")
     assert t.time.dt.calendar == "360_day" and t.time.dt.day.values.tolist() == [30] * 3
     assert (t.time.dt.hour.values[2], t.time.dt.microsecond.values[2]) == (6, 500000)
-    with pytest.raises(ValueError, match="target.time_column: 'time' of .*target.calendar"):
-        io.open_target(path)  # 2001-02-30 is no standard date
-    with pytest.raises(ValueError, match=r"target.time_column: .*row 2: '2001-02-30'.*'noleap'"):
+    # 2001-02-30 is no standard date: named with its row, as an editor numbers the file's lines
+    with pytest.raises(
+        ValueError,
+        match=r"target.time_column: 'time' of .* holds 1 value\(s\) that are not dates of the "
+        r"standard calendar, the first '2001-02-30' in row 3 of the file .*target.calendar",
+    ):
+        io.open_target(path)
+    with pytest.raises(
+        ValueError, match=r"target.time_column: .*row 3 of the file: '2001-02-30'.*'noleap'"
+    ):
         io.open_target(path, calendar="noleap")
     with pytest.raises(ValueError, match="target.calendar: unknown calendar 'mayan'"):
         io.open_target(path, calendar="mayan")
-    with pytest.raises(ValueError, match="target.time_column: .*row 1: 'soon'"):
+    with pytest.raises(ValueError, match="target.time_column: .*row 2 of the file: 'soon'"):
         io.open_target(write(["soon"]), calendar="noleap")
     t = io.open_target(write(["2300-01-15", "2301-06-15"]))  # standard, past 2262: pandas
     assert t.time.dt.year.values.tolist() == [2300, 2301]
