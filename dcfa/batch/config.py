@@ -76,6 +76,7 @@ as they are.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import tomllib
@@ -365,7 +366,12 @@ def _apply_override(raw: dict, item: str) -> None:
         )
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as exc:
+        if value.strip().startswith(("[", "{", '"', "'")):  # meant as TOML, not a bare word
+            raise ConfigError(
+                f"--set {key}: {value!r} is not a TOML value ({exc}); write a list as [1, 3], "
+                'a string in a list quoted: ["1998-07"]'
+            ) from None
         parsed = value  # a bare word: a string
     node = raw
     for p in parts[:-1]:
@@ -436,7 +442,9 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(
             f"{where} input.time must be [start, stop], got {_toml(c['input']['time'])}"
         )
-    dropped = c["input"]["drop_time"]
+    dropped = c["input"]["drop_time"] = [  # TOML dates (unquoted 1998-07-01) as labels
+        v.isoformat() if isinstance(v, datetime.date) else v for v in c["input"]["drop_time"]
+    ]
     if not all(isinstance(v, str) and v or _is_int(v) for v in dropped):
         raise ConfigError(
             f"{where} input.drop_time must be a list of labels of the sample dim (dates such as "

@@ -75,6 +75,27 @@ def test_a_value_given_by_set_is_named_as_given_there(tmp_path, overrides, messa
     assert "--set target.variable" not in str(err.value)  # only the keys the message names
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("target.lead=[..]", r"^--set target\.lead: '\[\.\.\]' is not a TOML value \(Invalid "),
+        ("input.drop_time=[1998-07]", r"^--set input\.drop_time: '\[1998-07\]' is not a TOML "),
+        ("input.lags={0}", r"^--set input\.lags: '\{0\}' is not a TOML value"),
+    ],
+)
+def test_a_set_value_meant_as_toml_that_is_not_is_named_so(tmp_path, override, message):
+    """'--set target.lead=[..]' was taken as the string '[..]' and refused as not a list,
+    '(given by --set target.lead=[..])'; a value opening a list, a table or a quote is TOML."""
+    job = write_job(tmp_path)
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(job, [override])
+    assert str(err.value).endswith('write a list as [1, 3], a string in a list quoted: ["1998-07"]')
+    # a bare word is still a string, and TOML dates are labels of drop_time
+    assert load_config(job, ["output.store=plain"]).output["store"].endswith("plain")
+    given = load_config(job, ['input.drop_time=[2003-05-01, "2004-01"]']).input["drop_time"]
+    assert given == ["2003-05-01", "2004-01"]
+
+
 @pytest.mark.slow
 def test_output_on_the_command_line_is_output_store(tmp_path):
     """A job file without [output], given --output: the README's job file was refused with
