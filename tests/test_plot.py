@@ -674,6 +674,64 @@ def test_predicted_against_observed_with_its_r2():
     _assert_labels_inside(ax)
 
 
+def test_predicted_and_observed_series_are_paired_by_their_dates():
+    """Two series of the same length were paired by position: a forecast labelled from
+    2000-04 against observations from 2000-01 put each prediction beside the observation
+    three months before it. Labelled series are paired by date (a forecast's target_time
+    first), else by calendar month; arrays still by position."""
+    from dcfa.plot import plot_predicted
+
+    rng = np.random.default_rng(2)
+    months = pd.date_range("1999-01-01", periods=60, freq="MS")
+    truth = pd.Series(rng.standard_normal(60), index=months + pd.Timedelta(days=14))  # mid-month
+    # an applied forecast: labelled by its predictors' months, target_time 3 months later
+    made = months[9:33]
+    forecast = xr.DataArray(
+        truth.values[12:36] + 0.1 * rng.standard_normal(24),
+        dims="time",
+        coords={"time": made, "target_time": ("time", made + pd.DateOffset(months=3))},
+    )
+    ax = plot_predicted(truth, forecast)
+    frame = pd.DataFrame({"o": truth.values}, index=truth.index.to_period("M")).join(
+        pd.DataFrame(
+            {"p": forecast.values},
+            index=pd.DatetimeIndex(forecast.target_time.values).to_period("M"),
+        ),
+        how="inner",
+    )
+    np.testing.assert_array_equal(ax.collections[0].get_offsets(), frame[["o", "p"]].values)
+
+    # same length, other dates: only the months in common, by exact date
+    observed = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": months[:24]})
+    later = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": months[3:27]})
+    points = plot_predicted(observed, later).collections[0].get_offsets()
+    np.testing.assert_array_equal(points, np.c_[observed.values[3:], later.values[:21]])
+    # arrays, or one side without labels: by position
+    points = plot_predicted(observed.values, later).collections[0].get_offsets()
+    np.testing.assert_array_equal(points, np.c_[observed.values, later.values])
+    with pytest.raises(dcfa.InputError, match="predicted: no label in common with observed"):
+        plot_predicted(
+            observed, later.assign_coords(time=pd.date_range("2050-01-01", periods=24, freq="MS"))
+        )
+
+
+def test_a_lead_targets_cv_predictions_pair_as_they_were_made():
+    """forward_cv's predictions carry the target's coords (target_time too): pairing them by
+    date with the target they were made for is pairing them by position."""
+    import dcfa
+    from dcfa.datasets import make_regions_field
+    from dcfa.plot import plot_predicted
+
+    ds = make_regions_field(n_time=120, shape=(6, 8), n_regions=4, seed=3)
+    X, y, _ = dcfa.lead_target(ds.field, ds.target, lead=2)
+    assert "target_time" in y.coords
+    skill = dcfa.forward_cv(dcfa.LinCFA(neighbors=1), X, y, n_splits=3, gap=2)
+    assert "target_time" in skill.predictions.coords
+    keep = np.isfinite(skill.predictions.values)
+    points = plot_predicted(y, skill.predictions).collections[0].get_offsets()
+    np.testing.assert_array_equal(points, np.c_[y.values[keep], skill.predictions.values[keep]])
+
+
 def test_the_path_of_each_cv_estimator_is_drawn_with_the_climatology():
     import dcfa
     from dcfa.datasets import make_regions_field

@@ -118,6 +118,54 @@ def _series_label(series: Any) -> str:
     return f"{name} ({units})" if units else name
 
 
+def _labels(values: Any) -> np.ndarray | None:
+    """The dates (or other labels) of a 1-D DataArray or pandas Series: a forecast's
+    ``target_time`` (what each value predicts) before its own sample labels; None for an
+    array."""
+    coords = getattr(values, "coords", None)
+    if coords is not None and getattr(values, "ndim", 0) == 1:
+        if "target_time" in coords and coords["target_time"].ndim == 1:
+            return np.asarray(coords["target_time"].values)
+        dim = values.dims[0]
+        return np.asarray(values[dim].values) if dim in coords else None
+    index = getattr(values, "index", None)
+    return None if index is None or callable(index) else np.asarray(index)
+
+
+def _month(label) -> tuple | None:
+    """``(year, month)`` of a date (numpy, pandas or cftime), None for another label."""
+    if isinstance(label, np.datetime64):
+        label = label.astype("datetime64[M]").item()
+    year, month = getattr(label, "year", None), getattr(label, "month", None)
+    return None if year is None or month is None else (year, month)
+
+
+def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The two series' values paired: by their labels when both have some (the same labels;
+    else, for dates at most one a month, the same calendar month), by position otherwise."""
+    o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
+    p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
+    lo, lp = _labels(observed), _labels(predicted)
+    if lo is None or lp is None or lo.size != o.size or lp.size != p.size:
+        if o.size != p.size:
+            raise InputError(f"predicted: {p.size} values for {o.size} observed ones")
+        return o, p
+    for key in (lambda v: v, _month):  # the same labels; else the same calendar month
+        ko, kp = [key(v) for v in lo], [key(v) for v in lp]
+        if None in ko or None in kp or len(set(ko)) < len(ko) or len(set(kp)) < len(kp):
+            continue
+        at = {k: i for i, k in enumerate(ko)}
+        both = [(at[k], j) for j, k in enumerate(kp) if k in at]
+        if both:
+            i, j = np.array(both).T
+            return o[i], p[j]
+    raise InputError(
+        "predicted: no label in common with observed (neither the same dates nor the same "
+        f"months: observed {lo[0]} .. {lo[-1]}, predicted {lp[0]} .. {lp[-1]}); pass arrays "
+        "to pair them by position"
+    )
+
+
 def plot_predicted(
     observed: Any, predicted: Any, *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
@@ -127,7 +175,11 @@ def plot_predicted(
     ----------
     observed, predicted : array-like of shape (n_samples,)
         E.g. a target and its out-of-sample predictions: ``Skill.predictions`` of
-        :func:`dcfa.forward_cv` (NaN outside the test blocks, left out here).
+        :func:`dcfa.forward_cv` (NaN outside the test blocks, left out here). Two labelled
+        series (DataArrays, pandas Series) are paired by their dates: the same dates, else
+        the same calendar months (a target stamped mid-month, a forecast on the 1st); a
+        forecast's ``target_time`` (``dcfa apply``'s, :meth:`dcfa.FittedResult.forecast`)
+        gives the dates it predicts. Arrays are paired by position.
 
     Returns
     -------
@@ -137,11 +189,10 @@ def plot_predicted(
         the mean over :func:`dcfa.forward_cv`'s test blocks scores each block against its
         own mean, so the two differ.
     """
-    o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
-    p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
-    if o.size != p.size:
-        raise InputError(f"predicted: {p.size} values for {o.size} observed ones")
+    o, p = _paired(observed, predicted)
     ok = np.isfinite(o) & np.isfinite(p)
+    if ok.sum() < 2:
+        raise InputError(f"predicted: {int(ok.sum())} pair(s) with both values finite; need >= 2")
     o, p = o[ok], p[ok]
     r2 = 1.0 - np.sum((o - p) ** 2) / np.sum((o - o.mean()) ** 2)
     plt = _pyplot()
