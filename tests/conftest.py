@@ -60,17 +60,33 @@ def local_client(**options):
 
 
 @pytest.fixture(scope="session")
-def client():
-    """The session's 2-process cluster, 2 GiB a worker."""
-    with local_client(memory_limit="2GiB") as c:
+def cluster_address():
+    """The address of the session's 2-process cluster, 2 GiB a worker, started once per test
+    process: for jobs (and module fixtures that run them), which connect their own client."""
+    from distributed import LocalCluster
+
+    kwargs = dict(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40)
+    with LocalCluster(memory_limit="2GiB", **kwargs) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture
+def client(cluster_address):
+    """A client of the session's cluster, the default scheduler for this test only: a test
+    that does not ask for it computes with Dask's own default, whichever tests ran before it
+    in the same process (a session-wide default client sent every later test's small graphs
+    through the cluster, about 4 ms a task)."""
+    from distributed import Client
+
+    with Client(cluster_address, set_as_default=True) as c:
         yield c
 
 
 @pytest.fixture
-def scheduler(client):
+def scheduler(cluster_address):
     """The address of the session's cluster, so jobs that get as far as a pass do not each
     start one."""
-    return client.scheduler.address
+    return cluster_address
 
 
 class _CountingScheduler:

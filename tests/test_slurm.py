@@ -186,7 +186,9 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
 # the jobs and their in-process results
 
 
-def _job_and_reference(tmp_path_factory, client, name: str, n_time: int) -> tuple[Path, Path]:
+def _job_and_reference(
+    tmp_path_factory, cluster_address, name: str, n_time: int
+) -> tuple[Path, Path]:
     from dcfa.batch.config import load_config
     from dcfa.batch.job import run_job
 
@@ -194,7 +196,7 @@ def _job_and_reference(tmp_path_factory, client, name: str, n_time: int) -> tupl
     job = _job(path, n_time)  # the job of test_processes; every run here gives --output
     reference = run_job(
         load_config(job),
-        scheduler=client.scheduler.address,
+        scheduler=cluster_address,
         output=str(path / "reference.zarr"),
         echo=lambda *args: None,
     )
@@ -202,15 +204,15 @@ def _job_and_reference(tmp_path_factory, client, name: str, n_time: int) -> tupl
 
 
 @pytest.fixture(scope="module")
-def small_job(tmp_path_factory, client):
+def small_job(tmp_path_factory, cluster_address):
     """600 months: each pass takes about a second on two workers."""
-    return _job_and_reference(tmp_path_factory, client, "small-job", 600)
+    return _job_and_reference(tmp_path_factory, cluster_address, "small-job", 600)
 
 
 @pytest.fixture(scope="module")
-def big_job(tmp_path_factory, client):
+def big_job(tmp_path_factory, cluster_address):
     """2400 months: a moments pass of several seconds, time to kill something in it."""
-    return _job_and_reference(tmp_path_factory, client, "big-job", 2400)
+    return _job_and_reference(tmp_path_factory, cluster_address, "big-job", 2400)
 
 
 def _assert_same_result(result: Path, reference: Path) -> None:

@@ -51,19 +51,19 @@ def _job(d, archive, **changes):
 
 
 @pytest.fixture(scope="module")
-def job_a(tmp_path_factory, client):
+def job_a(tmp_path_factory, cluster_address):
     """Anomalies, LinCFA on the cells with data, GBMAP; the archive in blocks of 2 grid rows
     (time chunks of 40 are kept by the job, so the reduction sums three cell blocks)."""
     d = tmp_path_factory.mktemp("a")
     job = _job(
         d, lambda ds: ds.chunk({"time": 40, "lat": 2}), gbmap__n_boosts=2, gbmap__random_state=0
     )
-    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    run_job(load_config(job), scheduler=cluster_address, **QUIET)
     return d
 
 
 @pytest.fixture(scope="module")
-def job_b(tmp_path_factory, client):
+def job_b(tmp_path_factory, cluster_address):
     """Winter months only (a climatology of December, January and February), standardised,
     LinCFA's grid execution."""
     d = tmp_path_factory.mktemp("b")
@@ -74,7 +74,7 @@ def job_b(tmp_path_factory, client):
         method__params=params,
         input__standardize=True,
     )
-    run_job(load_config(job), scheduler=client.scheduler.address, **QUIET)
+    run_job(load_config(job), scheduler=cluster_address, **QUIET)
     return d
 
 
@@ -517,14 +517,14 @@ ORDER = ("window", "lag", "lat", "lon")
 
 
 @pytest.fixture(scope="module")
-def job_c(tmp_path_factory, client):
+def job_c(tmp_path_factory, cluster_address):
     """input.windows = [1, 3], input.lags = [0, 1], target.lead = 2, anomalies; 120 months;
     the CSV target's units given by target.units."""
     d = tmp_path_factory.mktemp("c")
     with dask.config.set(scheduler="synchronous"):
         job, _, _ = write_forecast_job(d)
     config = load_config(job, ['target.units="mm"'])
-    run_job(config, scheduler=client.scheduler.address, **QUIET)
+    run_job(config, scheduler=cluster_address, **QUIET)
     return d
 
 

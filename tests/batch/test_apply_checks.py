@@ -28,11 +28,11 @@ QUIET = {"echo": lambda *a: None}
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory, client):
+def job(tmp_path_factory, cluster_address):
     """Anomalies and standardisation: the result holds a climatology and a spread."""
     d = tmp_path_factory.mktemp("review")
     config = write_job(d, input__standardize=True)
-    run_job(load_config(config), scheduler=client.scheduler.address, **QUIET)
+    run_job(load_config(config), scheduler=cluster_address, **QUIET)
     return d
 
 
