@@ -701,6 +701,29 @@ def test_predicted_and_observed_series_are_paired_by_their_dates():
     )
     np.testing.assert_array_equal(ax.collections[0].get_offsets(), frame[["o", "p"]].values)
 
+    # a model's stamps (the 16th at noon, the 15th...) a lead later: a few dates match
+    # exactly, every month does; all of them are paired, by month
+    stamps = xr.date_range("1850-01-01", periods=48, freq="MS", calendar="noleap")
+    stamps = [
+        d.replace(day=15 if d.month == 2 else 16, hour=0 if d.month in (2, 4) else 12)
+        for d in stamps
+    ]
+    model = xr.DataArray(rng.standard_normal(48), dims="time", coords={"time": stamps})
+    ahead = [
+        d.replace(month=d.month + 3)
+        if d.month <= 9
+        else d.replace(year=d.year + 1, month=d.month - 9)
+        for d in stamps[:40]
+    ]
+    made = xr.DataArray(
+        rng.standard_normal(40),
+        dims="time",
+        coords={"time": stamps[:40], "target_time": ("time", ahead)},
+    )
+    assert 0 < len(set(ahead) & set(stamps)) < 37  # some exact matches, not all
+    points = plot_predicted(model, made).collections[0].get_offsets()
+    np.testing.assert_array_equal(points, np.c_[model.values[3:43], made.values])
+
     # same length, other dates: only the months in common, by exact date
     observed = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": months[:24]})
     later = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": months[3:27]})

@@ -141,8 +141,9 @@ def _month(label) -> tuple | None:
 
 
 def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The two series' values paired: by their labels when both have some (the same labels;
-    else, for dates at most one a month, the same calendar month), by position otherwise."""
+    """The two series' values paired: by their labels when both have some (the same labels,
+    or for dates at most one a month the same calendar month, whichever pairs more), by
+    position otherwise."""
     o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
     p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
     lo, lp = _labels(observed), _labels(predicted)
@@ -150,15 +151,19 @@ def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
         if o.size != p.size:
             raise InputError(f"predicted: {p.size} values for {o.size} observed ones")
         return o, p
-    for key in (lambda v: v, _month):  # the same labels; else the same calendar month
+    # the same labels, or the same calendar months, whichever pairs more: a model's monthly
+    # stamps (the 16th at noon, the 15th) a lead later are seldom its own stamps
+    pairings = []
+    for key in (lambda v: v, _month):
         ko, kp = [key(v) for v in lo], [key(v) for v in lp]
         if None in ko or None in kp or len(set(ko)) < len(ko) or len(set(kp)) < len(kp):
             continue
         at = {k: i for i, k in enumerate(ko)}
-        both = [(at[k], j) for j, k in enumerate(kp) if k in at]
-        if both:
-            i, j = np.array(both).T
-            return o[i], p[j]
+        pairings.append([(at[k], j) for j, k in enumerate(kp) if k in at])
+    both = max(pairings, key=len, default=[])  # the first of equals: exact dates
+    if both:
+        i, j = np.array(both).T
+        return o[i], p[j]
     raise InputError(
         "predicted: no label in common with observed (neither the same dates nor the same "
         f"months: observed {lo[0]} .. {lo[-1]}, predicted {lp[0]} .. {lp[-1]}); pass arrays "
@@ -176,8 +181,9 @@ def plot_predicted(
     observed, predicted : array-like of shape (n_samples,)
         E.g. a target and its out-of-sample predictions: ``Skill.predictions`` of
         :func:`dcfa.forward_cv` (NaN outside the test blocks, left out here). Two labelled
-        series (DataArrays, pandas Series) are paired by their dates: the same dates, else
-        the same calendar months (a target stamped mid-month, a forecast on the 1st); a
+        series (DataArrays, pandas Series) are paired by their dates: the same dates, or the
+        same calendar months (a target stamped mid-month, a forecast on the 1st), whichever
+        pairs more; a
         forecast's ``target_time`` (``dcfa apply``'s, :meth:`dcfa.FittedResult.forecast`)
         gives the dates it predicts. Arrays are paired by position.
 
