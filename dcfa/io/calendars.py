@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -155,6 +156,20 @@ def parse_dates(
     import cftime
 
     pattern = re.compile(_DATE_PATTERN)
+    # the calendar's own date type, as xarray decodes a netCDF time: CFTimeIndex builds its
+    # selections (sel(time="2000-04")) from the type of its dates, a plain cftime.datetime
+    # standing for the standard calendar
+    date_type = {
+        "noleap": cftime.DatetimeNoLeap,
+        "365_day": cftime.DatetimeNoLeap,
+        "all_leap": cftime.DatetimeAllLeap,
+        "366_day": cftime.DatetimeAllLeap,
+        "360_day": cftime.Datetime360Day,
+        "julian": cftime.DatetimeJulian,
+        "standard": cftime.DatetimeGregorian,
+        "gregorian": cftime.DatetimeGregorian,
+        "proleptic_gregorian": cftime.DatetimeProlepticGregorian,
+    }.get(calendar.lower(), partial(cftime.datetime, calendar=calendar))
     dates = []
     for row, text in enumerate(column.astype(str)):
         m = pattern.match(text)
@@ -163,7 +178,7 @@ def parse_dates(
                 raise ValueError("not an ISO 8601 date such as 2001-02-30 or 2001-02-30 12:00")
             y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups()[:6])
             us = int(m.group(7).ljust(6, "0")) if m.group(7) else 0
-            dates.append(cftime.datetime(y, mo, d or 1, h, mi, s, us, calendar=calendar))
+            dates.append(date_type(y, mo, d or 1, h, mi, s, us))
         except ValueError as exc:
             raise InputError(
                 f"target.time_column: {where}, row {row + 2} of the file: {text!r} is not a "

@@ -210,6 +210,11 @@ def test_csv_dates_and_their_calendar(tmp_path):
     t = io.open_target(path, calendar="360_day")
     assert t.time.dt.calendar == "360_day" and t.time.dt.day.values.tolist() == [30] * 3
     assert (t.time.dt.hour.values[2], t.time.dt.microsecond.values[2]) == (6, 500000)
+    # the calendar's own date type, as xarray decodes a netCDF time: selection by a date
+    # string compared a plain (standard) cftime.datetime with the 360-day dates, a TypeError
+    decoded = xr.date_range("2001-01-30", periods=1, calendar="360_day", use_cftime=True)
+    assert type(t.time.values[0]) is type(decoded[0])
+    assert t.sel(time="2001-02").values.tolist() == [1.0]
     # 2001-02-30 is no standard date: named with its row, as an editor numbers the file's lines
     with pytest.raises(
         ValueError,
