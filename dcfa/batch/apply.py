@@ -216,7 +216,8 @@ def _apply(
     gaps = int(written["features"].isnull().any("group").sum())
     url = isinstance(location(fitted.path), str)
     trained = open_zarr(fitted.path, names["result"], storage_options=so if url else None)
-    far = far_from_training(written["features"].values, trained["features"].values)
+    units = trained["group_units"].values if "group_units" in trained.coords else None
+    far = far_from_training(written["features"].values, trained["features"].values, units)
     if far:
         units = json.loads(fitted.attrs.get("input_units", "{}"))
         fitted_in = ", ".join(f"{v!r} in {u!r}" for v, u in units.items()) or "no units"
@@ -244,14 +245,33 @@ FAR_OFFSET = 30.0
 FAR_RATIO = 20.0
 
 
-def far_from_training(applied: np.ndarray, trained: np.ndarray) -> str | None:
+def far_from_training(
+    applied: np.ndarray, trained: np.ndarray, blocks: np.ndarray | None = None
+) -> str | None:
     """How the applied series ``(sample, group)`` lie outside the training ones, in words, or
     None: the median over groups of each group's median distance from its training mean (in
     its training standard deviations) above ``FAR_OFFSET``, or of its spread's ratio to the
     training spread beyond ``FAR_RATIO`` either way (with at least 12 samples of each, so
-    that a season's months are not taken for a smaller spread)."""
+    that a season's months are not taken for a smaller spread).
+
+    ``blocks`` labels each group with what it is made of (its variable's units): each block
+    is judged on its own, so that one variable in other units is found among the groups of
+    the others (precipitation x 86 400 in two groups of five)."""
     trained = np.asarray(trained, dtype=np.float64)
     applied = np.asarray(applied, dtype=np.float64)
+    labels = np.zeros(trained.shape[1], dtype=int) if blocks is None else np.asarray(blocks)
+    kinds = list(dict.fromkeys(labels.tolist()))
+    for kind in kinds:
+        mine = labels == kind
+        far = _far(applied[:, mine], trained[:, mine])
+        if far is not None:
+            if len(kinds) > 1:
+                far += f" (its {int(mine.sum())} group(s) in {kind!r})"
+            return far
+    return None
+
+
+def _far(applied: np.ndarray, trained: np.ndarray) -> str | None:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a group without values: NaN
         mean, sd = np.nanmean(trained, axis=0), np.nanstd(trained, axis=0)

@@ -138,3 +138,19 @@ def test_groups_without_values_are_left_out():
     assert far_from_training(applied, trained) is None
     assert far_from_training(applied + 100.0, trained) is not None
     assert far_from_training(applied, np.full_like(trained, np.nan)) is None
+
+
+def test_one_variable_far_off_among_others_is_named_with_its_units():
+    """Precipitation x 86 400 (its units attribute unchanged) in 2 of 5 groups: the median
+    over all groups was that of the 3 temperature groups, and dcfa apply wrote a forecast of
+    mean 3.65e5 for a target of spread 1 without a word. Each variable's groups are judged
+    on their own."""
+    trained = _series(0)
+    applied = _series(1, n=60)
+    applied[:, 3:] *= 86400.0
+    units = np.array(["degC", "degC", "degC", "kg m-2 s-1", "kg m-2 s-1"])
+    assert far_from_training(applied, trained) is None  # pooled: the median hides it
+    words = far_from_training(applied, trained, units)
+    assert re.fullmatch(r"lie a median of [0-9]+ training standard deviations .* \(its 2 "
+                        r"group\(s\) in 'kg m-2 s-1'\)", words), words  # fmt: skip
+    assert far_from_training(_series(1, n=60), trained, units) is None
