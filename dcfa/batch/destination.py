@@ -132,11 +132,6 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
     if config.source != "<config>":
         inputs["the job file"] = config.source
     given = bool(config.output["work_dir"])
-    _check_store_name(
-        config.output["store"],
-        "output.store",
-        "Its region series as CSV: xarray.open_zarr({store!r}).features.to_pandas().to_csv(...)",
-    )
     check_apart(out, inputs, "output.store")
     check_apart(work, inputs, "output.work_dir" if given else "output.store")
     if isinstance(out, Path):
@@ -156,6 +151,11 @@ def check_output(out: Path | str, work: Path, config: JobConfig) -> None:
         key="output.store",
         kinds=("result",),
         storage_options=so,
+    )
+    _check_store_name(
+        config.output["store"],
+        "output.store",
+        "Its region series as CSV: xarray.open_zarr({store!r}).features.to_pandas().to_csv(...)",
     )
     check_writable(out, "output.store", so)
 
@@ -229,15 +229,15 @@ def check_applied_output(
     for key, where in (("result", result), ("archive", archive), ("output", output)):
         if not (key == "result" and loaded):
             check_protocol(where, names[key])
+    out = location(output)
+    inputs = {names["result"]: os.fspath(result), names["archive"]: os.fspath(archive)}
+    check_apart(output, inputs, names["output"])
+    _check_replaceable(out, overwrite, names, so)  # named as given
     _check_store_name(
         output,
         names["output"],
         "Its forecast as CSV: xarray.open_zarr({store!r}).forecast.to_pandas().to_csv(...)",
     )
-    out = location(output)
-    inputs = {names["result"]: os.fspath(result), names["archive"]: os.fspath(archive)}
-    check_apart(output, inputs, names["output"])
-    _check_replaceable(out, overwrite, names, so)  # named as given
     out = out if isinstance(out, str) else Path(os.path.abspath(out))
     check_writable(out, names["output"], so)
     if not loaded:
