@@ -36,6 +36,7 @@ from pathlib import Path
 
 import dask
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from dcfa import io
@@ -85,6 +86,7 @@ from dcfa.io.calendars import SUB_MONTHLY, date_label, months_of, samples_per_mo
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.memory.check import gib
+from dcfa.stats.summary import Exclusion
 from dcfa.storage.store import OutputError
 
 __all__ = ["run_job", "build_estimator", "build_gbmap", "InputDataError", "DEFAULT_RANDOM_STATE"]
@@ -600,6 +602,11 @@ def _fit(
         f"{counted(estimator.n_features_out_, 'group')} ({len(estimator.excluded_)} excluded) in "
         f"{time.perf_counter() - t:.1f} s"
     )
+    if estimator.excluded_:  # each reason's count, the gappy ones' remedy said below
+        brief = NothingToFitError(
+            {k: Exclusion(w.code, w.split(" (LinCFA")[0]) for k, w in estimator.excluded_.items()}
+        )
+        echo(f"      excluded: {brief.reasons('cells')}")
     gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
     if gaps and "missing" in estimator.get_params():  # left out whole: why, and the remedy
         echo(
@@ -614,6 +621,8 @@ def _fit(
             "input.drop_time; "
             'method.name = "lincfa" or "genlincfa" takes method.params.missing = "pairwise"'
         )
+    if gaps:
+        echo(f"      e.g. {_months_missed(step.cells, config.input, estimator.excluded_)}")
     return estimator
 
 
@@ -869,15 +878,45 @@ def _nothing_to_fit(exc: NothingToFitError, inp: dict, cells: xr.DataArray) -> s
     codes = {why.code for why in exc.excluded.values()}
     if "gappy" not in codes or not codes <= {"gappy", "all-missing"}:
         return text
-    dim = inp["sample_dim"]
-    where, missed = _samples_a_cell_misses(cells, dim, exc.excluded)
-    shown = [date_label(v) for v in missed[:6]]
-    return text + (
-        f". Every cell with data misses some samples; {where} misses "
-        f"{', '.join(shown)}{', ...' if len(missed) > 6 else ''}. If the archive has no value "
-        f"there in any cell (a month absent from it), leave those samples out with "
-        f"input.drop_time = {json.dumps(shown)}"
+    return f"{text}. Every cell with data misses some samples; " + _months_missed(
+        cells, inp, exc.excluded
     )
+
+
+def _months_missed(cells: xr.DataArray, inp: dict, excluded: dict) -> str:
+    """``the cell at lat=.., lon=.. misses 1860-01-16, ...: if the archive has no value there
+    in any cell (a month absent from it), leave those samples out with input.drop_time =
+    ["1860"]``: one gappy cell's series read, its missing samples named as the key takes
+    them (whole years as the year, other months as the month)."""
+    where, missed = _samples_a_cell_misses(cells, inp["sample_dim"], excluded)
+    shown = [date_label(v) for v in missed[:6]]
+    return (
+        f"{where} misses {', '.join(shown)}{', ...' if len(missed) > 6 else ''} "
+        f"({counted(len(missed), 'sample')}). If the archive has no value there in any cell (a "
+        "month absent from it), leave those samples out with input.drop_time = "
+        f"{json.dumps(_drop_labels(missed, cells[inp['sample_dim']].values))}"
+    )
+
+
+def _drop_labels(missed: list, every: np.ndarray) -> list[str]:
+    """The labels of ``input.drop_time`` that name exactly the samples ``missed``: a year
+    whose every sample is missed as the year, the others as their month (dates a month
+    apart or more) or their date."""
+
+    def ym(v):
+        v = pd.Timestamp(v) if isinstance(v, np.datetime64) else v
+        return (v.year, v.month) if hasattr(v, "year") and hasattr(v, "month") else None
+
+    keys = [ym(v) for v in missed]
+    if None in keys or len(set(keys)) < len(keys):  # not dates, or several a month
+        return [date_label(v) for v in missed]
+    years = {}
+    for v in every:
+        years.setdefault(ym(v)[0], set()).add(ym(v))
+    whole = {y for y, months in years.items() if months <= set(keys)}
+    out = [str(y) for y in sorted(whole)]
+    out += [f"{y:04d}-{m:02d}" for y, m in keys if y not in whole]
+    return out
 
 
 def _samples_a_cell_misses(cells: xr.DataArray, dim: str, excluded: dict) -> tuple[str, list]:

@@ -46,11 +46,11 @@ def test_a_month_absent_everywhere_is_named_and_drop_time_leaves_it_out(tmp_path
     proc = cli("fit", str(job), "--scheduler", scheduler, cwd=tmp_path)
     last = fails(proc, 2, "every one of the ", "cells of ['sst'] in ", "values missing")
     # a cell as stored (lag 0) names the month itself, not the month its lag 1 shifts it to
-    assert f"misses {ABSENT}. If the archive has no value there in any cell" in last, last
-    assert f'leave those samples out with input.drop_time = ["{ABSENT}"]' in last, last
+    assert f"misses {ABSENT} (1 sample). If the archive has no value there in any cell" in last
+    assert last.endswith('leave those samples out with input.drop_time = ["2003-05"]'), last
     assert tree(tmp_path) == before  # nothing left behind
 
-    _set(job, "input", drop_time=[ABSENT])
+    _set(job, "input", drop_time=["2003-05"])  # as the refusal writes it
     lines = []
     out = run_job(load_config(job), scheduler=scheduler, echo=lines.append)
     assert f"      input.drop_time: 1 sample left out ({ABSENT})" in lines
@@ -94,3 +94,33 @@ def test_drop_time_of_other_than_labels_is_a_config_error(tmp_path):
     job = write_job(tmp_path, input__drop_time=[1.5])
     with pytest.raises(ConfigError, match=r"input.drop_time must be a list of labels .*\[1.5\]"):
         load_config(job)
+
+
+def test_a_year_absent_from_one_variable_is_named_and_drop_time_keeps_both(tmp_path, scheduler):
+    """One variable with a year of NaN in every cell (the other intact): each of its cells
+    was left out for its gap and the job fitted the other variable alone, saying "37 of the
+    excluded cells miss some months", naming neither the months nor the key."""
+    job = write_job(tmp_path, input__variables=["sst", "t2m"])
+    ds = _archive(tmp_path)
+    rng = np.random.default_rng(0)
+    ds["t2m"] = ds.sst + 5 + rng.normal(size=ds.sst.shape).astype("float32")
+    ds["sst"] = ds.sst.where(ds.time.dt.year != 2003)
+    _rewrite(tmp_path / "sst.zarr", ds)
+    said = []
+    run_job(load_config(job), scheduler=scheduler, echo=said.append)
+    n = int(ds.sst.notnull().any("time").sum())  # the sst cells that hold data
+    assert f"      excluded: {n} cells: 12 of 120 values missing" in said, said
+    (line,) = [x for x in said if x.startswith("      e.g. the cell at ")]
+    assert "variable=sst" in line and "misses 2003-01-01, 2003-02-01, " in line, line
+    assert line.endswith('(12 samples). If the archive has no value there in any cell (a month '
+                         'absent from it), leave those samples out with input.drop_time = '
+                         '["2003"]'), line  # fmt: skip
+
+    _set(job, "input", drop_time=["2003"])
+    said = []
+    out = run_job(
+        load_config(job, ["output.overwrite=true"]), scheduler=scheduler, echo=said.append
+    )
+    assert not [x for x in said if x.startswith("      excluded")], said
+    region = xr.open_zarr(out, consolidated=False).region
+    assert bool(region.sel(variable="sst").notnull().any())  # both variables mapped
