@@ -18,6 +18,7 @@ __all__ = [
     "alignment",
     "check_anomaly_months",
     "drop_samples",
+    "months_absent",
     "reading",
     "seasonal_share",
     "target_at_lead",
@@ -55,6 +56,32 @@ def drop_samples(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, list]:
     if len(out) == axis.size:
         raise InputError(f"input.drop_time: {labels} leaves out every sample of {dim!r}")
     return field.drop_sel({dim: out}), out
+
+
+def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:
+    """How many calendar months within the span of monthly ``labels`` have no sample (a file
+    of the archive missing), and the first run of them (``1900-01 .. 1949-12``); None when
+    none is missing or the labels are not monthly (not dates, several a month)."""
+    from dcfa.io.calendars import calendar_of, sample_keys
+
+    calendar = calendar_of(labels)
+    if calendar is None or labels.size < 2:
+        return None
+    keys = np.asarray(sample_keys(labels, calendar, "month"))
+    if np.unique(keys).size < keys.size:  # daily or sub-monthly samples: no months to count
+        return None
+    keys = np.sort(keys)
+    step = np.diff(keys)
+    if step.min() != 1 and np.median(step) != 1:  # seasonal or yearly samples
+        return None
+    holes = np.flatnonzero(step > 1)
+    if not holes.size:
+        return None
+    first, last = keys[holes[0]] + 1, keys[holes[0] + 1] - 1
+    run = f"{first // 12:04d}-{first % 12 + 1:02d}"
+    if last > first:
+        run += f" .. {last // 12:04d}-{last % 12 + 1:02d}"
+    return int((step[holes] - 1).sum()), run
 
 
 def time_scales(field: xr.DataArray, inp: dict) -> xr.DataArray:

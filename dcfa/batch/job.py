@@ -52,6 +52,7 @@ from dcfa.batch.inputs import (
     alignment,
     check_anomaly_months,
     drop_samples,
+    months_absent,
     reading,
     seasonal_share,
     target_at_lead,
@@ -131,8 +132,9 @@ def run_job(
     )
     stored = dict(field.sizes)  # as the user knows the archive: said before windows and lags
     absent, quantities = (take_record(field, name) for name in ("missing_chunks", "variable_attrs"))
+    holes = months_absent(field[inp["sample_dim"]])  # a file of the archive missing
     field, dropped = drop_samples(field, inp)  # before windows and lags: they see the gap
-    archive = _Archive(absent, quantities, stored, dropped)
+    archive = _Archive(absent, quantities, stored, dropped, holes)
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
@@ -212,12 +214,14 @@ class _Task:
 class _Archive:
     """What the job read of the archive, for every target: each variable's chunks missing
     from the store and its units (:func:`dcfa.io.open_archive`), its sizes as stored (said
-    before windows and lags) and the samples ``input.drop_time`` left out."""
+    before windows and lags), the samples ``input.drop_time`` left out, and the months
+    within its span it has no sample of (:func:`months_absent`)."""
 
     absent: dict
     quantities: dict
     stored: dict
     dropped: list
+    holes: tuple[int, str] | None
 
 
 def _task(
@@ -277,6 +281,12 @@ def _task(
         aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, archive.stored[dim]
     )
     echo(f"      {said}")
+    if archive.holes:
+        n, run = archive.holes
+        echo(
+            f"      note: the archive has no sample in {counted(n, 'month')} within its span (the "
+            f"first {run}): leads, windows, lags and anomalies take the months it has, by date"
+        )
     if archive.dropped:
         echo(
             f"      input.drop_time: {counted(len(archive.dropped), 'sample')} left out ("

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import tomli_w
 import xarray as xr
@@ -124,3 +125,39 @@ def test_a_year_absent_from_one_variable_is_named_and_drop_time_keeps_both(tmp_p
     assert not [x for x in said if x.startswith("      excluded")], said
     region = xr.open_zarr(out, consolidated=False).region
     assert bool(region.sel(variable="sst").notnull().any())  # both variables mapped
+
+
+def test_months_absent_counts_the_holes_of_a_monthly_axis():
+    from dcfa.batch.inputs import months_absent
+
+    def axis(values):
+        return xr.DataArray(values, dims="time", name="time")
+
+    months = pd.date_range("1890-01-01", periods=240, freq="MS")
+    assert months_absent(axis(months)) is None
+    holed = months[(months.year < 1900) | (months.year > 1904)]
+    assert months_absent(axis(holed)) == (60, "1900-01 .. 1904-12")
+    one = months.delete(30)
+    assert months_absent(axis(one)) == (1, "1892-07")
+    model = xr.date_range("1850-01-01", periods=36, freq="MS", calendar="noleap", use_cftime=True)
+    model = [d.replace(day=15 if d.month == 2 else 16) for d in model]
+    assert months_absent(axis(model[:10] + model[22:])) == (12, "1850-11 .. 1851-10")
+    days = pd.date_range("2000-01-01", periods=400, freq="D")
+    assert months_absent(axis(days.delete(range(40, 80)))) is None  # not monthly
+    seasons = pd.date_range("2000-01-01", periods=20, freq="QS")
+    assert months_absent(axis(seasons)) is None
+    assert months_absent(axis(np.arange(10))) is None  # not dates
+
+
+def test_a_job_says_the_months_missing_inside_the_archive(tmp_path, scheduler):
+    """Years of files missing from a netCDF glob: the job said "1200 of 1200 samples kept"
+    and nothing of the 600 months absent in the span input.time asked for."""
+    job = write_job(tmp_path)
+    ds = _archive(tmp_path)
+    _rewrite(tmp_path / "sst.zarr", ds.sel(time=ds.time.dt.year != 2004))
+    said = []
+    run_job(load_config(job), scheduler=scheduler, echo=said.append)
+    assert (
+        "      note: the archive has no sample in 12 months within its span (the first "
+        "2004-01 .. 2004-12): leads, windows, lags and anomalies take the months it has, by date"
+    ) in said, said
