@@ -195,9 +195,41 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
                 join="exact",
             )
     except Exception as exc:  # netCDF4, h5netcdf and xarray raise several types
+        overlap = _overlapping(files) if "monotonic global indexes" in str(exc) else None
         raise InputError(
-            f"{key}: cannot read the netCDF file(s) {str(path)!r} as one archive ({exc})"
+            f"{key}: cannot read the netCDF file(s) {str(path)!r} as one archive ("
+            + (overlap or str(exc))
+            + ")"
         ) from None
+
+
+def _overlapping(files: list) -> str | None:
+    """Two files of the same variables whose coordinates overlap (a file of 1890-1909 beside
+    one of 1900-1949), named with their spans, or None: what xarray's "does not have
+    monotonic global indexes" means in a glob of files."""
+    spans = []
+    for f in files:
+        with xr.open_dataset(f, chunks={}) as ds:
+            names = frozenset(map(str, ds.data_vars))
+            for dim, index in ds.indexes.items():
+                if len(index) and index.is_monotonic_increasing:
+                    spans.append((dim, names, index, Path(f).name))
+    for i, (dim, names, index, f) in enumerate(spans):
+        lo, hi = index[0], index[-1]
+        for dim2, names2, index2, g in spans[i + 1 :]:
+            lo2, hi2 = index2[0], index2[-1]
+            # the same grid in every file is no overlap: the dim they are combined along is
+            if (
+                (dim2, names2) == (dim, names)
+                and not index.equals(index2)
+                and lo <= hi2
+                and lo2 <= hi
+            ):
+                return (
+                    f"{f!r} ({lo} .. {hi}) and {g!r} ({lo2} .. {hi2}) overlap along {dim!r}; "
+                    "leave one of them out of the glob"
+                )
+    return None
 
 
 def _open_kerchunk(path: Path, key: str) -> xr.Dataset:

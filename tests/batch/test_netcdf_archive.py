@@ -74,3 +74,26 @@ def test_a_changed_netcdf_file_refuses_the_resume_and_a_missing_glob_is_named(tm
     )
     fails(proc, 2, "input.store: no netCDF file at", "tos_*.nc")
     assert tree(tmp_path) == before
+
+
+def test_overlapping_files_of_a_glob_are_named(tmp_path):
+    """A file of 2003-07 .. 2004-06 beside the files of each year: xarray's "Resulting object
+    does not have monotonic global indexes along dimension time". The two files of one
+    variable that overlap are named, with their spans; a file of another variable over the
+    same years is not an overlap."""
+    job = write_job(tmp_path, input__store="nc/*.nc")
+    _as_netcdf(tmp_path)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
+    ds.rename(sst="t2m").to_netcdf(tmp_path / "nc" / "t2m_all.nc")  # every year: no overlap
+    ds.sel(time=slice("2003-07", "2004-06")).to_netcdf(tmp_path / "nc" / "sst_2003-2004.nc")
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        "input.store: cannot read the netCDF file(s) ",
+        "'sst_2003-2004.nc' (2003-07-01 00:00:00 .. 2004-06-01 00:00:00) and 'sst_2003.nc' "
+        "(2003-01-01 00:00:00 .. 2003-12-01 00:00:00) overlap along 'time'; leave one of them "
+        "out of the glob",
+    )
+    assert tree(tmp_path) == before
