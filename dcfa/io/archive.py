@@ -182,10 +182,17 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
     files = netcdf_files(path)
     if not files:
         raise InputNotFoundError(f"{key}: no netCDF file matches {str(path)!r}")
+    spans: list = []  # each file's variables and indexes, recorded as it is opened
+
+    def record(ds: xr.Dataset) -> xr.Dataset:
+        name = Path(ds.encoding.get("source", "?")).name
+        spans.append((name, frozenset(map(str, ds.data_vars)), dict(ds.indexes)))
+        return ds
+
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", CFTIME_FALLBACK, xr.SerializationWarning)
-            return xr.open_mfdataset(
+            combined = xr.open_mfdataset(
                 files,
                 combine="by_coords",
                 chunks={},
@@ -193,42 +200,43 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
                 coords="minimal",
                 compat="override",
                 join="exact",
+                preprocess=record,
             )
     except Exception as exc:  # netCDF4, h5netcdf and xarray raise several types
-        overlap = _overlapping(files) if "monotonic global indexes" in str(exc) else None
+        overlap = _overlap(spans) if len(spans) == len(files) else None
         raise InputError(
             f"{key}: cannot read the netCDF file(s) {str(path)!r} as one archive ("
             + (overlap or str(exc))
             + ")"
         ) from None
+    overlap = _overlap(spans)  # xarray keeps one of two files that start together, silently
+    if overlap:
+        combined.close()
+        raise InputError(f"{key}: in {str(path)!r}, {overlap}")
+    return combined
 
 
-def _overlapping(files: list) -> str | None:
-    """Two files of the same variables whose coordinates overlap (a file of 1890-1909 beside
-    one of 1900-1949), named with their spans, or None: what xarray's "does not have
-    monotonic global indexes" means in a glob of files."""
-    spans = []
-    for f in files:
-        with xr.open_dataset(f, chunks={}) as ds:
-            names = frozenset(map(str, ds.data_vars))
-            for dim, index in ds.indexes.items():
-                if len(index) and index.is_monotonic_increasing:
-                    spans.append((dim, names, index, Path(f).name))
-    for i, (dim, names, index, f) in enumerate(spans):
-        lo, hi = index[0], index[-1]
-        for dim2, names2, index2, g in spans[i + 1 :]:
-            lo2, hi2 = index2[0], index2[-1]
-            # the same grid in every file is no overlap: the dim they are combined along is
-            if (
-                (dim2, names2) == (dim, names)
-                and not index.equals(index2)
-                and lo <= hi2
-                and lo2 <= hi
-            ):
-                return (
-                    f"{f!r} ({lo} .. {hi}) and {g!r} ({lo2} .. {hi2}) overlap along {dim!r}; "
-                    "leave one of them out of the glob"
-                )
+def _overlap(spans: list) -> str | None:
+    """Two files of the same variables whose spans overlap along a dim the files are combined
+    along (a dim whose values differ between them: a file of 1890-1909 beside one of
+    1900-1949, or the same year twice), named with their spans, or None. A grid every file
+    shares is no overlap."""
+    groups: dict = {}
+    for name, variables, indexes in spans:
+        groups.setdefault(variables, []).append((name, indexes))
+    for files in groups.values():
+        dims = {d for _, indexes in files for d in indexes}
+        for dim in sorted(dims):
+            held = [(f, ix[dim]) for f, ix in files if dim in ix and len(ix[dim])]
+            if all(ix.equals(held[0][1]) for _, ix in held):  # the shared grid
+                continue
+            for i, (f, a) in enumerate(held):
+                for g, b in held[i + 1 :]:
+                    if a.min() <= b.max() and b.min() <= a.max():
+                        return (
+                            f"{f!r} ({a.min()} .. {a.max()}) and {g!r} ({b.min()} .. {b.max()}) "
+                            f"overlap along {dim!r}; leave one of them out of the glob"
+                        )
     return None
 
 

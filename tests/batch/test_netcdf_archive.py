@@ -80,7 +80,8 @@ def test_overlapping_files_of_a_glob_are_named(tmp_path):
     """A file of 2003-07 .. 2004-06 beside the files of each year: xarray's "Resulting object
     does not have monotonic global indexes along dimension time". The two files of one
     variable that overlap are named, with their spans; a file of another variable over the
-    same years is not an overlap."""
+    same years is not an overlap. A file that starts with another was worse: one of them
+    was dropped without a word."""
     job = write_job(tmp_path, input__store="nc/*.nc")
     _as_netcdf(tmp_path)
     ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
@@ -93,6 +94,21 @@ def test_overlapping_files_of_a_glob_are_named(tmp_path):
         2,
         "input.store: cannot read the netCDF file(s) ",
         "'sst_2003-2004.nc' (2003-07-01 00:00:00 .. 2004-06-01 00:00:00) and 'sst_2003.nc' "
+        "(2003-01-01 00:00:00 .. 2003-12-01 00:00:00) overlap along 'time'; leave one of them "
+        "out of the glob",
+    )
+    assert tree(tmp_path) == before
+    # a revised file of 2003-2004 beside the yearly files: xarray kept one of the two files
+    # that start together and dropped the other without a word (120 months, not 132)
+    (tmp_path / "nc" / "sst_2003-2004.nc").unlink()
+    revised = ds.sel(time=slice("2003-01", "2004-12")) + 1.0
+    revised.to_netcdf(tmp_path / "nc" / "sst_2003-2004.nc")
+    before = tree(tmp_path)
+    fails(
+        cli("fit", str(job), cwd=tmp_path),
+        2,
+        "input.store: in ",
+        "'sst_2003-2004.nc' (2003-01-01 00:00:00 .. 2004-12-01 00:00:00) and 'sst_2003.nc' "
         "(2003-01-01 00:00:00 .. 2003-12-01 00:00:00) overlap along 'time'; leave one of them "
         "out of the glob",
     )
