@@ -196,6 +196,15 @@ def _apply(
             else ""
         )
     )
+    from dcfa.batch.inputs import months_absent, reading
+
+    holes = months_absent(features[dim])  # as dcfa fit says it of its archive
+    if holes:
+        echo(
+            f"      note: no series in {counted(holes[0], 'month')} within the span written (the "
+            f"first {holes[1]}): months missing from the archive, or whose windows and lags "
+            "reach one"
+        )
     for line in missing_chunk_lines(absent):
         echo(f"      {line}")
     skill = result_skill(fitted.attrs)
@@ -207,8 +216,7 @@ def _apply(
             NoSkillWarning,
             stacklevel=3,
         )
-    from dcfa.batch.inputs import reading  # an undecodable chunk: exit 2 naming the archive
-
+    # reading: an undecodable chunk is exit 2, naming the archive
     with reading(str(location(archive)), fitted.variables, names["archive"]):
         _write(out, dataset, overwrite, names, so)
     # dcfa's reader: dates past 2262 or in a model calendar are cftime, without a warning

@@ -61,7 +61,8 @@ def drop_samples(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, list]:
 def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:
     """How many calendar months within the span of monthly ``labels`` have no sample (a file
     of the archive missing), and the first run of them (``1900-01 .. 1949-12``); None when
-    none is missing or the labels are not monthly (not dates, several a month)."""
+    none is missing, the labels are not monthly (not dates, several a month) or hold some
+    calendar months only (the winters)."""
     from dcfa.io.calendars import calendar_of, sample_keys
 
     calendar = calendar_of(labels)
@@ -69,6 +70,8 @@ def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:
         return None
     keys = np.asarray(sample_keys(labels, calendar, "month"))
     if np.unique(keys).size < keys.size:  # daily or sub-monthly samples: no months to count
+        return None
+    if np.unique(keys % 12).size < 12:  # some calendar months only (winters): by design
         return None
     keys = np.sort(keys)
     step = np.diff(keys)

@@ -154,6 +154,21 @@ def test_applied_to_its_own_archive_reproduces_the_features_exactly(request, job
     assert applied.attrs["archive"] == str(d / "sst.zarr")
 
 
+def test_months_missing_from_the_archive_are_noted(job_a, tmp_path):
+    """A year missing from the archive applied: "120 samples" and nothing of the gap, where
+    dcfa fit notes it of its own archive."""
+    ds = xr.open_zarr(job_a / "sst.zarr", consolidated=False).load().drop_encoding()
+    ds.sel(time=ds.time.dt.year != 2005).chunk({"time": 12}).to_zarr(tmp_path / "gap.zarr")
+    proc = cli(
+        "apply", str(job_a / "result.zarr"), "gap.zarr", "--output", "out.zarr", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "      note: no series in 12 months within the span written (the first 2005-01 .. "
+        "2005-12): months missing from the archive, or whose windows and lags reach one"
+    ) in proc.stdout.splitlines(), proc.stdout
+
+
 def test_appended_months_old_ones_unchanged_new_ones_as_numpy(job_a, tmp_path):
     """``dcfa apply`` (the real command line) on the training archive with a year appended."""
     archive = tmp_path / "sst.zarr"

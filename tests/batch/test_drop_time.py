@@ -146,6 +146,8 @@ def test_months_absent_counts_the_holes_of_a_monthly_axis():
     assert months_absent(axis(days.delete(range(40, 80)))) is None  # not monthly
     seasons = pd.date_range("2000-01-01", periods=20, freq="QS")
     assert months_absent(axis(seasons)) is None
+    winters = months[months.month.isin([12, 1, 2])]
+    assert months_absent(axis(winters)) is None  # a season chosen, not months lost
     assert months_absent(axis(np.arange(10))) is None  # not dates
 
 
