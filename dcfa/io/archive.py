@@ -217,26 +217,22 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
 
 
 def _overlap(spans: list) -> str | None:
-    """Two files of the same variables whose spans overlap along a dim the files are combined
-    along (a dim whose values differ between them: a file of 1890-1909 beside one of
-    1900-1949, or the same year twice), named with their spans, or None. A grid every file
-    shares is no overlap."""
-    groups: dict = {}
-    for name, variables, indexes in spans:
-        groups.setdefault(variables, []).append((name, indexes))
-    for files in groups.values():
-        dims = {d for _, indexes in files for d in indexes}
-        for dim in sorted(dims):
-            held = [(f, ix[dim]) for f, ix in files if dim in ix and len(ix[dim])]
-            if all(ix.equals(held[0][1]) for _, ix in held):  # the shared grid
+    """Two files of the same variables that hold some of the same points: their spans meet
+    along every dim and differ along one (a file of 1890-1909 beside one of 1900-1949), named
+    with their spans along it, or None. Tiles of a grid side by side do not overlap."""
+    for i, (f, names, a) in enumerate(spans):
+        for g, names_b, b in spans[i + 1 :]:
+            shared = [d for d in a if d in b and len(a[d]) and len(b[d])]
+            if names != names_b or not shared:
                 continue
-            for i, (f, a) in enumerate(held):
-                for g, b in held[i + 1 :]:
-                    if a.min() <= b.max() and b.min() <= a.max():
-                        return (
-                            f"{f!r} ({a.min()} .. {a.max()}) and {g!r} ({b.min()} .. {b.max()}) "
-                            f"overlap along {dim!r}; leave one of them out of the glob"
-                        )
+            if not all(a[d].min() <= b[d].max() and b[d].min() <= a[d].max() for d in shared):
+                continue
+            differ = [d for d in shared if not a[d].equals(b[d])] or shared
+            d = differ[0]
+            return (
+                f"{f!r} ({a[d].min()} .. {a[d].max()}) and {g!r} ({b[d].min()} .. "
+                f"{b[d].max()}) overlap along {d!r}; leave one of them out of the glob"
+            )
     return None
 
 

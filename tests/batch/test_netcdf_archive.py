@@ -98,6 +98,18 @@ def test_overlapping_files_of_a_glob_are_named(tmp_path):
         "out of the glob",
     )
     assert tree(tmp_path) == before
+    # tiles of the grid side by side, each in files of five years, are no overlap
+    from pathlib import Path
+
+    from dcfa.io.archive import open_store
+
+    (tmp_path / "tiles").mkdir()
+    for k, rows in enumerate((slice(0, 2), slice(2, None))):
+        for years in (slice("2000", "2004"), slice("2005", "2009")):
+            part = ds.isel(lat=rows).sel(time=years)
+            part.to_netcdf(tmp_path / "tiles" / f"sst_{k}_{years.start}.nc")
+    tiled = open_store(Path(tmp_path / "tiles" / "*.nc"), "input.store")
+    assert tiled.sizes == ds.sizes
     # a revised file of 2003-2004 beside the yearly files: xarray kept one of the two files
     # that start together and dropped the other without a word (120 months, not 132)
     (tmp_path / "nc" / "sst_2003-2004.nc").unlink()
