@@ -36,7 +36,6 @@ from pathlib import Path
 
 import dask
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from dcfa import io
@@ -83,7 +82,13 @@ from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
 from dcfa.io.archive import open_zarr, take_record
-from dcfa.io.calendars import SUB_MONTHLY, date_label, months_of, samples_per_month
+from dcfa.io.calendars import (
+    SUB_MONTHLY,
+    date_label,
+    month_numbers,
+    months_of,
+    samples_per_month,
+)
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.memory.check import gib
@@ -912,20 +917,15 @@ def _drop_labels(missed: list, every: np.ndarray) -> list[str]:
     """The labels of ``input.drop_time`` that name exactly the samples ``missed``: a year
     whose every sample is missed as the year, the others as their month (dates a month
     apart or more) or their date."""
-
-    def ym(v):
-        v = pd.Timestamp(v) if isinstance(v, np.datetime64) else v
-        return (v.year, v.month) if hasattr(v, "year") and hasattr(v, "month") else None
-
-    keys = [ym(v) for v in missed]
-    if None in keys or len(set(keys)) < len(keys):  # not dates, or several a month
+    keys = month_numbers(missed)
+    if keys is None or np.unique(keys).size < keys.size:  # not dates, or several a month
         return [date_label(v) for v in missed]
-    years = {}
-    for v in every:
-        years.setdefault(ym(v)[0], set()).add(ym(v))
-    whole = {y for y, months in years.items() if months <= set(keys)}
+    years: dict = {}
+    for k in month_numbers(every):
+        years.setdefault(k // 12, set()).add(k)
+    whole = {y for y, months in years.items() if months <= set(keys.tolist())}
     out = [str(y) for y in sorted(whole)]
-    out += [f"{y:04d}-{m:02d}" for y, m in keys if y not in whole]
+    out += [f"{k // 12:04d}-{k % 12 + 1:02d}" for k in keys if k // 12 not in whole]
     return out
 
 

@@ -102,6 +102,14 @@ def sample_keys(coord: xr.DataArray, calendar: str | None, match: str) -> pd.Ind
     return pd.MultiIndex.from_arrays(date_fields(coord))
 
 
+def month_numbers(values) -> np.ndarray | None:
+    """The month number ``12 * year + month - 1`` of each date of ``values`` (datetime64 or
+    cftime, any calendar: :func:`sample_keys` by month), or None when they are not dates."""
+    coord = xr.DataArray(np.asarray(values), dims="sample")
+    calendar = calendar_of(coord)
+    return None if calendar is None else np.asarray(sample_keys(coord, calendar, "month"))
+
+
 def parse_dates(
     column: pd.Series, calendar: str | None, where: str, date_format: str | None = None
 ) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError
+from dcfa.io.calendars import month_numbers
 from dcfa.plot._figure import pyplot as _pyplot
 from dcfa.plot._figure import sample_axis
 
@@ -132,14 +133,6 @@ def _labels(values: Any) -> np.ndarray | None:
     return None if index is None or callable(index) else np.asarray(index)
 
 
-def _month(label) -> tuple | None:
-    """``(year, month)`` of a date (numpy, pandas or cftime), None for another label."""
-    if isinstance(label, np.datetime64):
-        label = label.astype("datetime64[M]").item()
-    year, month = getattr(label, "year", None), getattr(label, "month", None)
-    return None if year is None or month is None else (year, month)
-
-
 def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
     """The two series' values paired: by their labels when both have some (the same labels,
     or for dates at most one a month the same calendar month, whichever pairs more), by
@@ -153,10 +146,13 @@ def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
         return o, p
     # the same labels, or the same calendar months, whichever pairs more: a model's monthly
     # stamps (the 16th at noon, the 15th) a lead later are seldom its own stamps
+    keyings = [(list(lo), list(lp))]
+    mo, mp = month_numbers(lo), month_numbers(lp)
+    if mo is not None and mp is not None:
+        keyings.append((mo.tolist(), mp.tolist()))
     pairings = []
-    for key in (lambda v: v, _month):
-        ko, kp = [key(v) for v in lo], [key(v) for v in lp]
-        if None in ko or None in kp or len(set(ko)) < len(ko) or len(set(kp)) < len(kp):
+    for ko, kp in keyings:
+        if len(set(ko)) < len(ko) or len(set(kp)) < len(kp):  # several a date, or a month
             continue
         at = {k: i for i, k in enumerate(ko)}
         pairings.append([(at[k], j) for j, k in enumerate(kp) if k in at])
