@@ -72,18 +72,24 @@ class NothingToFitError(InputError):
         super().__init__(message)
 
     def reasons(self, noun: str) -> str:
-        """``37 cells: constant (value 0); 2 cells: e.g. 1 of 360 values missing``: how many
-        features each rule excluded, with its reason (one example where they differ)."""
-        codes = Counter(why.code for why in self.excluded.values())
-        first = {why.code: why for why in reversed(self.excluded.values())}
-        alike = {c: len({w for w in self.excluded.values() if w.code == c}) == 1 for c in codes}
-        return "; ".join(
-            f"{n} {noun}: {'' if alike[code] else 'e.g. '}{first[code]}"
-            for code, n in codes.most_common()
-        )
+        """:func:`exclusion_reasons` of the excluded features."""
+        return exclusion_reasons(self.excluded, noun)
 
     def __reduce__(self):
         return type(self), (self.excluded,)
+
+
+def exclusion_reasons(excluded: dict, noun: str) -> str:
+    """``37 cells: constant (value 0); 2 cells: e.g. 1 of 360 values missing``: how many
+    features each rule of ``excluded`` (index -> ``Exclusion``) left out, with its reason
+    (one example where they differ)."""
+    codes = Counter(why.code for why in excluded.values())
+    first = {why.code: why for why in reversed(excluded.values())}
+    alike = {c: len({w for w in excluded.values() if w.code == c}) == 1 for c in codes}
+    return "; ".join(
+        f"{n} {noun}: {'' if alike[code] else 'e.g. '}{first[code]}"
+        for code, n in codes.most_common()
+    )
 
 
 class GappyCellsWarning(UserWarning):

@@ -224,8 +224,8 @@ def _apply(
     gaps = int(written["features"].isnull().any("group").sum())
     url = isinstance(location(fitted.path), str)
     trained = open_zarr(fitted.path, names["result"], storage_options=so if url else None)
-    units = trained["group_units"].values if "group_units" in trained.coords else None
-    far = far_from_training(written["features"].values, trained["features"].values, units)
+    blocks = trained["group_units"].values if "group_units" in trained.coords else None
+    far = far_from_training(written["features"].values, trained["features"].values, blocks)
     if far:
         units = json.loads(fitted.attrs.get("input_units", "{}"))
         fitted_in = ", ".join(f"{v!r} in {u!r}" for v, u in units.items()) or "no units"

@@ -40,7 +40,7 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
-from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError
+from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError, exclusion_reasons
 from dcfa._terminal import counted
 from dcfa.batch.config import JobConfig, target_leads
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
@@ -618,10 +618,10 @@ def _fit(
         f"{time.perf_counter() - t:.1f} s"
     )
     if estimator.excluded_:  # each reason's count, the gappy ones' remedy said below
-        brief = NothingToFitError(
-            {k: Exclusion(w.code, w.split(" (LinCFA")[0]) for k, w in estimator.excluded_.items()}
-        )
-        echo(f"      excluded: {brief.reasons('cells')}")
+        brief = {
+            k: Exclusion(w.code, w.split(" (LinCFA")[0]) for k, w in estimator.excluded_.items()
+        }
+        echo(f"      excluded: {exclusion_reasons(brief, 'cells')}")
     gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
     if gaps and "missing" in estimator.get_params():  # left out whole: why, and the remedy
         echo(
