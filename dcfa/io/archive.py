@@ -219,20 +219,34 @@ def open_store(path: Path | str, key: str, *, storage_options: dict | None = Non
 def _overlap(spans: list) -> str | None:
     """Two files of the same variables that hold some of the same points: their spans meet
     along every dim and differ along one (a file of 1890-1909 beside one of 1900-1949), named
-    with their spans along it, or None. Tiles of a grid side by side do not overlap."""
-    for i, (f, names, a) in enumerate(spans):
-        for g, names_b, b in spans[i + 1 :]:
-            shared = [d for d in a if d in b and len(a[d]) and len(b[d])]
-            if names != names_b or not shared:
-                continue
-            if not all(a[d].min() <= b[d].max() and b[d].min() <= a[d].max() for d in shared):
-                continue
-            differ = [d for d in shared if not a[d].equals(b[d])] or shared
-            d = differ[0]
-            return (
-                f"{f!r} ({a[d].min()} .. {a[d].max()}) and {g!r} ({b[d].min()} .. "
-                f"{b[d].max()}) overlap along {d!r}; leave one of them out of the glob"
-            )
+    with their spans along it, or None. Tiles of a grid side by side do not overlap.
+
+    Checked on every netCDF glob opened, so by a sweep, not every pair: the files sorted by
+    where they start along a dim they differ in, each compared with those still open there
+    (a decade of daily files is 3 650 files, 6.7 million pairs)."""
+    groups: dict = {}
+    for i, (name, variables, indexes) in enumerate(spans):
+        box = {d: (ix.min(), ix.max()) for d, ix in indexes.items() if len(ix)}
+        groups.setdefault(variables, []).append((i, name, box, indexes))
+    for files in groups.values():
+        dims = sorted({d for *_, box, _ in files for d in box})
+        moving = [d for d in dims if len({f[2].get(d) for f in files}) > 1] or dims
+        if not moving:
+            continue
+        sweep = moving[0]
+        active: list = []
+        for f in sorted((f for f in files if sweep in f[2]), key=lambda f: f[2][sweep][0]):
+            active = [a for a in active if a[2][sweep][1] >= f[2][sweep][0]]
+            for a in active:
+                shared = [d for d in a[2] if d in f[2]]
+                if all(a[2][d][0] <= f[2][d][1] and f[2][d][0] <= a[2][d][1] for d in shared):
+                    (_, n1, b1, x1), (_, n2, b2, x2) = sorted((a, f), key=lambda g: g[0])
+                    d = next((d for d in shared if not x1[d].equals(x2[d])), shared[0])
+                    return (
+                        f"{n1!r} ({b1[d][0]} .. {b1[d][1]}) and {n2!r} ({b2[d][0]} .. "
+                        f"{b2[d][1]}) overlap along {d!r}; leave one of them out of the glob"
+                    )
+            active.append(f)
     return None
 
 
