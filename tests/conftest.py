@@ -48,14 +48,21 @@ def rng():
     return np.random.default_rng(20261122)
 
 
-@contextlib.contextmanager
-def local_client(**options):
-    """A client of a LocalCluster with 2 single-threaded worker *processes* (real pickling,
-    real transfer); ``options`` go to the LocalCluster."""
-    from distributed import Client, LocalCluster
+def local_cluster(**options):
+    """A LocalCluster with 2 single-threaded worker *processes* (real pickling, real
+    transfer); ``options`` go to it."""
+    from distributed import LocalCluster
 
     kwargs = dict(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40)
-    with LocalCluster(**{**kwargs, **options}) as cluster, Client(cluster) as c:
+    return LocalCluster(**{**kwargs, **options})
+
+
+@contextlib.contextmanager
+def local_client(**options):
+    """A client of a :func:`local_cluster` of its own; ``options`` go to the cluster."""
+    from distributed import Client
+
+    with local_cluster(**options) as cluster, Client(cluster) as c:
         yield c
 
 
@@ -63,10 +70,7 @@ def local_client(**options):
 def cluster_address():
     """The address of the session's 2-process cluster, 2 GiB a worker, started once per test
     process: for jobs (and module fixtures that run them), which connect their own client."""
-    from distributed import LocalCluster
-
-    kwargs = dict(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40)
-    with LocalCluster(memory_limit="2GiB", **kwargs) as cluster:
+    with local_cluster(memory_limit="2GiB") as cluster:
         yield cluster.scheduler_address
 
 
