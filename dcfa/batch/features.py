@@ -13,6 +13,7 @@ skipped without a gather. The values are those of the anomalies aggregated, bit 
 
 from __future__ import annotations
 
+import dask.array as da
 import numpy as np
 import xarray as xr
 
@@ -58,13 +59,13 @@ def region_series(
             out[keep] = values
             return out
 
-        if prep.climatology is not None:
+        clim, spread = prep.arrays(grid, lazy=isinstance(data, da.Array))
+        months = None
+        if clim is not None:
             months = months_of(field[sample_dim], "input.anomalies") - 1
-            clim = prep.climatology.transpose("month", *grid)
-            clim = clim.reindex(month=np.arange(1, 13)).values.reshape(12, size)
-        else:
-            months, clim = None, None
-        spread = None if prep.std is None else prep.std.transpose(*grid).values.reshape(size)
+            clim = clim.reshape(12, size)
+        if spread is not None:
+            spread = spread.reshape(size)
         Xt = aggregate(
             data,
             on_grid(r.labels, -1),

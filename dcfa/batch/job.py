@@ -480,7 +480,7 @@ def _run_passes(
     if not held:
         field = io.plan_chunks(field, sample_dim=dim)
         field = _held_if_small(field, client, echo)
-    step = _prepare(config, field, target, estimator, workdir, echo)
+    step = _prepare(config, field, target, estimator, workdir, client, echo)
     estimator = _fit(config, estimator, step, target, planned, workdir, echo, shared=shared)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
     _write(config, out, estimator, gbmap, step, target, read, reduced, echo, workdir.identity)
@@ -507,10 +507,12 @@ def _plan(estimator, field: xr.DataArray, dim: str, echo) -> str:
 @dataclass(frozen=True, eq=False)
 class _Prepared:
     """What the preprocessing pass (or an interrupted run) gives the fit: the
-    preprocessing, the grid moments when the fit gathers them from that pass, the cells the
-    fit reads and their flat places on the grid (``keep``)."""
+    preprocessing (``held``: the same on the workers), the grid moments when the fit gathers
+    them from that pass, the cells the fit reads and their flat places on the grid
+    (``keep``)."""
 
     prep: io.Preprocessing
+    held: io.Preprocessing
     moments: object
     cells: xr.DataArray
     keep: np.ndarray
@@ -518,9 +520,10 @@ class _Prepared:
     action: str
 
 
-def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepared:
+def _prepare(config, field, target, estimator, workdir: WorkDir, client, echo) -> _Prepared:
     """The preprocessing pass (climatology, spread, and the grid moments a grid fit reads),
-    or what an interrupted run kept of it; then the cells the fit reads."""
+    or what an interrupted run kept of it; then the cells the fit reads, and the
+    preprocessing held on the workers for the later passes' graphs."""
     inp = config.input
     dim = inp["sample_dim"]
     work = workdir.path
@@ -560,7 +563,8 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepa
             + ("; grid moments" if request else "")
             + f" in {time.perf_counter() - t:.1f} s"
         )
-    prepared = io.apply_preprocessing(field, prep, sample_dim=dim)
+    held = prep.held(client)
+    prepared = io.apply_preprocessing(field, held, sample_dim=dim)
     if request is not None:  # the grid execution reads the grid; cells without data excluded
         cells, keep = prepared, np.arange(prep.has_data.size)
     else:  # the other executions skip the cells without data; the stacked cells keep
@@ -568,7 +572,7 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, echo) -> _Prepa
         # grid's (dcfa.stacking.CellGrid)
         grid = [d for d in field.dims if d != dim]
         cells, keep = _cells_with_data(prepared, prep.has_data, grid)
-    return _Prepared(prep, moments, cells, keep, request is not None, action)
+    return _Prepared(prep, held, moments, cells, keep, request is not None, action)
 
 
 def _fit(
@@ -671,7 +675,7 @@ def _features(config, field, target, estimator, gbmap, step: _Prepared, workdir,
     on them."""
     reduction = estimator.reduction_
     dim = config.input["sample_dim"]
-    features = region_series(field, step.prep, reduction, step.keep, sample_dim=dim)
+    features = region_series(field, step.held, reduction, step.keep, sample_dim=dim)
     if gbmap is None:
         return _Reduced(features, None, None)
     t = time.perf_counter()

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dcfa._errors import InputError
+from dcfa.stats.graph import as_chunked
 from dcfa.stats.kernels import subtract_by_group
 
 __all__ = ["group_matrix", "group_rows", "aggregate", "broadcast_back"]
@@ -65,7 +66,8 @@ def aggregate(
 
     ``anomalies = (climatology, spread, groups)``: ``X`` is raw and each of its rows ``t`` is
     taken as ``(X[t] - climatology[groups[t]]) / spread`` (``climatology`` ``(G, D)``,
-    ``spread`` ``(D,)``, either None; ``groups`` one int per row). Not with ``nan_aware``.
+    ``spread`` ``(D,)``, either None, and either a Dask array with a Dask ``X``; ``groups``
+    one int per row). Not with ``nan_aware``.
     """
     labels = np.asarray(labels)
     mean = np.where(labels >= 0, mean, 0.0)
@@ -176,8 +178,9 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
     (``d`` columns; None: the single block's own).
 
     ``consts``: ``(array, index)`` pairs of constants sent once rather than embedded in every
-    task: index ``"j"`` one value per feature, ``"gj"`` a table over the features, ``"i"`` one
-    value per sample; a None constant is passed as None. The ``kwargs`` of a feature block
+    task (NumPy, or Dask arrays held on the workers): index ``"j"`` one value per feature,
+    ``"gj"`` a table over the features, ``"i"`` one value per sample; a None constant is
+    passed as None. The ``kwargs`` of a feature block
     that are arrays (sparse ones included) are sent once too (:func:`_once`).
     """
     edges = np.cumsum((0, *X.chunks[1]))
@@ -198,7 +201,7 @@ def _map(X, fn, d, finish, *, width=1, used, consts=(), kwargs=lambda sl: {}):
                 args += [None, None]
                 continue
             if "j" in index:
-                const = da.from_array(const[..., sl], chunks=-1)
+                const = as_chunked(const[..., sl], -1)
             args += [const, index]
         parts.append(
             da.blockwise(

@@ -35,6 +35,7 @@ __all__ = [
     "column_moments",
     "column_summary",
     "combine_tree",
+    "as_chunked",
     "lazy_anomalies",
     "moments_layout",
     "row_moments",
@@ -509,6 +510,14 @@ def _layer(graph, tile_name, name, dsk, chunks) -> da.Array:
 # anomalies: one blockwise operation over the field's chunks
 
 
+def as_chunked(values, chunks) -> da.Array:
+    """``values`` as a Dask array of ``chunks``: a NumPy array is embedded in the graph, a
+    Dask one rechunked."""
+    if isinstance(values, da.Array):
+        return values.rechunk(chunks)
+    return da.from_array(values, chunks=chunks)
+
+
 def _indices(ndim: int) -> str:
     """Blockwise indices of the data's axes: lowercase letters (new axes are uppercase)."""
     return "".join(chr(ord("i") + k) for k in range(ndim))
@@ -517,16 +526,19 @@ def _indices(ndim: int) -> str:
 def lazy_anomalies(data: da.Array, clim, scale, groups, dtype) -> da.Array:
     """:func:`~dcfa.stats.kernels.anomaly_block` on every block of ``data`` (samples first):
     one blockwise operation, chunks kept (xarray's ``groupby`` would split the samples one per
-    chunk). The transform of :class:`dcfa.Anomalies` and :func:`dcfa.io.apply_preprocessing`."""
+    chunk). The transform of :class:`dcfa.Anomalies` and :func:`dcfa.io.apply_preprocessing`.
+
+    ``clim`` and ``scale`` are NumPy arrays, embedded in the graph, or Dask arrays (held on a
+    cluster's workers, so that each pass's graph does not carry them)."""
     idx = _indices(data.ndim)
     spatial = data.chunks[1:]
     args: list[Any] = [data, idx]
     if clim is not None:
-        args += [da.from_array(clim, chunks=((clim.shape[0],), *spatial)), "G" + idx[1:]]
+        args += [as_chunked(clim, ((clim.shape[0],), *spatial)), "G" + idx[1:]]
     else:
         args += [None, None]
     if scale is not None:
-        args += [da.from_array(scale, chunks=spatial), idx[1:]]
+        args += [as_chunked(scale, spatial), idx[1:]]
     else:
         args += [None, None]
     args += [da.from_array(groups, chunks=(data.chunks[0],)), idx[0]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 
 import dask
 import numpy as np
@@ -378,3 +379,29 @@ def test_a_cell_missing_a_month_is_named_with_the_methods_own_remedy(
     run_job(config, scheduler=client.scheduler.address, echo=lines.append)
     (line,) = [s for s in lines if "of the excluded cells miss some months" in s]
     assert line.strip().startswith("1 of the excluded cells") and remedy in line, line
+
+
+def test_the_passes_graphs_refer_to_the_climatology_held_on_the_workers(tmp_path, scheduler):
+    """The climatology and spread go to the workers once; each pass's graph refers to them.
+    Here (4 500 cells, two windows and two lags) they are 1.9 MB. Embedded in the graphs, the
+    moments and features passes each sent more than 1 MB through the scheduler: at a quarter
+    degree, ~450 MB a pass, which distributed warns of ("Sending large graph")."""
+    from support import make_archive
+
+    make_archive(tmp_path / "big.zarr", n=48, shape=(60, 75), land=())
+    job = write_job(
+        tmp_path,
+        input__store=str(tmp_path / "big.zarr"),
+        input__windows=[1, 3],
+        input__lags=[0, 1],
+        input__standardize=True,
+    )
+    with (
+        dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        out = run_job(load_config(job), scheduler=scheduler, echo=lambda *a: None)
+    large = [str(w.message) for w in caught if "large graph" in str(w.message)]
+    assert not large, large
+    assert xr.open_zarr(out)["climatology"].nbytes > 1.5e6  # what they would have carried
