@@ -23,6 +23,7 @@ from dcfa.io.sources import (
     referenced_files,
     references,
 )
+from dcfa.stacking import BLOCK_DIMS
 
 _TARGET_CHUNK_BYTES = 64 * 2**20
 
@@ -342,7 +343,8 @@ def plan_chunks(
     An archive stored one time step per chunk is read as it is stored but re-chunked to
     ``(>= 32 samples, a block of rows of the grid, full other dims)`` of about
     ``target_bytes``, so time reductions and the moments pass see few, large blocks with
-    bounded memory. A :class:`ChunkWarning` says what that costs.
+    bounded memory. A :class:`ChunkWarning` says what that costs. Variables, windows and lags
+    (:data:`dcfa.stacking.BLOCK_DIMS`) may stay one chunk each: each is a block of cells.
     """
     data = field.data
     if not hasattr(data, "chunks"):
@@ -357,8 +359,9 @@ def plan_chunks(
     per_first = cells // field.sizes[first]
     first_block = max(1, min(field.sizes[first], target_bytes // max(1, rows * per_first * item)))
     want = {sample_dim: int(min(rows, n)), first: int(first_block), **{d: -1 for d in grid[1:]}}
+    # a variable, window or lag is a block of cells of its own, one chunk wide as made
     if np.median(time_chunks) >= _MIN_TIME_CHUNK and all(
-        len(field.chunksizes[d]) == 1 for d in grid[1:]
+        len(field.chunksizes[d]) == 1 for d in grid[1:] if d not in BLOCK_DIMS
     ):
         return field
     task_mib = rows * per_first * first_block * item / 2**20

@@ -69,6 +69,25 @@ def test_one_step_chunks_are_rechunked_with_a_warning(tmp_path):
         assert io.plan_chunks(planned) is planned  # already fine: untouched, no warning
 
 
+def test_windows_and_lags_of_a_well_chunked_archive_are_read_as_stored(tmp_path):
+    """Windows and lags make a block of cells each, one chunk wide: the passes read them as
+    such. They were re-chunked to whole blocks, with a warning to store the archive in
+    larger time chunks, which it already was (120 months x the whole grid)."""
+    from dcfa.forecast import lagged, trailing_windows
+
+    make_archive(tmp_path / "a.zarr", time_chunk=120, n=240)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    field = lagged(trailing_windows(field, [1, 3]), [0, 1])
+    assert field.chunksizes["window"] == (1, 1) and field.chunksizes["lag"] == (1, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert io.plan_chunks(field, target_bytes=4096) is field  # as if large: no warning
+    # a grid dim split in chunks is still joined, as before
+    split = field.chunk({"lon": 3})
+    with pytest.warns(io.ChunkWarning):
+        assert len(io.plan_chunks(split, target_bytes=4096).chunksizes["lon"]) == 1
+
+
 @pytest.mark.parametrize("standardize", [False, True])
 def test_preprocessing_against_xarray(tmp_path, standardize):
     make_archive(tmp_path / "a.zarr")
