@@ -34,6 +34,7 @@ _INPUT_KEYS = frozenset(
         "variables",
         "sample_dim",
         "time",
+        "drop_time",  # apply reads every sample it is given
         "anomalies",
         "standardize",
         "storage_options",

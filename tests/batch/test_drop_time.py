@@ -70,6 +70,13 @@ def test_a_month_absent_everywhere_is_named_and_drop_time_leaves_it_out(tmp_path
     np.testing.assert_array_equal(got.region.values, want.region.values)
     np.testing.assert_allclose(got.features.values, want.features.values, rtol=1e-12)
 
+    # dcfa apply reads every month it is given: the result of a job with drop_time was
+    # refused ("fitted with input key(s) ['drop_time'], which dcfa apply does not reproduce")
+    proc = cli("apply", str(out), str(ref / "sst.zarr"), "--output", "ap.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    applied = xr.open_zarr(tmp_path / "ap.zarr").features.sel(time=got.time)
+    np.testing.assert_array_equal(applied.values, got.features.values)
+
 
 @pytest.mark.parametrize(
     "value, needle",
