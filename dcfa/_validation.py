@@ -365,8 +365,11 @@ def _keys(index: pd.Index, circular: set) -> pd.Index:
     return level(index, bool(circular))
 
 
-def label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarray | None:
-    """Position in ``theirs`` of each label of ``ours``, or None when the labels differ."""
+def label_positions(
+    ours: pd.Index, theirs: pd.Index, circular: set, *, subset: bool = False
+) -> np.ndarray | None:
+    """Position in ``theirs`` of each label of ``ours``, or None when the labels differ
+    (``subset``: ``theirs`` may hold more labels than ``ours``, and None when it lacks one)."""
     if isinstance(ours, pd.MultiIndex) != isinstance(theirs, pd.MultiIndex):
         return None
     if isinstance(ours, pd.MultiIndex):
@@ -374,7 +377,8 @@ def label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarr
             return None
         theirs = theirs.reorder_levels(list(ours.names))
     a, b = _keys(ours, circular), _keys(theirs, circular)
-    if len(a) != len(b):
+    within = subset and len(a) < len(b)
+    if len(a) != len(b) and not within:
         return None
     if a.equals(b):
         return np.arange(len(a))
@@ -390,6 +394,10 @@ def label_positions(ours: pd.Index, theirs: pd.Index, circular: set) -> np.ndarr
         x, y = a.to_numpy(np.float64), b.to_numpy(np.float64)
     except (TypeError, ValueError):
         return None
+    if within:  # each of ours, the nearest of theirs within the rounding
+        order = np.argsort(y, kind="stable")
+        near = pd.Index(y[order]).get_indexer(x, method="nearest", tolerance=_tolerance(y))
+        return order[near] if b.is_unique and (near >= 0).all() else None
     if same_coordinates(x, y):
         return np.arange(x.size)
     sx, sy = np.argsort(x, kind="stable"), np.argsort(y, kind="stable")

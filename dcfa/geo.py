@@ -25,6 +25,7 @@ import numpy as np
 from dcfa._errors import InputError
 
 __all__ = [
+    "box_positions",
     "circular_mean",
     "extent_text",
     "group_circular_mean",
@@ -127,6 +128,28 @@ def wrap_longitude(lon, lower: float = -180.0):
     # np.mod(-1e-20, 360) is 360.0 in floating point: fold that back to the lower bound
     out = np.where(out >= lower + 360.0, lower, out)
     return out if out.ndim else float(out)
+
+
+def box_positions(values, bounds, *, longitude: bool = False) -> np.ndarray:
+    """Positions of the labels ``values`` within ``bounds = (a, b)``, ends included (up to
+    float rounding): between the two, in the labels' order; for a longitude (degrees, any
+    convention), eastward from ``a`` to ``b`` and in that order (``(120, -70)`` and
+    ``(120, 290)`` are one box, ``(-30, 30)`` crosses Greenwich, ``(0, 360)`` is the circle).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    a, b = float(bounds[0]), float(bounds[1])
+    finite = np.abs(v[np.isfinite(v)])
+    tol = 1e-6 * max(1.0, float(finite.max()) if finite.size else 1.0)
+    if not longitude:
+        low, high = min(a, b), max(a, b)
+        return np.flatnonzero((v >= low - tol) & (v <= high + tol))
+    span = (b - a) % 360.0
+    if span == 0.0 and a != b:
+        span = 360.0
+    offset = (v - a) % 360.0
+    offset = np.where(offset > 360.0 - tol, 0.0, offset)  # ``a`` itself, rounded below it
+    inside = np.flatnonzero(offset <= span + tol)
+    return inside[np.argsort(offset[inside], kind="stable")]
 
 
 def circular_mean(lon, weights=None, *, lower: float | None = None) -> float:

@@ -10,6 +10,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     sample_dim = "time"
     time = ["1991-01", "2021-12"] # optional: a slice of the sample dim
     drop_time = ["1998-07"]       # optional: samples left out (a month absent from the archive)
+    select = {lat = [-30, 30], lon = [120, 290]}  # optional: a box of the grid, by labels
     anomalies = true              # remove the mean seasonal cycle per calendar month
     standardize = false           # divide every cell by its standard deviation
     windows = [1, 3, 6, 12]       # time scales: running means over trailing windows (samples),
@@ -104,6 +105,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "sample_dim": (str, "time"),
         "time": (list, None),
         "drop_time": (list, []),
+        "select": (dict, {}),
         "anomalies": (bool, False),
         "standardize": (bool, False),
         "windows": (list, [1]),
@@ -179,6 +181,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "absent from the archive (no value in any cell, which leaves every cell with a gap). A "
     "partial date leaves out every sample it names; windows and lags reaching a sample left "
     "out drop their own samples, by date. `dcfa apply` reads every month it is given.",
+    ("input", "select"): "A box of the grid, by labels: `{lat = [-30, 30], lon = [120, 290]}` "
+    "keeps the cells between the two values of each dim named (ends included; a longitude's "
+    "eastward from the first, in any convention: `[120, -70]` is the same box). Unset: every "
+    "cell. `dcfa apply` takes the result's cells from a larger archive by their labels.",
     ("input", "anomalies"): "Remove the mean seasonal cycle, per calendar month.",
     ("input", "standardize"): "Divide every cell by its standard deviation.",
     ("input", "windows"): "Time scales: running means over trailing windows of this many "
@@ -450,6 +456,16 @@ def _check_values(c: dict, source: str) -> None:
             f"{where} input.drop_time must be a list of labels of the sample dim (dates such as "
             f"'1998-07'), got {_toml(dropped)}"
         )
+    for name, bounds in c["input"]["select"].items():
+        if not (
+            isinstance(bounds, list)
+            and len(bounds) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds)
+        ):
+            raise ConfigError(
+                f"{where} input.select.{name} must be [start, stop], two numbers (labels of "
+                f"{name!r}), got {_toml(bounds)}"
+            )
     _check_time_scales(c, where)
     _check_targets(c, where)
     missing = c["target"]["missing"]

@@ -165,8 +165,9 @@ class FittedResult:
 
         ``field`` is a Dataset holding the result's variables, or a DataArray as
         :func:`dcfa.io.open_archive` gives (the variables along a ``variable`` dim when there
-        are several), on the result's grid (without the ``window`` / ``lag`` dims: those are
-        made here). The job's steps are applied in its order: its trailing windows and lags
+        are several), on the result's grid or a larger one that holds its cells, taken by
+        their labels (without the ``window`` / ``lag`` dims: those are made here). The job's
+        steps are applied in its order: its trailing windows and lags
         (``dcfa.batch.inputs.time_scales``; the first ``history`` samples, whose windows or lags
         reach before the field's start, are dropped), chunks planned
         (:func:`dcfa.io.plan_chunks`, Dask fields), the stored climatology and spread
@@ -378,13 +379,18 @@ class FittedResult:
                     "it: the result's windows and lags are computed from it"
                 )
             raise InputError(f"{key}: its grid dims {grid} differ from the result's {expect}{hint}")
+        order = self._grid_order(field)
         for d in expect:
-            if field.sizes[d] != self.region.sizes[d]:
+            if field.sizes[d] != self.region.sizes[d] and d not in order:
                 raise InputError(
                     f"{key}: dim {d!r} has {field.sizes[d]} cells, the result's grid "
                     f"{self.region.sizes[d]}"
+                    + (
+                        f", and its labels do not hold the result's ({_span(self.region[d])})"
+                        if field.sizes[d] > self.region.sizes[d] and d in self.region.coords
+                        else ""
+                    )
                 )
-        order = self._grid_order(field)
         field = field.transpose(dim, *expect)
         if order:  # the result's cells in its order, matched by their labels
             field = field.isel({d: isel_positions(p) for d, p in order.items()})
@@ -415,9 +421,10 @@ class FittedResult:
 
     def _grid_order(self, field: xr.DataArray) -> dict:
         """``{dim: positions}`` for each archive grid dim whose labels are the result's in
-        another order (a flipped latitude, longitudes from -180 instead of 0): the position
-        in ``field`` of each of the result's labels. Labels that are not the result's are left
-        to :meth:`_check_coords`, which names the first that differs."""
+        another order (a flipped latitude, longitudes from -180 instead of 0), or hold them
+        among others (a result of ``input.select``, or fitted on a box of this archive): the
+        position in ``field`` of each of the result's labels. Labels that are not the
+        result's are left to :meth:`_check_coords`, which names the first that differs."""
         order = {}
         for d in self.archive_grid:
             ours = self.region.coords.get(d)
@@ -426,8 +433,8 @@ class FittedResult:
             circular = (
                 {d} if is_longitude(d, ours.attrs) or is_longitude(d, field[d].attrs) else set()
             )
-            positions = label_positions(ours.to_index(), field[d].to_index(), circular)
-            if positions is not None and not np.array_equal(positions, np.arange(positions.size)):
+            positions = label_positions(ours.to_index(), field[d].to_index(), circular, subset=True)
+            if positions is not None and not np.array_equal(positions, np.arange(field.sizes[d])):
                 order[d] = positions
         return order
 
@@ -562,3 +569,9 @@ def _months(coord: xr.DataArray) -> np.ndarray:
     return np.asarray(coord.dt.year.values, dtype=np.int64) * 12 + np.asarray(
         coord.dt.month.values, dtype=np.int64
     )
+
+
+def _span(coord: xr.DataArray) -> str:
+    """``-5 .. 5``: a coordinate's first and last labels."""
+    first, last = coord.values[0], coord.values[-1]
+    return f"{first:g} .. {last:g}" if coord.dtype.kind in "iuf" else f"{first} .. {last}"

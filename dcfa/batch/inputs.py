@@ -21,6 +21,7 @@ __all__ = [
     "months_absent",
     "reading",
     "seasonal_share",
+    "select_cells",
     "target_at_lead",
     "time_scales",
 ]
@@ -56,6 +57,46 @@ def drop_samples(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, list]:
     if len(out) == axis.size:
         raise InputError(f"input.drop_time: {labels} leaves out every sample of {dim!r}")
     return field.drop_sel({dim: out}), out
+
+
+def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
+    """The field within the box ``input.select`` gives (``{lat = [-30, 30], lon = [120, 290]}``:
+    the labels of each grid dim between two values, a longitude's eastward from the first).
+    A box across the seam of the stored longitudes (``[-30, 30]`` on 0..360) is taken
+    eastward and written in the convention that keeps it increasing (-180..180 there), so
+    its cells lie side by side as on the globe. Returns the field and what was kept, in words
+    (``lat 61 of 180 (-30 .. 30)``; empty without a box). Bad input names the key."""
+    from dcfa.geo import box_positions, is_longitude, wrap_longitude
+
+    dim = inp["sample_dim"]
+    grid = [d for d in field.dims if d != dim]
+    kept = []
+    for name, bounds in inp["select"].items():
+        key = f"input.select.{name}"
+        if name == dim:
+            raise InputError(f"{key}: the samples are selected by input.time, not input.select")
+        if name not in grid:
+            raise InputError(f"{key}: {name!r} is not a dim of the archive's grid {tuple(grid)}")
+        coord = field.coords.get(name)
+        if coord is None or coord.dims != (name,) or coord.dtype.kind not in "iuf":
+            raise InputError(f"{key}: {name!r} has no coordinate of numbers to select by")
+        longitude = is_longitude(name, coord.attrs)
+        positions = box_positions(coord.values, bounds, longitude=longitude)
+        if not positions.size:
+            raise InputError(
+                f"{key}: no {name!r} label lies within {list(bounds)} (they run "
+                f"{coord.values[0]:g} .. {coord.values[-1]:g})"
+            )
+        field = field.isel({name: positions})
+        if longitude and (np.diff(positions) != 1).any():
+            for lower in (0.0, -180.0):
+                labels = wrap_longitude(field[name].values, lower)
+                if (np.diff(labels) > 0).all():
+                    field = field.assign_coords({name: field[name].copy(data=labels)})
+                    break
+        labels = field[name].values
+        kept.append(f"{name} {positions.size} of {coord.size} ({labels[0]:g} .. {labels[-1]:g})")
+    return field, ", ".join(kept)
 
 
 def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:

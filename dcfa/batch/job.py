@@ -54,6 +54,7 @@ from dcfa.batch.inputs import (
     months_absent,
     reading,
     seasonal_share,
+    select_cells,
     target_at_lead,
     time_scales,
 )
@@ -136,10 +137,11 @@ def run_job(
         storage_options=inp["storage_options"],
     )
     stored = dict(field.sizes)  # as the user knows the archive: said before windows and lags
+    field, box = select_cells(field, inp)
     absent, quantities = (take_record(field, name) for name in ("missing_chunks", "variable_attrs"))
     holes = months_absent(field[inp["sample_dim"]])  # a file of the archive missing
     field, dropped = drop_samples(field, inp)  # before windows and lags: they see the gap
-    archive = _Archive(absent, quantities, stored, dropped, holes)
+    archive = _Archive(absent, quantities, stored, box, dropped, holes)
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
@@ -219,12 +221,14 @@ class _Task:
 class _Archive:
     """What the job read of the archive, for every target: each variable's chunks missing
     from the store and its units (:func:`dcfa.io.open_archive`), its sizes as stored (said
-    before windows and lags), the samples ``input.drop_time`` left out, and the months
-    within its span it has no sample of (:func:`months_absent`)."""
+    before windows and lags), the cells of ``input.select`` in words, the samples
+    ``input.drop_time`` left out, and the months within its span it has no sample of
+    (:func:`months_absent`)."""
 
     absent: dict
     quantities: dict
     stored: dict
+    box: str
     dropped: list
     holes: tuple[int, str] | None
 
@@ -286,6 +290,8 @@ def _task(
         aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, archive.stored[dim]
     )
     echo(f"      {said}")
+    if archive.box:
+        echo(f"      input.select: {archive.box}")
     if archive.holes:
         n, run = archive.holes
         echo(

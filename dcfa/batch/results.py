@@ -35,6 +35,7 @@ _INPUT_KEYS = frozenset(
         "sample_dim",
         "time",
         "drop_time",  # apply reads every sample it is given
+        "select",  # apply takes the result's cells by their labels (FittedResult._grid_order)
         "anomalies",
         "standardize",
         "storage_options",
