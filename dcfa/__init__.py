@@ -37,6 +37,7 @@ _EXPORTS = {
     "InputError": "dcfa._errors",
     "NothingToFitError": "dcfa._errors",
     "NoSkillWarning": "dcfa._errors",
+    "PatchesWarning": "dcfa._errors",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
     "LinCFA": "dcfa.cfa.lincfa",

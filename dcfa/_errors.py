@@ -98,6 +98,13 @@ class GappyCellsWarning(UserWarning):
     them; the message names the remedy the estimator takes."""
 
 
+class PatchesWarning(UserWarning):
+    """The kept cells form more separate patches than ``max_groups`` (a fine land mask's
+    enclosed seas, or many blocks of variables, windows and lags): no region spans two, so
+    the map has a region for each of them besides the ``max_groups`` it may make of the
+    rest. ``RegionsCV.n_patches_`` counts them."""
+
+
 class NoSkillWarning(UserWarning):
     """The map a cross-validated estimator kept predicts no better than the climatology (its
     mean CV R^2 is <= 0, or within one standard error of 0 over the folds): the least bad of

@@ -40,7 +40,13 @@ import xarray as xr
 
 from dcfa import io
 from dcfa._compute import scheduler_workers
-from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError, exclusion_reasons
+from dcfa._errors import (
+    GappyCellsWarning,
+    InputError,
+    NothingToFitError,
+    PatchesWarning,
+    exclusion_reasons,
+)
 from dcfa._terminal import counted
 from dcfa.batch.config import JobConfig, target_leads
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
@@ -602,8 +608,9 @@ def _fit(
     name = str(config.target["variable"])
     together = None
     try:
-        with warnings.catch_warnings():  # the job names the gappy cells in its own terms below
+        with warnings.catch_warnings():  # the job says these in its own terms below
             warnings.simplefilter("ignore", GappyCellsWarning)
+            warnings.simplefilter("ignore", PatchesWarning)
             if shared is not None and step.moments is None:  # (resumed moments: fitted alone)
                 months = step.cells[config.input["sample_dim"]].values
                 digest = cells_digest(months, step.keep, step.prep)
@@ -632,6 +639,7 @@ def _fit(
             k: Exclusion(w.code, w.split(" (LinCFA")[0]) for k, w in estimator.excluded_.items()
         }
         echo(f"      excluded: {exclusion_reasons(brief, 'cells')}")
+    _say_patches(estimator, config.input, echo)
     gaps = sum(why.code == "gappy" for why in estimator.excluded_.values())
     if gaps and "missing" in estimator.get_params():  # left out whole: why, and the remedy
         echo(
@@ -662,6 +670,23 @@ class _Read:
     missing_chunks: dict
     variable_attrs: dict
     lead_step: str = "sample"
+
+
+def _say_patches(estimator, inp: dict, echo) -> None:
+    """A note when the cells form more separate patches than ``max_groups`` (RegionsCV's
+    ``PatchesWarning``), with the job's ways to fewer: a box of the grid, fewer blocks."""
+    patches, most = getattr(estimator, "n_patches_", 0), estimator.get_params().get("max_groups")
+    if most is None or patches <= most:
+        return
+    blocks = len(inp["variables"]) * len(inp["windows"]) * len(inp["lags"])
+    echo(
+        f"      note: the cells form {patches} separate patches"
+        + (f" in {blocks} blocks (variables x windows x lags)" if blocks > 1 else "")
+        + f", more than method.params.max_groups = {most}; no region spans two, so the map "
+        "has a region for each. A box of the grid (input.select)"
+        + (" or fewer windows and lags" if blocks > 1 else "")
+        + " makes fewer"
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -62,7 +62,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._compute import one_blas_thread
-from dcfa._errors import InputError, NothingToFitError
+from dcfa._errors import InputError, NothingToFitError, PatchesWarning
 from dcfa._validation import (
     Interval,
     StrOptions,
@@ -192,6 +192,9 @@ class RegionsCV(BaseCFA):
         The merge order of the chosen map (``"relevance"`` or ``"weights"``).
     n_pieces_ : dict of float to int
         Pieces at each level.
+    n_patches_ : int
+        How many separate patches the kept cells form (each variable, window and lag apart):
+        no map of contiguous regions has fewer regions.
     cv_r2_ : ndarray of shape (n_splits,)
         The chosen map's test R^2 in each fold of the selection (optimistic, as the best of
         many maps; :func:`dcfa.forward_cv` of the estimator is the honest estimate).
@@ -402,7 +405,8 @@ class RegionsCV(BaseCFA):
         stages = {lv: Pieces(shared.snapshots[lv][1], shared, segments, yv, skill) for lv in levels}
         t1 = time.perf_counter()
 
-        sizes = _sizes(self.max_groups, _patches(shared.adjacency))
+        self.n_patches_ = _patches(shared.adjacency)
+        sizes = _sizes(self.max_groups, self.n_patches_)
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
         if "relevance" in orders:
             r2 = _relevance_skill(stages, sizes, folds)
@@ -661,7 +665,7 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
             f"blocks of variables), each a region of its own, more than "
             f"max_groups={max_groups}; the map may have up to {most} regions (leave small "
             "patches out first: X.where(dcfa.patch_sizes(X) >= n))",
-            UserWarning,
+            PatchesWarning,
             stacklevel=5,
         )
     return np.unique(np.array([*(k for k in SIZES if k <= most), patches, most], dtype=np.int64))

@@ -405,3 +405,30 @@ def test_the_passes_graphs_refer_to_the_climatology_held_on_the_workers(tmp_path
     large = [str(w.message) for w in caught if "large graph" in str(w.message)]
     assert not large, large
     assert xr.open_zarr(out)["climatology"].nbytes > 1.5e6  # what they would have carried
+
+
+def test_more_patches_than_max_groups_are_said_in_the_jobs_terms(tmp_path, scheduler):
+    """Each window and lag is a block of its own, so 2 windows x 2 lags of one connected sea
+    make 4 patches. RegionsCV's warning said to leave small patches out with
+    ``X.where(dcfa.patch_sizes(X) >= n)``, Python a job's user cannot run; the job says it
+    with its own keys."""
+    job = write_job(
+        tmp_path,
+        input__windows=[1, 3],
+        input__lags=[0, 1],
+        method__name="regionscv",
+        method__params={"max_groups": 2, "n_splits": 3},
+    )
+    lines = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run_job(load_config(job), scheduler=scheduler, echo=lines.append)
+    assert not [w for w in caught if issubclass(w.category, dcfa.PatchesWarning)]
+    note = [line for line in lines if "separate patches" in line]
+    assert note == [
+        "      note: the cells form 4 separate patches in 4 blocks (variables x windows x "
+        "lags), more than method.params.max_groups = 2; no region spans two, so the map has a "
+        "region for each. A box of the grid (input.select) or fewer windows and lags makes "
+        "fewer"
+    ], note
+    assert xr.open_zarr(out).sizes["group"] >= 4

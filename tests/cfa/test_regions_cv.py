@@ -1040,10 +1040,10 @@ def test_more_separate_patches_than_max_groups_warns_and_keeps_one_region_per_pa
     signal = rng.normal(size=(240, 4))
     X = signal[:, patches] + 0.5 * rng.normal(size=(240, 40))
     y = signal[:, 0] - signal[:, 2] + 0.3 * rng.normal(size=240)
-    with pytest.warns(UserWarning, match=r"max_groups: the kept cells form 4 separate patches"):
+    with pytest.warns(dcfa.PatchesWarning, match=r"max_groups: the kept cells form 4 separate"):
         model = dcfa.RegionsCV(neighbors=A, max_groups=3).fit(X, y)
     labels = model.labels_
-    assert 4 <= model.n_features_out_ <= 7
+    assert model.n_patches_ == 4 and 4 <= model.n_features_out_ <= 7
     assert int(model.cv_path_.n_groups.max()) == 7
     for region in np.unique(labels):
         assert np.unique(patches[labels == region]).size == 1
