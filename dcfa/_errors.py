@@ -11,6 +11,7 @@ bug or of a library included, exits 1.
 from __future__ import annotations
 
 import inspect
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -115,10 +116,17 @@ class NoSkillWarning(UserWarning):
 _PACKAGE = str(Path(__file__).parent)
 
 
+# a pipeline's step is called through scikit-learn's own frames: the user's line is beyond
+_SKLEARN = f"{os.sep}sklearn{os.sep}"
+
+
 def outside_stacklevel() -> int:
     """The ``stacklevel`` that points a warning, issued by the function that calls this one,
-    at the first line outside dcfa: the user's call, however deep in dcfa the check is."""
+    at the first line outside dcfa and scikit-learn: the user's call, however deep in dcfa
+    (or in a pipeline) the check is."""
     frame, level = inspect.currentframe().f_back, 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE) or _SKLEARN in frame.f_code.co_filename
+    ):
         frame, level = frame.f_back, level + 1
     return level

@@ -670,3 +670,41 @@ def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = Fal
         + (" (their dates are on different calendars)" if calendars else "")
         + how
     )
+
+
+# beyond these the applied series are not the same quantity as the training ones: a field in
+# degC for a fit in K lies hundreds of standard deviations off, one in kg m-2 s-1 for a fit in
+# mm/day varies 86 400 times less; a century of warming moves SST anomalies a few standard
+# deviations
+FAR_OFFSET = 30.0
+FAR_RATIO = 20.0
+
+
+def far_off(
+    applied, mean, sd, n_fitted: int, *, fitted: str = "the fit", columns: str = "columns"
+) -> str | None:
+    """How the columns of ``applied`` ``(sample, column)`` lie outside those a model was
+    fitted on (each column's ``mean`` and standard deviation ``sd``, from ``n_fitted``
+    samples), in words, or None: the median over the columns of each column's median
+    distance from its mean, in its standard deviations, above ``FAR_OFFSET``, or of its
+    spread's ratio to ``sd`` beyond ``FAR_RATIO`` either way (with at least 12 samples of
+    each, so that a season's months are not taken for a smaller spread). ``fitted`` and
+    ``columns`` name the model and the columns in the words."""
+    applied = np.asarray(applied, dtype=np.float64)
+    mean, sd = np.asarray(mean, dtype=np.float64), np.asarray(sd, dtype=np.float64)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column without values: NaN
+        usable = np.isfinite(sd) & (sd > 0) & np.isfinite(mean)
+        if not usable.any() or applied.shape[0] == 0:
+            return None
+        distance = np.nanmedian(np.abs(applied[:, usable] - mean[usable]) / sd[usable], axis=0)
+        offset = float(np.nanmedian(distance))
+        if offset > FAR_OFFSET:
+            return f"lie a median of {offset:.0f} training standard deviations from {fitted}'s mean"
+        counts = np.isfinite(applied[:, usable]).sum(axis=0)
+        if np.median(counts) < 12 or n_fitted < 12:
+            return None
+        ratio = float(np.nanmedian(np.nanstd(applied[:, usable], axis=0) / sd[usable]))
+    if ratio > FAR_RATIO or ratio < 1 / FAR_RATIO:
+        return f"vary {ratio:.3g} times as much as the training series (the median over {columns})"
+    return None

@@ -16,14 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
 
 from dcfa import _version, io
 from dcfa._errors import InputError, NoSkillWarning
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
-from dcfa.batch.fitted import FittedResult, regression_text
+from dcfa.batch.fitted import FittedResult, far_from_training, regression_text
 from dcfa.batch.output import missing_chunk_lines, result_skill, skill_text
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record
@@ -243,62 +242,6 @@ def _apply(
         + f" in {_time.perf_counter() - t0:.1f} s"
     )
     return out
-
-
-# beyond these the applied series are not the same quantity as the training ones: a field in
-# degC for a result in K lies hundreds of standard deviations off, one in kg m-2 s-1 for a
-# result in mm/day varies 86 400 times less; a century of warming moves SST anomalies a few
-# standard deviations
-FAR_OFFSET = 30.0
-FAR_RATIO = 20.0
-
-
-def far_from_training(
-    applied: np.ndarray, trained: np.ndarray, blocks: np.ndarray | None = None
-) -> str | None:
-    """How the applied series ``(sample, group)`` lie outside the training ones, in words, or
-    None: the median over groups of each group's median distance from its training mean (in
-    its training standard deviations) above ``FAR_OFFSET``, or of its spread's ratio to the
-    training spread beyond ``FAR_RATIO`` either way (with at least 12 samples of each, so
-    that a season's months are not taken for a smaller spread).
-
-    ``blocks`` labels each group with what it is made of (its variable's units): each block
-    is judged on its own, so that one variable in other units is found among the groups of
-    the others (precipitation x 86 400 in two groups of five)."""
-    trained = np.asarray(trained, dtype=np.float64)
-    applied = np.asarray(applied, dtype=np.float64)
-    labels = np.zeros(trained.shape[1], dtype=int) if blocks is None else np.asarray(blocks)
-    kinds = list(dict.fromkeys(labels.tolist()))
-    for kind in kinds:
-        mine = labels == kind
-        far = _far(applied[:, mine], trained[:, mine])
-        if far is not None:
-            if len(kinds) > 1:
-                far += f" (its {int(mine.sum())} group(s) in {kind!r})"
-            return far
-    return None
-
-
-def _far(applied: np.ndarray, trained: np.ndarray) -> str | None:
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a group without values: NaN
-        mean, sd = np.nanmean(trained, axis=0), np.nanstd(trained, axis=0)
-        usable = np.isfinite(sd) & (sd > 0)
-        if not usable.any():
-            return None
-        distance = np.nanmedian(np.abs(applied[:, usable] - mean[usable]) / sd[usable], axis=0)
-        offset = float(np.nanmedian(distance))
-        if offset > FAR_OFFSET:
-            return (
-                f"lie a median of {offset:.0f} training standard deviations from the result's mean"
-            )
-        counts = np.isfinite(applied[:, usable]).sum(axis=0)
-        if np.median(counts) < 12 or np.isfinite(trained).sum(axis=0).min() < 12:
-            return None
-        ratio = float(np.nanmedian(np.nanstd(applied[:, usable], axis=0) / sd[usable]))
-    if ratio > FAR_RATIO or ratio < 1 / FAR_RATIO:
-        return f"vary {ratio:.3g} times as much as the training series (the median over groups)"
-    return None
 
 
 def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:

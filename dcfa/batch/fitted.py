@@ -13,6 +13,7 @@ sampling and months) comes before any read. ``dcfa apply`` is :mod:`dcfa.batch.a
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 
 import dask.array as da
@@ -20,9 +21,9 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._units import same_units
-from dcfa._validation import label_positions, same_coordinates
+from dcfa._validation import far_off, label_positions, same_coordinates
 from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
@@ -101,6 +102,9 @@ class FittedResult:
     # the series of a field carry too
     group_coords: dict = field(default_factory=dict)
     units: str | None = None
+    # the result's own features (sample, group), what transform's series of a field in memory
+    # are checked against (far_from_training); None when the store has none
+    trained: np.ndarray | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         # the arrays (the map, the climatology, every cell's weight) are for code, not a
@@ -187,7 +191,19 @@ class FittedResult:
         """
         names = _names or {**PYTHON_NAMES, "archive": "field"}
         field = self._checked_field(field, names, time)
-        return self._series(field)
+        out = self._series(field)
+        if self.trained is not None and not isinstance(out.data, da.Array):  # in memory: free
+            blocks = self.group_coords.get("group_units")
+            far = far_from_training(out.values, self.trained, None if blocks is None else blocks[1])
+            if far is not None:
+                warnings.warn(
+                    f"{names['archive']}: its series {far}, far outside what the result was "
+                    "fitted on: a field in other units or of another quantity does this, and "
+                    "its forecast is off by as much",
+                    UserWarning,
+                    stacklevel=outside_stacklevel(),
+                )
+        return out
 
     def forecast(self, field) -> xr.DataArray:
         """The target predicted from ``field`` by ``regression``: a lazy ``(sample_dim,)``
@@ -525,6 +541,38 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
+
+
+def far_from_training(
+    applied: np.ndarray, trained: np.ndarray, blocks: np.ndarray | None = None
+) -> str | None:
+    """How the applied series ``(sample, group)`` lie outside the training ones, in words, or
+    None (:func:`dcfa._validation.far_off`, the rule the estimators' ``transform`` applies to
+    their own inputs).
+
+    ``blocks`` labels each group with what it is made of (its variable's units): each block
+    is judged on its own, so that one variable in other units is found among the groups of
+    the others (precipitation x 86 400 in two groups of five)."""
+    trained = np.asarray(trained, dtype=np.float64)
+    applied = np.asarray(applied, dtype=np.float64)
+    labels = np.zeros(trained.shape[1], dtype=int) if blocks is None else np.asarray(blocks)
+    kinds = list(dict.fromkeys(labels.tolist()))
+    for kind in kinds:
+        mine = labels == kind
+        far = _far(applied[:, mine], trained[:, mine])
+        if far is not None:
+            if len(kinds) > 1:
+                far += f" (its {int(mine.sum())} group(s) in {kind!r})"
+            return far
+    return None
+
+
+def _far(applied: np.ndarray, trained: np.ndarray) -> str | None:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a group without values: NaN
+        mean, sd = np.nanmean(trained, axis=0), np.nanstd(trained, axis=0)
+    n = int(np.isfinite(trained).sum(axis=0).min()) if trained.size else 0
+    return far_off(applied, mean, sd, n, fitted="the result", columns="groups")
 
 
 def regression_text(regression) -> str:

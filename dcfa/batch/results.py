@@ -175,6 +175,7 @@ def load_result(
             if c in ds.coords and ds[c].dims == ("group",)
         },
         units=ds["features"].attrs.get("units") if "features" in ds else None,
+        trained=ds["features"].transpose(dim, "group").values if "features" in ds else None,
     )
 
 

@@ -12,12 +12,13 @@ import warnings
 from numbers import Integral
 from typing import TYPE_CHECKING
 
+import dask.array as da
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError
+from dcfa._errors import GappyCellsWarning, InputError, NothingToFitError, outside_stacklevel
 from dcfa._terminal import counted
 from dcfa._validation import (
     InputData,
@@ -27,6 +28,7 @@ from dcfa._validation import (
     check_n_samples,
     check_time_order,
     check_X,
+    far_off,
     pandas_output,
     single_target,
     validate_params,
@@ -42,7 +44,6 @@ from dcfa.stats.merged import MergedMoments
 from dcfa.stats.moments import Moments
 
 if TYPE_CHECKING:
-    import dask.array as da
     from numpy.typing import ArrayLike
 
     from dcfa.stats.columns import ColumnMoments
@@ -268,6 +269,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         std = m.column_std(ddof=1)[:D].copy()
         used = labels >= 0
         self.mean_ = np.where(used, mean, np.nan)
+        self.std_ = np.where(used, std, np.nan)
+        self.n_samples_fit_ = int(m.n)
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = 1.0 / std if opts.standardize else np.ones(D)
         self.scale_ = np.where(used, scale, np.nan)
@@ -349,6 +352,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             self, X, layout=getattr(self, "_layout", None), sample_dim=self.sample_dim
         )
         reduction = self.reduction_
+        if not isinstance(inp.data, da.Array):  # in memory: checked at no cost (a Dask X is not
+            # read here; dcfa apply checks what it computes)
+            far = far_off(inp.data, self.mean_, self.std_, self.n_samples_fit_)
+            if far is not None:
+                warnings.warn(
+                    f"X: its features {far}, far outside what {type(self).__name__} was "
+                    "fitted on: a field in other units (degC for K) or of another quantity "
+                    "does this, and its groups and any forecast from them are off by as much",
+                    UserWarning,
+                    stacklevel=outside_stacklevel(),
+                )
         Xt = reduction.apply(inp.data)
         if inp.layout is None:
             return Xt

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dcfa._units import same_units
-from dcfa.batch.apply import FAR_OFFSET, FAR_RATIO, far_from_training
+from dcfa._validation import FAR_OFFSET, FAR_RATIO
+from dcfa.batch.fitted import far_from_training
 
 
 @pytest.mark.parametrize(
