@@ -708,3 +708,27 @@ def far_off(
     if ratio > FAR_RATIO or ratio < 1 / FAR_RATIO:
         return f"vary {ratio:.3g} times as much as the training series (the median over {columns})"
     return None
+
+
+def gaps_text(X: np.ndarray, labels, places, grid: xr.DataArray | None) -> str | None:
+    """Where the in-memory ``X`` ``(sample, feature)`` holds NaN in a feature of a group, in
+    words, or None: how many such features and samples, and the first feature, by its labels
+    on ``grid`` (``places``: each feature's flat place on it) or its number, with its group."""
+    labels = np.asarray(labels)
+    used = np.flatnonzero(labels >= 0)
+    nan = np.isnan(X[:, used])
+    if not nan.any():
+        return None
+    cols = used[nan.any(axis=0)]
+    k = int(cols[0])
+    where = f"feature {k}"
+    if grid is not None:
+        at = np.unravel_index(int(places[k]), grid.shape)
+        where = ", ".join(
+            f"{d} {grid[d].values[i]}" if d in grid.coords else f"{d} {i}"
+            for d, i in zip(grid.dims, at, strict=True)
+        )
+    return (
+        f"{cols.size} of its cells hold NaN in {int(nan.any(axis=1).sum())} of {X.shape[0]} "
+        f"samples (the first: {where}, of group {labels[k]})"
+    )

@@ -104,3 +104,44 @@ def test_far_off_names_an_offset_and_a_spread_beyond_the_bounds():
     wide = far_off(rng.normal(size=(60, 5)) * 2 * FAR_RATIO, np.zeros(5), np.ones(5), 240)
     assert wide is not None and wide.startswith("vary ")
     assert far_off(rng.normal(size=(6, 5)) * 2 * FAR_RATIO, np.zeros(5), np.ones(5), 240) is None
+
+
+def test_a_cell_masked_in_new_months_is_named_where_its_group_turns_nan(tmp_path, scheduler):
+    """One cell masked in the new months (a new land mask, sea ice) made every forecast NaN:
+    a pipeline's predict raised scikit-learn's "Input X contains NaN", naming nothing, and a
+    loaded result's forecast was NaN in every month without a word."""
+    X, y = _field(5)
+    model = make_pipeline(dcfa.Anomalies(), dcfa.RegionsCV(gap=0, n_splits=3))
+    model = make_pipeline(*model, model.fit(X, y)[-1].regressor()).fit(X, y)
+    Xn, _ = _field(6, n=60)
+    Xn[10:, 2, 3] = np.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="contains NaN"):  # scikit-learn's, after ours
+            model.predict(Xn)
+    [w] = [w for w in caught if "hold NaN" in str(w.message)]
+    group = int(model[1].label_map_.sel(lat=2.0, lon=3.0))
+    assert w.filename == __file__
+    assert str(w.message).startswith(
+        f"X: 1 of its cells hold NaN in 50 of 60 samples (the first: lat 2.0, lon 3.0, of "
+        f"group {group}): their groups, and any forecast from them, are NaN"
+    )
+
+    from support import write_job
+
+    from dcfa.batch.config import load_config
+    from dcfa.batch.job import run_job
+
+    out = run_job(load_config(write_job(tmp_path)), scheduler=scheduler, echo=lambda *a: None)
+    fitted = dcfa.load_result(out)
+    ds = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).load()
+    ds["sst"][5:8, 1, 2] = np.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        forecast = fitted.forecast(ds)
+    [w] = [w for w in caught if "hold NaN" in str(w.message)]
+    lat, lon = float(ds.lat[1]), float(ds.lon[2])
+    assert str(w.message).startswith(
+        f"field: 1 of its cells hold NaN in 3 of 120 samples (the first: lat {lat}, lon {lon}"
+    )
+    assert int(forecast.isnull().sum()) == 3

@@ -23,7 +23,7 @@ import xarray as xr
 from dcfa import io
 from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._units import same_units
-from dcfa._validation import far_off, label_positions, same_coordinates
+from dcfa._validation import far_off, gaps_text, label_positions, same_coordinates
 from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
@@ -192,7 +192,20 @@ class FittedResult:
         names = _names or {**PYTHON_NAMES, "archive": "field"}
         field = self._checked_field(field, names, time)
         out = self._series(field)
-        if self.trained is not None and not isinstance(out.data, da.Array):  # in memory: free
+        if isinstance(out.data, da.Array):  # not read here: dcfa apply says what it computes
+            return out
+        if out.isnull().any():
+            cells = field.values.reshape(field.shape[0], -1)[:, self.keep]
+            gaps = gaps_text(cells, self.labels, self.keep, self.region)
+            if gaps is not None:
+                warnings.warn(
+                    f"{names['archive']}: {gaps}: their groups' series, forecast and GBMAP "
+                    "values are NaN in those samples (a changed land mask or sea-ice edge does "
+                    "this)",
+                    UserWarning,
+                    stacklevel=outside_stacklevel(),
+                )
+        if self.trained is not None:  # in memory: checked at no cost
             blocks = self.group_coords.get("group_units")
             far = far_from_training(out.values, self.trained, None if blocks is None else blocks[1])
             if far is not None:

@@ -29,6 +29,7 @@ from dcfa._validation import (
     check_time_order,
     check_X,
     far_off,
+    gaps_text,
     pandas_output,
     single_target,
     validate_params,
@@ -364,6 +365,17 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     stacklevel=outside_stacklevel(),
                 )
         Xt = reduction.apply(inp.data)
+        if not isinstance(Xt, da.Array) and np.isnan(Xt).any():
+            grid = getattr(self, "label_map_", None)
+            gaps = gaps_text(inp.data, self.labels_, np.arange(self.n_features_in_), grid)
+            if gaps is not None:
+                warnings.warn(
+                    f"X: {gaps}: their groups, and any forecast from them, are NaN in those "
+                    "samples (a changed land mask or sea-ice edge does this); fill those cells, "
+                    "or leave them out of the fit",
+                    UserWarning,
+                    stacklevel=outside_stacklevel(),
+                )
         if inp.layout is None:
             return Xt
         out = inp.layout.samples(
