@@ -632,12 +632,19 @@ def test_series_are_standardised_and_titled_with_their_correlation():
     assert ax.get_title() == f"Nino box: r = {r:+.2f}"
     with pytest.raises(ValueError, match="target: 5 samples, the series has 120; pair them"):
         plot_series(series, target[:5])
-    # the pairing it names: a series of fewer months (a lead) and the whole dated target
+    # dated series are paired by date, as dcfa.align pairs them: a series of fewer months
+    # and the whole dated target, or a target stamped ten years off, which was drawn by
+    # position with the same r
     dated = pd.Series(target, index=t, name="flow")
-    with pytest.raises(ValueError, match=r"series, target = dcfa.align\(series, target\)$"):
-        plot_series(series[3:], dated)
-    ax = plot_series(*dcfa.align(series[3:], dated))
+    ax = plot_series(series[3:], dated)
+    aligned = plot_series(*dcfa.align(series[3:], dated))
     np.testing.assert_array_equal(ax.lines[1].get_xdata(), t[3:])
+    for mine, theirs in zip(ax.lines[:2], aligned.lines[:2], strict=True):
+        np.testing.assert_array_equal(mine.get_ydata(), theirs.get_ydata())
+    assert ax.get_title() == aligned.get_title()
+    later = pd.Series(target, index=t + np.timedelta64(3653, "D"), name="flow")
+    with pytest.raises(ValueError, match="^target: no label in common with series"):
+        plot_series(series, later)
     # a transform's every region at once: it said "the series has 600" samples
     regions = xr.concat([series] * 5, "group").transpose("time", "group")
     pick = r"; pick one, e.g. series.isel\(group=0\)"

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["plot_path", "plot_predicted", "plot_series"]
 
 
-def _standardised(values: Any, name: str) -> np.ndarray:
+def _one_series(values: Any, name: str) -> np.ndarray:
+    """``values`` as one 1-D float series; bad input naming ``name`` otherwise."""
     v = np.asarray(getattr(values, "values", values), dtype=np.float64)
     if v.ndim > 1 and v.size != max(v.shape):
         dims = getattr(values, "dims", None)
@@ -30,7 +31,10 @@ def _standardised(values: Any, name: str) -> np.ndarray:
             + (f" with dims {dims}" if dims else "")
             + f"; pick one, e.g. {pick}"
         )
-    v = v.ravel()
+    return v.ravel()
+
+
+def _standardised(v: np.ndarray, name: str) -> np.ndarray:
     spread = np.nanstd(v)
     if not np.isfinite(spread) or spread == 0:
         raise InputError(f"{name}: a constant or empty series cannot be standardised")
@@ -54,8 +58,10 @@ def plot_series(
         The region's aggregate, e.g. ``result.features.sel(group=g)`` of a result store; its
         sample coordinate (dates), or a Series' index, is the x axis.
     target : array-like of shape (n_samples,)
-        The target on the same samples (a job's target: :func:`dcfa.io.open_target`, paired
-        with the series by :func:`dcfa.align`).
+        The target. Dated (a DataArray or a pandas Series, e.g. a job's target from
+        :func:`dcfa.io.open_target`), it is paired with a dated series by their sample labels,
+        the same dates or the same calendar months, whichever pairs more (a lead target's
+        labels are its predictors'); an array is paired by position, on the same samples.
     ax : matplotlib.axes.Axes, optional
     label : str, optional
         The region's name in the legend. Default: its ``group_name`` coordinate (a result
@@ -75,19 +81,29 @@ def plot_series(
         Its first line is the region, its second the target (each minus its mean, over its
         standard deviation: series in other units on one axis).
     """
-    x = _standardised(series, "series")
-    y = _standardised(target, "target")
+    x, y = _one_series(series, "series"), _one_series(target, "target")
     if label is None:
         label = _series_label(series)
     if target_label is None:
         name = getattr(target, "name", None)
         target_label = str(name) if name is not None else "target"
-    if x.size != y.size:
+    t, _ = sample_axis(series, x.size)
+    # by their own sample labels (a lead target's are its predictors'), else by position
+    pairs = _pairs(
+        _labels(series, predicted=False),
+        _labels(target, predicted=False),
+        x.size,
+        y.size,
+        ("series", "target"),
+    )
+    if pairs is not None:
+        x, y, t = x[pairs[0]], y[pairs[1]], t[pairs[0]]
+    elif x.size != y.size:
         raise InputError(
             f"target: {y.size} samples, the series has {x.size}; pair them by date first: "
             "series, target = dcfa.align(series, target)"
         )
-    t, _ = sample_axis(series, x.size)
+    x, y = _standardised(x, "series"), _standardised(y, "target")
     ok = np.isfinite(x) & np.isfinite(y)
     r = float(np.corrcoef(x[ok], y[ok])[0, 1])
     plt = _pyplot()
@@ -119,18 +135,21 @@ def _series_label(series: Any) -> str:
     return f"{name} ({units})" if units else name
 
 
-def _labels(values: Any) -> np.ndarray | None:
+def _labels(values: Any, *, predicted: bool = True) -> np.ndarray | None:
     """The dates (or other labels) of a 1-D DataArray or pandas Series: a forecast's
-    ``target_time`` (what each value predicts) before its own sample labels; None for an
-    array."""
+    ``target_time`` (what each value predicts, with ``predicted``) before its own sample
+    labels; None for an array or a Series on the default ``0 .. n - 1``."""
     coords = getattr(values, "coords", None)
     if coords is not None and getattr(values, "ndim", 0) == 1:
-        if "target_time" in coords and coords["target_time"].ndim == 1:
+        if predicted and "target_time" in coords and coords["target_time"].ndim == 1:
             return np.asarray(coords["target_time"].values)
         dim = values.dims[0]
         return np.asarray(values[dim].values) if dim in coords else None
     index = getattr(values, "index", None)
-    return None if index is None or callable(index) else np.asarray(index)
+    if index is None or callable(index):
+        return None
+    default = getattr(index, "start", None) == 0 and getattr(index, "step", None) == 1
+    return None if default else np.asarray(index)  # a Series' own 0 .. n - 1: positions
 
 
 def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -139,11 +158,21 @@ def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
     position otherwise."""
     o = np.asarray(getattr(observed, "values", observed), dtype=np.float64).ravel()
     p = np.asarray(getattr(predicted, "values", predicted), dtype=np.float64).ravel()
-    lo, lp = _labels(observed), _labels(predicted)
-    if lo is None or lp is None or lo.size != o.size or lp.size != p.size:
+    pairs = _pairs(_labels(observed), _labels(predicted), o.size, p.size, ("observed", "predicted"))
+    if pairs is None:
         if o.size != p.size:
             raise InputError(f"predicted: {p.size} values for {o.size} observed ones")
         return o, p
+    return o[pairs[0]], p[pairs[1]]
+
+
+def _pairs(lo, lp, no: int, np_: int, names: tuple[str, str]) -> tuple | None:
+    """The positions of the pairs of labels ``lo`` and ``lp`` (of ``no`` and ``np_`` values):
+    the same labels, or for dates at most one a month the same calendar month, whichever
+    pairs more; None when either has no labels (pair by position). Bad input, naming the
+    second of ``names``, when they have none in common."""
+    if lo is None or lp is None or lo.size != no or lp.size != np_:
+        return None
     # the same labels, or the same calendar months, whichever pairs more: a model's monthly
     # stamps (the 16th at noon, the 15th) a lead later are seldom its own stamps
     keyings = [(list(lo), list(lp))]
@@ -159,11 +188,12 @@ def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
     both = max(pairings, key=len, default=[])  # the first of equals: exact dates
     if both:
         i, j = np.array(both).T
-        return o[i], p[j]
+        return i, j
+    first, second = names
     raise InputError(
-        "predicted: no label in common with observed (neither the same dates nor the same "
-        f"months: observed {lo[0]} .. {lo[-1]}, predicted {lp[0]} .. {lp[-1]}); pass arrays "
-        "to pair them by position"
+        f"{second}: no label in common with {first} (neither the same dates nor the same "
+        f"months: {first} {lo[0]} .. {lo[-1]}, {second} {lp[0]} .. {lp[-1]}); pass arrays to "
+        "pair them by position"
     )
 
 
