@@ -450,7 +450,7 @@ class RegionsCV(BaseCFA):
     def _checked_input(self, X, y) -> tuple:
         """``X`` and ``y`` checked, with the selection's folds: the input, the target as a
         column and the purged blocked folds. Raises before the series are read."""
-        from dcfa.skill import blocked_folds
+        from dcfa.skill import blocked_folds, warn_if_blocks_small
 
         inp, Y = self._check_time_series(X, y, why="RegionsCV's blocked folds")
         D = inp.n_features
@@ -461,6 +461,7 @@ class RegionsCV(BaseCFA):
                 "or an adjacency matrix"
             )
         folds = blocked_folds(inp.n_samples, self.n_splits, self.gap)
+        warn_if_blocks_small(inp.n_samples, self.n_splits)
         _check_budget(inp.n_samples, D)
         return inp, Y, folds
 

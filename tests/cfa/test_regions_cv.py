@@ -1065,3 +1065,28 @@ def test_a_map_of_one_region_per_patch_is_scored_when_no_larger_size_is_reachabl
     np.testing.assert_array_equal(np.unique(patches[model.labels_ == model.labels_[0]]), [0])
     for region in np.unique(model.labels_):
         assert np.unique(patches[model.labels_ == region]).size == 1
+
+
+def test_test_blocks_of_a_few_months_are_said_naming_n_splits(rng):
+    """472 samples in 100 blocks of 4-5 months gave a mean CV R^2 of -0.35 where 5 blocks
+    gave +0.67, and the only warning blamed the target ("Check the target and its lead")."""
+    patches = np.repeat(np.arange(4), 10)
+    signal = rng.normal(size=(240, 4))
+    X = signal[:, patches] + 0.5 * rng.normal(size=(240, 40))
+    y = signal[:, 0] + 0.3 * rng.normal(size=240)
+    A = _chains(patches)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dcfa.RegionsCV(neighbors=A, n_splits=40).fit(X, y)
+        dcfa.blocked_cv(LinearRegression(), X, y, n_splits=40)
+    said = [w for w in caught if str(w.message).startswith("n_splits: 40 test blocks")]
+    assert len(said) == 2 and all(w.filename == __file__ for w in said), said
+    assert str(said[0].message) == (
+        "n_splits: 40 test blocks of 240 samples hold 6 or 7 samples each: an R^2 over so few "
+        "scores noise, and a map chosen by it too; n_splits <= 20 gives blocks of 12 or more"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dcfa.RegionsCV(neighbors=A, n_splits=20).fit(X, y)  # blocks of 12
+        dcfa.RegionsCV(neighbors=A[:20, :20], n_splits=3).fit(X[:20, :20], y[:20])  # tiny
+    assert not [w for w in caught if str(w.message).startswith("n_splits:")]
