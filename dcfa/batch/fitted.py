@@ -195,13 +195,14 @@ class FittedResult:
         if isinstance(out.data, da.Array):  # not read here: dcfa apply says what it computes
             return out
         if out.isnull().any():
-            cells = field.values.reshape(field.shape[0], -1)[:, self.keep]
+            grid = field.transpose(self.sample_dim, *self.region.dims).values
+            cells = grid.reshape(grid.shape[0], -1)[:, self.keep]
             gaps = gaps_text(cells, self.labels, self.keep, self.region)
             if gaps is not None:
                 warnings.warn(
                     f"{names['archive']}: {gaps}: their groups' series, forecast and GBMAP "
-                    "values are NaN in those samples (a changed land mask or sea-ice edge does "
-                    "this)",
+                    "values are NaN in those samples (a month missing, a changed land mask or a "
+                    "sea-ice edge does this)",
                     UserWarning,
                     stacklevel=outside_stacklevel(),
                 )

@@ -371,8 +371,8 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             if gaps is not None:
                 warnings.warn(
                     f"X: {gaps}: their groups, and any forecast from them, are NaN in those "
-                    "samples (a changed land mask or sea-ice edge does this); fill those cells, "
-                    "or leave them out of the fit",
+                    "samples (a month missing, a changed land mask or a sea-ice edge does "
+                    "this); fill those cells, or leave them out of the fit",
                     UserWarning,
                     stacklevel=outside_stacklevel(),
                 )
