@@ -504,9 +504,12 @@ def align_target(
     if match == "month" or (f_cal is None) != (t_cal is None):
         for cal, coord, what in ((f_cal, f_coord, "input"), (t_cal, t_coord, "target")):
             if cal is None:
+                # monthly periods (pandas' PeriodIndex) are dates in all but type
+                periods = str(coord.dtype).startswith("period")
                 raise InputError(
                     f"{keys.match}: the {what}'s {sample_dim!r} holds {coord.dtype} values, not "
                     f"dates; matching with {keys.set(match)} needs dates on both sides"
+                    + ("; for pandas periods: series.to_timestamp()" if periods else "")
                 )
     if match == "exact" and f_cal is not None and not same_calendar(f_cal, t_cal):
         # daily samples: a month holds many, so pairing by month cannot be the remedy

@@ -482,3 +482,17 @@ def test_target_time_adds_durations_and_numbers_and_none_to_samples():
     years = target_time(xr.DataArray([1990, 1991], dims="t"), 2, "step of 1")
     assert years.values.tolist() == [1992, 1993] and years.dtype.kind == "i"
     assert target_time(hours, 3, "sample") is None
+
+
+def test_a_target_of_monthly_periods_is_refused_naming_to_timestamp():
+    """pandas' monthly periods are dates in all but type: the refusal said "needs dates on
+    both sides" without the one call that gives them."""
+    t = pd.date_range("2000-01-01", periods=24, freq="MS")
+    X = xr.DataArray(np.zeros((24, 3)) + np.arange(24)[:, None], dims=("time", "x"),
+                     coords={"time": t})  # fmt: skip
+    periods = pd.Series(np.arange(24.0), index=pd.period_range("2000-01", periods=24, freq="M"))
+    with pytest.raises(dcfa.InputError, match=r"period\[M\] values, not dates; .*"
+                       r"for pandas periods: series.to_timestamp\(\)$"):  # fmt: skip
+        dcfa.align(X, periods, match="month")
+    _, y = dcfa.align(X, periods.to_timestamp(), match="month")
+    np.testing.assert_array_equal(y.values, np.arange(24.0))
