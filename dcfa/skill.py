@@ -51,6 +51,7 @@ from dcfa._validation import (
     sample_dim_of,
 )
 from dcfa.forecast.leads import warn_if_purge_short
+from dcfa.stats.seasonal import has_large_cycle
 
 __all__ = ["Skill", "as_regressor", "blocked_cv", "blocked_folds", "forward_cv", "regression_for"]
 
@@ -174,6 +175,36 @@ def _check_y(y) -> np.ndarray:
             "keep = np.isfinite(y); X[keep], y[keep] for arrays with the samples first"
         )
     return y
+
+
+def _warn_if_target_cycle(model, y) -> None:
+    """Warn, at the user's line, when ``model`` takes the anomalies of ``X`` (a
+    :class:`dcfa.Anomalies` step) but ``y``, a dated series, is mostly its own seasonal cycle:
+    anomalies cannot predict it, so it stays in the error and in the skill said (a river's
+    flow: forward-CV R^2 +0.14 with its cycle, +0.63 for its anomalies, on the same map)."""
+    from dcfa.anomalies import Anomalies  # layout: the same layer, read only here
+    from dcfa.io.calendars import months_of
+
+    if not any(isinstance(s, Anomalies) for s in model_steps(model)):
+        return
+    if not isinstance(y, xr.DataArray | pd.Series) or np.ndim(y) != 1:
+        return
+    dates = y[y.dims[0]] if isinstance(y, xr.DataArray) else xr.DataArray(y.index, dims="time")
+    try:
+        months = months_of(dates, "y")
+    except InputError:  # not dates: no calendar months
+        return
+    values = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(values)
+    share = has_large_cycle(values[ok], np.asarray(months)[ok])
+    if share is not None:
+        warnings.warn(
+            f"y: its mean seasonal cycle is {share:.0%} of its variance; the model's Anomalies "
+            "remove the seasonal cycle of X, not of y, so it stays in the error and the skill. "
+            "To score y's anomalies: dcfa.Anomalies().fit(y_train).transform(y)",
+            UserWarning,
+            stacklevel=outside_stacklevel(),
+        )
 
 
 def _warn_if_purges_short(model, y, gap) -> None:
@@ -433,6 +464,7 @@ def blocked_cv(
     X = _samples_first(model, X)
     labels = _target_labels(y)  # before _check_inputs makes y an array
     _warn_if_purges_short(model, y, gap)
+    _warn_if_target_cycle(model, y)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: n_splits first
     if not lazy:
         X, y = _check_inputs(X, y)
@@ -708,6 +740,7 @@ def forward_cv(
     X = _samples_first(model, X)
     labels = _target_labels(y)  # before _check_inputs makes y an array
     _warn_if_purges_short(model, y, gap)
+    _warn_if_target_cycle(model, y)
     lazy = isinstance(X, xr.DataArray) and X.ndim >= 2  # read by _check_inputs: folds first
     if not lazy:
         X, y = _check_inputs(X, y)

@@ -20,7 +20,6 @@ __all__ = [
     "drop_samples",
     "months_absent",
     "reading",
-    "seasonal_share",
     "select_cells",
     "target_at_lead",
     "time_scales",
@@ -220,27 +219,6 @@ def check_anomaly_months(field: xr.DataArray, dim: str, lead: int) -> None:
         "need each month at least twice (two years of samples); set input.anomalies = false"
         + (", or a shorter target.lead" if lead else "")
     )
-
-
-def seasonal_share(values: np.ndarray, months: np.ndarray) -> tuple[float, float]:
-    """The share of the variance of ``values`` that their calendar months' means explain
-    (one-way analysis of variance by month), and the F test's p-value of no cycle: (0, 1)
-    when a month present holds a single value or fewer than two months are present."""
-    from scipy import stats
-
-    y = np.asarray(values, dtype=np.float64)
-    present, group, counts = np.unique(months, return_inverse=True, return_counts=True)
-    if present.size < 2 or (counts < 2).any() or y.size <= present.size:
-        return 0.0, 1.0
-    means = np.bincount(group, weights=y) / counts
-    total = float(((y - y.mean()) ** 2).sum())
-    between = float((counts * (means - y.mean()) ** 2).sum())
-    if total == 0.0:
-        return 0.0, 1.0
-    within = max(total - between, 0.0)
-    df1, df2 = present.size - 1, y.size - present.size
-    f = np.inf if within == 0.0 else (between / df1) / (within / df2)
-    return between / total, float(stats.f.sf(f, df1, df2))
 
 
 def alignment(

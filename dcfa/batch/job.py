@@ -59,7 +59,6 @@ from dcfa.batch.inputs import (
     drop_samples,
     months_absent,
     reading,
-    seasonal_share,
     select_cells,
     target_at_lead,
     time_scales,
@@ -99,6 +98,7 @@ from dcfa.io.calendars import (
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
 from dcfa.memory.check import gib
+from dcfa.stats.seasonal import has_large_cycle
 from dcfa.stats.summary import Exclusion
 from dcfa.storage.store import OutputError
 
@@ -329,11 +329,6 @@ def _task(
     return _Task(config, out, target, aligned, read, estimator, gbmap, workdir, at_lead)
 
 
-# a cycle this large a share of the target's variance, and this clear, is worth a note: the
-# field's anomalies cannot predict it (white noise's 12 monthly means explain about 11/n)
-CYCLE_SHARE, CYCLE_P = 0.2, 1e-3
-
-
 def _say_target_cycle(values: np.ndarray, valid: np.ndarray, dim: str, echo) -> None:
     """With ``input.anomalies``, note a target whose own mean seasonal cycle is a large share
     of its variance: anomalies of the field cannot predict it, so it stays in the error of
@@ -342,8 +337,8 @@ def _say_target_cycle(values: np.ndarray, valid: np.ndarray, dim: str, echo) -> 
         months = months_of(xr.DataArray(valid, dims=dim), "target")
     except InputError:  # not dates: no calendar months
         return
-    share, p = seasonal_share(values, months)
-    if share >= CYCLE_SHARE and p < CYCLE_P:
+    share = has_large_cycle(values, months)
+    if share is not None:
         echo(
             f"      note: the target's mean seasonal cycle is {share:.0%} of its variance; the "
             "field's anomalies (input.anomalies) do not predict it, so it stays in the error "

@@ -11,8 +11,8 @@ from scipy import stats
 from support import write_job
 
 from dcfa.batch.config import load_config
-from dcfa.batch.inputs import seasonal_share
 from dcfa.batch.job import run_job
+from dcfa.stats.seasonal import seasonal_share
 
 NOTE = "      note: the target's mean seasonal cycle is "
 
