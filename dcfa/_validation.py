@@ -678,6 +678,7 @@ def check_target_dates(y, dim: str, dates, name: str = "y", *, frame: bool = Fal
 # deviations
 FAR_OFFSET = 30.0
 FAR_RATIO = 20.0
+FAR_COLUMNS = 256
 
 
 def far_off(
@@ -689,22 +690,27 @@ def far_off(
     distance from its mean, in its standard deviations, above ``FAR_OFFSET``, or of its
     spread's ratio to ``sd`` beyond ``FAR_RATIO`` either way (with at least 12 samples of
     each, so that a season's months are not taken for a smaller spread). ``fitted`` and
-    ``columns`` name the model and the columns in the words."""
-    applied = np.asarray(applied, dtype=np.float64)
+    ``columns`` name the model and the columns in the words.
+
+    At most :data:`FAR_COLUMNS` columns, evenly spaced, are read: a median over that many
+    says the same, and a transform of 20 000 columns x 1 200 samples is not made 4 s slower.
+    """
     mean, sd = np.asarray(mean, dtype=np.float64), np.asarray(sd, dtype=np.float64)
+    usable = np.flatnonzero(np.isfinite(sd) & (sd > 0) & np.isfinite(mean))
+    if not usable.size or np.shape(applied)[0] == 0:
+        return None
+    if usable.size > FAR_COLUMNS:
+        usable = usable[np.linspace(0, usable.size - 1, FAR_COLUMNS).astype(np.int64)]
+    x = np.asarray(applied[:, usable], dtype=np.float64)
+    mean, sd = mean[usable], sd[usable]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a column without values: NaN
-        usable = np.isfinite(sd) & (sd > 0) & np.isfinite(mean)
-        if not usable.any() or applied.shape[0] == 0:
-            return None
-        distance = np.nanmedian(np.abs(applied[:, usable] - mean[usable]) / sd[usable], axis=0)
-        offset = float(np.nanmedian(distance))
+        offset = float(np.nanmedian(np.nanmedian(np.abs(x - mean) / sd, axis=0)))
         if offset > FAR_OFFSET:
             return f"lie a median of {offset:.0f} training standard deviations from {fitted}'s mean"
-        counts = np.isfinite(applied[:, usable]).sum(axis=0)
-        if np.median(counts) < 12 or n_fitted < 12:
+        if np.median(np.isfinite(x).sum(axis=0)) < 12 or n_fitted < 12:
             return None
-        ratio = float(np.nanmedian(np.nanstd(applied[:, usable], axis=0) / sd[usable]))
+        ratio = float(np.nanmedian(np.nanstd(x, axis=0) / sd))
     if ratio > FAR_RATIO or ratio < 1 / FAR_RATIO:
         return f"vary {ratio:.3g} times as much as the training series (the median over {columns})"
     return None
