@@ -570,7 +570,7 @@ def _prepare(config, field, target, estimator, workdir: WorkDir, client, echo) -
             + ("; grid moments" if request else "")
             + f" in {time.perf_counter() - t:.1f} s"
         )
-    held = prep.held(client)
+    held = prep.held(client, dict(field.chunksizes))
     prepared = io.apply_preprocessing(field, held, sample_dim=dim)
     if request is not None:  # the grid execution reads the grid; cells without data excluded
         cells, keep = prepared, np.arange(prep.has_data.size)

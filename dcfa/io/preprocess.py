@@ -48,20 +48,28 @@ class Preprocessing:
 
         return array(clim), array(std)
 
-    def held(self, client) -> Preprocessing:
-        """This preprocessing with its climatology and spread scattered once to the workers
-        of ``client`` (a distributed Client), as Dask arrays: a graph that embeds them sends
-        them through the scheduler at every pass (26 MiB at 1 degree with two windows and two
-        lags)."""
+    def held(self, client, chunks: dict) -> Preprocessing:
+        """This preprocessing with its climatology and spread persisted on the workers of
+        ``client`` (a distributed Client), in the field's chunks of each grid dim (``chunks``:
+        ``field.chunksizes``), as Dask arrays the
+        passes' graphs refer to: a graph that embeds them sends them through the scheduler at
+        every pass (26 MiB at 1 degree with two windows and two lags). Persisted, not
+        scattered: the scheduler keeps what makes each block, and makes it again when the
+        worker that held it is lost. Sent once, so without distributed's warning of a large
+        graph, which is for graphs sent again at every compute."""
+        import dask
         import dask.array as da
 
-        def scattered(a: xr.DataArray | None):
+        def persisted(a: xr.DataArray | None):
             if a is None:
                 return None
-            future = client.scatter(a.values, hash=False)
-            return a.copy(data=da.from_delayed(future, a.shape, dtype=a.dtype))
+            blocks = da.from_array(a.values, chunks=tuple(chunks.get(d, -1) for d in a.dims))
+            return a.copy(data=client.persist(blocks))
 
-        return Preprocessing(self.has_data, scattered(self.climatology), scattered(self.std))
+        limit = {"distributed.admin.large-graph-warning-threshold": "64GiB"}
+        with dask.config.set(limit):
+            clim, std = persisted(self.climatology), persisted(self.std)
+        return Preprocessing(self.has_data, clim, std)
 
     def to_dataset(self) -> xr.Dataset:
         ds = xr.Dataset({"has_data": self.has_data})

@@ -418,3 +418,36 @@ def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_p
         assert f" cells, {lats}, {lons}, corr" in line or f" cell, {lats}, {lons}, corr" in line, (
             line
         )
+
+
+@pytest.mark.slow
+def test_the_preprocessing_held_on_the_workers_outlives_a_lost_worker(tmp_path):
+    """A job's climatology and spread are held on the workers for the passes to refer to.
+    Scattered, they were lost with the worker that held them, and every later pass with
+    them; persisted, the scheduler makes them again."""
+    import contextlib
+    import os
+    import time
+
+    from conftest import local_client
+    from distributed import wait
+    from distributed.comm.core import CommClosedError
+
+    make_archive(tmp_path / "a.zarr", n=48)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"]).chunk({"lat": 2})
+    prep = io.fit_preprocessing(field, anomalies=True, standardize=True)
+    want = io.apply_preprocessing(field, prep).values
+    with local_client() as client:
+        held = prep.held(client, dict(field.chunksizes))
+        assert held.climatology.data.chunks[1] == field.chunks[1]  # the field's blocks
+        wait([held.climatology.data, held.std.data])
+        holders = {w for ws in client.who_has().values() for w in ws}
+        lost = sorted(holders)[0]
+        with contextlib.suppress(CommClosedError):  # it dies as it is asked
+            client.run(os._exit, 1, workers=[lost])  # a worker lost, not retired
+        deadline = time.monotonic() + 30
+        while lost in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lost not in client.scheduler_info()["workers"]
+        got = io.apply_preprocessing(field, held).compute(scheduler=client.get)
+    np.testing.assert_array_equal(got.values, want)
