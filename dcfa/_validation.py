@@ -682,15 +682,24 @@ FAR_COLUMNS = 256
 
 
 def far_off(
-    applied, mean, sd, n_fitted: int, *, fitted: str = "the fit", columns: str = "columns"
+    applied,
+    mean,
+    sd,
+    n_fitted: int,
+    *,
+    inputs=None,
+    fitted: str = "the fit",
+    columns: str = "columns",
 ) -> str | None:
     """How the columns of ``applied`` ``(sample, column)`` lie outside those a model was
     fitted on (each column's ``mean`` and standard deviation ``sd``, from ``n_fitted``
     samples), in words, or None: the median over the columns of each column's median
     distance from its mean, in its standard deviations, above ``FAR_OFFSET``, or of its
     spread's ratio to ``sd`` beyond ``FAR_RATIO`` either way (with at least 12 samples of
-    each, so that a season's months are not taken for a smaller spread). ``fitted`` and
-    ``columns`` name the model and the columns in the words.
+    each, so that a season's months are not taken for a smaller spread). ``inputs``, an
+    elementwise function, makes the columns read what ``mean`` and ``sd`` are of (a CFA
+    estimator's ``phi(x)``); ``fitted`` and ``columns`` name the model and the columns in the
+    words.
 
     At most :data:`FAR_COLUMNS` columns, evenly spaced, are read: a median over that many
     says the same, and a transform of 20 000 columns x 1 200 samples is not made 4 s slower.
@@ -701,7 +710,8 @@ def far_off(
         return None
     if usable.size > FAR_COLUMNS:
         usable = usable[np.linspace(0, usable.size - 1, FAR_COLUMNS).astype(np.int64)]
-    x = np.asarray(applied[:, usable], dtype=np.float64)
+    x = applied[:, usable]
+    x = np.asarray(x if inputs is None else inputs(x), dtype=np.float64)
     mean, sd = mean[usable], sd[usable]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a column without values: NaN

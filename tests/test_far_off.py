@@ -145,3 +145,17 @@ def test_a_cell_masked_in_new_months_is_named_where_its_group_turns_nan(tmp_path
         f"field: 1 of its cells hold NaN in 3 of 120 samples (the first: lat {lat}, lon {lon}"
     )
     assert int(forecast.isnull().sum()) == 3
+
+
+def test_inputs_phi_are_checked_against_the_moments_of_phi():
+    """The fitted mean_ and std_ are of phi(x) (x**2 for inputs="square"): the raw x of the
+    training field itself lay 140 of their standard deviations off, and every transform of
+    NonLinCFA's paper setting warned."""
+    X, y = _field(8)
+    model = dcfa.NonLinCFA(inputs="square").fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.transform(X)
+    assert not _far_warnings(caught)
+    with pytest.warns(UserWarning, match="far outside what NonLinCFA was fitted on"):
+        model.transform(X * 1000.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from functools import partial
 from numbers import Integral
 from typing import TYPE_CHECKING
 
@@ -355,7 +356,9 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         reduction = self.reduction_
         if not isinstance(inp.data, da.Array):  # in memory: checked at no cost (a Dask X is not
             # read here; dcfa apply checks what it computes)
-            far = far_off(inp.data, self.mean_, self.std_, self.n_samples_fit_)
+            # mean_ and std_ are of the inputs phi(x) the moments were taken of
+            phi = partial(apply_inputs, inputs=reduction.inputs)
+            far = far_off(inp.data, self.mean_, self.std_, self.n_samples_fit_, inputs=phi)
             if far is not None:
                 warnings.warn(
                     f"X: its features {far}, far outside what {type(self).__name__} was "

@@ -223,7 +223,8 @@ class LinCFA(BaseCFA):
         Each feature's mean and ``1/std``: the group value is the mean of
         ``scale_ * (x - mean_)`` over its members. NaN for excluded features.
     std_ : ndarray of shape (``n_features_in_``,)
-        Each feature's standard deviation at fit (NaN for excluded features): ``transform``
+        Each feature's standard deviation at fit, of its inputs ``phi(x)`` for an estimator
+        that takes them (NaN for excluded features): ``transform``
         warns when an in-memory ``X`` lies far outside ``mean_`` and ``std_`` (a median of
         30 of them off, or 20 times the spread either way), as a field in other units does.
     n_samples_fit_ : int

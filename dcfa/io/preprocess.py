@@ -51,9 +51,9 @@ class Preprocessing:
     def held(self, client, chunks: dict) -> Preprocessing:
         """This preprocessing with its climatology and spread persisted on the workers of
         ``client`` (a distributed Client), in the field's chunks of each grid dim (``chunks``:
-        ``field.chunksizes``), as Dask arrays the
-        passes' graphs refer to: a graph that embeds them sends them through the scheduler at
-        every pass (26 MiB at 1 degree with two windows and two lags). Persisted, not
+        ``field.chunksizes``), as Dask arrays the passes' graphs refer to: a graph that embeds
+        them sends them through the scheduler at every pass (26 MiB at 1 degree with two
+        windows and two lags). Persisted, not
         scattered: the scheduler keeps what makes each block, and makes it again when the
         worker that held it is lost. Sent once, so without distributed's warning of a large
         graph, which is for graphs sent again at every compute."""
