@@ -39,6 +39,11 @@ def axis_values(coord: Any) -> Any:
     return coord.dt.year.values + (coord.dt.dayofyear.values - 1) / days
 
 
+def default_index(index) -> bool:
+    """Whether a pandas index is a Series' own ``0 .. n - 1`` (positions, not labels)."""
+    return getattr(index, "start", None) == 0 and getattr(index, "step", None) == 1
+
+
 def sample_axis(values: Any, n: int) -> tuple[Any, str]:
     """The x values of a series and their label: a 1-D DataArray's coordinate, a pandas
     Series' index (other than the default ``0 .. n - 1``), else the sample number."""
@@ -50,8 +55,7 @@ def sample_axis(values: Any, n: int) -> tuple[Any, str]:
         return axis_values(coords[dims[0]]), str(dims[0])
     index = getattr(values, "index", None)
     if index is not None and hasattr(index, "is_monotonic_increasing") and len(index) == n:
-        default = getattr(index, "start", None) == 0 and getattr(index, "step", None) == 1
-        if not default:
+        if not default_index(index):
             import xarray as xr
 
             coord = xr.DataArray(np.asarray(index), dims="sample")

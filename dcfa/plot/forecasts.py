@@ -9,8 +9,8 @@ import numpy as np
 
 from dcfa._errors import InputError
 from dcfa.io.calendars import month_numbers
+from dcfa.plot._figure import default_index, sample_axis
 from dcfa.plot._figure import pyplot as _pyplot
-from dcfa.plot._figure import sample_axis
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -148,8 +148,7 @@ def _labels(values: Any, *, predicted: bool = True) -> np.ndarray | None:
     index = getattr(values, "index", None)
     if index is None or callable(index):
         return None
-    default = getattr(index, "start", None) == 0 and getattr(index, "step", None) == 1
-    return None if default else np.asarray(index)  # a Series' own 0 .. n - 1: positions
+    return None if default_index(index) else np.asarray(index)
 
 
 def _paired(observed: Any, predicted: Any) -> tuple[np.ndarray, np.ndarray]:
