@@ -8,30 +8,26 @@ from __future__ import annotations
 
 import re
 
-# UDUNITS' names of the two temperature scales a field comes in; any spelling of one is it
+# UDUNITS' names of the two temperature scales a field comes in; any spelling of one is it,
+# in any case (files hold "degrees_kelvin" and "Degrees_Celsius"), but the symbols "K" and
+# "degC", which are case-sensitive: "k" is no unit
 _SPELLINGS = {
-    "K": ("K", "kelvin", "kelvins", "Kelvin", "degK", "deg_K", "degreeK", "degree_K", "degrees_K"),
-    "degC": (
-        "degC",
-        "deg_C",
-        "degreeC",
-        "degree_C",
-        "degrees_C",
-        "celsius",
-        "Celsius",
-        "degree_Celsius",
-        "degrees_Celsius",
-        "\N{DEGREE SIGN}C",
-    ),
+    "K": ("kelvin", "kelvins", "degK", "deg_K", "degreeK", "degree_K", "degrees_K",
+          "degree_kelvin", "degrees_kelvin", "deg_kelvin"),
+    "degC": ("deg_C", "degreeC", "degree_C", "degrees_C", "celsius", "degree_celsius",
+             "degrees_celsius", "deg_celsius", "\N{DEGREE SIGN}C"),
+}  # fmt: skip
+_CANONICAL = {
+    spelling.casefold(): name for name, spellings in _SPELLINGS.items() for spelling in spellings
 }
-_CANONICAL = {spelling: name for name, spellings in _SPELLINGS.items() for spelling in spellings}
 
 
 def same_units(a: str, b: str) -> bool:
     """Whether two ``units`` attributes name the same unit: the same factors with the same
     exponents, however the exponents and the division are written (``m s-1``, ``m s**-1``,
     ``m s^-1``, ``m.s-1``, ``m/s``; ``mm month-1``, ``mm/month``), in any order, with the
-    names of kelvin and degrees Celsius (``kelvin``, ``degK``; ``Celsius``, ``deg_C``). A
+    names of kelvin and degrees Celsius in any case (``kelvin``, ``degK``,
+    ``degrees_Kelvin``; ``Celsius``, ``deg_C``). A
     unit in another unit's terms (``mm`` and ``m``, ``1.5 m`` and ``15 m``) is another unit.
     A unit with parentheses, or a ``/`` that divides by nothing (``m/``), is compared as
     written."""
@@ -55,7 +51,7 @@ def _factors(units: str) -> frozenset[tuple[str, int]] | tuple[str, ...]:
             divide = True
             continue
         symbol, power = _power(word)
-        symbol = _CANONICAL.get(symbol, symbol)
+        symbol = _CANONICAL.get(symbol.casefold(), symbol)
         # UDUNITS reads "kg/m2/s" left to right: each "/" divides by the next factor only
         exponents[symbol] = exponents.get(symbol, 0) + (-power if divide else power)
         divide = False

@@ -36,6 +36,14 @@ from dcfa.batch.fitted import far_from_training
         ("W m-2", "W/m^2"),
         ("degC s-1", "Celsius/s"),
         ("K2", "kelvin^2"),
+        # UDUNITS' names in any case, as files spell them
+        ("K", "degrees_kelvin"),
+        ("K", "Degrees_Kelvin"),
+        ("K", "KELVIN"),
+        ("K", "degree_K"),
+        ("degC", "degrees_celsius"),
+        ("degC", "DEG_C"),
+        ("K s-1", "degrees_Kelvin/s"),
     ],
 )
 def test_spellings_of_one_unit_are_the_same(a, b):
@@ -53,6 +61,10 @@ def test_spellings_of_one_unit_are_the_same(a, b):
         ("mm/month", "mm month"),
         ("kg/m2/s", "kg/m2 s-1 s-1"),
         ("1", ""),
+        # the symbols are case-sensitive: "k" and "degc" are no units
+        ("K", "k"),
+        ("degC", "degc"),
+        ("kelvin", "degrees_celsius"),
         # a "/" that divides by nothing is not dropped: "m/" was read as "m"
         ("m/", "m"),
         ("/s", "s"),
