@@ -851,3 +851,43 @@ def test_a_pandas_series_is_drawn_on_its_index():
     plain = pd.Series(score.values)  # the default index: the sample number, as before
     np.testing.assert_array_equal(plot_drift(plain).lines[0].get_xdata(), np.arange(6))
     assert plot_drift(plain).get_xlabel() == "sample"
+
+
+def _borders_by_hand(labels, lat_edges, lon_edges) -> set:
+    """Every edge between two used cells of different groups, cell pair by cell pair."""
+    edges = set()
+    n_lat, n_lon = labels.shape
+    for i in range(n_lat):
+        for j in range(n_lon):
+            a = labels[i, j]
+            if not a >= 0:
+                continue
+            if j + 1 < n_lon and labels[i, j + 1] >= 0 and labels[i, j + 1] != a:
+                x = lon_edges[j + 1]
+                edges.add(((x, lat_edges[i]), (x, lat_edges[i + 1])))
+            if i + 1 < n_lat and labels[i + 1, j] >= 0 and labels[i + 1, j] != a:
+                y = lat_edges[i + 1]
+                edges.add(((lon_edges[j], y), (lon_edges[j + 1], y)))
+    return edges
+
+
+def _drawn_borders(ax) -> set:
+    from matplotlib.collections import LineCollection
+
+    (lines,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    return {tuple(map(tuple, np.round(seg, 9))) for seg in lines.get_segments()}
+
+
+def test_regions_of_equal_values_keep_their_borders(no_cartopy):
+    """Coloured by a value, two neighbouring regions of the same value (a correlation rounded
+    alike, or none) were drawn as one; their borders are now drawn, and only theirs."""
+    ax = plot_regions(_region(), values=[0.5, 0.5, 0.5])
+    expected = _borders_by_hand(LABELS, LAT_EDGES, LON_EDGES)
+    assert len(expected) == 6  # 0|1, 1|2 (four edges) and 0|2; none to an unused cell
+    assert _drawn_borders(ax) == expected
+
+
+def test_stability_draws_the_regions_borders_on_cell_edges(no_cartopy):
+    stability = xr.full_like(_region(), 0.5).where(_region() >= 0)
+    ax = plot_stability(stability, region=_region())
+    assert _drawn_borders(ax) == _borders_by_hand(LABELS, LAT_EDGES, LON_EDGES)

@@ -126,7 +126,8 @@ def plot_regions(
     values : array-like or xarray.DataArray of shape (n_groups,), optional
         A value per group, e.g. ``group_target_corr`` of a result store: each region is
         coloured by it (the sign and strength of its correlation with the target), symmetric
-        around 0, with a colour bar named after the DataArray's ``long_name`` or name.
+        around 0, with a colour bar named after the DataArray's ``long_name`` or name, and
+        the borders between regions drawn, so that neighbours of equal values stay two.
     vmax : float, optional
         With ``values``, the colour scale's end (``-vmax .. vmax``): the same on several maps
         makes them comparable. Default: the largest ``abs(values)``.
@@ -138,7 +139,7 @@ def plot_regions(
     matplotlib.axes.Axes
         The Axes; ``ax.collections[0]`` is the QuadMesh of the groups (of their ``values``
         when given), with latitude and longitude ascending whatever the order of the
-        coordinates.
+        coordinates; with ``values``, a LineCollection holds the borders.
 
     Raises
     ------
@@ -170,6 +171,8 @@ def plot_regions(
                       shading="flat", **kw)  # fmt: skip
     else:
         _by_value(ax, lon_edges, lat_edges, labels_drawn, values, cmap or "RdBu_r", vmax, kw)
+        # neighbouring regions of equal (or near) values would show as one
+        _draw_borders(ax, labels_drawn.filled(-1), lat_edges, lon_edges, "0.25", kw)
 
     if annotate and 0 < groups.size <= _MAX_ANNOTATED_GROUPS:
         for g in groups:
@@ -211,6 +214,32 @@ def _by_value(ax, lon_edges, lat_edges, labels, values, cmap, vmax, kw) -> None:
     ax.figure.colorbar(mesh, ax=ax, shrink=0.7, label=str(label))
 
 
+def _draw_borders(ax, labels: np.ndarray, lat_edges, lon_edges, colour, kw) -> None:
+    """Lines along the cell edges between two used cells (labels >= 0) of different groups;
+    an unused cell's grey marks its own edge."""
+    from matplotlib.collections import LineCollection
+
+    segments = _border_segments(labels, lat_edges, lon_edges)
+    if segments.size:
+        ax.add_collection(LineCollection(segments, colors=colour, linewidths=0.8, **kw))
+
+
+def _border_segments(labels: np.ndarray, lat_edges, lon_edges) -> np.ndarray:
+    """The cell edges between neighbouring used cells of different groups, as segments
+    ``(n, 2, 2)`` of ``(lon, lat)`` points; ``labels`` (n_lat, n_lon), -1 for unused cells."""
+    lat_edges, lon_edges = np.asarray(lat_edges), np.asarray(lon_edges)
+    used = labels >= 0
+    # east-west neighbours share the edge lon_edges[j + 1], from lat_edges[i] to [i + 1]
+    i, j = np.nonzero(used[:, :-1] & used[:, 1:] & (labels[:, :-1] != labels[:, 1:]))
+    x = lon_edges[j + 1]
+    vertical = np.stack([np.stack([x, lat_edges[i]], -1), np.stack([x, lat_edges[i + 1]], -1)], 1)
+    # north-south neighbours share lat_edges[i + 1], from lon_edges[j] to [j + 1]
+    i, j = np.nonzero(used[:-1] & used[1:] & (labels[:-1] != labels[1:]))
+    y = lat_edges[i + 1]
+    across = np.stack([np.stack([lon_edges[j], y], -1), np.stack([lon_edges[j + 1], y], -1)], 1)
+    return np.concatenate([vertical, across]).reshape(-1, 2, 2)
+
+
 def _inside_point(cells: np.ndarray, lats: np.ndarray, lons: np.ndarray) -> tuple[int, int]:
     """The cell of a region farthest from its edge, in cells (the nearest to the region's
     centroid among equals): a point inside any shape, where the centroid of a C or a ring
@@ -249,7 +278,8 @@ def plot_stability(
         As in :func:`plot_regions`.
     cmap : str or matplotlib.colors.Colormap, default="viridis"
     region : xarray.DataArray, optional
-        The region map on the same grid (``label_map_``): its borders are drawn in white.
+        The region map on the same grid (``label_map_``): its borders, the cell edges between
+        two regions, are drawn in white (a LineCollection).
 
     Returns
     -------
@@ -271,10 +301,8 @@ def plot_stability(
         _, rlons, labels = _lat_lon_values(region, lat, lon, "region")
         if labels.shape != values.shape or not np.allclose(rlons, lons):
             raise InputError("region: expected the grid of stability")
-        # a border between two cells of different groups: contours of each group's mask
-        for g in np.unique(labels[np.isfinite(labels) & (labels >= 0)]):
-            ax.contour(lons, lats, (labels == g).astype(float), levels=[0.5], colors="w",
-                       linewidths=0.8, **kw)  # fmt: skip
+        labels = np.where(np.isfinite(labels) & (labels >= 0), labels, -1)
+        _draw_borders(ax, labels, lat_edges, lon_edges, "w", kw)
     _finish_map(ax, bool(kw), lat_edges, lon_edges, title, "plot_stability")
     return ax
 
