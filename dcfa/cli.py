@@ -395,11 +395,16 @@ def _apply(args) -> None:
 
 
 def _error(exc, message: str | None = None) -> None:
-    """``message`` (default: ``exc``) on one line, then each note added to ``exc`` (what a
-    failed job kept) on a line of its own."""
+    """``message`` (default: ``exc``) on one line, or a job file's several ``problems`` one
+    per line; then each note added to ``exc`` (what a failed job kept) on a line of its own."""
     from dcfa._terminal import escape
 
+    problems = getattr(exc, "problems", ()) if message is None else ()
+    if problems:
+        message = exc.header
     print(f"dcfa: error: {escape(str(exc) if message is None else message)}", file=sys.stderr)
+    for problem in problems:
+        print(f"dcfa:   - {escape(problem)}", file=sys.stderr)
     for note in getattr(exc, "__notes__", ()):
         print(f"dcfa: {escape(str(note))}", file=sys.stderr)
 

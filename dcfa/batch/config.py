@@ -81,6 +81,7 @@ import datetime
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,15 @@ CLUSTER_KINDS = ("local", "slurm", "pbs")
 
 
 class ConfigError(InputError):
-    """A bad configuration: the message names the key (and the file)."""
+    """A bad configuration: the message names the key (and the file).
+
+    With ``problems`` (several mistakes found at once), the message is ``header`` and then
+    one line per problem; ``dcfa``'s command line prints them so.
+    """
+
+    def __init__(self, header: str, problems: Sequence[str] = ()) -> None:
+        self.header, self.problems = header, tuple(problems)
+        super().__init__(header + "".join(f"\n  - {p}" for p in self.problems))
 
 
 _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
@@ -315,6 +324,9 @@ def load_config(
         config = _check(raw, source)
         _check_protocols(raw)
     except ConfigError as exc:
+        if exc.problems:
+            named = [_naming_overrides(p, overrides or []) for p in exc.problems]
+            raise ConfigError(exc.header, named) from None
         raise ConfigError(_naming_overrides(str(exc), overrides or [])) from None
     return config
 
@@ -388,11 +400,14 @@ def _apply_override(raw: dict, item: str) -> None:
 
 
 def _check(raw: dict, source: str) -> JobConfig:
+    """The job's sections with their defaults, every key checked; every problem found is
+    said at once, in one :class:`ConfigError` (a job fixed one typo at a time is rerun once
+    per typo)."""
+    where = f"config {source}:"
+    problems: list[str] = []
     unknown = set(raw) - set(_SCHEMA)
     if unknown:
-        raise ConfigError(
-            f"config {source}: unknown section(s) {sorted(unknown)}; expected {sorted(_SCHEMA)}"
-        )
+        problems.append(f"unknown section(s) {sorted(unknown)}; expected {sorted(_SCHEMA)}")
     out: dict[str, dict] = {}
     for section, keys in _SCHEMA.items():
         given = raw.get(section)
@@ -401,32 +416,39 @@ def _check(raw: dict, source: str) -> JobConfig:
                 continue
             given = {}
         if not isinstance(given, dict):
-            raise ConfigError(f"config {source}: [{section}] must be a table")
+            problems.append(f"[{section}] must be a table")
+            continue
         if section == "gbmap":
             out[section] = dict(given)
             continue
         extra = set(given) - set(keys)
         if extra:
-            raise ConfigError(
-                f"config {source}: unknown key(s) {sorted(f'{section}.{k}' for k in extra)}; "
+            problems.append(
+                f"unknown key(s) {sorted(f'{section}.{k}' for k in extra)}; "
                 f"[{section}] takes {sorted(keys)}"
             )
         checked = {}
         for key, (types, default) in keys.items():
             if key not in given:
                 if default is ...:
-                    raise ConfigError(f"config {source}: missing required key {section}.{key}")
+                    problems.append(f"missing required key {section}.{key}")
                 checked[key] = default
                 continue
             value = given[key]
             if not isinstance(value, types) or (types is int and isinstance(value, bool)):
-                raise ConfigError(
-                    f"config {source}: {section}.{key} must be {_type_name(types)}, "
-                    f"got {_toml(value)}"
-                )
+                problems.append(f"{section}.{key} must be {_type_name(types)}, got {_toml(value)}")
             checked[key] = value
         out[section] = checked
-    _check_values(out, source)
+    if not problems:  # the values' checks read keys of the right types
+        for check in _VALUE_CHECKS:
+            try:
+                check(out, where)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(where).strip())
+    if len(problems) == 1:
+        raise ConfigError(f"{where} {problems[0]}")
+    if problems:
+        raise ConfigError(f"{where} {len(problems)} problems:", problems)
     return JobConfig(
         input=out["input"],
         target=out["target"],
@@ -439,8 +461,7 @@ def _check(raw: dict, source: str) -> JobConfig:
     )
 
 
-def _check_values(c: dict, source: str) -> None:
-    where = f"config {source}:"
+def _check_input(c: dict, where: str) -> None:
     variables = c["input"]["variables"]
     if not variables or not all(isinstance(v, str) and v for v in variables):
         raise ConfigError(f"{where} input.variables must be a non-empty list of names")
@@ -448,6 +469,9 @@ def _check_values(c: dict, source: str) -> None:
         raise ConfigError(
             f"{where} input.time must be [start, stop], got {_toml(c['input']['time'])}"
         )
+
+
+def _check_drop_time(c: dict, where: str) -> None:
     dropped = c["input"]["drop_time"] = [  # TOML dates (unquoted 1998-07-01) as labels
         v.isoformat() if isinstance(v, datetime.date) else v for v in c["input"]["drop_time"]
     ]
@@ -456,6 +480,9 @@ def _check_values(c: dict, source: str) -> None:
             f"{where} input.drop_time must be a list of labels of the sample dim (dates such as "
             f"'1998-07'), got {_toml(dropped)}"
         )
+
+
+def _check_select(c: dict, where: str) -> None:
     for name, bounds in c["input"]["select"].items():
         if not (
             isinstance(bounds, list)
@@ -466,8 +493,9 @@ def _check_values(c: dict, source: str) -> None:
                 f"{where} input.select.{name} must be [start, stop], two numbers (labels of "
                 f"{name!r}), got {_toml(bounds)}"
             )
-    _check_time_scales(c, where)
-    _check_targets(c, where)
+
+
+def _check_target(c: dict, where: str) -> None:
     missing = c["target"]["missing"]
     codes = [] if missing is None else missing if isinstance(missing, list) else [missing]
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in codes):
@@ -478,16 +506,25 @@ def _check_values(c: dict, source: str) -> None:
     c["target"]["missing"] = [float(v) for v in codes]
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
+
+
+def _check_method(c: dict, where: str) -> None:
     if c["method"]["name"] not in METHODS:
         raise ConfigError(
             f"{where} method.name must be one of {tuple(METHODS)}, got {c['method']['name']!r}"
         )
+
+
+def _check_cluster(c: dict, where: str) -> None:
     if c["cluster"]["kind"] not in CLUSTER_KINDS:
         raise ConfigError(
             f"{where} cluster.kind must be one of {CLUSTER_KINDS}, got {c['cluster']['kind']!r}"
         )
     if c["cluster"]["n_workers"] < 1 or c["cluster"]["threads_per_worker"] < 1:
         raise ConfigError(f"{where} cluster.n_workers and threads_per_worker must be >= 1")
+
+
+def _check_cluster_limits(c: dict, where: str) -> None:
     from dask.utils import parse_bytes
 
     check_duration(c["cluster"]["connect_timeout"], f"{where} cluster.connect_timeout")
@@ -624,6 +661,20 @@ def _check_time_scales(c: dict, where: str) -> None:
             f"{inp['variables']}"
         )
     _check_leads(c, where)
+
+
+# each says its first problem; _check runs them all
+_VALUE_CHECKS = (
+    _check_input,
+    _check_drop_time,
+    _check_select,
+    _check_time_scales,
+    _check_targets,
+    _check_target,
+    _check_method,
+    _check_cluster,
+    _check_cluster_limits,
+)
 
 
 def _is_int(v) -> bool:

@@ -186,3 +186,42 @@ def test_a_refusal_imports_nothing_it_does_not_need(tmp_path, command, changes, 
     assert proc.stdout.strip() == "2 []", (proc.stdout, proc.stderr)
     assert message.format(tmp=tmp_path) in proc.stderr
     assert tree(tmp_path) == before
+
+
+def test_every_mistake_of_a_job_file_is_named_at_once(tmp_path):
+    """A job file with three mistakes was refused three times, one key per run: each rerun of
+    ``dcfa fit`` costs its imports and the user's attention. They are now named together, one
+    line each, those given by ``--set`` marked so; a single mistake keeps its one line."""
+    job = write_job(tmp_path, input__lags=[0, -1], cluster__memory_limit="lots")
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", "method.name=lincfaa", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"dcfa: error: config {job}: 3 problems:\n" in proc.stderr
+    lines = proc.stderr[proc.stderr.index("3 problems:") :].splitlines()[1:4]
+    assert [line.split(" must ")[0] for line in lines] == [
+        "dcfa:   - input.lags",
+        "dcfa:   - method.name",
+        "dcfa:   - cluster.memory_limit",
+    ]
+    assert lines[1].endswith("(given by --set method.name=lincfaa)")
+    assert "given by" not in lines[0] + lines[2]
+    assert tree(tmp_path) == before
+    # mistakes of the file's structure first: the values are checked once the types are right
+    (tmp_path / "typo").mkdir()
+    typo = write_job(tmp_path / "typo", input__window=[1])
+    with pytest.raises(ConfigError) as err:
+        load_config(typo, ["input.lags=3", "cluster.n_workers=two"])
+    assert str(err.value).splitlines()[1:] == [
+        "  - unknown key(s) ['input.window']; [input] takes " + str(sorted(_input_keys())),
+        "  - input.lags must be a list, got 3 (given by --set input.lags=3)",
+        "  - cluster.n_workers must be an integer, got 'two' "
+        "(given by --set cluster.n_workers=two)",
+    ]
+    with pytest.raises(ConfigError, match=r"^config \S+: input\.lags must be a list of ints >= 0"):
+        load_config(job, ["cluster.memory_limit=1GiB", "method.name=lincfa"])
+
+
+def _input_keys():
+    from dcfa.batch.config import _SCHEMA
+
+    return _SCHEMA["input"]
