@@ -17,12 +17,44 @@ import xarray as xr
 
 from dcfa._errors import InputError
 
-__all__ = ["BLOCK_DIMS", "CellGrid", "FeatureLayout", "isel_positions", "stack_features"]
+__all__ = [
+    "BLOCK_DIMS",
+    "CellGrid",
+    "FeatureLayout",
+    "ensemble_dim",
+    "isel_positions",
+    "stack_features",
+]
 
 BLOCK_DIMS = ("variable", "window", "lag")
 """Feature dims that are not space: a variable, a time scale or a lag of the predictors
 (:mod:`dcfa.forecast`). Cells that differ along them are never neighbours and never share a
 group (:func:`dcfa.neighbors.block_labels`)."""
+
+
+# the names climate archives give the dim of an ensemble's members (CMIP's member_id,
+# xMIP's member, ECMWF's number with the CF standard name realization)
+ENSEMBLE_NAMES = ("member", "members", "member_id", "ensemble", "ensemble_member", "ens",
+                  "realization", "realisation")  # fmt: skip
+
+
+def ensemble_dim(X: xr.DataArray | xr.Dataset, dims) -> str | None:
+    """The first of ``dims`` that holds an ensemble's members, with more than one: named as
+    archives name it, or whose coordinate's CF ``standard_name`` is ``realization``."""
+    for d in dims:
+        named = str(d).lower() in ENSEMBLE_NAMES
+        standard = d in X.coords and X[d].attrs.get("standard_name") == "realization"
+        if (named or standard) and X.sizes[d] > 1:
+            return d
+    return None
+
+
+def ensemble_text(dim: str, size: int) -> str:
+    """Why an ensemble's members are not cells (the caller says how to fit them)."""
+    return (
+        f"its dim {dim!r} holds {size} ensemble members; dcfa would take each member's cells "
+        "as cells of one grid, so that regions and their means would span members"
+    )
 
 
 @dataclass(frozen=True)
@@ -447,6 +479,14 @@ def stack_features(X: xr.DataArray, sample_dim: str, *, name: str = "X"):
             f"sample_dim=<one of {list(X.dims)}>"
         )
     feature_dims = tuple(d for d in X.dims if d != sample_dim)
+    members = ensemble_dim(X, feature_dims)
+    if members is not None:
+        raise InputError(
+            f"{name}: {ensemble_text(members, X.sizes[members])}. Fit one member "
+            f"({name}.sel({members}=...)), or pool the members as samples: their anomalies, "
+            f"then {name}.stack(sample=({members!r}, {sample_dim!r})), the target stacked "
+            "alike, and sample_dim='sample'"
+        )
     if not feature_dims:
         raise InputError(
             f"{name}: expected a sample dim and at least one feature dim, got only "

@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
+from dcfa.stacking import ensemble_dim, ensemble_text
 
 __all__ = [
     "InputDataError",
@@ -64,7 +65,9 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
     A box across the seam of the stored longitudes (``[-30, 30]`` on 0..360) is taken
     eastward and written in the convention that keeps it increasing (-180..180 there), so
     its cells lie side by side as on the globe. Returns the field and what was kept, in words
-    (``lat 61 of 180 (-30 .. 30)``; empty without a box). Bad input names the key."""
+    (``lat 61 of 180 (-30 .. 30)``; empty without a box). Bad input names the key; so does
+    a grid that still holds several members of an ensemble (:func:`dcfa.stacking.ensemble_dim`),
+    which the job would take for cells."""
     from dcfa.geo import box_positions, is_longitude, wrap_longitude
 
     dim = inp["sample_dim"]
@@ -95,6 +98,13 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
                     break
         labels = field[name].values
         kept.append(f"{name} {positions.size} of {coord.size} ({labels[0]:g} .. {labels[-1]:g})")
+    members = ensemble_dim(field, grid)
+    if members is not None:
+        raise InputError(
+            f"input.store: {ensemble_text(members, field.sizes[members])}. The job fits one "
+            f"member: keep one with input.select = {{{members} = [k, k]}} (for labels that "
+            "are numbers), or write one member's store"
+        )
     return field, ", ".join(kept)
 
 

@@ -1,0 +1,86 @@
+"""An ensemble's members are not cells: a field ``(member, time, lat, lon)`` was taken as a
+grid of members x cells, so that regions and their means spanned members (a region of
+member 1's and member 2's cells, with a neighbour radius across members). It is refused,
+naming the dim and the two ways to fit it; the pooled way the message gives runs as written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import make_pipeline
+from support import cli, fails, tree, write_job
+
+import dcfa
+from dcfa.datasets import make_regions_field
+from dcfa.stacking import ensemble_dim
+
+
+def _ensemble(n_members: int = 3, dim: str = "member"):
+    """Members sharing the regions and the target's relation to them, each its own noise."""
+    ds = make_regions_field(120, (8, 12), 6, seed=4)
+    rng = np.random.default_rng(0)
+    noise = 0.3 * rng.normal(size=(n_members, *ds.field.shape))
+    X = (ds.field + xr.DataArray(noise, dims=(dim, *ds.field.dims))).assign_coords(
+        {dim: np.arange(1, n_members + 1)}
+    )
+    y = ds.target + xr.DataArray(0.3 * rng.normal(size=(n_members, 120)), dims=(dim, "time"))
+    return X.transpose(dim, "time", ...).assign_attrs(units="K"), y.assign_coords(X[dim].coords)
+
+
+@pytest.mark.parametrize("make", [lambda: dcfa.LinCFA(neighbors=1), lambda: dcfa.RegionsCV()])
+def test_members_as_cells_are_refused_naming_the_dim(make):
+    X, y = _ensemble()
+    with pytest.raises(ValueError, match=r"^X: its dim 'member' holds 3 ensemble members; ") as e:
+        make().fit(X, y.isel(member=0))
+    assert "X.sel(member=...)" in str(e.value)
+    assert "X.stack(sample=('member', 'time'))" in str(e.value)
+    # one member left (a dim of size 1) is one grid, as is another extra dim (a level)
+    one = make().fit(X.isel(member=[1]), y.isel(member=1))
+    assert one.label_map_.sizes["member"] == 1
+    level = X.rename(member="level")
+    assert make().fit(level, y.isel(member=0)).label_map_.sizes["level"] == 3
+
+
+def test_an_ensemble_dim_is_told_by_its_name_or_its_standard_name():
+    X, _ = _ensemble(2)
+    for name in ("member_id", "realization", "ensemble", "Member"):
+        assert ensemble_dim(X.rename(member=name), (name, "lat", "lon")) == name
+    number = X.rename(member="number")  # ECMWF's, with the CF standard name
+    assert ensemble_dim(number, ("number", "lat", "lon")) is None
+    number["number"].attrs["standard_name"] = "realization"
+    assert ensemble_dim(number, ("number", "lat", "lon")) == "number"
+
+
+def test_the_pooled_fit_the_message_gives_runs_and_maps_the_grid():
+    """Anomalies of each member, the members stacked into the samples: one map on (lat, lon),
+    fitted on every member's months, which predicts a member it did not see."""
+    X, y = _ensemble(4)
+    A = dcfa.Anomalies().fit_transform(X)  # each member's own climatology
+    train = dict(member=[1, 2, 3])
+    Xs = A.sel(train).stack(sample=("member", "time")).transpose("sample", ...)
+    ys = y.sel(train).stack(sample=("member", "time"))
+    model = make_pipeline(dcfa.RegionsCV(sample_dim="sample"), LinearRegression()).fit(Xs, ys)
+    regions = model[0]
+    assert regions.label_map_.dims == ("lat", "lon")
+    assert 2 <= regions.n_features_out_ <= 30
+    held_out = A.sel(member=[4]).stack(sample=("member", "time")).transpose("sample", ...)
+    r = np.corrcoef(model.predict(held_out), y.sel(member=4))[0, 1]
+    assert r > 0.8
+
+
+def test_a_job_on_an_ensemble_store_exits_2_and_runs_on_one_member(tmp_path):
+    X, y = _ensemble(2)
+    job = write_job(tmp_path, input__store="ens.zarr", input__anomalies=False)
+    X.rename("sst").to_dataset().to_zarr(tmp_path / "ens.zarr", consolidated=False)
+    y.sel(member=2).drop_vars("member").rename("soi").to_pandas().to_csv(tmp_path / "soi.csv")
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "-q", cwd=tmp_path)
+    fails(proc, 2, "input.store: its dim 'member' holds 2 ensemble members",
+          "input.select = {member = [k, k]}")  # fmt: skip
+    assert tree(tmp_path) == before
+    proc = cli("fit", str(job), "-q", "--set", "input.select.member=[2, 2]", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert xr.open_zarr(tmp_path / "result.zarr").region.sizes["member"] == 1
