@@ -22,6 +22,19 @@ _CANONICAL = {
 }
 
 
+def derived_attrs(attrs: dict, units: str, how: str) -> dict:
+    """The attributes of a quantity derived from the one ``attrs`` describe, in other
+    ``units``: its ``long_name`` says ``how`` (``"standardised"``, ``"square of"``), and CF's
+    ``standard_name``, which fixes the units, is dropped (``sea_surface_temperature`` in
+    ``"1"`` is no CF variable)."""
+    out = {k: v for k, v in attrs.items() if k != "standard_name"}
+    out["units"] = units
+    if "long_name" in out:
+        name = str(out["long_name"])
+        out["long_name"] = f"{how} {name}" if how.endswith(" of") else f"{name}, {how}"
+    return out
+
+
 def same_units(a: str, b: str) -> bool:
     """Whether two ``units`` attributes name the same unit: the same factors with the same
     exponents, however the exponents and the division are written (``m s-1``, ``m s**-1``,

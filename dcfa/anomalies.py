@@ -30,6 +30,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._errors import InputError, InputTypeError
+from dcfa._units import derived_attrs
 from dcfa._validation import (
     Interval,
     StrOptions,
@@ -604,7 +605,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             return self._container(out, X)
         Xt = X.transpose(self.sample_dim, *self._grid_dims).copy(data=out)
         if self.standardize:  # anomalies over their spread: dimensionless
-            Xt.attrs = {**Xt.attrs, "units": "1"}
+            Xt.attrs = derived_attrs(Xt.attrs, "1", "standardised anomalies")
         return Xt.transpose(*X.dims)
 
     def set_output(self, *, transform: str | None = None) -> Anomalies:

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
+from dcfa._units import derived_attrs
 from dcfa._validation import InputData, StrOptions
 
 INPUTS = ("identity", "square")
@@ -96,10 +97,11 @@ def squared_units(units: str) -> str:
 def output_attrs(attrs: dict, *, inputs, standardized: bool) -> dict:
     """The attributes of an aggregate of features with ``attrs``: all of them, with the units
     of what is aggregated (dimensionless ``"1"`` when the inputs are standardised, squared for
-    ``inputs="square"``, unchanged otherwise)."""
+    ``inputs="square"``, unchanged otherwise) and, where they change, a ``long_name`` that
+    says so and no CF ``standard_name`` (:func:`dcfa._units.derived_attrs`)."""
     out = dict(attrs)
+    if isinstance(inputs, str) and inputs == "square" and "units" in out:
+        out = derived_attrs(out, squared_units(out["units"]), "square of")
     if standardized:
-        out["units"] = "1"
-    elif isinstance(inputs, str) and inputs == "square" and "units" in out:
-        out["units"] = squared_units(out["units"])
+        out = derived_attrs(out, "1", "standardised")
     return out

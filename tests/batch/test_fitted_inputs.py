@@ -216,20 +216,31 @@ def test_stored_moments_pass_the_check_after_rounding(regions):
 
 
 @pytest.mark.parametrize(
-    "make, units",
+    "make, units, long_name",
     [
-        (lambda: dcfa.LinCFA(random_state=0), "1"),  # means of z-scores
-        (lambda: dcfa.GenLinCFA(), "K"),
-        (lambda: dcfa.GenLinCFA(standardize=True), "1"),
-        (lambda: dcfa.GenLinCFA(inputs="square"), "K2"),
-        (lambda: dcfa.NonLinCFA(inputs="square", cv=3), "K2"),
-        (lambda: dcfa.GenLinCFA(inputs="square", standardize=True), "1"),
+        (lambda: dcfa.LinCFA(random_state=0), "1", "SST, standardised"),  # means of z-scores
+        (lambda: dcfa.GenLinCFA(), "K", "SST"),
+        (lambda: dcfa.GenLinCFA(standardize=True), "1", "SST, standardised"),
+        (lambda: dcfa.GenLinCFA(inputs="square"), "K2", "square of SST"),
+        (lambda: dcfa.NonLinCFA(inputs="square", cv=3), "K2", "square of SST"),
+        (
+            lambda: dcfa.GenLinCFA(inputs="square", standardize=True),
+            "1",
+            "square of SST, standardised",
+        ),
     ],
 )
-def test_cfa_output_units(regions, make, units):
+def test_cfa_output_units(regions, make, units, long_name):
+    """The features keep the field's attrs, with their own units; where those change, the
+    long_name says how and CF's standard_name goes (it fixes the units: a standardised SST
+    kept 'sea_surface_temperature' with units '1', which no CF reader takes)."""
     field, y = regions
+    cf = {"long_name": "SST", "standard_name": "sea_surface_temperature", "source": "test"}
+    field = field.assign_attrs(cf)
     out = make().fit(field, y).transform(field)
-    assert out.attrs == {**field.attrs, "units": units}
+    kept = field.attrs if units == "K" else {k: v for k, v in field.attrs.items()
+                                              if k != "standard_name"}  # fmt: skip
+    assert out.attrs == {**kept, "units": units, "long_name": long_name}
 
 
 def test_anomalies_output_units(regions):
@@ -237,6 +248,7 @@ def test_anomalies_output_units(regions):
     assert dcfa.Anomalies(standardize=True).fit(field).transform(field).attrs == {
         **field.attrs,
         "units": "1",
+        "long_name": "synthetic field, standardised anomalies",
     }
     assert dcfa.Anomalies().fit(field).transform(field).attrs == field.attrs
 
