@@ -794,3 +794,33 @@ def test_a_loaded_result_reads_as_one_line(job_a):
         "variables ['sst'], sample_dim 'time', forecast by OLS on the features, with a GBMAP)"
         in text
     )
+
+
+def test_apply_refers_to_the_climatology_held_on_the_workers(tmp_path, client):
+    """``dcfa apply`` embedded the result's climatology and spread in its graph: 1.9 MB here
+    (4 500 cells, two windows and two lags), 26 MB for the recommended forecast job at 1
+    degree, over distributed's threshold of 10 MB, so a user of the recommended call met
+    "Sending large graph" at every apply. They go to the workers once, as in the job."""
+    from support import make_archive
+
+    make_archive(tmp_path / "big.zarr", n=48, shape=(60, 75), land=())
+    job = write_job(
+        tmp_path,
+        input__store=str(tmp_path / "big.zarr"),
+        input__windows=[1, 3],
+        input__lags=[0, 1],
+        input__standardize=True,
+    )
+    out = run_job(load_config(job), scheduler=client.scheduler.address, echo=lambda *a: None)
+    assert xr.open_zarr(out)["climatology"].nbytes > 1.5e6  # what the graph would carry
+    with (
+        dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        applied = apply_result(out, tmp_path / "big.zarr", tmp_path / "a.zarr", echo=lambda *a: 0)
+    large = [str(w.message) for w in caught if "large graph" in str(w.message)]
+    assert not large, large
+    np.testing.assert_array_equal(
+        xr.open_zarr(applied).features.values, xr.open_zarr(out).features.values
+    )
