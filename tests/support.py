@@ -225,6 +225,19 @@ def assert_no_chunk_left_running(log: Path) -> None:
 N = 120
 
 
+def write_wide_job(tmp_path):
+    """:func:`write_job` on a 60 x 75 archive of 48 months, with two windows, two lags and
+    the spread: a climatology and spread of 1.9 MB, which a graph should not carry."""
+    make_archive(tmp_path / "big.zarr", n=48, shape=(60, 75), land=())
+    return write_job(
+        tmp_path,
+        input__store=str(tmp_path / "big.zarr"),
+        input__windows=[1, 3],
+        input__lags=[0, 1],
+        input__standardize=True,
+    )
+
+
 def write_forecast_job(tmp_path, **input_keys):
     ds = make_archive(tmp_path / "sst.zarr", n=N, shape=(4, 6))
     rng = np.random.default_rng(1)

@@ -801,16 +801,9 @@ def test_apply_refers_to_the_climatology_held_on_the_workers(tmp_path, client):
     (4 500 cells, two windows and two lags), 26 MB for the recommended forecast job at 1
     degree, over distributed's threshold of 10 MB, so a user of the recommended call met
     "Sending large graph" at every apply. They go to the workers once, as in the job."""
-    from support import make_archive
+    from support import write_wide_job
 
-    make_archive(tmp_path / "big.zarr", n=48, shape=(60, 75), land=())
-    job = write_job(
-        tmp_path,
-        input__store=str(tmp_path / "big.zarr"),
-        input__windows=[1, 3],
-        input__lags=[0, 1],
-        input__standardize=True,
-    )
+    job = write_wide_job(tmp_path)
     out = run_job(load_config(job), scheduler=client.scheduler.address, echo=lambda *a: None)
     assert xr.open_zarr(out)["climatology"].nbytes > 1.5e6  # what the graph would carry
     with (

@@ -386,16 +386,9 @@ def test_the_passes_graphs_refer_to_the_climatology_held_on_the_workers(tmp_path
     Here (4 500 cells, two windows and two lags) they are 1.9 MB. Embedded in the graphs, the
     moments and features passes each sent more than 1 MB through the scheduler: at a quarter
     degree, ~450 MB a pass, which distributed warns of ("Sending large graph")."""
-    from support import make_archive
+    from support import write_wide_job
 
-    make_archive(tmp_path / "big.zarr", n=48, shape=(60, 75), land=())
-    job = write_job(
-        tmp_path,
-        input__store=str(tmp_path / "big.zarr"),
-        input__windows=[1, 3],
-        input__lags=[0, 1],
-        input__standardize=True,
-    )
+    job = write_wide_job(tmp_path)
     with (
         dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}),
         warnings.catch_warnings(record=True) as caught,
