@@ -254,16 +254,25 @@ def group_place(centres) -> tuple:
     return first("group_lat", "group_latitude"), first("group_lon", "group_longitude")
 
 
+def _lat_lon_names(region: xr.DataArray) -> dict:
+    """``{"lat": name, "lon": name}`` of the latitude and longitude coordinates of ``region``
+    along its dims, those it has."""
+    from dcfa.geo import is_longitude
+
+    names: dict = {}
+    for coord in ("lat", "latitude", "lon", "longitude"):
+        if coord in region.coords and set(region[coord].dims) <= set(region.dims):
+            names.setdefault("lon" if is_longitude(coord, region[coord].attrs) else "lat", coord)
+    return names
+
+
 def group_extent(region: xr.DataArray, g: int) -> str | None:
     """Where group ``g``'s cells lie on the map ``region``: ``"5°S-3°N, 170°E-170°W"``
     (:func:`dcfa.geo.extent_text`); None without latitude and longitude coordinates, or
     without a cell of ``g``."""
-    from dcfa.geo import extent_text, is_longitude
+    from dcfa.geo import extent_text
 
-    names = {}
-    for coord in ("lat", "latitude", "lon", "longitude"):
-        if coord in region.coords and set(region[coord].dims) <= set(region.dims):
-            names.setdefault("lon" if is_longitude(coord, region[coord].attrs) else "lat", coord)
+    names = _lat_lon_names(region)
     cells = (region == g).values
     if len(names) < 2 or not cells.any():
         return None
@@ -275,21 +284,70 @@ def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarra
     """A readable name per group: its block (the variable, window and lag its cells share,
     where the input has several) and its centre, e.g. ``2N_120W``, ``sst_2N_120W`` or
     ``u10_w3_lag1_0N_160E``; ``g3`` parts where the grid has neither; a repeated name gets
-    ``_2``, ``_3``... in group order."""
+    ``_2``, ``_3``... in group order.
+
+    A group whose centre lies outside it (a ring or a basin-wide background around another
+    region: its centre is in the region it surrounds, whose name it would nearly take) is
+    named by its extent instead, ``30S-30N_35E-75W`` (:func:`outside_centre`)."""
     lat, lon = group_place(centres)
+    outside = outside_centre(region, lat, lon, n_groups)
     names, seen = [], {}
     for g, block in enumerate(group_blocks(region, n_groups)):
         parts = [str(v) if d == "variable" else f"{d[0]}{v}" for d, v in block.items()]
-        if lat is not None and lon is not None and np.isfinite(lat[g]) and np.isfinite(lon[g]):
+        if outside is not None and outside[g] is not None:
+            parts.append(outside[g])
+        elif lat is not None and lon is not None and np.isfinite(lat[g]) and np.isfinite(lon[g]):
             y, x = float(lat[g]), (float(lon[g]) + 180.0) % 360.0 - 180.0
-            parts.append(f"{abs(round(y))}{'S' if round(y) < 0 else 'N'}")
-            parts.append(f"{abs(round(x))}{'W' if round(x) < 0 else 'E'}")
+            parts.append(_degrees(y, "N", "S"))
+            parts.append(_degrees(x, "E", "W"))
         else:
             parts.append(f"g{g}")
         name = "_".join(parts)
         seen[name] = seen.get(name, 0) + 1
         names.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
     return np.array(names, dtype=object)  # variable-length: a Zarr v3 type with a spec
+
+
+def _degrees(value: float, positive: str, negative: str) -> str:
+    """Whole degrees with their hemisphere, as names write them: ``2N``, ``129W``, ``0N``."""
+    return f"{abs(round(value))}{negative if round(value) < 0 else positive}"
+
+
+def outside_centre(region: xr.DataArray, lat, lon, n_groups: int) -> list | None:
+    """Per group, its extent as a name part (``30S-30N_35E-75W``) when its centre lies
+    outside it, farther than one and a half grid steps from its nearest cell; else None.
+    None for a grid without latitude and longitude coordinates."""
+    from dcfa.geo import longitude_arc
+
+    if lat is None or lon is None:
+        return None
+    names = _lat_lon_names(region)
+    if len(names) < 2:
+        return None
+    labels = region.values.ravel()
+    cell_lat, cell_lon = (
+        np.asarray(region[names[k]].broadcast_like(region).values, dtype=np.float64).ravel()
+        for k in ("lat", "lon")
+    )
+    used = (labels >= 0) & (labels < n_groups) & np.isfinite(cell_lat) & np.isfinite(cell_lon)
+    g = labels[used].astype(np.int64)
+    cy, cx = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
+    # degrees on the map: longitude differences wrapped and shrunk by the centre's latitude
+    dy = cell_lat[used] - cy[g]
+    dx = ((cell_lon[used] - cx[g] + 180.0) % 360.0 - 180.0) * np.cos(np.radians(cy[g]))
+    nearest = np.full(n_groups, np.inf)
+    np.minimum.at(nearest, g, np.hypot(dx, dy))
+    steps = [np.diff(np.unique(c[used])) for c in (cell_lat, cell_lon)]
+    step = max((float(np.median(s)) for s in steps if s.size), default=0.0)
+    out: list = [None] * n_groups
+    for k in np.flatnonzero(np.isfinite(nearest) & (nearest > 1.5 * step) & (step > 0)):
+        mine = g == k
+        y = cell_lat[used][mine]
+        west, east = longitude_arc(cell_lon[used][mine])
+        lats = [_degrees(float(y.min()), "N", "S"), _degrees(float(y.max()), "N", "S")]
+        lons = [_degrees((v + 180.0) % 360.0 - 180.0, "E", "W") for v in (west, east)]
+        out[int(k)] = "_".join(a if a == b else f"{a}-{b}" for a, b in (lats, lons))
+    return out
 
 
 def group_centres(region: xr.DataArray, n_groups: int) -> dict:

@@ -335,6 +335,28 @@ def test_groups_are_named_by_their_variable_and_place(tmp_path):
     np.testing.assert_array_equal(back["group_name"].values, names)
 
 
+def test_a_group_around_another_is_named_by_its_extent():
+    """A background group around a driving region has its centre inside that region, so it
+    took nearly its name (1N_158W against 0N_160W). A group whose centre is more than one
+    and a half grid steps from its nearest cell is named by its extent; the others, and a
+    C-shaped group whose centre is on itself, keep their centre's name."""
+    from dcfa.io.result import group_centres, group_names
+
+    labels = np.zeros((10, 12), dtype=int)
+    labels[3:6, 4:7] = 1  # a region inside the background 0
+    labels[8:, 9:] = 2
+    labels[9, 10] = 3  # a cell inside group 2's corner: 2's centre is still on itself
+    lon = np.arange(170.0, 194.0, 2.0)  # across the dateline, in 0..360
+    region = xr.DataArray(
+        labels, dims=("lat", "lon"), coords={"lat": np.arange(-9.0, 11.0, 2.0), "lon": lon}
+    )
+    names = group_names(region, group_centres(region, 4), 4)
+    assert list(names) == ["9S-9N_170E-168W", "1S_180W", "8N_170W", "9N_170W"]
+    # the same map on a stacked cell dim, ocean cells only, in another order
+    cells = region.stack(cell=("lat", "lon")).isel(cell=slice(None, None, -1))
+    assert list(group_names(cells, group_centres(cells, 4), 4)) == list(names)
+
+
 def test_each_group_carries_its_variables_units(tmp_path):
     """A time-series panel of groups mixing degC and m/s had no units at all: each group
     carries those of its variable's aggregate, and the features theirs when all share them."""
