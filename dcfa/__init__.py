@@ -50,6 +50,7 @@ _EXPORTS = {
     "NonLinCFACV": "dcfa.cfa.tolerance",
     "nonlincfa": "dcfa.cfa.nonlincfa",
     "patch_sizes": "dcfa.neighbors",
+    "map_agreement": "dcfa.cfa.agreement",
 }
 
 # registers the Dask config default of ``dcfa.memory_budget`` (imports only dask.config, NumPy)

@@ -11,8 +11,9 @@ import xarray as xr
 
 from dcfa._errors import InputError
 from dcfa.cfa.aggregate import aggregate, broadcast_back
+from dcfa.cfa.agreement import comembership
 from dcfa.cfa.hierarchy import group_adjacency
-from dcfa.cfa.selection import comembership, warn_if_no_skill, within_noise
+from dcfa.cfa.selection import warn_if_no_skill, within_noise
 from dcfa.geo import group_circular_mean, group_mean, hemisphere, is_global_longitude
 from dcfa.io.calendars import _numeric_day_month_format, date_span, sample_keys
 from dcfa.neighbors import grid_adjacency

@@ -2,6 +2,7 @@
 grid of members x cells, so that regions and their means spanned members (a region of
 member 1's and member 2's cells, with a neighbour radius across members). It is refused,
 naming the dim and the two ways to fit it; the pooled way the message gives runs as written.
+How alike the members' maps are is :func:`dcfa.map_agreement`'s.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given
+from hypothesis import strategies as st
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from support import cli, fails, tree, write_job
@@ -84,3 +87,67 @@ def test_a_job_on_an_ensemble_store_exits_2_and_runs_on_one_member(tmp_path):
     proc = cli("fit", str(job), "-q", "--set", "input.select.member=[2, 2]", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert xr.open_zarr(tmp_path / "result.zarr").region.sizes["member"] == 1
+
+
+def _recurrence_by_sets(ref: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
+    """Each cell's Jaccard index of its two regions, as Python sets, averaged over maps."""
+    out = np.full(ref.size, np.nan)
+    for i in np.flatnonzero(ref >= 0):
+        mine = set(np.flatnonzero(ref == ref[i]).tolist())
+        scores = []
+        for other in others:
+            theirs = set(np.flatnonzero(other == other[i]).tolist()) if other[i] >= 0 else set()
+            scores.append(len(mine & theirs) / len(mine | theirs))
+        out[i] = np.mean(scores)
+    return out
+
+
+@given(
+    st.lists(st.integers(-1, 3), min_size=12, max_size=12),
+    st.lists(st.lists(st.integers(-1, 4), min_size=12, max_size=12), min_size=1, max_size=3),
+)
+def test_map_agreement_against_sets_and_its_invariants(ref, others):
+    """Recurrence against sets, cell by cell; the same map (renumbered) recurs fully and
+    has an ARI of 1; the dims' order of the other maps does not matter."""
+    from sklearn.metrics import adjusted_rand_score
+
+    ref, others = np.array(ref), [np.array(o) for o in others]
+    if not (ref >= 0).any():
+        return
+    grid = {"lat": [0.0, 1.0, 2.0], "lon": [10.0, 20.0, 30.0, 40.0]}
+
+    def on_grid(a):
+        return xr.DataArray(a.reshape(3, 4).astype(float), dims=("lat", "lon"), coords=grid)
+
+    got = dcfa.map_agreement(on_grid(ref), [on_grid(o).T for o in others])
+    np.testing.assert_allclose(
+        got.recurrence.values.ravel(), _recurrence_by_sets(ref, others), equal_nan=True
+    )
+    for k, o in enumerate(others):
+        both = (ref >= 0) & (o >= 0)
+        if both.any():
+            assert got.ari.values[k] == pytest.approx(adjusted_rand_score(ref[both], o[both]))
+    renumbered = np.where(ref >= 0, 3 - ref, -1)
+    same = dcfa.map_agreement(on_grid(ref), on_grid(renumbered))
+    assert np.all(same.recurrence.values[np.isfinite(same.recurrence.values)] == 1.0)
+    assert same.ari.values[0] == pytest.approx(1.0)
+
+
+def test_maps_of_members_are_compared_and_other_grids_refused():
+    """The map of each member, fitted alone, against the first member's: drawn by
+    plot_stability; maps of other grids or labels are refused, naming them."""
+    X, y = _ensemble(3)
+    maps = [dcfa.RegionsCV().fit(X.sel(member=m), y.sel(member=m)).label_map_ for m in (1, 2, 3)]
+    agree = dcfa.map_agreement(maps[0], maps[1:])
+    assert agree.recurrence.dims == maps[0].dims and agree.sizes["map"] == 2
+    assert agree.sizes["group"] == int(maps[0].max()) + 1
+    assert np.all((agree.ari.values > 0.3) & (agree.ari.values <= 1))
+    from dcfa.plot import plot_stability
+
+    plot_stability(agree.recurrence, region=maps[0], coastlines=False)
+    with pytest.raises(ValueError, match=r"^others\[0\]: its 'lon' labels differ"):
+        dcfa.map_agreement(maps[0], [maps[1].assign_coords(lon=maps[1].lon + 1)])
+    with pytest.raises(ValueError, match=r"^others: expected the dims of reference"):
+        dcfa.map_agreement(maps[0], maps[1].rename(lat="y"))
+    with pytest.raises(TypeError, match=r"^reference: expected an xarray.DataArray"):
+        dcfa.map_agreement(maps[0].values, maps[1])

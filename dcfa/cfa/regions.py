@@ -69,6 +69,7 @@ from dcfa._validation import (
     check_X,
     validate_params,
 )
+from dcfa.cfa.agreement import comembership
 from dcfa.cfa.base import BaseCFA, checked_moments
 from dcfa.cfa.driver import COMPLETE_GRAPH_LIMIT
 from dcfa.cfa.executions import EXECUTIONS
@@ -76,7 +77,6 @@ from dcfa.cfa.hierarchy import PAIR_BYTES, cut
 from dcfa.cfa.pieces import FirstStage, Pieces, Segments, first_stage, kept_adjacency
 from dcfa.cfa.selection import (
     REGRESSIONS,
-    comembership,
     first_within_noise,
     json_scores,
     regression,

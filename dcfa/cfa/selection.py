@@ -16,7 +16,6 @@
 * :func:`json_scores`: scores as a result store keeps them.
 * :func:`warn_if_no_skill`: a :class:`NoSkillWarning` when the map kept predicts no better
   than the climatology.
-* :func:`comembership`: how much of each cell's region recurs in other maps (the folds').
 * :func:`ridge_weights`: each piece's weight per cell in a ridge regression on all cells, from
   which :func:`dcfa.cfa.hierarchy.ward_merges` makes regions of alike weight.
 """
@@ -41,7 +40,6 @@ __all__ = [
     "Regression",
     "RIDGE_ALPHAS",
     "FoldSkill",
-    "comembership",
     "first_within_noise",
     "fold_skill",
     "json_scores",
@@ -349,35 +347,6 @@ def _within(skill: np.ndarray, best: np.ndarray, parsimony: float) -> np.ndarray
     k = skill.shape[1]
     se = diff.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros(len(skill))
     return diff.mean(axis=1) >= -parsimony * se - 1e-12
-
-
-def comembership(labels: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
-    """How much of each item's group recurs in each of ``others``: the mean over the other
-    maps of the Jaccard index of the item's two groups (1: the same cells around it in every
-    map). Items labelled -1 in ``labels`` get NaN; an item labelled -1 in another map counts 0
-    for that map.
-    """
-    labels = np.asarray(labels)
-    out = np.zeros(labels.size)
-    keep = labels >= 0
-    if not others:
-        return np.where(keep, 1.0, np.nan)
-    for other in others:
-        other = np.asarray(other)
-        both = keep & (other >= 0)
-        a, b = labels[both], other[both]
-        # contingency of the two maps over the items both keep
-        na, nb = int(labels[keep].max()) + 1, int(other.max()) + 1
-        pair = a * nb + b
-        inter = np.bincount(pair, minlength=na * nb)
-        size_a = np.bincount(labels[keep], minlength=na)
-        size_b = np.bincount(other[other >= 0], minlength=nb)
-        union = size_a[a] + size_b[b] - inter[pair]
-        jac = np.zeros(labels.size)
-        jac[both] = inter[pair] / union
-        out += jac
-    out /= len(others)
-    return np.where(keep, out, np.nan)
 
 
 # bytes of the items' sums that ridge_weights scales at a time

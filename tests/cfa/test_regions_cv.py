@@ -29,6 +29,7 @@ from sklearn.linear_model import LinearRegression
 
 import dcfa
 from dcfa.cfa import hierarchy, selection
+from dcfa.cfa.agreement import comembership
 from dcfa.cfa.hierarchy import (
     Merges,
     chain,
@@ -42,7 +43,6 @@ from dcfa.cfa.hierarchy import (
     ward_merges,
 )
 from dcfa.cfa.selection import (
-    comembership,
     ols_skill,
     ridge_weights,
     scaled_gram,
