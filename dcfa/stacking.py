@@ -22,6 +22,7 @@ __all__ = [
     "CellGrid",
     "FeatureLayout",
     "ensemble_dim",
+    "is_ensemble",
     "isel_positions",
     "stack_features",
 ]
@@ -38,15 +39,17 @@ ENSEMBLE_NAMES = ("member", "members", "member_id", "ensemble", "ensemble_member
                   "realization", "realisation")  # fmt: skip
 
 
+def is_ensemble(X: xr.DataArray | xr.Dataset, dim) -> bool:
+    """Whether ``dim`` holds an ensemble's members: named as archives name it, or its
+    coordinate's CF ``standard_name`` is ``realization``."""
+    named = str(dim).lower() in ENSEMBLE_NAMES
+    return named or (dim in X.coords and X[dim].attrs.get("standard_name") == "realization")
+
+
 def ensemble_dim(X: xr.DataArray | xr.Dataset, dims) -> str | None:
-    """The first of ``dims`` that holds an ensemble's members, with more than one: named as
-    archives name it, or whose coordinate's CF ``standard_name`` is ``realization``."""
-    for d in dims:
-        named = str(d).lower() in ENSEMBLE_NAMES
-        standard = d in X.coords and X[d].attrs.get("standard_name") == "realization"
-        if (named or standard) and X.sizes[d] > 1:
-            return d
-    return None
+    """The first of ``dims`` that holds an ensemble's members (:func:`is_ensemble`), more
+    than one."""
+    return next((d for d in dims if is_ensemble(X, d) and X.sizes[d] > 1), None)
 
 
 def ensemble_text(dim: str, size: int) -> str:

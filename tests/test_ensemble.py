@@ -86,7 +86,23 @@ def test_a_job_on_an_ensemble_store_exits_2_and_runs_on_one_member(tmp_path):
     assert tree(tmp_path) == before
     proc = cli("fit", str(job), "-q", "--set", "input.select.member=[2, 2]", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert xr.open_zarr(tmp_path / "result.zarr").region.sizes["member"] == 1
+    # one member is a label of the archive: the map is (lat, lon), for any member's store
+    result = xr.open_zarr(tmp_path / "result.zarr")
+    assert result.region.dims == ("lat", "lon")
+    X.sel(member=[1]).rename("sst").to_dataset().to_zarr(tmp_path / "m1.zarr", consolidated=False)
+    before = tree(tmp_path)
+    proc = cli("apply", "result.zarr", "ens.zarr", "--output", "all.zarr", cwd=tmp_path)
+    fails(proc, 2, "ARCHIVE: 'sst' has grid dims ('member', 'lat', 'lon'), the result's grid "
+          "is ('lat', 'lon'); its dim 'member' holds 2 ensemble members: apply the result to "
+          "one member at a time")  # fmt: skip
+    assert tree(tmp_path) == before
+    proc = cli("apply", "result.zarr", "m1.zarr", "--output", "m1-out.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    applied = xr.open_zarr(tmp_path / "m1-out.zarr").features.load()
+    member_1 = dcfa.load_result(tmp_path / "result.zarr").transform(X.sel(member=1).rename("sst"))
+    np.testing.assert_allclose(applied.values, member_1.values, rtol=1e-6)
+    own = result.features.values  # member 2's own features differ from member 1's
+    assert not np.allclose(applied.values, own, rtol=1e-3)
 
 
 def _recurrence_by_sets(ref: np.ndarray, others: list[np.ndarray]) -> np.ndarray:

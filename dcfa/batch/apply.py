@@ -25,7 +25,13 @@ from dcfa._compute import active_client
 from dcfa._errors import InputError, NoSkillWarning
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
-from dcfa.batch.fitted import FittedResult, far_from_training, regression_text
+from dcfa.batch.fitted import (
+    FittedResult,
+    far_from_training,
+    members_hint,
+    regression_text,
+    single_members,
+)
 from dcfa.batch.output import missing_chunk_lines, result_skill, skill_text
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record
@@ -274,12 +280,16 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
                 f"{key}: {v!r} has dims {dims}, without the result's sample dim "
                 f"{fitted.sample_dim!r}"
             )
-        grid = tuple(d for d in dims if d != fitted.sample_dim)
         expect = fitted.archive_grid
         if len(fitted.variables) > 1:  # open_archive stacks them along "variable"
             expect = tuple(d for d in expect if d != "variable")
+        one = single_members(ds[v], expect)  # taken by transform
+        grid = tuple(d for d in dims if d != fitted.sample_dim and d not in one)
         if set(grid) != set(expect):
-            raise InputError(f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}")
+            raise InputError(
+                f"{key}: {v!r} has grid dims {grid}, the result's grid is {expect}"
+                + members_hint(ds[v], set(grid) - set(expect))
+            )
     try:
         field = io.open_archive(
             loc, fitted.variables, sample_dim=fitted.sample_dim, storage_options=so, opened=ds

@@ -28,7 +28,7 @@ from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
 from dcfa.io.calendars import calendar_of
-from dcfa.stacking import isel_positions
+from dcfa.stacking import ensemble_dim, is_ensemble, isel_positions
 
 
 @dataclass
@@ -399,11 +399,12 @@ class FittedResult:
             )
         if dim not in field.dims:
             raise InputError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
-        grid = tuple(d for d in field.dims if d != dim)
         expect = self.archive_grid  # the windows and lags are made here, not given
+        field = field.squeeze(single_members(field, expect), drop=True)
+        grid = tuple(d for d in field.dims if d != dim)
         if set(grid) != set(expect):
-            hint = ""
-            if self.added_dims and set(grid) == set(self.grid):
+            hint = members_hint(field, set(grid) - set(expect))
+            if not hint and self.added_dims and set(grid) == set(self.grid):
                 hint = (
                     f"; give it without the {list(self.added_dims)} dims, as the archive stores "
                     "it: the result's windows and lags are computed from it"
@@ -555,6 +556,26 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
+
+
+def single_members(field: xr.DataArray | xr.Dataset, expect) -> list:
+    """The dims of ``field`` outside the result's grid ``expect`` that hold one member of an
+    ensemble: a label of the archive, as the job that fitted the result took it (a member
+    kept by ``input.select``), so the result applies to any member's store."""
+    return [d for d in field.dims if d not in expect and is_ensemble(field, d)
+            and field.sizes[d] == 1]  # fmt: skip
+
+
+def members_hint(field: xr.DataArray | xr.Dataset, extra) -> str:
+    """What to do when the dims ``extra``, outside the result's grid, hold an ensemble's
+    members; empty otherwise."""
+    members = ensemble_dim(field, sorted(extra, key=str))
+    if members is None:
+        return ""
+    return (
+        f"; its dim {members!r} holds {field.sizes[members]} ensemble members: apply the "
+        "result to one member at a time"
+    )
 
 
 def far_from_training(

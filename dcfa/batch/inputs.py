@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
-from dcfa.stacking import ensemble_dim, ensemble_text
+from dcfa.stacking import ensemble_dim, ensemble_text, is_ensemble
 
 __all__ = [
     "InputDataError",
@@ -105,7 +105,9 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
             f"member: keep one with input.select = {{{members} = [k, k]}} (for labels that "
             "are numbers), or write one member's store"
         )
-    return field, ", ".join(kept)
+    # one member is a label of the archive, not a dim of the map: the result then applies
+    # to any member's store
+    return field.squeeze([d for d in grid if is_ensemble(field, d)], drop=True), ", ".join(kept)
 
 
 def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:
