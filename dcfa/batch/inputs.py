@@ -67,7 +67,7 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
     its cells lie side by side as on the globe. Returns the field and what was kept, in words
     (``lat 61 of 180 (-30 .. 30)``; empty without a box). Bad input names the key; so does
     a grid that still holds several members of an ensemble (:func:`dcfa.stacking.ensemble_dim`),
-    which the job would take for cells."""
+    which the job would take for cells. One member left is a label, its dim dropped."""
     from dcfa.geo import box_positions, is_longitude, wrap_longitude
 
     dim = inp["sample_dim"]
@@ -105,8 +105,7 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
             f"member: keep one with input.select = {{{members} = [k, k]}} (for labels that "
             "are numbers), or write one member's store"
         )
-    # one member is a label of the archive, not a dim of the map: the result then applies
-    # to any member's store
+    # the result then applies to any member's store (dcfa.batch.fitted.single_members)
     return field.squeeze([d for d in grid if is_ensemble(field, d)], drop=True), ", ".join(kept)
 
 
