@@ -206,7 +206,9 @@ def test_estimate_bounds_the_moments_pass_of_a_dask_input_on_one_thread():
     with dask.config.set(scheduler="sync"):
         dcfa.moments(X[:, :20], y)  # imports and caches outside the measurement
         estimate = estimate_moments(n, D, n_targets=1, data=X).driver_bytes
-        measured = _traced_peak(lambda: dcfa.moments(X, y))
+        # tracemalloc counts every thread of the process: the least of two runs leaves out
+        # what another test's threads allocated meanwhile (xdist runs many in one process)
+        measured = min(_traced_peak(lambda: dcfa.moments(X, y)) for _ in range(2))
     assert measured <= estimate <= 2 * measured, (estimate / 2**20, measured / 2**20)
 
 
