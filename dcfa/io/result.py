@@ -329,9 +329,12 @@ def outside_centre(region: xr.DataArray, lat, lon, n_groups: int) -> list | None
         np.asarray(region[names[k]].broadcast_like(region).values, dtype=np.float64).ravel()
         for k in ("lat", "lon")
     )
-    used = (labels >= 0) & (labels < n_groups) & np.isfinite(cell_lat) & np.isfinite(cell_lon)
-    g = labels[used].astype(np.int64)
     cy, cx = np.asarray(lat, dtype=np.float64), np.asarray(lon, dtype=np.float64)
+    used = (labels >= 0) & (labels < n_groups) & np.isfinite(cell_lat) & np.isfinite(cell_lon)
+    # a group without a centre (cells evenly all round the globe) keeps its g-name
+    known = np.isfinite(cy) & np.isfinite(cx)
+    used[used] = known[labels[used].astype(np.int64)]
+    g = labels[used].astype(np.int64)
     # degrees on the map: longitude differences wrapped and shrunk by the centre's latitude
     dy = cell_lat[used] - cy[g]
     dx = ((cell_lon[used] - cx[g] + 180.0) % 360.0 - 180.0) * np.cos(np.radians(cy[g]))

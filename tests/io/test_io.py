@@ -355,6 +355,13 @@ def test_a_group_around_another_is_named_by_its_extent():
     # the same map on a stacked cell dim, ocean cells only, in another order
     cells = region.stack(cell=("lat", "lon")).isel(cell=slice(None, None, -1))
     assert list(group_names(cells, group_centres(cells, 4), 4)) == list(names)
+    # a band all round the globe has no centre: named by its number, without a NaN warning
+    # (dcfa's RuntimeWarnings are errors here; the extent check took NaN centres in)
+    band = xr.DataArray(
+        [[0, 0, 0, 0], [1, 1, 1, 1]], dims=("lat", "lon"),
+        coords={"lat": [0.0, 10.0], "lon": [0.0, 90.0, 180.0, 270.0]},
+    )  # fmt: skip
+    assert list(group_names(band, group_centres(band, 2), 2)) == ["g0", "g1"]
 
 
 def test_each_group_carries_its_variables_units(tmp_path):
