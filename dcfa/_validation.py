@@ -23,10 +23,10 @@ from sklearn.utils._param_validation import (  # noqa: F401 (re-export)
 from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
-from dcfa._errors import LARGEST_TARGET, InputError, InputTypeError
+from dcfa._errors import LARGEST_TARGET, InputError, InputTypeError, outside_stacklevel
 from dcfa._units import same_units
 from dcfa.geo import is_longitude
-from dcfa.stacking import FeatureLayout, isel_positions, stack_features
+from dcfa.stacking import FeatureLayout, is_ensemble, isel_positions, stack_features
 
 __all__ = [
     "Interval",
@@ -195,7 +195,18 @@ def check_n_features(estimator, n_features: int) -> None:
 def check_units(fitted, given, fitted_what: str, name: str = "X") -> None:
     """Refuse data in other units than the training data's (both known): what was fitted
     (``fitted_what``: "the climatology", "the map's centres") would meet values of another
-    scale, silently. An InputError naming ``name``."""
+    scale, silently. An InputError naming ``name``. Data without units, where the training
+    data had them, are taken as they are, with a warning: a field in degC read from a file
+    without the attribute gave anomalies of -273 K in silence."""
+    if fitted is not None and given is None:
+        warnings.warn(
+            f"{name}: no units attribute, where the training data's were {str(fitted)!r}; "
+            f"{name} is taken to be in them ({fitted_what} was fitted in them): set "
+            f"{name}.attrs['units'] to have them checked",
+            UserWarning,
+            stacklevel=outside_stacklevel(),
+        )
+        return
     if fitted is None or given is None or same_units(str(fitted), str(given)):
         return
     raise InputError(
@@ -284,6 +295,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
         if X.sizes[d] != size:
             raise InputError(
                 f"{name}: dim {d!r} has {X.sizes[d]} entries, the training data had {size}"
+                + _members_advice(X, d)
             )
     coords = layout.feature_coords
     order: dict = {}
@@ -304,6 +316,7 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
             raise InputError(
                 f"{name}: the {d!r} coordinate differs from the training data's "
                 f"({_label_difference(a, b)}); the estimator was fitted on another grid"
+                + _members_advice(X, d)
             )
         if not np.array_equal(positions, np.arange(positions.size)):
             order[d] = positions
@@ -329,6 +342,17 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
                 "was fitted on another grid"
             )
     return order
+
+
+def _members_advice(X: xr.DataArray, dim) -> str:
+    """For a dim of an ensemble's members: each fitted member has its own climatology (or
+    cells), which other members cannot take."""
+    if not is_ensemble(X, dim):
+        return ""
+    return (
+        " (its members: each fitted member's climatology is its own; fit on the new "
+        "members, e.g. dcfa.Anomalies().fit_transform(X))"
+    )
 
 
 def align_features(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") -> xr.DataArray:
@@ -386,8 +410,9 @@ def label_positions(
         positions = b.get_indexer(a)
         if (positions >= 0).all():
             return positions
+    # pandas' own dtypes (a StringDtype of member ids) are no NumPy dtypes to test
     if isinstance(a, pd.MultiIndex) or not (
-        np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating)
+        pd.api.types.is_float_dtype(a.dtype) or pd.api.types.is_float_dtype(b.dtype)
     ):
         return None
     try:  # floats: equal up to rounding, in any order

@@ -378,10 +378,16 @@ def test_other_units_are_refused_and_spellings_of_one_are_not(rng):
     model.fit(X.fillna(0.0), y)
     with pytest.raises(ValueError, match="differ from the training data's 'K'"):
         model.predict(celsius.fillna(0.0))
-    # the same unit spelled otherwise, or no units to compare: transformed as before
+    # the same unit spelled otherwise: transformed as before
     expected = est.transform(X).values
-    for same in (X.assign_attrs(units="kelvin"), X.assign_attrs(units="degK"), X.drop_attrs()):
+    for same in (X.assign_attrs(units="kelvin"), X.assign_attrs(units="degK")):
         np.testing.assert_array_equal(est.transform(same).values, expected)
+    # no units to compare (a file without the attribute): taken as they are, but said, at
+    # the user's line; a field in degC without units gave anomalies of -273 in silence
+    with pytest.warns(UserWarning, match=r"^X: no units attribute, where the training data's "
+                      r"were 'K'; X is taken to be in them") as caught:  # fmt: skip
+        np.testing.assert_array_equal(est.transform(X.drop_attrs()).values, expected)
+    assert caught[0].filename == __file__
 
 
 def test_a_dataframe_on_dates_gets_monthly_anomalies_as_a_dataarray_does(rng):

@@ -275,8 +275,9 @@ def test_a_field_in_other_units_than_the_fit_is_refused(make):
     spelled = X.assign_attrs(units="degree_Celsius")  # the same unit: the same features
     np.testing.assert_array_equal(model.transform(spelled).values, model.transform(X).values)
     unknown = X.copy()
-    del unknown.attrs["units"]  # nothing to compare: taken as it is
-    np.testing.assert_array_equal(model.transform(unknown).values, model.transform(X).values)
+    del unknown.attrs["units"]  # nothing to compare: taken as it is, and said
+    with pytest.warns(UserWarning, match=r"^X: no units attribute, where the training data's"):
+        np.testing.assert_array_equal(model.transform(unknown).values, model.transform(X).values)
 
 
 # A bad argument to each public function outside the estimators' own checks (a function of

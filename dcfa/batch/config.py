@@ -192,7 +192,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "out drop their own samples, by date. `dcfa apply` reads every month it is given.",
     ("input", "select"): "A box of the grid, by labels: `{lat = [-30, 30], lon = [120, 290]}` "
     "keeps the cells between the two values of each dim named (ends included; a longitude's "
-    "eastward from the first, in any convention: `[120, -70]` is the same box). Unset: every "
+    "eastward from the first, in any convention: `[120, -70]` is the same box); labels that "
+    "are names are kept as listed (`{member = 'r1i1p1f1'}`, or a list). Unset: every "
     "cell. `dcfa apply` takes the result's cells from a larger archive by their labels.",
     ("input", "anomalies"): "Remove the mean seasonal cycle, per calendar month.",
     ("input", "standardize"): "Divide every cell by its standard deviation.",
@@ -484,14 +485,26 @@ def _check_drop_time(c: dict, where: str) -> None:
 
 def _check_select(c: dict, where: str) -> None:
     for name, bounds in c["input"]["select"].items():
-        if not (
+        box = (
             isinstance(bounds, list)
             and len(bounds) == 2
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds)
-        ):
+        )
+        # labels that are names (CMIP's member ids): one, or a list of them
+        named = (
+            isinstance(bounds, str)
+            and bounds
+            or (
+                isinstance(bounds, list)
+                and bounds
+                and all(isinstance(v, str) and v for v in bounds)
+            )
+        )
+        if not (box or named):
             raise ConfigError(
                 f"{where} input.select.{name} must be [start, stop], two numbers (labels of "
-                f"{name!r}), got {_toml(bounds)}"
+                f"{name!r}), or labels that are names ('r1i1p1f1' or a list of them), got "
+                f"{_toml(bounds)}"
             )
 
 

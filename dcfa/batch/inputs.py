@@ -80,6 +80,10 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
         if name not in grid:
             raise InputError(f"{key}: {name!r} is not a dim of the archive's grid {tuple(grid)}")
         coord = field.coords.get(name)
+        if isinstance(bounds, str | list) and all(isinstance(v, str) for v in _listed(bounds)):
+            field, text = _select_named(field, name, _listed(bounds), key)
+            kept.append(text)
+            continue
         if coord is None or coord.dims != (name,) or coord.dtype.kind not in "iuf":
             raise InputError(f"{key}: {name!r} has no coordinate of numbers to select by")
         longitude = is_longitude(name, coord.attrs)
@@ -107,6 +111,27 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
         )
     # the result then applies to any member's store (dcfa.batch.fitted.single_members)
     return field.squeeze([d for d in grid if is_ensemble(field, d)], drop=True), ", ".join(kept)
+
+
+def _listed(bounds) -> list:
+    return [bounds] if isinstance(bounds, str) else list(bounds)
+
+
+def _select_named(field: xr.DataArray, name: str, wanted: list, key: str):
+    """``field`` with the labels ``wanted`` of ``name`` (names, such as member ids), in that
+    order, and what was kept, in words; a label the archive lacks is named."""
+    coord = field.coords.get(name)
+    labels = [] if coord is None or coord.dims != (name,) else [str(v) for v in coord.values]
+    missing = [w for w in wanted if w not in labels]
+    if missing:
+        some = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+        raise InputError(
+            f"{key}: {missing} not among the {name!r} labels of the archive ({some or 'none'})"
+        )
+    positions = [labels.index(w) for w in wanted]
+    return field.isel(
+        {name: positions}
+    ), f"{name} {len(wanted)} of {len(labels)} ({', '.join(wanted)})"
 
 
 def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:

@@ -76,6 +76,9 @@ def map_agreement(
           cells both place in a region (1: the same partition; about 0: no more alike than
           chance).
 
+        The maps' scalar coordinates (each one's ``member``) label the ``map`` dim;
+        ``reference``'s are in the attrs (``reference = "member = r1i1p1f1"``).
+
     Notes
     -----
     These are the measures of :class:`dcfa.RegionsCV`'s ``stability_map_``,
@@ -89,7 +92,7 @@ def map_agreement(
     maps = [others] if isinstance(others, xr.DataArray) else list(others)
     if not maps:
         raise InputError("others: expected at least one map to compare with")
-    flat = []
+    flat, labelled = [], []
     for k, other in enumerate(maps):
         name = f"others[{k}]" if not isinstance(others, xr.DataArray) else "others"
         other = _labels(other, name)
@@ -104,6 +107,7 @@ def map_agreement(
         if other.shape != ref.shape:
             raise InputError(f"{name}: shape {other.shape}, reference's {ref.shape}")
         flat.append(other.values.ravel())
+        labelled.append({c: other[c].item() for c in other.coords if other[c].ndim == 0})
     labels = ref.values.ravel()
     recurrence = comembership(labels, flat)
     n_groups = int(labels.max()) + 1 if (labels >= 0).any() else 0
@@ -112,9 +116,14 @@ def map_agreement(
         adjusted_rand_score(labels[b], f[b]) if b.any() else np.nan
         for f, b in zip(flat, both, strict=True)
     ]
-    return xr.Dataset(
+    # a scalar coordinate of the maps (each one's member) labels them; the reference's is
+    # said in the attrs, not left as if every value were about it
+    scalar = [c for c in ref.coords if ref[c].ndim == 0]
+    out = xr.Dataset(
         {
-            "recurrence": ref.copy(data=recurrence.reshape(ref.shape)).assign_attrs(
+            "recurrence": ref.drop_vars(scalar)
+            .copy(data=recurrence.reshape(ref.shape))
+            .assign_attrs(
                 long_name="recurrence of each cell's region in the other maps",
                 description="mean Jaccard index of the cell's region in reference and in "
                 "each other map",
@@ -130,8 +139,11 @@ def map_agreement(
                 np.asarray(ari, dtype=np.float64),
                 {"long_name": "adjusted Rand index of reference and the map"},
             ),
-        }
+        },
+        attrs={"reference": ", ".join(f"{c} = {ref[c].item()}" for c in scalar)} if scalar else {},
     )
+    names = set.intersection(*(set(d) for d in labelled))
+    return out.assign_coords({c: ("map", [d[c] for d in labelled]) for c in sorted(names)})
 
 
 def _labels(region, name: str) -> xr.DataArray:

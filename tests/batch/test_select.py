@@ -99,7 +99,8 @@ def test_a_box_that_selects_nothing_exits_2_before_any_pass(tmp_path, box, needl
     assert "[2/5]" not in proc.stdout and tree(tmp_path) == before
 
 
-@pytest.mark.parametrize("bounds", [[10], [0, 1, 2], ["a", "b"], [True, 3], 5])
+# names are labels too (a member "r1i1p1f1", tests/test_ensemble.py), but not mixed with numbers
+@pytest.mark.parametrize("bounds", [[10], [0, 1, 2], ["a", 2], [True, 3], 5, [], ""])
 def test_a_box_of_other_than_two_numbers_is_a_config_error(tmp_path, bounds):
     base = load_config(write_job(tmp_path)).raw
     base["input"]["select"] = {"lat": bounds}
