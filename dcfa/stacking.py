@@ -24,6 +24,7 @@ __all__ = [
     "ensemble_dim",
     "is_ensemble",
     "isel_positions",
+    "single_members",
     "stack_features",
 ]
 
@@ -50,6 +51,12 @@ def ensemble_dim(X: xr.DataArray | xr.Dataset, dims) -> str | None:
     """The first of ``dims`` that holds an ensemble's members (:func:`is_ensemble`), more
     than one."""
     return next((d for d in dims if is_ensemble(X, d) and X.sizes[d] > 1), None)
+
+
+def single_members(X: xr.DataArray | xr.Dataset, skip=()) -> list:
+    """The dims of ``X`` but ``skip`` that hold one member of an ensemble: a label of the
+    archive, not a dim of a map (a member kept by a job's ``input.select``)."""
+    return [d for d in X.dims if d not in skip and is_ensemble(X, d) and X.sizes[d] == 1]
 
 
 def ensemble_text(dim: str, size: int) -> str:

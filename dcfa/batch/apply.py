@@ -25,19 +25,14 @@ from dcfa._compute import active_client
 from dcfa._errors import InputError, NoSkillWarning
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
-from dcfa.batch.fitted import (
-    FittedResult,
-    far_from_training,
-    members_hint,
-    regression_text,
-    single_members,
-)
+from dcfa.batch.fitted import FittedResult, far_from_training, members_hint, regression_text
 from dcfa.batch.output import missing_chunk_lines, result_skill, skill_text
 from dcfa.batch.results import load_result
 from dcfa.io.archive import open_store, open_zarr, take_record
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
 from dcfa.io.sources import location
+from dcfa.stacking import single_members
 
 
 def apply_result(

@@ -483,6 +483,15 @@ def _check_drop_time(c: dict, where: str) -> None:
         )
 
 
+def select_names(bounds) -> list[str] | None:
+    """The labels an ``input.select`` entry names, when they are names (CMIP's member ids):
+    one, or a non-empty list of them; None for a box of numbers or a bad entry."""
+    names = [bounds] if isinstance(bounds, str) else bounds
+    if isinstance(names, list) and names and all(isinstance(v, str) and v for v in names):
+        return names
+    return None
+
+
 def _check_select(c: dict, where: str) -> None:
     for name, bounds in c["input"]["select"].items():
         box = (
@@ -490,17 +499,7 @@ def _check_select(c: dict, where: str) -> None:
             and len(bounds) == 2
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds)
         )
-        # labels that are names (CMIP's member ids): one, or a list of them
-        named = (
-            isinstance(bounds, str)
-            and bounds
-            or (
-                isinstance(bounds, list)
-                and bounds
-                and all(isinstance(v, str) and v for v in bounds)
-            )
-        )
-        if not (box or named):
+        if not (box or select_names(bounds) is not None):
             raise ConfigError(
                 f"{where} input.select.{name} must be [start, stop], two numbers (labels of "
                 f"{name!r}), or labels that are names ('r1i1p1f1' or a list of them), got "

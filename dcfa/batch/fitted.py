@@ -28,7 +28,7 @@ from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
 from dcfa.io.calendars import calendar_of
-from dcfa.stacking import ensemble_dim, is_ensemble, isel_positions
+from dcfa.stacking import ensemble_dim, isel_positions, single_members
 
 
 @dataclass
@@ -400,6 +400,7 @@ class FittedResult:
         if dim not in field.dims:
             raise InputError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
         expect = self.archive_grid  # the windows and lags are made here, not given
+        # one member is a label, as the job took it: the result applies to any member's store
         field = field.squeeze(single_members(field, expect), drop=True)
         grid = tuple(d for d in field.dims if d != dim)
         if set(grid) != set(expect):
@@ -556,14 +557,6 @@ class FittedResult:
                 f"{_date(first.values[0])}) are not in the result's climatology, which has "
                 f"months {sorted(known)}; select other samples (with {names['time']})"
             )
-
-
-def single_members(field: xr.DataArray | xr.Dataset, expect) -> list:
-    """The dims of ``field`` outside the result's grid ``expect`` that hold one member of an
-    ensemble: a label of the archive, as the job that fitted the result took it (a member
-    kept by ``input.select``), so the result applies to any member's store."""
-    return [d for d in field.dims if d not in expect and is_ensemble(field, d)
-            and field.sizes[d] == 1]  # fmt: skip
 
 
 def members_hint(field: xr.DataArray | xr.Dataset, extra) -> str:

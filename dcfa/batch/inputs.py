@@ -12,7 +12,8 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
-from dcfa.stacking import ensemble_dim, ensemble_text, is_ensemble
+from dcfa.batch.config import select_names
+from dcfa.stacking import ensemble_dim, ensemble_text, single_members
 
 __all__ = [
     "InputDataError",
@@ -80,8 +81,9 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
         if name not in grid:
             raise InputError(f"{key}: {name!r} is not a dim of the archive's grid {tuple(grid)}")
         coord = field.coords.get(name)
-        if isinstance(bounds, str | list) and all(isinstance(v, str) for v in _listed(bounds)):
-            field, text = _select_named(field, name, _listed(bounds), key)
+        names = select_names(bounds)
+        if names is not None:
+            field, text = _select_named(field, name, names, key)
             kept.append(text)
             continue
         if coord is None or coord.dims != (name,) or coord.dtype.kind not in "iuf":
@@ -109,12 +111,8 @@ def select_cells(field: xr.DataArray, inp: dict) -> tuple[xr.DataArray, str]:
             f"member: keep one with input.select = {{{members} = [k, k]}} (for labels that "
             "are numbers), or write one member's store"
         )
-    # the result then applies to any member's store (dcfa.batch.fitted.single_members)
-    return field.squeeze([d for d in grid if is_ensemble(field, d)], drop=True), ", ".join(kept)
-
-
-def _listed(bounds) -> list:
-    return [bounds] if isinstance(bounds, str) else list(bounds)
+    # one member left is a label: the result then applies to any member's store
+    return field.squeeze(single_members(field), drop=True), ", ".join(kept)
 
 
 def _select_named(field: xr.DataArray, name: str, wanted: list, key: str):
@@ -128,10 +126,8 @@ def _select_named(field: xr.DataArray, name: str, wanted: list, key: str):
         raise InputError(
             f"{key}: {missing} not among the {name!r} labels of the archive ({some or 'none'})"
         )
-    positions = [labels.index(w) for w in wanted]
-    return field.isel(
-        {name: positions}
-    ), f"{name} {len(wanted)} of {len(labels)} ({', '.join(wanted)})"
+    chosen = field.isel({name: [labels.index(w) for w in wanted]})
+    return chosen, f"{name} {len(wanted)} of {len(labels)} ({', '.join(wanted)})"
 
 
 def months_absent(labels: xr.DataArray) -> tuple[int, str] | None:
