@@ -7,6 +7,9 @@ How alike the members' maps are is :func:`dcfa.map_agreement`'s.
 
 from __future__ import annotations
 
+import re
+import shutil
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -224,3 +227,64 @@ def test_a_job_selects_a_member_by_its_name(tmp_path):
     assert result.region.dims == ("lat", "lon")
     member_2 = dcfa.load_result(tmp_path / "result.zarr").transform(X.isel(member=1).rename("sst"))
     np.testing.assert_allclose(result.features.values, member_2.values, rtol=1e-6)
+
+
+def test_open_target_keeps_one_member_of_a_member_time_series(tmp_path):
+    """A (member, time) target was refused as 'expected a series over one dim', with no way
+    to say which member. target.select keeps one label, by name or by number; every
+    mistake names the key."""
+    X, y = _named(*_ensemble(3))
+    y = y.rename("soi").assign_coords(number=("member", [1, 2, 3]))
+    y.to_dataset().to_zarr(tmp_path / "y.zarr", consolidated=False)
+    y.to_pandas().T.to_csv(tmp_path / "y.csv")
+    path = tmp_path / "y.zarr"
+    hint = "its time; keep one label of each other dim with target.select = {member = 'r1i1p1f1'}"
+    with pytest.raises(ValueError, match=re.escape(hint)):
+        dcfa.io.open_target(path, "soi")
+    got = dcfa.io.open_target(path, "soi", select={"member": "r2i1p1f1"})
+    assert got.dims == ("time",) and "member" not in got.coords
+    np.testing.assert_array_equal(got.values, y.isel(member=1).values)
+    renamed = y.swap_dims(member="number").drop_vars("member")
+    renamed.to_dataset().to_zarr(tmp_path / "n.zarr", consolidated=False)
+    by_number = dcfa.io.open_target(tmp_path / "n.zarr", "soi", select={"number": 3})
+    np.testing.assert_array_equal(by_number.values, y.isel(member=2).values)
+    for select, message in [
+        ({"member": "r9i1p1f1"}, "target.select.member: 'r9i1p1f1' is not among the 'member' "
+         "labels of 'soi' (r1i1p1f1, r2i1p1f1, r3i1p1f1)"),
+        ({"member": 2}, "target.select.member: 2 is not among"),
+        ({"lat": 0}, "target.select.lat: 'lat' is not a dim of 'soi'"),
+        ({"time": "2000-01"}, "target.select.time: the target's dates are paired"),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            dcfa.io.open_target(path, "soi", select=select)
+    with pytest.raises(ValueError, match="target.select: .* is a CSV file"):
+        dcfa.io.open_target(tmp_path / "y.csv", "r1i1p1f1", select={"member": "r1i1p1f1"})
+
+
+def test_a_job_reads_one_members_target_from_the_ensemble_store(tmp_path):
+    """The target (member, time) beside the field in one store: the job names target.select
+    and exits 2, nothing written; with it, the map and features are those of the same
+    member's target written as a CSV file."""
+    X, y = _named(*_ensemble(2))
+    job = write_job(tmp_path, input__store="ens.zarr", input__anomalies=False,
+                    input__select={"member": "r2i1p1f1"})  # fmt: skip
+    xr.Dataset({"sst": X, "soi": y}).to_zarr(tmp_path / "ens.zarr", consolidated=False)
+    y.isel(member=1).drop_vars("member").rename("soi").to_pandas().to_csv(tmp_path / "soi.csv")
+    assert cli("fit", str(job), "-q", cwd=tmp_path).returncode == 0
+    from_csv = xr.open_zarr(tmp_path / "result.zarr").load()
+    shutil.rmtree(tmp_path / "result.zarr")
+    store = ["--set", f"target.path={tmp_path / 'ens.zarr'}"]
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "-q", *store, cwd=tmp_path)
+    hint = "its time; keep one label of each other dim with target.select = {member = 'r1i1p1f1'}"
+    fails(proc, 2, "has dims ('time', 'member'); expected a series over one dim, " + hint)
+    assert tree(tmp_path) == before
+    proc = cli("fit", str(job), "--set", "target.select.member=[2]", *store, cwd=tmp_path)
+    fails(proc, 2, "target.select.member must be one label of 'member', a name or a number")
+    assert tree(tmp_path) == before
+    proc = cli("fit", str(job), "-q", "--set", "target.select.member=r2i1p1f1", *store,
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from_store = xr.open_zarr(tmp_path / "result.zarr").load()
+    xr.testing.assert_equal(from_store.region, from_csv.region)
+    np.testing.assert_allclose(from_store.features.values, from_csv.features.values)

@@ -131,6 +131,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "date_format": (str, None),
         "missing": ((int, float, list), None),
         "units": (str, None),
+        "select": (dict, {}),
         "lead": ((int, list), 0),
         "storage_options": (dict, {}),
     },
@@ -227,6 +228,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "list of them), read as missing as an empty CSV cell is. Unset, a value far outside the "
     "target's other values that it repeats or that is written in nines (a missing-value code) "
     "is named in a warning.",
+    ("target", "select"): "netCDF and Zarr only: one label of each of the target variable's "
+    'dims other than time, such as a member of an ensemble: `{member = "r1i1p1f1"}`.',
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
     "steps of the target's own dates. A list (`[0, 3, 6]`) fits a map for each lead from one "
     "read of the archive, each in its own result: `output.store` then holds `{lead}`.",
@@ -492,12 +495,17 @@ def select_names(bounds) -> list[str] | None:
     return None
 
 
+def _is_number(value) -> bool:
+    """A TOML number (a bool is not one, though Python takes it for an int)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check_select(c: dict, where: str) -> None:
     for name, bounds in c["input"]["select"].items():
         box = (
             isinstance(bounds, list)
             and len(bounds) == 2
-            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds)
+            and all(_is_number(v) for v in bounds)
         )
         if not (box or select_names(bounds) is not None):
             raise ConfigError(
@@ -510,12 +518,18 @@ def _check_select(c: dict, where: str) -> None:
 def _check_target(c: dict, where: str) -> None:
     missing = c["target"]["missing"]
     codes = [] if missing is None else missing if isinstance(missing, list) else [missing]
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in codes):
+    if not all(_is_number(v) for v in codes):
         raise ConfigError(
             f"{where} target.missing must be a number or a list of numbers (the values that "
             f"mark a missing sample), got {_toml(missing)}"
         )
     c["target"]["missing"] = [float(v) for v in codes]
+    for name, label in c["target"]["select"].items():
+        if not (isinstance(label, str) and label or _is_number(label)):
+            raise ConfigError(
+                f"{where} target.select.{name} must be one label of {name!r}, a name or a "
+                f"number ('r1i1p1f1', 2), got {_toml(label)}"
+            )
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
 

@@ -255,6 +255,7 @@ def _task(
         date_format=tgt["date_format"],
         missing=tgt["missing"],
         units=tgt["units"],
+        select=tgt["select"],
         storage_options=tgt["storage_options"],
     )
     n_input = int(field.sizes[dim])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +66,7 @@ def open_target(
     date_format: str | None = None,
     missing: Sequence[float] = (),
     units: str | None = None,
+    select: Mapping[str, str | float] | None = None,
     storage_options: dict | None = None,
 ) -> xr.DataArray:
     """A 1-D target series over ``sample_dim`` from a Zarr store, a netCDF or a CSV file.
@@ -108,6 +109,10 @@ def open_target(
         become the series' ``units`` attribute, which a result and its forecast then carry.
         A netCDF or Zarr target keeps its own ``units``; a ``units`` given must agree with
         them (``"m3/s"`` and ``"m3 s-1"`` do).
+    select : mapping, optional
+        One label of each of the variable's other dims (``target.select``): ``{"member":
+        "r1i1p1f1"}`` keeps one member's series of a ``(member, time)`` variable. netCDF and
+        Zarr targets only.
     storage_options : dict, optional
         For a URL ``path`` (``s3://...``): passed to fsspec (``target.storage_options``).
 
@@ -135,6 +140,11 @@ def open_target(
         )
     remote = isinstance(p, str)
     if os.fspath(p).lower().endswith(".csv"):
+        if select:
+            raise InputError(
+                f"target.select: {str(p)!r} is a CSV file, one series per column; "
+                "target.select keeps one label of a netCDF or Zarr variable's other dims"
+            )
         frame = pd.read_csv(p, storage_options=storage_options if remote else None)
         if time_column not in frame.columns:
             raise InputError(
@@ -169,11 +179,11 @@ def open_target(
             except Exception as exc:
                 raise InputError(f"target.path: cannot read {str(p)!r} ({exc})") from None
     name = _pick(variable, list(ds.data_vars), p)
-    series = ds[name].squeeze(drop=True)
+    series = _selected(ds[name], dict(select or {}), sample_dim, p).squeeze(drop=True)
     if series.ndim != 1:
         raise InputError(
             f"target.variable: {name!r} in {str(p)!r} has dims {ds[name].dims}; expected a series "
-            f"over one dim, its time"
+            f"over one dim, its time" + _select_hint(series, sample_dim)
         )
     if series.dims != (sample_dim,):  # the file's own name for time ('valid_time', 'date')
         (dim,) = series.dims
@@ -363,6 +373,59 @@ def _several_a_month(coord, calendar) -> str:
     months = pd.Series(sample_keys(coord, calendar, "month")).value_counts()
     year, month = divmod(int(months.index[0]), 12)
     return f" (up to {int(months.iloc[0])} samples in one month, {year:04d}-{month + 1:02d})"
+
+
+def _labels(coord: xr.DataArray | None, size: int) -> list:
+    """A dim's labels as Python values (its positions when it has no coordinate)."""
+    if coord is None or coord.ndim != 1:
+        return list(range(size))
+    return [v.item() if hasattr(v, "item") else v for v in coord.values]
+
+
+def _selected(variable: xr.DataArray, select: dict, sample_dim: str, p) -> xr.DataArray:
+    """``variable`` with the one label ``select`` names of each of its other dims; a dim it
+    lacks, the dim of the dates, or a label it lacks is named."""
+    for dim, label in select.items():
+        key = f"target.select.{dim}"
+        if dim not in variable.dims:
+            raise InputError(
+                f"{key}: {dim!r} is not a dim of {variable.name!r} in {str(p)!r} {variable.dims}"
+            )
+        if dim == sample_dim or _is_dates(variable.coords.get(dim)):
+            raise InputError(f"{key}: the target's dates are paired with the input's, not selected")
+        labels = _labels(variable.coords.get(dim), variable.sizes[dim])
+        same = [i for i, v in enumerate(labels) if _same_label(v, label)]
+        if not same:
+            some = ", ".join(map(str, labels[:5])) + (", ..." if len(labels) > 5 else "")
+            raise InputError(
+                f"{key}: {label!r} is not among the {dim!r} labels of {variable.name!r} ({some})"
+            )
+        variable = variable.isel({dim: same[0]}, drop=True)
+    return variable
+
+
+def _same_label(value, label) -> bool:
+    """Whether a dim's ``value`` is the ``label`` a job names: names as text, numbers as
+    numbers (``2`` is the label ``2.0``)."""
+    if isinstance(label, str):
+        return str(value) == label
+    return not isinstance(value, str | bool) and value == label
+
+
+def _is_dates(coord: xr.DataArray | None) -> bool:
+    return coord is not None and calendar_of(coord) is not None
+
+
+def _select_hint(series: xr.DataArray, sample_dim: str) -> str:
+    """``; keep one label of each other dim with target.select = {member = 'r1'}``, naming
+    the first label of each dim that is not the dates."""
+    others = [d for d in series.dims if d != sample_dim and not _is_dates(series.coords.get(d))]
+    if not others or len(others) == series.ndim:
+        return ""
+    picks = ", ".join(
+        f"{d} = {_labels(series.coords.get(d), series.sizes[d])[0]!r}" for d in others
+    )
+    return f"; keep one label of each other dim with target.select = {{{picks}}}"
 
 
 def _pick(variable, names, p) -> str:
