@@ -105,7 +105,9 @@ def test_demo_on_real_observations(tmp_path):
     assert type(fitted.regression[-1]).__name__ == "RidgeCV"
     got = fitted.forecast_of(result.features.astype("float64"))
     np.testing.assert_allclose(got.values, want, rtol=1e-4, atol=1e-4 * np.std(y))
-    assert got.attrs["long_name"].startswith("the target predicted by ridge (penalty ")
+    assert got.attrs["long_name"].startswith(  # the target's own name, kept by the result
+        "Southern Oscillation Index (standardized, NOAA CPC) predicted by ridge (penalty "
+    )
     by_size = np.argsort(-np.abs(result.group_target_corr.values))  # the order printed
     assert [float(s) for s in shown] == [
         float(f"{v:.2f}") for v in result.group_stability.values[by_size[: len(shown)]]

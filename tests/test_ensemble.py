@@ -92,7 +92,13 @@ def test_a_job_on_an_ensemble_store_exits_2_and_runs_on_one_member(tmp_path):
     # one member is a label of the archive: the map is (lat, lon), for any member's store
     result = xr.open_zarr(tmp_path / "result.zarr")
     assert result.region.dims == ("lat", "lon")
-    X.sel(member=[1]).rename("sst").to_dataset().to_zarr(tmp_path / "m1.zarr", consolidated=False)
+    member_1 = X.sel(member=[1]).rename("sst").to_dataset()
+    member_1.attrs = {
+        "experiment_id": "ssp585",
+        "history": "2020-01-01: written by a model",
+        "method": "a model's own",
+    }
+    member_1.to_zarr(tmp_path / "m1.zarr", consolidated=False)
     before = tree(tmp_path)
     proc = cli("apply", "result.zarr", "ens.zarr", "--output", "all.zarr", cwd=tmp_path)
     fails(proc, 2, "ARCHIVE: 'sst' has grid dims ('member', 'lat', 'lon'), the result's grid "
@@ -101,9 +107,18 @@ def test_a_job_on_an_ensemble_store_exits_2_and_runs_on_one_member(tmp_path):
     assert tree(tmp_path) == before
     proc = cli("apply", "result.zarr", "m1.zarr", "--output", "m1-out.zarr", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    applied = xr.open_zarr(tmp_path / "m1-out.zarr").features.load()
+    out = xr.open_zarr(tmp_path / "m1-out.zarr")
+    applied = out.features.load()
     member_1 = dcfa.load_result(tmp_path / "result.zarr").transform(X.sel(member=1).rename("sst"))
     np.testing.assert_allclose(applied.values, member_1.values, rtol=1e-6)
+    # the output says which member and run it is of: the label, the archive's attributes,
+    # and its history with dcfa's line added
+    assert int(out.features["member"]) == int(out.forecast["member"]) == 1
+    assert out.attrs["experiment_id"] == "ssp585"
+    first, added = out.attrs["history"].split("\n")
+    assert first == "2020-01-01: written by a model"
+    assert added.endswith(f"dcfa apply {tmp_path / 'result.zarr'} {tmp_path / 'm1.zarr'}")
+    assert out.attrs["method"] == "LinCFA"  # dcfa's own attribute over the archive's
     own = result.features.values  # member 2's own features differ from member 1's
     assert not np.allclose(applied.values, own, rtol=1e-3)
 

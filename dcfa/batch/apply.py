@@ -8,6 +8,7 @@ never over, into or around its inputs (:mod:`dcfa.io.store`).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import time as _time
@@ -68,7 +69,9 @@ def apply_result(
         predicted from the features of ``t``; the coordinate ``target_time`` holds
         ``t + lead``), and with a GBMAP
         ``embedding`` ``(sample_dim, boost)`` float32 and ``prediction`` (with
-        ``decision_function`` for a classifier); attributes name the result and the archive.
+        ``decision_function`` for a classifier); attributes name the result and the archive,
+        whose own attributes are kept (dcfa's over any of the same name, a line added to
+        its ``history``), as are its labels of one value (a member kept) on each variable.
     time : (start, stop), optional
         Only the samples between these labels (inclusive), selected after the result's
         windows and lags are computed: the archive must hold the ``history`` samples before
@@ -131,7 +134,7 @@ def _apply(
         loaded=loaded,
     )
     fitted = result if loaded else load_result(result, so, _key=names["result"])
-    field = _open(fitted, archive, names, so)
+    field, archive_attrs = _open(fitted, archive, names, so)
     absent = take_record(field, "missing_chunks")
     take_record(field, "variable_attrs")  # checked above, on the store's own metadata
     client = active_client()
@@ -183,7 +186,7 @@ def _apply(
         attrs["time"] = json.dumps([str(t) for t in time])
     if absent:
         attrs["missing_chunks"] = json.dumps(absent)
-    dataset = xr.Dataset(data, attrs=attrs)
+    dataset = xr.Dataset(data, attrs=_with_archive_attrs(attrs, archive_attrs, archive))
     echo(
         f"[1/2] {fitted.path}: {fitted.method}, {counted(fitted.n_groups, 'group')}"
         + (
@@ -254,9 +257,10 @@ def _apply(
     return out
 
 
-def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
+def _open(fitted: FittedResult, archive, names: dict, so) -> tuple[xr.DataArray, dict]:
     """The archive's variables as the job opens its input (every sample: ``time`` is
-    selected after the windows and lags, by :meth:`FittedResult.transform`)."""
+    selected after the windows and lags, by :meth:`FittedResult.transform`), and the
+    archive's global attributes."""
     key = names["archive"]
     loc = location(archive)  # there: check_applied_output said so
     so = so if isinstance(loc, str) else None  # fsspec options are for URLs
@@ -294,7 +298,18 @@ def _open(fitted: FittedResult, archive, names: dict, so) -> xr.DataArray:
         for prefix in ("input.variables: ", "input.store: "):
             text = text.removeprefix(prefix)
         raise InputError(f"{key}: {text}") from None
-    return field
+    return field, dict(ds.attrs)
+
+
+def _with_archive_attrs(attrs: dict, archive_attrs: dict, archive) -> dict:
+    """The output's attributes: the archive's (a model run's ``experiment_id``, ...), then
+    dcfa's over any of the same name, and a line added to the archive's ``history`` as CF
+    asks of a program that derives data."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    line = f"{stamp}: dcfa apply {attrs['result']} {_absolute(archive)}"
+    history = str(archive_attrs.get("history", "")).rstrip("\n")
+    kept = {k: v for k, v in archive_attrs.items() if k not in attrs and k != "history"}
+    return {**kept, **attrs, "history": f"{history}\n{line}" if history else line}
 
 
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:

@@ -502,11 +502,7 @@ def _is_number(value) -> bool:
 
 def _check_select(c: dict, where: str) -> None:
     for name, bounds in c["input"]["select"].items():
-        box = (
-            isinstance(bounds, list)
-            and len(bounds) == 2
-            and all(_is_number(v) for v in bounds)
-        )
+        box = isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(v) for v in bounds)
         if not (box or select_names(bounds) is not None):
             raise ConfigError(
                 f"{where} input.select.{name} must be [start, stop], two numbers (labels of "

@@ -91,6 +91,9 @@ class FittedResult:
     regression: object = None
     regression_missing: str | None = None  # why there is no regression to forecast with
     target_units: str | None = None
+    #: the target's own name (its ``long_name``, else its variable's), which its forecast
+    #: is named by
+    target_name: str | None = None
     attrs: dict = field(default_factory=dict, repr=False)
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
@@ -239,7 +242,8 @@ class FittedResult:
         coef = self.regression.predict(np.eye(p)) - intercept
         out = xr.dot(features, xr.DataArray(coef, dims="group"), dim="group") + intercept
         # the target's attrs, not the features'
-        out.attrs = {"long_name": f"the target predicted by {regression_text(self.regression)}"}
+        name = self.target_name or "the target"
+        out.attrs = {"long_name": f"{name} predicted by {regression_text(self.regression)}"}
         if self.target_units is not None:
             out.attrs["units"] = self.target_units
         return self._for_target_time(out.rename("forecast"))
@@ -339,7 +343,9 @@ class FittedResult:
         out.attrs = {"long_name": f"{self.method} group aggregates"}
         if self.units is not None:
             out.attrs["units"] = self.units
-        return out.assign_coords(self.group_coords)
+        # the field's labels of one value (a member kept, a height of 2 m) stay its series'
+        scalars = {name: c.variable for name, c in field.coords.items() if c.ndim == 0}
+        return out.assign_coords({**scalars, **self.group_coords})
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -400,8 +406,9 @@ class FittedResult:
         if dim not in field.dims:
             raise InputError(f"{key}: dims {field.dims} lack the result's sample dim {dim!r}")
         expect = self.archive_grid  # the windows and lags are made here, not given
-        # one member is a label, as the job took it: the result applies to any member's store
-        field = field.squeeze(single_members(field, expect), drop=True)
+        # one member is a label, as the job took it: the result applies to any member's
+        # store, and its features keep the label (a scalar coordinate)
+        field = field.squeeze(single_members(field, expect))
         grid = tuple(d for d in field.dims if d != dim)
         if set(grid) != set(expect):
             hint = members_hint(field, set(grid) - set(expect))

@@ -22,6 +22,7 @@ from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.batch.fitted import FittedResult, _months
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import calendar_of
+from dcfa.io.result import TARGET_DESCRIPTION
 from dcfa.io.sources import existing
 
 __all__ = ["load_result", "FittedResult", "PYTHON_NAMES"]
@@ -164,6 +165,7 @@ def load_result(
         regression=regression,
         regression_missing=no_regression,
         target_units=ds["target"].attrs.get("units") if "target" in ds else None,
+        target_name=_target_name(ds),
         attrs=dict(ds.attrs),
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
@@ -177,6 +179,15 @@ def load_result(
         units=ds["features"].attrs.get("units") if "features" in ds else None,
         trained=ds["features"].transpose(dim, "group").values if "features" in ds else None,
     )
+
+
+def _target_name(ds: xr.Dataset) -> str | None:
+    """The target's own name, as the result keeps it; None for a result without a target,
+    or whose target had none."""
+    if "target" not in ds:
+        return None
+    name = ds["target"].attrs.get("long_name")
+    return None if name in (None, TARGET_DESCRIPTION) else str(name)
 
 
 def _config_of(ds: xr.Dataset, key: str, loc):

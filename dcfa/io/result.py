@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # hints only: writing a result needs neither scikit-learn nor
     from dcfa.stats.grid import GridMoments
     from dcfa.stats.moments import Moments
 
+#: what a result's ``target`` is, beside its own name
+TARGET_DESCRIPTION = "the target the features were fitted for (of sample t: the target at t + lead)"
+
 
 def result_dataset(
     model: BaseEstimator,
@@ -89,9 +92,11 @@ def result_dataset(
         }
     if target is not None:
         ds["target"] = (sample_dim, np.asarray(target, dtype=np.float64).reshape(-1))
+        own = getattr(target, "attrs", {}).get("long_name") or getattr(target, "name", None)
         ds["target"].attrs = {
-            "long_name": "the target the features were fitted for (of sample t: the target "
-            "at t + lead)"
+            # its own name, which a forecast of it is then named by
+            "long_name": str(own) if own is not None else TARGET_DESCRIPTION,
+            "description": TARGET_DESCRIPTION,
         }
         if getattr(target, "attrs", {}).get("units") is not None:
             ds["target"].attrs["units"] = str(target.attrs["units"])

@@ -580,7 +580,9 @@ def test_the_forecast_is_ols_of_the_target_on_the_stored_features_by_hand(job_c,
     applied = xr.open_zarr(tmp_path / "applied.zarr")
     forecast = applied.forecast.sel(time=result.time).values  # the applied features: float64
     np.testing.assert_allclose(forecast, A @ beta, atol=1e-5 * result.target.values.std())
-    assert applied.forecast.attrs["long_name"] == "the target predicted by OLS on the features"
+    # named by the target (the CSV's column), not as "the target"
+    assert result.target.attrs["long_name"] == "y"
+    assert applied.forecast.attrs["long_name"] == "y predicted by OLS on the features"
     # a CSV says no units: target.units gives them, to the result's target and the forecast
     assert result.target.attrs["units"] == applied.forecast.attrs["units"] == "mm"
     shown = cli("inspect", str(job_c / "out.zarr"), cwd=tmp_path)
