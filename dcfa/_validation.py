@@ -29,6 +29,7 @@ from dcfa.geo import is_longitude
 from dcfa.stacking import FeatureLayout, is_ensemble, isel_positions, stack_features
 
 __all__ = [
+    "region_labels",
     "Interval",
     "InvalidParameterError",
     "StrOptions",
@@ -92,6 +93,16 @@ def numeric_array(values: np.ndarray, name: str) -> np.ndarray:
             raise InputTypeError(f"{name}: expected a numeric dtype, got object ({exc})") from None
     _check_numeric(values.dtype, name)
     return values
+
+
+def region_labels(values, name: str) -> np.ndarray:
+    """A map's region labels as int64, -1 for a cell in no region (NaN or negative); bad
+    input, naming ``name``, when a label is not an integer."""
+    values = np.asarray(values, dtype=np.float64)
+    used = np.isfinite(values) & (values >= 0)
+    if np.any(values[used] != np.round(values[used])):
+        raise InputError(f"{name}: region labels must be integers (-1 or NaN for no region)")
+    return np.where(used, values, -1).astype(np.int64)
 
 
 def model_steps(model) -> list:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import warnings
@@ -891,3 +892,18 @@ def test_stability_draws_the_regions_borders_on_cell_edges(no_cartopy):
     stability = xr.full_like(_region(), 0.5).where(_region() >= 0)
     ax = plot_stability(stability, region=_region())
     assert _drawn_borders(ax) == _borders_by_hand(LABELS, LAT_EDGES, LON_EDGES)
+
+
+def test_labels_that_are_not_integers_are_refused_by_the_map_and_the_agreement():
+    """One check of a map's labels serves plot_regions and map_agreement: 1.5 is no region;
+    NaN and -1 are cells in none."""
+    grid = {"lat": [0.0, 1.0], "lon": [10.0, 20.0]}
+    bad = xr.DataArray([[0.0, 1.5], [1.0, np.nan]], dims=("lat", "lon"), coords=grid)
+    good = bad.where(bad != 1.5, -1)
+    with pytest.raises(ValueError, match="region: region labels must be integers"):
+        dcfa.plot.plot_regions(bad, coastlines=False)
+    with pytest.raises(ValueError, match=re.escape("others[0]: region labels must be integers")):
+        dcfa.map_agreement(good, [bad])
+    ax = dcfa.plot.plot_regions(good, coastlines=False)
+    assert ax.collections[0].get_array().mask.tolist() == [[False, True], [False, True]]
+    plt.close("all")

@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError, InputTypeError
+from dcfa._validation import region_labels
 
 __all__ = ["comembership", "map_agreement"]
 
@@ -153,9 +154,4 @@ def _labels(region, name: str) -> xr.DataArray:
             f"{name}: expected an xarray.DataArray of region labels on a grid (label_map_, a "
             f"result's region), got {type(region).__name__}"
         )
-    values = np.asarray(region.values, dtype=np.float64)
-    used = np.isfinite(values) & (values >= 0)
-    if np.any(values[used] != np.round(values[used])):
-        raise InputError(f"{name}: region labels must be integers (-1 or NaN for no region)")
-    out = np.where(used, values, -1).astype(np.int64)
-    return region.copy(data=out).rename(None)
+    return region.copy(data=region_labels(region.values, name)).rename(None)

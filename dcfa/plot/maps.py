@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError, InputTypeError
+from dcfa._validation import region_labels
 from dcfa.geo import latitude_label, longitude_label
 from dcfa.plot._figure import cartopy_crs as _cartopy_crs
 from dcfa.plot._figure import pyplot as _pyplot
@@ -156,10 +157,8 @@ def plot_regions(
     edges are clipped to [-90, 90].
     """
     lats, lons, labels = _lat_lon_values(region, lat, lon, "region")
-    used = np.isfinite(labels) & (labels >= 0)
-    if np.any(labels[used] != np.round(labels[used])):
-        raise InputError("region: group labels must be integers (-1 or NaN for unused cells)")
-    labels_drawn = np.ma.masked_array(np.where(used, labels, 0).astype(np.int64), mask=~used)
+    labels = region_labels(labels, "region")
+    labels_drawn = np.ma.masked_array(np.maximum(labels, 0), mask=labels < 0)
     groups = np.unique(labels_drawn.compressed())
 
     lat_edges, lon_edges = _lat_edges(lats), _edges(lons)
