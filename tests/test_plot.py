@@ -907,3 +907,30 @@ def test_labels_that_are_not_integers_are_refused_by_the_map_and_the_agreement()
     ax = dcfa.plot.plot_regions(good, coastlines=False)
     assert ax.collections[0].get_array().mask.tolist() == [[False, True], [False, True]]
     plt.close("all")
+
+
+def test_maps_are_titled_by_their_regions_and_labels_of_one_value():
+    """No title by default left a member's maps side by side unnamed. plot_regions says how
+    many regions and, as xarray titles a slice, the labels of one value; "" is none."""
+    grid = {"lat": [0.0, 1.0], "lon": [10.0, 20.0, 30.0]}
+    region = xr.DataArray([[0, 0, 1], [2, -1, 1]], dims=("lat", "lon"), coords=grid)
+    one = region.assign_coords(member="r1i1p1f1", height=2.0)
+    assert plot_regions(region, coastlines=False).get_title() == "3 regions"
+    assert plot_regions(one, coastlines=False).get_title() == (
+        "3 regions, member = r1i1p1f1, height = 2"
+    )
+    assert (
+        plot_regions(one.where(one != 2, -1), coastlines=False)
+        .get_title()
+        .startswith("2 regions, ")
+    )
+    assert plot_regions(one, coastlines=False, title="").get_title() == ""
+    stability = xr.full_like(one, 0.5, dtype=float)
+    assert plot_stability(stability, coastlines=False).get_title() == (
+        "member = r1i1p1f1, height = 2"
+    )
+    assert (
+        plot_stability(stability.drop_vars(["member", "height"]), coastlines=False).get_title()
+        == ""
+    )
+    plt.close("all")

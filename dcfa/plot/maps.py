@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dcfa._errors import InputError, InputTypeError
+from dcfa._terminal import counted
 from dcfa._validation import region_labels
 from dcfa.geo import latitude_label, longitude_label
 from dcfa.plot._figure import cartopy_crs as _cartopy_crs
@@ -114,7 +115,8 @@ def plot_regions(
     coastlines : bool, default=True
         Draw coastlines when cartopy is importable; silently ignored otherwise.
     title : str, optional
-        Title of the Axes; none by default.
+        Title of the Axes. By default the number of regions and the map's labels of one
+        value (``12 regions, member = r1i1p1f1``), as xarray titles a slice; ``""`` for none.
     cmap : str or matplotlib.colors.Colormap, optional
         Without ``values`` ("tab20" by default), the colours of the groups, which are
         categorical: group ``g`` gets colour ``g`` of a listed colormap (cycled when there are
@@ -188,8 +190,22 @@ def plot_regions(
                 **kw,
             )
 
+    if title is None:
+        title = _map_title(region, counted(groups.size, "region"))
     _finish_map(ax, bool(kw), lat_edges, lon_edges, title, "plot_regions")
     return ax
+
+
+def _map_title(grid: xr.DataArray, *first: str) -> str:
+    """``first`` and the map's labels of one value (``member = r1i1p1f1``), as xarray titles
+    a plot of one slice."""
+    scalars = [f"{k} = {_label(c.values.item())}" for k, c in grid.coords.items() if c.ndim == 0]
+    return ", ".join([*first, *scalars])
+
+
+def _label(value) -> str:
+    """A label of one value in a title: a number briefly, a date or a name as written."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _by_value(ax, lon_edges, lat_edges, labels, values, cmap, vmax, kw) -> None:
@@ -273,8 +289,11 @@ def plot_stability(
         Values in [0, 1], e.g. ``stability_map_`` of a fitted :class:`dcfa.RegionsCV` or the
         ``stability`` variable of a result store: 1 where the cell's region holds the same
         cells in every fold's map. NaN (cells not used) is drawn in light grey.
-    ax, coastlines, title, lat, lon
+    ax, coastlines, lat, lon
         As in :func:`plot_regions`.
+    title : str, optional
+        Title of the Axes. By default the map's labels of one value (``member =
+        r1i1p1f1``), as xarray titles a slice; ``""`` for none.
     cmap : str or matplotlib.colors.Colormap, default="viridis"
     region : xarray.DataArray, optional
         The region map on the same grid (``label_map_``): its borders, the cell edges between
@@ -300,8 +319,9 @@ def plot_stability(
         _, rlons, labels = _lat_lon_values(region, lat, lon, "region")
         if labels.shape != values.shape or not np.allclose(rlons, lons):
             raise InputError("region: expected the grid of stability")
-        labels = np.where(np.isfinite(labels) & (labels >= 0), labels, -1)
-        _draw_borders(ax, labels, lat_edges, lon_edges, "w", kw)
+        _draw_borders(ax, region_labels(labels, "region"), lat_edges, lon_edges, "w", kw)
+    if title is None:
+        title = _map_title(stability)
     _finish_map(ax, bool(kw), lat_edges, lon_edges, title, "plot_stability")
     return ax
 
