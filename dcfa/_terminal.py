@@ -5,7 +5,7 @@ without loading anything."""
 
 from __future__ import annotations
 
-__all__ = ["counted", "escape"]
+__all__ = ["counted", "escape", "first_labels"]
 
 
 def escape(text: str) -> str:
@@ -18,3 +18,11 @@ def escape(text: str) -> str:
 def counted(n: int, noun: str) -> str:
     """``"1 group"``, ``"2 groups"``: a count with its noun, for the lines a command prints."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def first_labels(labels, shown: int = 5) -> str:
+    """``"r1i1p1f1, r2i1p1f1, ..."``: the first ``shown`` labels of a dim, for a message that
+    names a label it lacks; ``"none"`` for no labels."""
+    labels = list(labels)
+    text = ", ".join(map(str, labels[:shown])) + (", ..." if len(labels) > shown else "")
+    return text or "none"

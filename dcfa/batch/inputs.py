@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._errors import InputError
+from dcfa._terminal import first_labels
 from dcfa.batch.config import select_names
 from dcfa.stacking import ensemble_dim, ensemble_text, single_members
 
@@ -122,9 +123,9 @@ def _select_named(field: xr.DataArray, name: str, wanted: list, key: str):
     labels = [] if coord is None or coord.dims != (name,) else [str(v) for v in coord.values]
     missing = [w for w in wanted if w not in labels]
     if missing:
-        some = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
         raise InputError(
-            f"{key}: {missing} not among the {name!r} labels of the archive ({some or 'none'})"
+            f"{key}: {missing} not among the {name!r} labels of the archive "
+            f"({first_labels(labels)})"
         )
     chosen = field.isel({name: [labels.index(w) for w in wanted]})
     return chosen, f"{name} {len(wanted)} of {len(labels)} ({', '.join(wanted)})"

@@ -12,6 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError
+from dcfa._terminal import first_labels
 from dcfa._units import same_units
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import (
@@ -379,7 +380,7 @@ def _labels(coord: xr.DataArray | None, size: int) -> list:
     """A dim's labels as Python values (its positions when it has no coordinate)."""
     if coord is None or coord.ndim != 1:
         return list(range(size))
-    return [v.item() if hasattr(v, "item") else v for v in coord.values]
+    return coord.values.tolist()
 
 
 def _selected(variable: xr.DataArray, select: dict, sample_dim: str, p) -> xr.DataArray:
@@ -396,9 +397,9 @@ def _selected(variable: xr.DataArray, select: dict, sample_dim: str, p) -> xr.Da
         labels = _labels(variable.coords.get(dim), variable.sizes[dim])
         same = [i for i, v in enumerate(labels) if _same_label(v, label)]
         if not same:
-            some = ", ".join(map(str, labels[:5])) + (", ..." if len(labels) > 5 else "")
             raise InputError(
-                f"{key}: {label!r} is not among the {dim!r} labels of {variable.name!r} ({some})"
+                f"{key}: {label!r} is not among the {dim!r} labels of {variable.name!r} "
+                f"({first_labels(labels)})"
             )
         variable = variable.isel({dim: same[0]}, drop=True)
     return variable

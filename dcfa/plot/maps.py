@@ -161,7 +161,7 @@ def plot_regions(
     lats, lons, labels = _lat_lon_values(region, lat, lon, "region")
     labels = region_labels(labels, "region")
     labels_drawn = np.ma.masked_array(np.maximum(labels, 0), mask=labels < 0)
-    groups = np.unique(labels_drawn.compressed())
+    groups = np.unique(labels[labels >= 0])
 
     lat_edges, lon_edges = _lat_edges(lats), _edges(lons)
     ax, kw = _map_axes(ax, coastlines, lons)
@@ -173,11 +173,11 @@ def plot_regions(
     else:
         _by_value(ax, lon_edges, lat_edges, labels_drawn, values, cmap or "RdBu_r", vmax, kw)
         # neighbouring regions of equal (or near) values would show as one
-        _draw_borders(ax, labels_drawn.filled(-1), lat_edges, lon_edges, "0.25", kw)
+        _draw_borders(ax, labels, lat_edges, lon_edges, "0.25", kw)
 
     if annotate and 0 < groups.size <= _MAX_ANNOTATED_GROUPS:
         for g in groups:
-            i, j = _inside_point(labels_drawn.filled(-1) == g, lats, lons)
+            i, j = _inside_point(labels == g, lats, lons)
             ax.text(
                 float(lons[j]),
                 float(lats[i]),
