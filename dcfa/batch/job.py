@@ -39,7 +39,6 @@ import numpy as np
 import xarray as xr
 
 from dcfa import io
-from dcfa._compute import scheduler_workers
 from dcfa._errors import (
     GappyCellsWarning,
     InputError,
@@ -51,6 +50,7 @@ from dcfa._terminal import counted
 from dcfa.batch.config import JobConfig, target_leads
 from dcfa.batch.destination import NO_ROOM, destinations, no_room, work_dir
 from dcfa.batch.features import region_series
+from dcfa.batch.holding import held_for_targets, held_if_small
 from dcfa.batch.identity import COMPARED, InputChangedError, check_unchanged, job_identity
 from dcfa.batch.inputs import (
     InputDataError,
@@ -74,6 +74,7 @@ from dcfa.batch.method import (
     purged,
     seeded,
 )
+from dcfa.batch.missing import months_missed, nothing_to_fit
 from dcfa.batch.output import (
     application,
     missing_chunk_lines,
@@ -91,13 +92,11 @@ from dcfa.io.archive import open_zarr, take_record
 from dcfa.io.calendars import (
     SUB_MONTHLY,
     date_label,
-    month_numbers,
     months_of,
     samples_per_month,
 )
 from dcfa.io.preprocess import preprocessing_pass
 from dcfa.io.result import provenance
-from dcfa.memory.check import gib
 from dcfa.stats.seasonal import has_large_cycle
 from dcfa.stats.summary import Exclusion
 from dcfa.storage.store import OutputError
@@ -181,7 +180,7 @@ def run_job(
         if not several:
             _run_task(tasks[0], None, client, echo, since=t0, done=[])
             return outs[0]
-        held = _held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
+        held = held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
         todo = [task for task in tasks if task.out not in written]
         shared = SharedFits(
             {t.name: t.field[inp["sample_dim"]].values for t in todo},
@@ -364,23 +363,6 @@ def _check_written(task: _Task, echo) -> None:
     echo(f"target {task.name}: {task.out} was written by this job's earlier run: kept")
 
 
-def _held_for_targets(field: xr.DataArray, dim: str, client, echo) -> xr.DataArray:
-    """The archive read once, in the passes' chunks, and kept on the workers for every
-    target's passes (what does not fit their memory is spilled to their disks)."""
-    field = io.plan_chunks(field, sample_dim=dim)
-    total = _workers_memory(client)
-    echo(
-        f"      the archive ({gib(field.nbytes)}) is read once and held on the "
-        "workers for every target"
-        + (
-            f" (over their memory, {gib(total)}: the rest on their disks)"
-            if total and field.nbytes > total
-            else ""
-        )
-    )
-    return _hold(field, client)
-
-
 def _run_task(
     task: _Task, held, client, echo, *, since: float, done: list, shared: SharedFits | None = None
 ) -> None:
@@ -487,7 +469,7 @@ def _run_passes(
     workdir.open()  # the first write of the run: the cluster runs, the checks are done
     if not held:
         field = io.plan_chunks(field, sample_dim=dim)
-        field = _held_if_small(field, client, echo)
+        field = held_if_small(field, client, echo)
     step = _prepare(config, field, target, estimator, workdir, client, echo)
     estimator = _fit(config, estimator, step, target, planned, workdir, echo, shared=shared)
     reduced = _features(config, field, target, estimator, gbmap, step, workdir, echo)
@@ -621,7 +603,7 @@ def _fit(
                 else f"      fitted with target {names[0]}'s first stage (the same cells)"
             )
     except NothingToFitError as exc:  # the input's fault, in the job's terms; nothing kept
-        raise InputDataError(_nothing_to_fit(exc, config.input, step.cells)) from None
+        raise InputDataError(nothing_to_fit(exc, config.input, step.cells)) from None
     if step.moments is None:
         _save_moments(workdir.path, estimator)
         workdir.record("moments")
@@ -651,7 +633,7 @@ def _fit(
             'method.name = "lincfa" or "genlincfa" takes method.params.missing = "pairwise"'
         )
     if gaps:
-        echo(f"      e.g. {_months_missed(step.cells, config.input, estimator.excluded_)}")
+        echo(f"      e.g. {months_missed(step.cells, config.input, estimator.excluded_)}")
     return estimator
 
 
@@ -859,139 +841,6 @@ def _partition_digest(reduction: Reduction, keep: np.ndarray) -> str:
         h.update(np.ascontiguousarray(reduction.weights, dtype=np.float64).tobytes())
     h.update(repr((reduction.aggregation, str(reduction.inputs), reduction.nan_aware)).encode())
     return h.hexdigest()
-
-
-_HOLD_FRACTION = 0.2  # of the workers' total memory limit
-
-
-def _held_if_small(field: xr.DataArray, client, echo) -> xr.DataArray:
-    """An archive that fits easily in the workers' memory is read once and kept there for
-    the second pass (the features): reading and decoding it is a pass's largest cost. A larger
-    one is streamed from the store by each pass."""
-    total = _workers_memory(client)
-    if not total or field.nbytes > _HOLD_FRACTION * total:
-        return field
-    echo(
-        f"      the archive ({gib(field.nbytes)}) is read once and held in the "
-        f"workers' memory ({gib(total)}) for both passes"
-    )
-    return _hold(field, client)
-
-
-def _workers_memory(client) -> int:
-    """The workers' memory limits in all (0 when a worker has none: unbounded)."""
-    limits = [w.get("memory_limit") or 0 for w in scheduler_workers(client).values()]
-    return sum(limits) if limits and all(limits) else 0
-
-
-def _hold(field: xr.DataArray, client) -> xr.DataArray:
-    """``field`` read and kept on the workers, its blocks read as the passes need them."""
-    # below the passes' tasks, so that a block's pass task runs as soon as the block is read
-    # (reading and the pass overlap); the first block first, as every pass task needs it
-    # (its per-cell shift, dcfa.stats.kernels.column_shift): dask.order reads sibling blocks
-    # last to first
-    # (unoptimised: the same tasks for the same keys in both calls; fifo_timeout=0: each call
-    # a later generation of priorities, else calls within a minute share one)
-    hold = {"priority": -1, "optimize_graph": False, "fifo_timeout": 0}
-    first = client.persist(_first_blocks(field.data), **hold)
-    held = client.persist(field, **hold)
-    del first  # its blocks are held as the field's
-    return held
-
-
-def _first_blocks(data):
-    """The blocks of the first chunk of samples of the dask array ``data``, under their own
-    keys (persisting them computes and keeps exactly those keys)."""
-    import itertools
-
-    import dask.array as da
-
-    keys = {(data.name, 0, *i) for i in itertools.product(*map(range, data.numblocks[1:]))}
-    graph = data.__dask_graph__().cull(keys)  # their tasks only
-    return da.Array(graph, data.name, ((data.chunks[0][0],), *data.chunks[1:]), meta=data._meta)
-
-
-def _nothing_to_fit(exc: NothingToFitError, inp: dict, cells: xr.DataArray) -> str:
-    """``input.variables: every one of the 37 cells ... was excluded (37 cells: constant ...)``
-    (on the grid execution, the cells without data count too: all missing). Where every cell
-    with data misses some samples, the samples one of them misses are read and named, with
-    ``input.drop_time``: a month absent from the archive looks so."""
-    text = (
-        f"input.variables: every one of the {len(exc.excluded)} cells of {inp['variables']} "
-        f"in {inp['store']!r} was excluded ({exc.reasons('cells')}); there is nothing to fit"
-        + (" (with input.time)" if inp["time"] else "")
-    )
-    codes = {why.code for why in exc.excluded.values()}
-    if "gappy" not in codes or not codes <= {"gappy", "all-missing"}:
-        return text
-    return f"{text}. Every cell with data misses some samples; " + _months_missed(
-        cells, inp, exc.excluded
-    )
-
-
-def _months_missed(cells: xr.DataArray, inp: dict, excluded: dict) -> str:
-    """``the cell at lat=.., lon=.. misses 1860-01-16, ...: if the archive has no value there
-    in any cell (a month absent from it), leave those samples out with input.drop_time =
-    ["1860"]``: one gappy cell's series read, its missing samples named as the key takes
-    them (whole years as the year, other months as the month)."""
-    where, missed = _samples_a_cell_misses(cells, inp["sample_dim"], excluded)
-    shown = [date_label(v) for v in missed[:6]]
-    return (
-        f"{where} misses {', '.join(shown)}{', ...' if len(missed) > 6 else ''} "
-        f"({counted(len(missed), 'sample')}). If the archive has no value there in any cell (a "
-        "month absent from it), leave those samples out with input.drop_time = "
-        f"{json.dumps(_drop_labels(missed, cells[inp['sample_dim']].values))}"
-    )
-
-
-def _drop_labels(missed: list, every: np.ndarray) -> list[str]:
-    """The labels of ``input.drop_time`` that name exactly the samples ``missed``: a year
-    whose every sample is missed as the year, the others as their month (dates a month
-    apart or more) or their date."""
-    keys = month_numbers(missed)
-    if keys is None or np.unique(keys).size < keys.size:  # not dates, or several a month
-        return [date_label(v) for v in missed]
-    years: dict = {}
-    for k in month_numbers(every):
-        years.setdefault(k // 12, set()).add(k)
-    whole = {y for y, months in years.items() if months <= set(keys.tolist())}
-    out = [str(y) for y in sorted(whole)]
-    out += [f"{k // 12:04d}-{k % 12 + 1:02d}" for k in keys if k // 12 not in whole]
-    return out
-
-
-def _samples_a_cell_misses(cells: xr.DataArray, dim: str, excluded: dict) -> tuple[str, list]:
-    """The first gappy cell of ``cells`` (stacked or on the grid: the keys of ``excluded``
-    count its cells in order), where it lies, and the labels of the samples it misses (one
-    cell's series read). A cell of the field as stored (lag 0, window 1) is preferred: other
-    blocks miss the same samples shifted."""
-    other = [d for d in cells.dims if d != dim]
-    shape = [cells.sizes[d] for d in other]
-    gappy = [k for k, why in excluded.items() if why.code == "gappy"]
-
-    def place(k):
-        return dict(zip(other, np.unravel_index(k, shape), strict=True))
-
-    def stored(k):
-        at = cells.isel(place(k))
-        return all(
-            name not in at.coords or at[name].item() == base
-            for name, base in (("lag", 0), ("window", 1))
-        )
-
-    key = next((k for k in gappy[:10_000] if stored(k)), gappy[0])
-    cell = cells.isel(place(key))
-    values = np.asarray(cell.values, dtype=float)
-    where = ", ".join(
-        f"{name}={cell[name].item():g}"
-        if np.issubdtype(cell[name].dtype, np.number)
-        else f"{name}={cell[name].item()}"
-        for name in cell.coords
-        if name not in (dim, "cell") and cell[name].ndim == 0
-    )
-    return f"the cell at {where}" if where else "the first cell", list(
-        cell[dim].values[np.isnan(values)]
-    )
 
 
 def _check_has_data(prep, inp: dict) -> None:

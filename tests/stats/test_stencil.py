@@ -199,7 +199,7 @@ def test_the_held_archive_reads_its_first_block_first(client, tmp_path):
     and every task of the grid pass waits for the first block's shift)."""
     from distributed import get_task_stream, wait
 
-    from dcfa.batch.job import _held_if_small
+    from dcfa.batch.holding import held_if_small
 
     rng = np.random.default_rng(0)
     values = rng.normal(size=(80, 300, 400)).astype(np.float32)
@@ -212,7 +212,7 @@ def test_the_held_archive_reads_its_first_block_first(client, tmp_path):
     field = xr.open_zarr(tmp_path / "a.zarr", consolidated=False).field
     said = []
     with get_task_stream(client) as ts:
-        held = _held_if_small(field, client, said.append)
+        held = held_if_small(field, client, said.append)
         wait(held)
     assert said and "read once and held" in said[0]
     # in a unit its size reads in (it said "0.04 GiB"): 80 x 300 x 400 float32
