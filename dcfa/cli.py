@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="override a config key (repeatable)",
+        help="override a config key (repeatable); KEY= with no value unsets it (its default)",
     )
     fit.add_argument("--scheduler", help="address of a running Dask scheduler to attach to")
     fit.add_argument("--output", help="the result store (overrides output.store)")

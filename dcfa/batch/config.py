@@ -386,6 +386,9 @@ def _apply_override(raw: dict, item: str) -> None:
             f"--set {key}: unknown key {section}.{parts[1]}; [{section}] takes "
             f"{sorted(_SCHEMA[section])}"
         )
+    if not value.strip():  # `--set key=`: unset, so the key takes its default
+        _unset(raw, parts)
+        return
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError as exc:
@@ -401,6 +404,16 @@ def _apply_override(raw: dict, item: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"--set: {key!r}: {p!r} is not a section")
     node[parts[-1]] = parsed
+
+
+def _unset(raw: dict, parts: list[str]) -> None:
+    """Remove the key at ``parts`` from ``raw``, if the job file sets it."""
+    node = raw
+    for p in parts[:-1]:
+        node = node.get(p)
+        if not isinstance(node, dict):
+            return
+    node.pop(parts[-1], None)
 
 
 def _check(raw: dict, source: str) -> JobConfig:

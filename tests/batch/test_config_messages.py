@@ -225,3 +225,31 @@ def _input_keys():
     from dcfa.batch.config import _SCHEMA
 
     return _SCHEMA["input"]
+
+
+def test_set_with_no_value_unsets_the_key(tmp_path):
+    """``--set input.time=`` was the empty string, refused as 'input.time must be a list',
+    so a key the job file sets could not be returned to its default from the command line."""
+    job = write_job(tmp_path, input__time=["2000-01", "2005-12"], target__lead=2)
+    assert load_config(job).input["time"] == ["2000-01", "2005-12"]
+    config = load_config(job, ["input.time=", "target.lead= ", "method.params.neighbors="])
+    default = load_config(write_job(tmp_path / "plain"))
+    assert config.input["time"] == default.input["time"] is None
+    assert config.target["lead"] == default.target["lead"]
+    assert "neighbors" not in config.method["params"]
+    assert config.method["params"]["random_state"] == 0  # only the key named
+    # a key the file does not set, or a section it lacks, is left unset
+    assert load_config(job, ["input.select=", "gbmap.beta="]).input["select"] == {}
+    # a required key unset is refused as missing, naming the --set that unset it
+    with pytest.raises(ConfigError, match=r"input\.store.*\(given by --set input\.store=\)"):
+        load_config(job, ["input.store="])
+
+
+def test_set_with_no_value_on_the_command_line(tmp_path):
+    job = write_job(tmp_path)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), "--set", "input.store=", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "input.store" in proc.stderr.strip().splitlines()[-1]
+    assert "(given by --set input.store=)" in proc.stderr
+    assert tree(tmp_path) == before
