@@ -180,74 +180,15 @@ def drift_experiment(
     standardised covariates without the split one (the space the model sees).
     """
     names = getattr(X, "columns", None)
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y).reshape(-1)
-    if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise InputError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
-    if X.shape[1] < 2:
-        raise InputError("X: the experiment drops the split covariate; it needs >= 2 covariates")
-    bad = int((~np.isfinite(X)).sum())
-    if bad:  # before the standardisation, which would spread a NaN over its column
-        raise InputError(
-            f"X: contains {bad} NaN or infinite values; the experiment needs finite "
-            "covariates (impute or drop those samples)"
-        )
-    if classification_loss not in ("score", "logistic"):
-        raise InputError(
-            f"classification_loss: expected 'score' or 'logistic', got {classification_loss!r}"
-        )
-    if not 0.0 < quantile < 1.0:
-        raise InputError(f"quantile: expected a number in (0, 1), got {quantile}")
-    if task == "auto":
-        task = "classification" if type_of_target(y) == "binary" else "regression"
-    if task not in ("regression", "classification"):
-        raise InputError(f"task: expected 'auto', 'regression' or 'classification', got {task!r}")
-    n, p = X.shape
-    # checked here, not after the p fits of the covariate search
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral) or n_neighbors < 1:
-        raise InputError(f"n_neighbors: expected an int >= 1, got {n_neighbors!r}")
-    if feature is not None:
-        if isinstance(feature, bool) or not isinstance(feature, Integral) or not -p <= feature < p:
-            raise InputError(
-                f"feature: expected None or the index of one of X's {p} columns, got {feature!r}"
-            )
-        feature = int(feature) % p  # as NumPy indexes: -1 is the last covariate
-    if n // 4 < n_neighbors:
-        raise InputError(f"X: {n} samples leave fewer than n_neighbors={n_neighbors} in a1")
+    X, y, task, feature = _checked(X, y, task, n_neighbors, quantile, feature, classification_loss)
     Xs = _standardize(X)
-    if task == "classification":
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise InputError(f"y: expected two classes, got {classes.size}")
-        t = np.where(y == classes[1], 1.0, -1.0)
-        cls = GBMAPClassifier
-    else:
-        t = y.astype(np.float64)
-        cls = GBMAPRegressor
+    t, cls = _signed_target(y, task)
     params = dict(n_boosts=n_boosts, beta=beta, penalty=penalty, max_iter=max_iter)
-
     rng = np.random.default_rng(random_state)
-    candidates = range(p) if feature is None else [int(feature)]
-    drift = np.full(p, np.nan)
-    best = None
-    for c in candidates:
-        a1, a2, b = _splits(Xs, c, rng)
-        seed = int(rng.integers(np.iinfo(np.int32).max))
-        if task == "classification" and np.unique(t[a1]).size < 2:
-            continue  # a1 holds one class: no classifier to train, no drift to measure
-        keep = np.delete(np.arange(p), c)
-        with warnings.catch_warnings():  # one per candidate; the chosen one's is said below
-            warnings.simplefilter("ignore", InactiveLearnersWarning)
-            model = cls(random_state=seed, **params).fit(Xs[a1][:, keep], t[a1])
-        loss_a2 = _pointwise_loss(task, model, Xs[a2][:, keep], t[a2])
-        loss_b = _pointwise_loss(task, model, Xs[b][:, keep], t[b])
-        drift[c] = loss_b.mean() - loss_a2.mean()
-        if best is None or drift[c] > drift[best[0]]:
-            best = (c, a1, a2, b, keep, model)
-
-    if best is None:
-        raise InputError("y: every split leaves a single class in a1; nothing to train")
-    c, a1, a2, b, keep, model = best
+    candidates = range(X.shape[1]) if feature is None else [feature]
+    drift, (c, a1, a2, b, keep, model) = _split_of_largest_drift(
+        Xs, t, task, cls(**params), candidates, rng
+    )
     model._warn_inactive(stacklevel=3)  # the caller's line
     test = np.concatenate([a2, b])
     in_b = np.concatenate([np.zeros(a2.size, bool), np.ones(b.size, bool)])
@@ -288,3 +229,78 @@ def drift_experiment(
         euclid_score=euclid_score,
         model=model,
     )
+
+
+def _checked(X, y, task, n_neighbors, quantile, feature, classification_loss):
+    """``X`` and ``y`` as float rows and labels, the task resolved, ``feature`` as an index;
+    every argument checked before the first of the fits."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y).reshape(-1)
+    if X.ndim != 2 or X.shape[0] != y.shape[0]:
+        raise InputError(f"X and y: expected (n, p) and (n,), got {X.shape} and {y.shape}")
+    if X.shape[1] < 2:
+        raise InputError("X: the experiment drops the split covariate; it needs >= 2 covariates")
+    bad = int((~np.isfinite(X)).sum())
+    if bad:  # before the standardisation, which would spread a NaN over its column
+        raise InputError(
+            f"X: contains {bad} NaN or infinite values; the experiment needs finite "
+            "covariates (impute or drop those samples)"
+        )
+    if classification_loss not in ("score", "logistic"):
+        raise InputError(
+            f"classification_loss: expected 'score' or 'logistic', got {classification_loss!r}"
+        )
+    if not 0.0 < quantile < 1.0:
+        raise InputError(f"quantile: expected a number in (0, 1), got {quantile}")
+    if task == "auto":
+        task = "classification" if type_of_target(y) == "binary" else "regression"
+    if task not in ("regression", "classification"):
+        raise InputError(f"task: expected 'auto', 'regression' or 'classification', got {task!r}")
+    n, p = X.shape
+    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral) or n_neighbors < 1:
+        raise InputError(f"n_neighbors: expected an int >= 1, got {n_neighbors!r}")
+    if feature is not None:
+        if isinstance(feature, bool) or not isinstance(feature, Integral) or not -p <= feature < p:
+            raise InputError(
+                f"feature: expected None or the index of one of X's {p} columns, got {feature!r}"
+            )
+        feature = int(feature) % p  # as NumPy indexes: -1 is the last covariate
+    if n // 4 < n_neighbors:
+        raise InputError(f"X: {n} samples leave fewer than n_neighbors={n_neighbors} in a1")
+    if task == "classification" and np.unique(y).size != 2:
+        raise InputError(f"y: expected two classes, got {np.unique(y).size}")
+    return X, y, task, feature
+
+
+def _signed_target(y: np.ndarray, task: str):
+    """The target GBMAP is fitted to (labels as -1 and +1 for classification), and the
+    estimator class of the task."""
+    if task == "classification":
+        return np.where(y == np.unique(y)[1], 1.0, -1.0), GBMAPClassifier
+    return y.astype(np.float64), GBMAPRegressor
+
+
+def _split_of_largest_drift(Xs, t, task: str, template, candidates, rng):
+    """Step 2: every candidate covariate's drift (NaN where not tried), and the split of the
+    largest, ``(c, a1, a2, b, keep, model)``. Each candidate draws its a1/a2 split and its
+    GBMAP seed, in order, from ``rng``."""
+    p = Xs.shape[1]
+    drift = np.full(p, np.nan)
+    best = None
+    for c in candidates:
+        a1, a2, b = _splits(Xs, c, rng)
+        seed = int(rng.integers(np.iinfo(np.int32).max))
+        if task == "classification" and np.unique(t[a1]).size < 2:
+            continue  # a1 holds one class: no classifier to train, no drift to measure
+        keep = np.delete(np.arange(p), c)
+        with warnings.catch_warnings():  # one per candidate; the chosen one's is said after
+            warnings.simplefilter("ignore", InactiveLearnersWarning)
+            model = clone(template).set_params(random_state=seed).fit(Xs[a1][:, keep], t[a1])
+        loss_a2 = _pointwise_loss(task, model, Xs[a2][:, keep], t[a2])
+        loss_b = _pointwise_loss(task, model, Xs[b][:, keep], t[b])
+        drift[c] = loss_b.mean() - loss_a2.mean()
+        if best is None or drift[c] > drift[best[0]]:
+            best = (c, a1, a2, b, keep, model)
+    if best is None:
+        raise InputError("y: every split leaves a single class in a1; nothing to train")
+    return drift, best
