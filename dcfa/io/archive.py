@@ -67,6 +67,41 @@ def open_archive(
             raise InputNotFoundError(f"input.store: no {archive_name(path)} at {str(path)!r}")
         ds = open_store(path, "input.store", storage_options=storage_options)
     names = [variables] if isinstance(variables, str) else list(variables)
+    _check_variables(ds, names, sample_dim, path)
+    zarr = archive_kind(path) == "zarr"  # listed chunk by chunk
+    counts = {v: chunk_counts(path, v, storage_options) if zarr else None for v in names}
+    empty = [v for v, c in counts.items() if c is not None and c[1] > 0 and c[0] == 0]
+    if empty:
+        raise InputError(
+            f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
+            "written: every value is the fill value)"
+        )
+    ds = _in_time_order(ds, sample_dim, path)
+    if time is not None:
+        ds = select_time(ds, time, sample_dim=sample_dim, key="input.time", where=str(path))
+    if len(names) == 1:
+        field = ds[names[0]]
+    else:
+        field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
+        field.attrs = {"variables": names}
+    field = _loaded_coords(field, sample_dim)
+    field.attrs = {**field.attrs, "source": str(path)}
+    field.attrs["variable_attrs"] = json.dumps(
+        {v: {a: str(ds[v].attrs[a]) for a in IDENTIFYING_ATTRS if a in ds[v].attrs} for v in names}
+    )
+    absent = {
+        v: {"missing": c[1] - c[0], "chunks": c[1], "fill_value": c[2]}
+        for v, c in counts.items()
+        if c is not None and c[0] < c[1]
+    }
+    if absent:  # Zarr reads them as the fill value: the caller says so
+        field.attrs["missing_chunks"] = json.dumps(absent)
+    return field.transpose(sample_dim, ...)
+
+
+def _check_variables(ds: xr.Dataset, names: list[str], sample_dim: str, path) -> None:
+    """Each of ``names`` is a numeric variable of ``ds`` over ``sample_dim`` and a grid, all
+    over the same dims."""
     missing = [v for v in names if v not in ds.data_vars]
     if missing:
         raise InputError(
@@ -89,14 +124,10 @@ def open_archive(
                 f"input.variables: {v!r} in {str(path)!r} holds {ds[v].dtype} values; "
                 "expected numbers (integer or floating point)"
             )
-    zarr = archive_kind(path) == "zarr"  # listed chunk by chunk
-    counts = {v: chunk_counts(path, v, storage_options) if zarr else None for v in names}
-    empty = [v for v, c in counts.items() if c is not None and c[1] > 0 and c[0] == 0]
-    if empty:
-        raise InputError(
-            f"input.variables: {empty} in {str(path)!r} hold no data (no chunk was ever "
-            "written: every value is the fill value)"
-        )
+
+
+def _in_time_order(ds: xr.Dataset, sample_dim: str, path) -> xr.Dataset:
+    """``ds`` sorted along ``sample_dim``; refused when a label repeats."""
     index = ds.indexes.get(sample_dim)
     if index is not None and not (index.is_monotonic_increasing and index.is_unique):
         if not index.is_unique:
@@ -107,26 +138,7 @@ def open_archive(
         # a store written latest-first (or appended out of order): the job's forward folds,
         # leads, windows and lags read the samples in time order
         ds = ds.sortby(sample_dim)
-    if time is not None:
-        ds = select_time(ds, time, sample_dim=sample_dim, key="input.time", where=str(path))
-    if len(names) == 1:
-        field = ds[names[0]]
-    else:
-        field = ds[names].to_array("variable").transpose(sample_dim, "variable", ...)
-        field.attrs = {"variables": names}
-    field = _loaded_coords(field, sample_dim)
-    field.attrs = {**field.attrs, "source": str(path)}
-    field.attrs["variable_attrs"] = json.dumps(
-        {v: {a: str(ds[v].attrs[a]) for a in IDENTIFYING_ATTRS if a in ds[v].attrs} for v in names}
-    )
-    absent = {
-        v: {"missing": c[1] - c[0], "chunks": c[1], "fill_value": c[2]}
-        for v, c in counts.items()
-        if c is not None and c[0] < c[1]
-    }
-    if absent:  # Zarr reads them as the fill value: the caller says so
-        field.attrs["missing_chunks"] = json.dumps(absent)
-    return field.transpose(sample_dim, ...)
+    return ds
 
 
 def _loaded_coords(field: xr.DataArray, sample_dim: str) -> xr.DataArray:
