@@ -438,24 +438,7 @@ def _check(raw: dict, source: str) -> JobConfig:
         if section == "gbmap":
             out[section] = dict(given)
             continue
-        extra = set(given) - set(keys)
-        if extra:
-            problems.append(
-                f"unknown key(s) {sorted(f'{section}.{k}' for k in extra)}; "
-                f"[{section}] takes {sorted(keys)}"
-            )
-        checked = {}
-        for key, (types, default) in keys.items():
-            if key not in given:
-                if default is ...:
-                    problems.append(f"missing required key {section}.{key}")
-                checked[key] = default
-                continue
-            value = given[key]
-            if not isinstance(value, types) or (types is int and isinstance(value, bool)):
-                problems.append(f"{section}.{key} must be {_type_name(types)}, got {_toml(value)}")
-            checked[key] = value
-        out[section] = checked
+        out[section] = _typed_section(section, keys, given, problems)
     if not problems:  # the values' checks read keys of the right types
         for check in _VALUE_CHECKS:
             try:
@@ -476,6 +459,29 @@ def _check(raw: dict, source: str) -> JobConfig:
         source=source,
         raw=raw,
     )
+
+
+def _typed_section(section: str, keys: dict, given: dict, problems: list[str]) -> dict:
+    """The keys of ``section`` as ``given``, the missing ones at their defaults; an unknown
+    key, a missing required one or a value of the wrong type is added to ``problems``."""
+    extra = set(given) - set(keys)
+    if extra:
+        problems.append(
+            f"unknown key(s) {sorted(f'{section}.{k}' for k in extra)}; "
+            f"[{section}] takes {sorted(keys)}"
+        )
+    checked = {}
+    for key, (types, default) in keys.items():
+        if key not in given:
+            if default is ...:
+                problems.append(f"missing required key {section}.{key}")
+            checked[key] = default
+            continue
+        value = given[key]
+        if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+            problems.append(f"{section}.{key} must be {_type_name(types)}, got {_toml(value)}")
+        checked[key] = value
+    return checked
 
 
 def _check_input(c: dict, where: str) -> None:
