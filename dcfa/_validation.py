@@ -293,6 +293,14 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
     position in ``X`` of each fitted label (``X.isel({dim: positions})`` is in the fitted
     order). Raises a ValueError naming ``name`` and the dim or coordinate otherwise.
     """
+    _check_dims(X, layout, name)
+    order, levels = _label_orders(X, layout, name)
+    _check_other_coords(X, layout, order, levels, name)
+    return order
+
+
+def _check_dims(X: xr.DataArray, layout: FeatureLayout, name: str) -> None:
+    """``X`` has the sample dim and the fitted feature dims, each of the fitted size."""
     dim = layout.sample_dim
     grid = tuple(layout.feature_dims)
     if dim not in X.dims:
@@ -308,6 +316,12 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
                 f"{name}: dim {d!r} has {X.sizes[d]} entries, the training data had {size}"
                 + _members_advice(X, d)
             )
+
+
+def _label_orders(X: xr.DataArray, layout: FeatureLayout, name: str) -> tuple[dict, set]:
+    """For each feature dim whose labels are the fitted ones in another order, the position
+    in ``X`` of each fitted label; and the names of the fitted MultiIndex levels."""
+    grid = tuple(layout.feature_dims)
     coords = layout.feature_coords
     order: dict = {}
     levels: set = set()
@@ -331,6 +345,16 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
             )
         if not np.array_equal(positions, np.arange(positions.size)):
             order[d] = positions
+    return order, levels
+
+
+def _check_other_coords(
+    X: xr.DataArray, layout: FeatureLayout, order: dict, levels: set, name: str
+) -> None:
+    """The grid coordinates other than the dims' own (2-D latitudes, a height) agree with
+    the fitted ones, read in the fitted order."""
+    grid = tuple(layout.feature_dims)
+    coords = layout.feature_coords
     for k, ours in coords.items():
         if k in grid or k in levels or not ours.dims or k not in X.coords:
             continue
@@ -352,7 +376,6 @@ def feature_order(X: xr.DataArray, layout: FeatureLayout, *, name: str = "X") ->
                 f"{name}: coordinate {k!r} differs from the training data's; the estimator "
                 "was fitted on another grid"
             )
-    return order
 
 
 def _members_advice(X: xr.DataArray, dim) -> str:
