@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dcfa.cfa.basis import Basis
+from dcfa.cfa.hierarchy import by_first_item
 from dcfa.cfa.rules import SegmentMoments
 
 
@@ -71,8 +72,7 @@ class _Groups:
         self.mean = basis.mean.copy()
         self.count = basis.dense_count()
         self.active = np.ones(D, dtype=bool)
-        # a slot that holds a merged group: its original pairs are stale
-        self.merged = np.zeros(D, dtype=bool)
+        # merges into each slot: an original pair of a slot merged into is stale
         self.version = np.zeros(D, dtype=np.int64)
         self.labels = np.arange(D)
         # each group's adjacent groups (None: every group is a candidate)
@@ -138,7 +138,8 @@ class _Groups:
 
     def original_valid(self, a: int, b: int) -> bool:
         """An original pair still joins two unmerged groups."""
-        return not (self.merged[a] or self.merged[b]) and bool(self.active[a] and self.active[b])
+        unmerged = self.version[a] == 0 and self.version[b] == 0
+        return bool(unmerged and self.active[a] and self.active[b])
 
     def valid(self, entry) -> bool:
         """A heap entry's two groups are still as they were when it was pushed."""
@@ -160,7 +161,6 @@ class _Groups:
             count = self.count
             count[a] = count[:, a] = np.minimum(count[a], count[b])
         self.active[b] = False
-        self.merged[a] = True
         self.version[a] += 1
         self.labels[self.labels == b] = a
         adjacent = self.adjacent
@@ -184,9 +184,4 @@ class _Groups:
 
     def numbered(self) -> np.ndarray:
         """Every feature's group, the groups numbered in order of their first member."""
-        labels = self.labels
-        _, first = np.unique(labels, return_index=True)
-        roots = labels[np.sort(first)]
-        rank = np.empty(self.D, dtype=np.int64)
-        rank[roots] = np.arange(roots.size)
-        return rank[labels]
+        return by_first_item(self.labels)

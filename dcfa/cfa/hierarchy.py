@@ -44,6 +44,7 @@ from dcfa.stats.kernels import row_blocks
 
 __all__ = [
     "Merges",
+    "by_first_item",
     "chain",
     "correlation_merges",
     "cut",
@@ -102,7 +103,7 @@ def cut(merges: Merges, k: int) -> np.ndarray:
         (np.ones(k, dtype=np.int8), (merges.a[:k], merges.b[:k])), shape=(n, n)
     ).tocsr()
     _, comp = connected_components(graph, directed=False)
-    return _by_first_item(comp)
+    return by_first_item(comp)
 
 
 def membership(labels: np.ndarray, n_groups: int | None = None) -> sp.csr_array:
@@ -266,12 +267,12 @@ def correlation_merges(
             rows, cols, cross = _carry_pairs(sums, grown, to, rows, cols, cross)
             labels, g, ss = new, g_new, new_ss
         if snapshots is not None and level in {float(v) for v in levels}:
-            snapshots[level] = (len(out[0]), _by_first_item(labels))
+            snapshots[level] = (len(out[0]), by_first_item(labels))
     a, b, v = out
     return Merges(n_items, np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(v))
 
 
-def _by_first_item(labels: np.ndarray) -> np.ndarray:
+def by_first_item(labels: np.ndarray) -> np.ndarray:
     """The same groups, numbered in the order of their first item."""
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     rank = np.empty(first.size, dtype=np.int64)
