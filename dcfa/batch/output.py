@@ -157,7 +157,8 @@ def on_grid(values: np.ndarray, keep: np.ndarray, has_data: xr.DataArray, *, fil
 
 def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      ") -> None:
     """The ``top`` groups most correlated with the target, a line each (the job's summary and
-    ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence."""
+    ``dcfa inspect``): block, size, place, correlation, its interval and the recurrence; then
+    how many more the result holds."""
     from dcfa.io.result import group_extent, group_place
     from dcfa.stacking import BLOCK_DIMS
 
@@ -199,3 +200,5 @@ def print_groups(dataset: xr.Dataset, echo, top: int = 8, indent: str = "      "
             + corr_interval_text(dataset, g)
             + recurrence_text(dataset, g)
         )
+    if r.size > top:
+        echo(f"{indent}  ... and {r.size - top} more (all in the result)")

@@ -213,6 +213,9 @@ def test_cli_fit_and_inspect(tmp_path):
     assert "groups most correlated with the target (95 % interval" in proc.stdout
     listed = min(5, int(result.sizes["group"]))
     assert len(re.findall(r"corr [+-]\d\.\d\d \[", proc.stdout)) == listed
+    more = int(result.sizes["group"]) - listed
+    # the groups not listed are counted, not left out silently
+    assert (f"  ... and {more} more (all in the result)" in proc.stdout) == (more > 0)
     proc = cli("inspect", str(tmp_path / "sst.zarr"), cwd=tmp_path)
     assert proc.returncode == 0 and "sst('time', 'lat', 'lon')" in proc.stdout
 

@@ -434,7 +434,7 @@ def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_p
     print_groups(ds, lines.append)
     order = np.argsort(-np.abs(ds["group_target_corr"].values))[:8]
     lat2d, lon2d = xr.broadcast(ds[names[0]], ds[names[1]])
-    for line, g in zip(lines[1:], order, strict=True):
+    for line, g in zip(lines[1 : 1 + order.size], order, strict=True):
         # each group's latitudes and longitudes, by hand (a Pacific grid in 0..360, off 180)
         cells = (ds["region"] == g).transpose(*lat2d.dims).values
         lat, lon = lat2d.values[cells], lon2d.values[cells]
@@ -447,6 +447,26 @@ def test_the_summary_places_each_group_whatever_the_coordinates_are_called(tmp_p
         assert f" cells, {lats}, {lons}, corr" in line or f" cell, {lats}, {lons}, corr" in line, (
             line
         )
+
+
+def test_the_summary_counts_the_groups_it_does_not_list(tmp_path):
+    """The job's summary listed 8 of 18 groups, and dcfa inspect 5, with no word of the
+    others: a reader took the list for the whole map."""
+    from dcfa.batch.output import print_groups
+
+    make_archive(tmp_path / "a.zarr", n=120)
+    field = io.open_archive(tmp_path / "a.zarr", ["sst"])
+    y = np.random.default_rng(3).normal(size=120)
+    ds = io.result_dataset(dcfa.GenLinCFA(neighbors=1, eps=0.1).fit(field, y), field, target=y)
+    n_groups = ds.sizes["group"]
+    assert n_groups > 8
+    for top in (8, 5, n_groups):
+        lines = []
+        print_groups(ds, lines.append, top=top, indent="  ")
+        listed = [line for line in lines if line.startswith("    group ")]
+        assert len(listed) == top
+        more = [f"    ... and {n_groups - top} more (all in the result)"] if top < n_groups else []
+        assert lines[1 + top :] == more
 
 
 @pytest.mark.slow
