@@ -11,11 +11,17 @@ every neighbour of its two parts: every group is one connected patch of the grap
   correlated (the order-free greedy of LinCFA's Remark 13, on the group means of Remark 12),
   until no adjacent pair is correlated above ``floor``. It never reads the target: the pieces
   it makes are the patches of the field that vary together.
+* :func:`signal_merges` merges first the adjacent pair whose merged mean loses least of a
+  least-squares fit of the target on the two means, among the pairs that carry one signal:
+  means correlated at :data:`SIGNAL_FLOOR`, and a loss that an F test does not find. The
+  cells of a region that drives the target become one group, which no test between single
+  noisy cells would make, and two regions with independent signals stay apart.
 * :func:`relevance_merges` merges first the adjacent pair whose more relevant member (the
   larger absolute correlation of its mean with the target) is the least relevant; among equal
-  relevance, the more correlated pair. Pieces that tell nothing about the target merge into a
-  background first; a relevant piece is merged last, and the cross-validation of
+  relevance, the more correlated pair. Groups that tell nothing about the target merge into a
+  background first; a relevant group is merged last, and the cross-validation of
   :class:`dcfa.RegionsCV` decides how far down this order a map goes.
+  :func:`regions_merges` follows :func:`signal_merges` with it (``RegionsCV(signal=True)``).
 
 * :func:`ward_merges` merges first the adjacent pair of groups whose values (each group's
   weighted mean of its items') are the most alike, by Ward's criterion: with the items'
@@ -52,9 +58,11 @@ __all__ = [
     "membership",
     "neighbourhood_means",
     "projection_merges",
+    "regions_merges",
     "relevance_merges",
     "relevance_order",
     "segment_pair_cross",
+    "signal_merges",
     "sums_in_place",
     "upper_pairs",
     "ward_merges",
@@ -72,7 +80,7 @@ class Merges:
     Merge ``i`` joined the group holding item ``a[i]`` and the group holding ``b[i]``
     (``a[i]`` keeps the merged group); ``value[i]`` is the score it was chosen by (the
     correlation of the two group means for :func:`correlation_merges`, the relevance of the
-    pair for :func:`relevance_merges`).
+    pair for :func:`relevance_order`).
     """
 
     n_items: int
@@ -428,6 +436,179 @@ def _split_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
     return lo[kept], hi[kept], kept, touched // n, touched % n
 
 
+#: the correlation of two adjacent groups' means below which :func:`signal_merges` never merges
+#: them: independent signals (two regions, a region and its neighbour) stay apart, whatever
+#: the target says of them
+SIGNAL_FLOOR = 0.3
+#: the level of the F test by which the two means of a pair fit the target better than their
+#: merged mean does (then the pair is not merged by :func:`signal_merges`): every group is
+#: tested against its cheapest neighbour in every round, and at 5 % enough pairs of one
+#: region are kept apart by chance to leave fragments of it
+SIGNAL_ALPHA = 0.01
+
+
+def signal_merges(
+    S: np.ndarray,
+    y: np.ndarray,
+    adjacency,
+    *,
+    rows=slice(None),
+    floor: float = SIGNAL_FLOOR,
+    alpha: float = SIGNAL_ALPHA,
+) -> tuple[Merges, dict]:
+    """Merge adjacent groups that carry one signal of the target, the cheapest first.
+
+    Two adjacent groups carry one signal when their means are correlated at ``floor`` or
+    above and their merged mean fits the target as well as the two means do: the least-squares
+    fit of the target on the two is not better by an F test at level ``alpha`` (one degree of
+    freedom, on the samples ``rows``). A merge costs the R^2 the fit loses. The merges go in
+    rounds: the pairs that are the cheapest of both their groups merge, then those of the
+    groups left (so that a round merges about half the groups, and a chain of cheap pairs
+    does not merge into one group without being tested as one), then the groups' statistics
+    are recomputed, until no pair carries one signal. A single cell tells little of the target;
+    the cells of a region that drives it, merged, tell it well, and a group's test has the
+    power a cell's lacks.
+
+    Parameters
+    ----------
+    S : ndarray of shape (n_items, n_samples)
+        Each item's series (its sum over its cells). Not changed.
+    y : ndarray of shape (n_samples,)
+    adjacency : sparse matrix of shape (n_items, n_items)
+    rows : slice or ndarray, default=slice(None)
+        The samples to use; the series and the target are centred on them.
+    floor, alpha : float
+        See :data:`SIGNAL_FLOOR` and :data:`SIGNAL_ALPHA`.
+
+    Returns
+    -------
+    merges : Merges
+        ``value`` holds each merge's height: its cost, or the height of a merge that made one
+        of its groups when that is higher.
+    groups : dict
+        The groups left, numbered as :func:`cut` numbers them, centred on ``rows``: each
+        one's sum of squares ``ss`` and product with the target ``sy``, the target's ``yy``,
+        and the products ``cross`` of the adjacent pairs ``rows[i] < cols[i]`` (what
+        :func:`relevance_order` reads).
+    """
+    from scipy.stats import f as f_dist
+
+    n_items, n_samples = S.shape
+    w = np.zeros(n_samples)
+    w[rows] = 1.0  # the samples used: products are sums over them, without a copy of S
+    n = float(w.sum())
+    yc = np.where(w > 0, np.asarray(y, dtype=np.float64) - np.asarray(y)[rows].mean(), 0.0)
+    sums = _GroupSums(S)
+
+    def dots(a: np.ndarray, b: np.ndarray, tot: np.ndarray) -> np.ndarray:  # centred on rows
+        out = np.empty(a.size)
+        for blk in row_blocks(a.size, n_samples, PAIR_BYTES):
+            prod = sums.take(a[blk])
+            prod *= sums.take(b[blk])
+            out[blk] = prod @ w
+        return out - tot[a] * tot[b] / n
+
+    tot, sy = np.empty(n_items), np.empty(n_items)
+    for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
+        tot[blk], sy[blk] = S[blk] @ w, S[blk] @ yc
+    ss = dots(np.arange(n_items), np.arange(n_items), tot)
+    r, c = upper_pairs(adjacency)
+    cross = dots(r, c, tot)
+    yy = float(yc @ yc)
+    critical = f_dist.ppf(1.0 - alpha, 1, max(n - 3, 1))
+    g = n_items
+    rep = np.arange(n_items)  # each group's last item
+    height = np.zeros(n_items)  # each group's highest merge so far
+    out: tuple[list, list, list] = ([], [], [])
+    while r.size:
+        cost, rho, fit = _signal_cost(ss[r], ss[c], cross, sy[r], sy[c], yy)
+        ok = np.flatnonzero((rho >= floor) & (cost * (n - 3) <= critical * (1.0 - fit)))
+        if not ok.size:
+            break
+        chosen = ok[_matching(np.argsort(cost[ok], kind="stable"), r[ok], c[ok], g)]
+        p, q = r[chosen], c[chosen]  # disjoint pairs, p < q
+        to, g_new, rep, up = _join_pairs(p, q, cost[chosen], rep, height, out)
+        grown = sums.merge(to, g_new)
+        is_grown = np.zeros(g_new, dtype=bool)
+        is_grown[grown] = True
+        tot, sy = (np.bincount(to, weights=v, minlength=g_new) for v in (tot, sy))
+        new_ss = np.empty(g_new)
+        new_ss[to] = ss
+        new_ss[grown] = dots(grown, grown, tot)
+        r, c, kept, at, tl, th = _next_pairs(to[r], to[c], is_grown, g_new)
+        cross = np.insert(cross[kept], at, dots(tl, th, tot))
+        g, ss, height = g_new, new_ss, up
+    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in out)
+    keep = np.argsort(h, kind="stable")
+    merges = Merges(n_items, a[keep].astype(np.int64), b[keep].astype(np.int64), h[keep])
+    return merges, {"ss": ss, "sy": sy, "yy": yy, "rows": r, "cols": c, "cross": cross}
+
+
+def _matching(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
+    """Disjoint pairs, cheapest first (``order``: positions of the pairs by cost): the pairs
+    that are the cheapest of both their groups, then again among the pairs of the groups not
+    yet matched, until none is left. Returns their positions."""
+    free = np.ones(n_groups, dtype=bool)
+    live, taken = order, []
+    while live.size:
+        rank, best = _best_pairs(np.arange(live.size), rows[live], cols[live], n_groups)
+        mutual = live[(best[rows[live]] == rank) & (best[cols[live]] == rank)]
+        taken.append(mutual)
+        free[rows[mutual]] = False
+        free[cols[mutual]] = False
+        live = live[free[rows[live]] & free[cols[live]]]
+    return np.sort(np.concatenate(taken))
+
+
+def _join_pairs(p, q, cost, rep, height, out: tuple[list, list, list]):
+    """Disjoint pairs ``p < q`` of a round's groups join, ``q``'s group into ``p``'s: each
+    merge is recorded in ``out`` by the two groups' last items, at its height (its ``cost``,
+    or the height of a merge that made one of its groups when that is higher: merges then go
+    in increasing height, and every cut is a partition the rounds made). Returns each group's
+    group after the round ``to`` (the groups left keep their order, so they stay numbered by
+    their first item), their number, and their last items and heights."""
+    h = np.maximum(cost, np.maximum(height[p], height[q]))
+    for part, x in zip(out, (rep[p], rep[q], h), strict=True):
+        part.append(x)
+    left = np.ones(rep.size, dtype=bool)
+    left[q] = False
+    to = np.cumsum(left) - 1
+    to[q] = to[p]
+    rep_pq = np.maximum(rep[p], rep[q])
+    rep, up = rep[left], height[left]
+    rep[to[p]] = rep_pq
+    up[to[p]] = h
+    return to, int(left.sum()), rep, up
+
+
+def _signal_cost(ssa, ssb, cross, sya, syb, yy: float):
+    """Per pair of groups (centred sums of squares ``ssa``, ``ssb``, products ``cross`` and
+    with the target ``sya``, ``syb``): the R^2 a fit of the target loses when the two means
+    are merged into one, the correlation of the two means, and the R^2 of the fit on both."""
+    tiny = np.finfo(np.float64).tiny
+    prod = ssa * ssb
+    rho = cross / np.sqrt(np.maximum(prod, tiny))
+    merged = (sya + syb) ** 2 / np.maximum(ssa + 2 * cross + ssb, tiny) / yy
+    # two means that are one series up to rounding (or a mean without variance) fit the
+    # target as their merged mean does; elsewhere the two-mean fit is at least the merged's
+    det = prod - cross * cross
+    one = det <= 1e-9 * prod
+    both = (ssb * sya * sya - 2 * cross * sya * syb + ssa * syb * syb) / np.where(one, 1.0, det)
+    both = np.where(one, merged, np.clip(np.maximum(both / yy, merged), 0.0, 1.0))
+    return both - merged, rho, both
+
+
+def regions_merges(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> Merges:
+    """The second stage of :class:`dcfa.RegionsCV`'s relevance order on the samples ``rows``:
+    the adjacent groups that carry one signal merge first (:func:`signal_merges`), then the
+    groups they leave in the relevance order (:func:`relevance_order`)."""
+    first, groups = signal_merges(S, y, adjacency, rows=rows)
+    second = relevance_order(
+        groups["rows"], groups["cols"], groups["ss"], groups["sy"], groups["yy"], groups["cross"]
+    )
+    return chain(first, len(first), second)
+
+
 def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
     """Merge adjacent items in order of increasing relevance, until none is left to merge.
 
@@ -544,7 +725,7 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     v = np.asarray(value, dtype=np.float64).ravel()
     w = np.asarray(weight, dtype=np.float64).ravel()
     n = v.size
-    a_out, b_out, h_out = [], [], []
+    out: tuple[list, list, list] = ([], [], [])
     g, gv, gw = n, v, w
     wv = w * v  # each group's weighted sum: a round updates the groups, not the items
     rep = np.arange(n)  # each group's last item
@@ -556,30 +737,16 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
         rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, g)
         mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
         p, q = rows[mutual], cols[mutual]  # disjoint: a group's cheapest pair is one pair
-        # a merge is never below the merges that made its groups: cuts stay Ward's groups
-        h = np.maximum(cost[mutual], np.maximum(height[p], height[q]))
-        a_out.append(rep[p])
-        b_out.append(rep[q])
-        h_out.append(h)
-        # q's group joins p's; the groups left keep their order
-        left = np.ones(g, dtype=bool)
-        left[q] = False
-        to = np.cumsum(left) - 1
-        to[q] = to[p]
-        g_new = int(left.sum())
-        up = height[left].copy()
-        up[to[p]] = np.maximum(up[to[p]], h)
+        # heights kept monotone: cuts stay Ward's groups
+        to, g_new, rep, up = _join_pairs(p, q, cost[mutual], rep, height, out)
         # the pairs of the new groups, sorted, once each
         changed = np.zeros(g_new, dtype=bool)
         changed[to[p]] = True
         rows, cols, *_ = _next_pairs(to[rows], to[cols], changed, g_new)
-        rep_pq = np.maximum(rep[p], rep[q])
-        rep = rep[left]
-        rep[to[p]] = rep_pq
         gw = np.bincount(to, weights=gw, minlength=g_new)
         wv = np.bincount(to, weights=wv, minlength=g_new)
         g, height, gv = g_new, up, wv / gw
-    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
+    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in out)
     # by height across rounds, as the greedy order makes them; a round's merges are disjoint
     # and a merge's height is at least its groups', so every cut is a union of whole groups
     keep = np.argsort(h, kind="stable")

@@ -7,7 +7,8 @@
   a union.
 * :class:`Pieces`: one level's pieces, and the second stage on any fold's training rows from
   their per-segment sums (:meth:`Pieces.regions`, :meth:`Pieces.alike`) with each map's
-  skill (:meth:`Pieces.skill_of`), without reading the series again.
+  skill (:meth:`Pieces.skill_of`), without reading the series again; or, where the groups
+  that carry one signal merge first, from the pieces' sums on the fold's rows.
 
 The estimator, its choice between levels, sizes and orders, lives in
 :mod:`dcfa.cfa.regions`; the merge orders in :mod:`dcfa.cfa.hierarchy`; the skill of one
@@ -33,6 +34,7 @@ from dcfa.cfa.hierarchy import (
     membership,
     neighbourhood_means,
     projection_merges,
+    regions_merges,
     relevance_order,
     segment_pair_cross,
     sums_in_place,
@@ -125,6 +127,8 @@ class Pieces:
         segments: Segments,
         y: np.ndarray,
         skill: Callable[..., float],
+        *,
+        signal: bool = False,
     ):
         self.cell_labels = cell_labels  # piece of each kept cell
         self.first = first
@@ -134,6 +138,7 @@ class Pieces:
         self.segments = segments
         self.y = y
         self.skill = skill  # a map's test R^2 in one fold (REGRESSIONS)
+        self.signal = signal  # merge the groups that carry one signal first
 
     @cached_property
     def sums(self) -> np.ndarray:
@@ -175,7 +180,11 @@ class Pieces:
 
     def regions(self, rows):
         """The second stage on the samples ``rows`` (a fold's training rows, or every
-        sample): its merges of these pieces, from the series centred on those rows."""
+        sample): its merges of these pieces, from the series centred on those rows. With
+        :attr:`signal`, the groups that carry one signal merge first
+        (:func:`dcfa.cfa.hierarchy.regions_merges`), from the pieces' sums on those rows."""
+        if self.signal:
+            return regions_merges(self.sums, self.y, self.adjacency, rows=rows)
         t = self._segment_sums
         take = self.segments.of(rows)
         n = float(self.segments.lengths[take].sum())

@@ -13,7 +13,12 @@ and lets time-blocked cross-validation decide how far each stage goes:
 2. **Regions** (:func:`dcfa.cfa.hierarchy.relevance_merges`). Adjacent pieces merge, the
    least relevant pair first (a pair's relevance is the larger absolute correlation of its
    two means with the target): pieces that say nothing about the target merge into a
-   background, and a relevant piece stays apart until the end. A second order is scored
+   background, and a relevant piece stays apart until the end. With ``signal=True`` the
+   adjacent pieces that carry one signal of the target merge first
+   (:func:`dcfa.cfa.hierarchy.signal_merges`: their means correlate at 0.3 or above, and
+   their merged mean fits the target as well as the two do by an F test at 1 %), so that a
+   region's cells become one group where the field alone does not set the region apart and
+   single cells are too noisy to tell (a basin's soil moisture). A second order is scored
    next to it, from each finest piece's weight per cell in a ridge regression of the target
    on all cells (:func:`dcfa.cfa.selection.ridge_weights`): adjacent pieces of alike weight
    merge first (:func:`dcfa.cfa.hierarchy.ward_merges`) down to :data:`WARD_GROUPS` groups,
@@ -171,6 +176,16 @@ class RegionsCV(BaseCFA):
         behind it by more than :data:`dcfa.cfa.selection.LEAST_GAIN`.
         ``("relevance",)`` scores the first only (faster: no ridge regression and no second
         agglomeration per fold).
+    signal : bool, default=False
+        Before the relevance order, merge the adjacent groups that carry one signal of the
+        target (:func:`dcfa.cfa.hierarchy.signal_merges`: means correlated at 0.3 or above,
+        and a merged mean that fits the target as well as the two by an F test at 1 %). Where
+        a box of cells drives the target and the field does not set it apart, the relevance
+        order alone leaves the box's cells as regions of one cell; with ``signal=True`` they
+        form one region. It costs two to four times the fit (the groups' products are
+        computed on every fold's months), holds the merged groups' sums beside the pieces'
+        (which the memory check does not count), and is not yet the default: see the
+        panel's box draws in the evidence pages.
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0
@@ -263,6 +278,7 @@ class RegionsCV(BaseCFA):
         "regression": [StrOptions(REGRESSIONS.keys())],  # live: an entry added later counts
         "levels": ["array-like"],
         "orders": [tuple, list],
+        "signal": ["boolean"],
         "n_splits": [Interval(Integral, 2, None, closed="left")],
         "gap": [Interval(Integral, 0, None, closed="left")],
         "sample_dim": [str],
@@ -278,6 +294,7 @@ class RegionsCV(BaseCFA):
         regression="ridge",
         levels=LEVELS,
         orders=ORDERS,
+        signal=False,
         n_splits=5,
         gap=0,
         sample_dim="time",
@@ -289,6 +306,7 @@ class RegionsCV(BaseCFA):
         self.regression = regression
         self.levels = levels
         self.orders = orders
+        self.signal = signal
         self.n_splits = n_splits
         self.gap = gap
         self.sample_dim = sample_dim
@@ -402,7 +420,10 @@ class RegionsCV(BaseCFA):
                 raise AssertionError("fit_targets: the kept features differ between targets")
         segments = Segments(n, [train for train, _ in folds])
         skill = REGRESSIONS[self.regression].skill
-        stages = {lv: Pieces(shared.snapshots[lv][1], shared, segments, yv, skill) for lv in levels}
+        stages = {
+            lv: Pieces(shared.snapshots[lv][1], shared, segments, yv, skill, signal=self.signal)
+            for lv in levels
+        }
         t1 = time.perf_counter()
 
         self.n_patches_ = _patches(shared.adjacency)

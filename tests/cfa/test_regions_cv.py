@@ -39,7 +39,9 @@ from dcfa.cfa.hierarchy import (
     neighbourhood_means,
     projection_merges,
     relevance_merges,
+    signal_merges,
     sums_in_place,
+    upper_pairs,
     ward_merges,
 )
 from dcfa.cfa.selection import (
@@ -334,6 +336,133 @@ def _projection_rounds(S, size, coef, A) -> list[set]:
     return part
 
 
+def _signal_rounds(S, y, A, rows, floor, alpha) -> tuple[list, np.ndarray, list]:
+    """The rounds of :func:`signal_merges` written out on the series: every adjacent pair of
+    groups is scored by least squares of the target on its two means and on its merged mean
+    (the series and the target centred on ``rows``); the pairs whose means correlate at
+    ``floor`` and whose F statistic is within the critical value at ``alpha`` are matched,
+    the cheapest of both their groups first, then again among the groups left. Returns the
+    heights (kept monotone) in increasing order, the last partition's labels, and the
+    partitions after each merge."""
+    from scipy.stats import f as f_dist
+
+    n = S.shape[0]
+    X = S[:, rows] - S[:, rows].mean(axis=1, keepdims=True)
+    yr = y[rows] - y[rows].mean()
+    T = yr.size
+    critical = f_dist.ppf(1 - alpha, 1, T - 3)
+    labels = np.arange(n)
+    height = dict.fromkeys(range(n), 0.0)
+    made = []
+
+    def r2(*columns):
+        Z = np.stack(columns, axis=1)
+        fit = Z @ np.linalg.lstsq(Z, yr, rcond=None)[0]
+        return float(fit @ fit / (yr @ yr))
+
+    while True:
+        groups = np.unique(labels)
+        total = {g: X[labels == g].sum(axis=0) for g in groups}
+        pairs = sorted(
+            {
+                (min(labels[i], labels[j]), max(labels[i], labels[j]))
+                for i, j in zip(*sp.triu(A, k=1).nonzero(), strict=True)
+                if labels[i] != labels[j]
+            }
+        )
+        cost = {}
+        for a, b in pairs:
+            both, merged = r2(total[a], total[b]), r2(total[a] + total[b])
+            both = max(both, merged)
+            rho = np.corrcoef(total[a], total[b])[0, 1]
+            if rho >= floor and (both - merged) * (T - 3) / (1 - both) <= critical:
+                cost[a, b] = both - merged
+        if not cost:
+            break
+        # a matching: the pairs cheapest for both their groups, again among those left
+        ok, matched = [p for p in pairs if p in cost], []
+        while ok:
+            cheapest = {g: min((p for p in ok if g in p), key=cost.get)
+                        for g in {g for p in ok for g in p}}  # fmt: skip
+            mutual = [p for p in ok if cheapest[p[0]] == p == cheapest[p[1]]]
+            matched += mutual
+            done = {g for p in mutual for g in p}
+            ok = [p for p in ok if not set(p) & done]
+        for a, b in matched:
+            h = max(cost[a, b], height[a], height[b])
+            made.append((h, np.flatnonzero(labels == a), np.flatnonzero(labels == b)))
+            labels[labels == b] = a
+            height[a] = h
+    group = np.arange(n)
+    part = [_partition(group)]
+    for _, a, b in sorted(made, key=lambda m: m[0]):
+        group[np.isin(group, group[b])] = group[a[0]]
+        part.append(_partition(group))
+    return sorted(m[0] for m in made), labels, part
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(2, 5), st.booleans())
+def test_signal_merges_are_the_rounds_written_out(seed, n_rows, n_cols, fold):
+    """Each cut is the partition of the rounds written out with least squares on the
+    series, on all samples or a fold's rows; the groups left are reported with their
+    statistics centred on those rows; only pairs that pass both tests merge."""
+    rng = np.random.default_rng(seed)
+    n, T = n_rows * n_cols, 60
+    A = sp.csr_array(grid_adjacency((n_rows, n_cols), 1))
+    common = rng.normal(size=(2, T))
+    S = rng.normal(size=(n, 2)) @ common + 0.8 * rng.normal(size=(n, T))
+    y = common[0] + rng.normal(size=T)
+    rows = np.r_[0:20, 35:60] if fold else slice(None)
+    merges, groups = signal_merges(S, y, A, rows=rows, floor=0.3, alpha=0.05)
+    heights, labels, parts = _signal_rounds(S, y, A, rows, 0.3, 0.05)
+    np.testing.assert_allclose(merges.value, heights, rtol=1e-9, atol=1e-12)
+    for k, theirs in enumerate(parts):
+        assert _partition(cut(merges, k)) == theirs
+    # the groups left: numbered as cut numbers them, with their centred statistics
+    left = cut(merges, len(merges))
+    X = S[:, rows] - S[:, rows].mean(axis=1, keepdims=True)
+    yr = y[rows] - y[rows].mean()
+    G = np.stack([X[left == g].sum(axis=0) for g in range(left.max() + 1)])
+    np.testing.assert_allclose(groups["ss"], np.einsum("ij,ij->i", G, G), rtol=1e-9)
+    np.testing.assert_allclose(groups["sy"], G @ yr, rtol=1e-9, atol=1e-9)
+    assert groups["yy"] == pytest.approx(yr @ yr)
+    pairs = upper_pairs(group_adjacency(A, left))
+    np.testing.assert_array_equal(groups["rows"], pairs[0])
+    np.testing.assert_array_equal(groups["cols"], pairs[1])
+    np.testing.assert_allclose(
+        groups["cross"], np.einsum("ij,ij->i", G[pairs[0]], G[pairs[1]]), rtol=1e-9, atol=1e-9
+    )
+
+
+def test_signal_merges_take_one_series_as_one_signal_without_warnings():
+    """Two cells with one series (a grid's duplicated row), or one a multiple of the other,
+    fit the target as their mean does: they merge at no cost. The two-mean fit's solve is
+    singular there, and a cell without variance divides by zero: neither may warn."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=100)
+    S = np.stack([x, x, 2 * x, np.zeros(100), rng.normal(size=100)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        merges, _ = signal_merges(S, x + rng.normal(size=100), sp.csr_array(1 - np.eye(5)))
+    assert _partition(cut(merges, len(merges))) == _partition(np.array([0, 0, 0, 1, 2]))
+    np.testing.assert_allclose(merges.value, 0.0, atol=1e-12)
+
+
+def test_signal_merges_keep_independent_signals_apart():
+    """Two regions whose signals are independent never merge, even where one mean would fit
+    the target as well (equal loadings): their means are not correlated. The cells of each
+    region merge into one."""
+    rng = np.random.default_rng(1)
+    T = 400
+    z = rng.normal(size=(2, T))
+    region = np.tile(np.repeat([0, 1], 3), 2)  # a 2 x 6 strip: three columns each
+    S = z[region] + 0.5 * rng.normal(size=(12, T))
+    y = z[0] + z[1] + 0.5 * rng.normal(size=T)
+    merges, _ = signal_merges(S, y, grid_adjacency((2, 6), 1))
+    assert _partition(cut(merges, len(merges))) == _partition(region)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(2, 5))
 def test_projection_merges_are_the_rounds_written_out(seed, rows, cols):
@@ -465,11 +594,13 @@ def _spy(function, calls: list):
     return spy
 
 
+@pytest.mark.parametrize("signal", [False, True], ids=["relevance", "signal"])
 @pytest.mark.parametrize("level", [None, 0.7, 0.5], ids=["cells", "finest", "pieces"])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
-    """Every fold's second stage reads the per-segment sums of the pieces: the merges (and
-    every map's region means) must be those of the series centred on the fold's own rows.
+def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level, signal):
+    """Every fold's second stage reads the per-segment sums of the pieces (with ``signal``,
+    the pieces' sums on the fold's rows): the merges (and every map's region means) must be
+    those of the series centred on the fold's own rows.
     The pieces are the cells, or the first stage's pieces at its finest level (0.7) or a
     coarser one, whose sums are made from the finest pieces' sums, made over the cells'
     series."""
@@ -493,15 +624,18 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level):
     first = FirstStage(np.arange(S.shape[0]), sp.csr_array(A), finest,
                         sums_in_place(S.copy(), finest), snaps)  # fmt: skip
     segments = Segments(X.shape[0], [t for t, _ in folds])
-    pieces = Pieces(labels, first, segments, y, selection.ridge_skill)
+    pieces = Pieces(labels, first, segments, y, selection.ridge_skill, signal=signal)
     np.testing.assert_allclose(pieces.sums, P, rtol=1e-12, atol=1e-12)
     for rows in [train for train, _ in folds] + [slice(None)]:
         Pr = P[:, rows] - P[:, rows].mean(axis=1, keepdims=True)
-        expected = relevance_merges(Pr, y[rows] - y[rows].mean(), AP)
+        if signal:  # on the pieces' own sums on these rows
+            expected = hierarchy.regions_merges(np.ascontiguousarray(P[:, rows]), y[rows], AP)
+        else:
+            expected = relevance_merges(Pr, y[rows] - y[rows].mean(), AP)
         got = pieces.regions(rows)
         np.testing.assert_array_equal(got.a, expected.a)
         np.testing.assert_array_equal(got.b, expected.b)
-        np.testing.assert_allclose(got.value, expected.value, rtol=1e-10)
+        np.testing.assert_allclose(got.value, expected.value, rtol=1e-10, atol=1e-12)
         sizes = np.array([1, 2, 5, 9])
         for k, G in zip(sizes, pieces.means_along(got, sizes), strict=True):
             M = pieces.cells(cut(got, pieces.n - k))
@@ -654,6 +788,43 @@ def test_regions_cv_finds_the_driving_regions_pure_and_contiguous(seed):
     oracle = blocked_cv(LinearRegression(), truth, ds.target.values).mean
     ours = blocked_cv(LinearRegression(), model.transform(ds.field).values, ds.target.values).mean
     assert ours >= 0.95 * oracle
+
+
+def _box_on_a_smooth_field(seed: int, months: int = 360, shape=(24, 32)):
+    """A target that follows a 6 x 6 box of cells on a field of noise smoothed over 3 cells
+    plus each cell's own noise: nothing in the field alone marks the box's edge."""
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(seed)
+    smooth = gaussian_filter(rng.normal(size=(months, *shape)), (0, 3, 3), mode="wrap")
+    field = smooth / smooth.std() + 0.7 * rng.normal(size=smooth.shape)
+    box = np.zeros(shape, dtype=bool)
+    box[8:14, 10:16] = True
+    mean = field[:, box].mean(axis=1)
+    y = (mean - mean.mean()) / mean.std() + 0.7 * rng.normal(size=months)
+    coords = {
+        "time": xr.date_range("1980-01-01", periods=months, freq="MS"),
+        "lat": 30.5 + np.arange(shape[0]),
+        "lon": 240.5 + np.arange(shape[1]),
+    }
+    return xr.DataArray(field, dims=("time", "lat", "lon"), coords=coords), y, box
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_box_the_field_does_not_set_apart_is_one_region(seed):
+    """A basin's flow follows the mean of its cells, which vary like their neighbours outside
+    it. The relevance order merged the box's single cells into the background one by one,
+    the least relevant first, and the map was a background and up to 27 regions of one cell.
+    The box's cells now carry one signal and merge first: a few regions, none of one cell,
+    and one that lies mostly in the box holds most of it."""
+    field, y, box = _box_on_a_smooth_field(seed)
+    model = dcfa.RegionsCV(signal=True).fit(field, y)
+    labels = model.labels_.reshape(box.shape)
+    sizes = np.bincount(labels.ravel())
+    assert np.all(sizes > 1) and sizes.size <= 10
+    main = np.bincount(labels[box]).argmax()
+    assert (labels[box] == main).mean() >= 0.6  # the share of the box in one region
+    assert box[labels == main].mean() >= 0.6  # and that region's share inside the box
 
 
 def test_regions_cv_fitted_values(regions_field, caplog):
