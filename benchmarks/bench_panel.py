@@ -7,6 +7,7 @@
     python benchmarks/bench_panel.py --compare         # also GenLinCFA(neighbors=1), the old call
     python benchmarks/bench_panel.py --kind smooth --max-groups 30   # also RegionsCV(max_groups=30)
     python benchmarks/bench_panel.py --orders relevance,weights      # RegionsCV(orders=...)
+    python benchmarks/bench_panel.py --kind box --signal              # RegionsCV(signal=True)
 
 Draws (the seeds are drawn at random for every run unless ``--seed`` is given, and printed):
 
@@ -43,7 +44,8 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
   its training months and the final map (``fold_ari_``); ``stable``: median over the cells
   of ``stability_``;
 * ``fit s``: wall time of ``fit``;
-* after a box draw's row: ``single``, the regions of one cell; ``box``, the share of the box's
+* after a box draw's row: ``single``, the regions of one cell (but cells with no neighbour,
+  which are patches of their own); ``box``, the share of the box's
   cells in the region that holds most of them, and that region's share of cells inside the box;
 * after the row: the order :class:`dcfa.RegionsCV` chose, and the ``gain`` of the weights
   order's best map over the relevance order's best (mean inner-fold R^2 in ``cv_path_``).
@@ -269,7 +271,9 @@ def judge_box(draw: Draw, ds, model, X: np.ndarray, y: np.ndarray) -> None:
     sizes = np.bincount(labels[labels >= 0])
     inside = labels[box]
     main = np.bincount(inside[inside >= 0]).argmax()
-    draw.extra["single"] = int((sizes == 1).sum())
+    # a cell without a neighbour holding data is a patch, and a region, of its own
+    alone = np.asarray(dcfa.patch_sizes(ds.field)).ravel() == 1
+    draw.extra["single"] = int((np.isin(labels, np.flatnonzero(sizes == 1)) & ~alone).sum())
     draw.extra["box_kept"] = float((inside == main).mean())
     draw.extra["box_inside"] = float(box[labels == main].mean())
     truth = X[:, box].mean(axis=1, keepdims=True)
@@ -490,6 +494,11 @@ def main(argv=None) -> None:
         default=None,
         help="RegionsCV's orders for every RegionsCV fit, e.g. relevance,weights",
     )
+    parser.add_argument(
+        "--signal",
+        action="store_true",
+        help="RegionsCV(signal=True) for every RegionsCV fit: one signal's groups merge first",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
     orders = {} if args.orders is None else {"orders": tuple(args.orders.split(","))}
@@ -506,7 +515,9 @@ def main(argv=None) -> None:
         chosen = [i for i, c in enumerate(cells) if c[0] == args.kind]
         cells, seeds = [cells[i] for i in chosen], seeds[chosen]
     print(f"panel seed {entropy} ({len(cells)} draws; replay with --seed {entropy})")
-    own = "".join(f"{k}={v}" for k, v in orders.items())
+    if args.signal:
+        orders["signal"] = True
+    own = ", ".join(f"{k}={v}" for k, v in orders.items())
     estimators = {f"RegionsCV({own})": lambda: dcfa.RegionsCV(**orders)}
     if args.compare:
         estimators["GenLinCFA(neighbors=1)"] = lambda: dcfa.GenLinCFA(neighbors=1)

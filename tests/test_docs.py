@@ -332,7 +332,23 @@ def synthetic_records() -> dict[str, dict]:
         "nested_gap_worst": -0.07,
         "goals": {"groups": False, "within_ridge": False},
     }
-    summary = {"summary": {"regions": regions, "smooth": smooth}}
+    box = {
+        "draws": 1,
+        "groups_median": 4.0,
+        "groups_worst": 5,
+        "single_median": 0.0,
+        "single_worst": 1,
+        "box_kept_median": 0.8,
+        "box_kept_worst": 0.5,
+        "box_inside_median": 0.9,
+        "ratio_median": 1.0,
+        "nested_ratio_median": 0.99,
+        "nested_ratio_worst": 0.95,
+        "contiguous_worst": 1.0,
+        "fit_s_median": 1.0,
+        "goals": {"box_kept": False, "no_single": False, "ratio_worst": True},
+    }
+    summary = {"summary": {"regions": regions, "smooth": smooth, "box": box}}
     panel = {
         "RegionsCV()": summary,
         "GenLinCFA(neighbors=1)": summary,
@@ -650,6 +666,8 @@ def test_every_results_table_builds_from_a_record_of_its_shape():
         "2 of 2: lead 0, SST; lead 3, SST",
     ]
     assert goal["GenLinCFA(neighbors=1) -> OLS"][1:] == ["0 of 2", "-0.100 / -0.100", "0 of 2"]
+    box = built["panel"]["box: share of the box in one region, median (worst)"]
+    assert box[1:] == ["0.80 (0.50)", "0.80 (0.50)", ">= 0.90 (missed)"]
     assert built["gbmap_paper"]["CONCRETE"][3] == "0.73 / **0.859 ± 0.044**"
     assert built["cfa"]["500"] == ["500", "0.24 s vs 345 s: **1 438x** (16 groups)", ""]
     assert built["lincfa"]["LinCFA partition from moments, D = 20 000"][1] == "57 ms (23 groups)"

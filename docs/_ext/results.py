@@ -83,6 +83,20 @@ def panel_table(record: dict) -> tuple[list[str], list[list[str]]]:
                          "every fold, median (worst)",
                          *(f"{s['ridge_gap_median']:+.3f} ({s['ridge_gap_worst']:+.3f})"
                            for s in smo), ""])  # fmt: skip
+    if all("box" in res[n]["summary"] for n in names):  # panels since the box draws
+        box = [res[n]["summary"]["box"] for n in names]
+        box_goals = box[0]["goals"]
+        rows += [
+            ["box: regions of one cell, median (worst)",
+             *(f"{b['single_median']:.0f} ({b['single_worst']})" for b in box),
+             _goal(box_goals["no_single"], "none")],
+            ["box: share of the box in one region, median (worst)",
+             *(f"{b['box_kept_median']:.2f} ({b['box_kept_worst']:.2f})" for b in box),
+             _goal(box_goals["box_kept"], ">= 0.90")],
+            ["box: R2 / OLS on the box's mean, refitted in every fold, median (worst)",
+             *(f"{b['nested_ratio_median']:.3f} ({b['nested_ratio_worst']:.3f})" for b in box),
+             _goal(box_goals["ratio_worst"], "(>= 0.90)")],
+        ]  # fmt: skip
     if "time_ratio" in res:
         t = res["time_ratio"]
         rows.append(["fit time against GenLinCFA on the same draw, median (worst)",
