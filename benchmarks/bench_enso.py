@@ -3,6 +3,7 @@
     python benchmarks/bench_enso.py                      # SST, then SST + zonal wind; leads 0, 3, 6
     python benchmarks/bench_enso.py --variables sst,u10,v10 --leads 0 3
     python benchmarks/bench_enso.py --quick              # without LassoCV and GenLinCFACV
+    python benchmarks/bench_enso.py --quick --signal     # also RegionsCV(signal=True)
     python benchmarks/bench_enso.py --json benchmarks/results/enso.json   # the docs' table
 
 Task: monthly HadISST SST (513 ocean cells, 5 degree grid, 30S-30N) and, with
@@ -31,7 +32,9 @@ import time
 from pathlib import Path
 
 from _results import write_results  # run as a script: its directory is on sys.path
+from sklearn.pipeline import make_pipeline
 
+from dcfa import Anomalies, RegionsCV
 from dcfa.batch.comparison import comparison_models, score_models, tested_months
 from dcfa.datasets import enso_task, load_enso
 from dcfa.skill import HEADER
@@ -50,6 +53,9 @@ def main(argv=None) -> None:
     parser.add_argument("--leads", nargs="+", type=int, default=[0, 3, 6], help="months ahead")
     parser.add_argument("--splits", type=int, default=5, help="test blocks (default 5)")
     parser.add_argument("--quick", action="store_true", help="without LassoCV, GenLinCFACV")
+    parser.add_argument(
+        "--signal", action="store_true", help="also RegionsCV(signal=True), in the same CV"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
     logging.getLogger("dcfa").setLevel(logging.WARNING)
@@ -69,6 +75,10 @@ def main(argv=None) -> None:
                 anomalies=False,
             )
             models = comparison_models(lead, full=not args.quick)
+            if args.signal:
+                models["RegionsCV(signal=True) -> RidgeCV"] = make_pipeline(
+                    Anomalies(), RegionsCV(gap=lead, signal=True)
+                )
             n_cells = sum(int(data[v].notnull().all("time").sum()) for v in variables)
             print(f"\n{label}: {X.sizes['time']} months x {n_cells} cells -> SOI", flush=True)
             print(HEADER + "   R² of each test block")
