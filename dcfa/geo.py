@@ -18,6 +18,7 @@ restriction and across the longitude seam of a global grid: how readable a map o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -40,6 +41,7 @@ __all__ = [
     "longitude_convention",
     "longitude_label",
     "unwrapped_mean",
+    "whole_degrees",
     "wrap_longitude",
 ]
 
@@ -75,6 +77,19 @@ def hemisphere(value: float, axis: str) -> tuple[float, str]:
         return abs(v), ("S" if v < 0 else "N")
     v = v % 360.0
     return (v, "E") if v <= 180.0 else (360.0 - v, "W")
+
+
+def whole_degrees(value: float, axis: str = "lat") -> int:
+    """A latitude (``axis="lat"``) or longitude (``"lon"``, any convention, taken into
+    -180..180 first) in whole degrees, halves away from zero: one cell gets one degree in
+    every convention, and the cells on either side of a whole degree (43.5 and 44.5) get two,
+    where Python's ``round`` (halves to even) gives both 44."""
+    v = float(value)
+    if axis == "lon":
+        v = float(wrap_longitude(v))
+    v = round(v, 6)  # a mean's float noise (-100.49999999) is a half
+    whole = math.floor(abs(v) + 0.5)
+    return int(math.copysign(whole, v)) if whole else 0
 
 
 def longitude_label(x: float) -> str:
@@ -113,12 +128,13 @@ def extent_text(lat, lon) -> str:
         return low if low == high else f"{low}-{high}"
 
     # rounded before labelled: the equator as 0°, not 0°N; the dateline as 180°
-    lats = span(latitude_label(round(lat.min())), latitude_label(round(lat.max())))
+    lats = span(*(latitude_label(whole_degrees(v)) for v in (lat.min(), lat.max())))
     u = np.unique(np.asarray(lon, dtype=np.float64) % 360.0)
     if u.size > 2 and np.allclose(np.diff(np.r_[u, u[0] + 360.0]), 360.0 / u.size):
         return f"{lats}, all longitudes"
     west, east = longitude_arc(u)
-    return f"{lats}, {span(longitude_label(round(west)), longitude_label(round(east)))}"
+    lons = (longitude_label(whole_degrees(v, "lon")) for v in (west, east))
+    return f"{lats}, {span(*lons)}"
 
 
 def wrap_longitude(lon, lower: float = -180.0):

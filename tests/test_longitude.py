@@ -29,9 +29,10 @@ from dcfa.geo import (
     longitude_arc,
     longitude_convention,
     unwrapped_mean,
+    whole_degrees,
     wrap_longitude,
 )
-from dcfa.io.result import group_centres
+from dcfa.io.result import group_centres, group_names
 from dcfa.neighbors import grid_adjacency, grid_adjacency_for, periodic_dims
 from dcfa.stats.grid import grid_moments
 
@@ -177,6 +178,24 @@ def test_the_longitude_arc_is_the_shortest_that_holds_every_cell(lon, shift):
     assert np.all((lon - west) % 360.0 <= width + 1e-9)
     turned = longitude_arc(lon + shift)
     assert (turned[1] - turned[0]) % 360.0 == pytest.approx(width, abs=1e-9)
+
+
+def test_cells_either_side_of_a_whole_degree_get_two_names_and_one_in_every_convention():
+    """On a grid centred at x.5 degrees two neighbouring cells (43.5N 103.5W and 44.5N
+    104.5W) were both named 44N_104W (Python's round takes halves to even), and a name
+    rounded -100.5 to 101W where the summary's text rounded 259.5 to 100°W."""
+    halves = np.arange(-89.5, 90.0, 1.0)
+    degrees = [whole_degrees(v) for v in halves]
+    assert len(set(degrees)) == halves.size  # one whole degree per cell
+    assert degrees == [int(np.sign(v) * np.floor(abs(v) + 0.5)) for v in halves]
+    for v in np.arange(-179.5, 180.0, 1.0):  # one degree in either convention
+        assert whole_degrees(v, "lon") == whole_degrees(v % 360.0, "lon")
+    assert extent_text([44.5], [259.5]) == extent_text([44.5], [-100.5]) == "45°N, 101°W"
+    region = xr.DataArray(
+        [[0, -1], [-1, 1]], dims=("lat", "lon"), coords={"lat": [43.5, 44.5], "lon": [256.5, 255.5]}
+    )
+    names = group_names(region, group_centres(region, 2), 2)
+    assert names.tolist() == ["44N_104W", "45N_105W"]
 
 
 def test_extent_text_across_the_dateline_and_greenwich():

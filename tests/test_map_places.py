@@ -125,5 +125,6 @@ def test_transform_names_each_group_by_its_variable_and_centre():
         # independently: the variable of its cells, and the mean latitude of its cells
         (variable,) = set(cells["variable"].values.tolist())
         lat = float(cells["lat"].mean())
-        assert name.startswith(f"{variable}_{abs(round(lat))}{'S' if round(lat) < 0 else 'N'}_")
+        whole = int(np.sign(lat) * np.floor(abs(lat) + 0.5))  # halves away from zero
+        assert name.startswith(f"{variable}_{abs(whole)}{'S' if whole < 0 else 'N'}_")
     assert len(set(names)) == len(names)

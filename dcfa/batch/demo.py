@@ -32,7 +32,7 @@ import xarray as xr
 
 from dcfa._terminal import counted
 from dcfa.batch.output import RECURRENCE_LEGEND, cells, corr_interval_text, recurrence_text
-from dcfa.geo import latitude_label, longitude_label
+from dcfa.geo import latitude_label, longitude_label, whole_degrees
 
 __all__ = ["run_demo"]
 
@@ -193,11 +193,11 @@ def _basins(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
 
 
 def _lat(v: float) -> str:
-    return latitude_label(round(v))  # the equator as 0°, not 0°N
+    return latitude_label(whole_degrees(v))  # the equator as 0°, not 0°N
 
 
 def _lon(v: float) -> str:
-    return longitude_label(round(v))  # the date line as 180°, not 180°E
+    return longitude_label(whole_degrees(v, "lon"))  # the date line as 180°, not 180°E
 
 
 def _maps(result: xr.Dataset) -> dict[str, xr.DataArray]:

@@ -314,8 +314,12 @@ def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarra
 
 
 def _degrees(value: float, positive: str, negative: str) -> str:
-    """Whole degrees with their hemisphere, as names write them: ``2N``, ``129W``, ``0N``."""
-    return f"{abs(round(value))}{negative if round(value) < 0 else positive}"
+    """Whole degrees with their hemisphere, as names write them: ``2N``, ``129W``, ``0N``
+    (:func:`dcfa.geo.whole_degrees`, as the summary's extents round them)."""
+    from dcfa.geo import whole_degrees
+
+    whole = whole_degrees(value, "lat" if positive == "N" else "lon")
+    return f"{abs(whole)}{negative if whole < 0 else positive}"
 
 
 def outside_centre(region: xr.DataArray, lat, lon, n_groups: int) -> list | None:
