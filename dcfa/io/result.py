@@ -302,9 +302,8 @@ def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarra
         if outside is not None and outside[g] is not None:
             parts.append(outside[g])
         elif lat is not None and lon is not None and np.isfinite(lat[g]) and np.isfinite(lon[g]):
-            y, x = float(lat[g]), (float(lon[g]) + 180.0) % 360.0 - 180.0
-            parts.append(_degrees(y, "N", "S"))
-            parts.append(_degrees(x, "E", "W"))
+            parts.append(_degrees(float(lat[g]), "lat"))
+            parts.append(_degrees(float(lon[g]), "lon"))
         else:
             parts.append(f"g{g}")
         name = "_".join(parts)
@@ -313,12 +312,14 @@ def group_names(region: xr.DataArray, centres: dict, n_groups: int) -> np.ndarra
     return np.array(names, dtype=object)  # variable-length: a Zarr v3 type with a spec
 
 
-def _degrees(value: float, positive: str, negative: str) -> str:
-    """Whole degrees with their hemisphere, as names write them: ``2N``, ``129W``, ``0N``
+def _degrees(value: float, axis: str) -> str:
+    """Whole degrees of a latitude (``axis="lat"``) or a longitude of any convention
+    (``"lon"``) with their hemisphere, as names write them: ``2N``, ``129W``, ``0N``
     (:func:`dcfa.geo.whole_degrees`, as the summary's extents round them)."""
     from dcfa.geo import whole_degrees
 
-    whole = whole_degrees(value, "lat" if positive == "N" else "lon")
+    whole = whole_degrees(value, axis)
+    positive, negative = ("N", "S") if axis == "lat" else ("E", "W")
     return f"{abs(whole)}{negative if whole < 0 else positive}"
 
 
@@ -356,8 +357,8 @@ def outside_centre(region: xr.DataArray, lat, lon, n_groups: int) -> list | None
         mine = g == k
         y = cell_lat[used][mine]
         west, east = longitude_arc(cell_lon[used][mine])
-        lats = [_degrees(float(y.min()), "N", "S"), _degrees(float(y.max()), "N", "S")]
-        lons = [_degrees((v + 180.0) % 360.0 - 180.0, "E", "W") for v in (west, east)]
+        lats = [_degrees(float(y.min()), "lat"), _degrees(float(y.max()), "lat")]
+        lons = [_degrees(v, "lon") for v in (west, east)]
         out[int(k)] = "_".join(a if a == b else f"{a}-{b}" for a, b in (lats, lons))
     return out
 
