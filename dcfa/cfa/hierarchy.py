@@ -445,6 +445,17 @@ SIGNAL_FLOOR = 0.3
 #: tested against its cheapest neighbour in every round, and at 5 % enough pairs of one
 #: region are kept apart by chance to leave fragments of it
 SIGNAL_ALPHA = 0.01
+#: the number of groups at or below which :func:`signal_merges` may hold their products with
+#: one another (a Gram matrix, 128 MB at most) instead of multiplying the series of each
+#: round's new pairs: the last rounds merge a few pairs each, and would multiply a large
+#: group's series with every neighbour's again in each
+GRAM_GROUPS = 4096
+#: how many entries of the Gram matrix cost as much as one pair's product from the series:
+#: the matrix is made once the pairs multiplied since the groups were few enough have cost
+#: as much as it would (about 400 entries on 2 cores, gathered rows against BLAS; 100, as
+#: the rounds left may be few: 9.2 s and 15.3 s on a 2 and a 1 degree field, against 10.3
+#: and 15.2 s at 400, 9.1 and 19.0 s without the matrix)
+GRAM_PAIR_COST = 100
 
 
 def signal_merges(
@@ -453,8 +464,10 @@ def signal_merges(
     adjacency,
     *,
     rows=slice(None),
+    start: dict | None = None,
     floor: float = SIGNAL_FLOOR,
     alpha: float = SIGNAL_ALPHA,
+    gram_groups: int = GRAM_GROUPS,
 ) -> tuple[Merges, dict]:
     """Merge adjacent groups that carry one signal of the target, the cheapest first.
 
@@ -477,8 +490,13 @@ def signal_merges(
     adjacency : sparse matrix of shape (n_items, n_items)
     rows : slice or ndarray, default=slice(None)
         The samples to use; the series and the target are centred on them.
+    start : dict, optional
+        The items' statistics on ``rows`` when they are known (:func:`centred_statistics`
+        makes them from ``S``): the merges then read the series only for the groups they make.
     floor, alpha : float
         See :data:`SIGNAL_FLOOR` and :data:`SIGNAL_ALPHA`.
+    gram_groups : int
+        See :data:`GRAM_GROUPS` and :data:`GRAM_PAIR_COST`.
 
     Returns
     -------
@@ -493,55 +511,137 @@ def signal_merges(
     """
     from scipy.stats import f as f_dist
 
-    n_items, n_samples = S.shape
-    w = np.zeros(n_samples)
-    w[rows] = 1.0  # the samples used: products are sums over them, without a copy of S
+    n_items = S.shape[0]
+    w = _row_weights(S.shape[1], rows)
     n = float(w.sum())
-    yc = np.where(w > 0, np.asarray(y, dtype=np.float64) - np.asarray(y)[rows].mean(), 0.0)
     sums = _GroupSums(S)
 
     def dots(a: np.ndarray, b: np.ndarray, tot: np.ndarray) -> np.ndarray:  # centred on rows
-        out = np.empty(a.size)
-        for blk in row_blocks(a.size, n_samples, PAIR_BYTES):
-            prod = sums.take(a[blk])
-            prod *= sums.take(b[blk])
-            out[blk] = prod @ w
-        return out - tot[a] * tot[b] / n
+        return _weighted_cross(sums.take, a, b, w) - tot[a] * tot[b] / n
 
-    tot, sy = np.empty(n_items), np.empty(n_items)
-    for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
-        tot[blk], sy[blk] = S[blk] @ w, S[blk] @ yc
-    ss = dots(np.arange(n_items), np.arange(n_items), tot)
-    r, c = upper_pairs(adjacency)
-    cross = dots(r, c, tot)
-    yy = float(yc @ yc)
+    if start is None:
+        start = centred_statistics(S, y, adjacency, rows=rows)
+    tot, ss, sy, yy = start["tot"], start["ss"], start["sy"], start["yy"]
+    r, c, cross = start["rows"], start["cols"], start["cross"]
     critical = f_dist.ppf(1.0 - alpha, 1, max(n - 3, 1))
     g = n_items
     rep = np.arange(n_items)  # each group's last item
     height = np.zeros(n_items)  # each group's highest merge so far
+    gram, spent = None, 0  # spent: pairs multiplied from the series since g <= gram_groups
     out: tuple[list, list, list] = ([], [], [])
     while r.size:
         cost, rho, fit = _signal_cost(ss[r], ss[c], cross, sy[r], sy[c], yy)
         ok = np.flatnonzero((rho >= floor) & (cost * (n - 3) <= critical * (1.0 - fit)))
         if not ok.size:
             break
+        if gram is None and g <= gram_groups and spent * GRAM_PAIR_COST >= g * g:
+            gram = _GroupGram(sums.take(np.arange(g)), tot, w)
         chosen = ok[_matching(np.argsort(cost[ok], kind="stable"), r[ok], c[ok], g)]
         p, q = r[chosen], c[chosen]  # disjoint pairs, p < q
         to, g_new, rep, up = _join_pairs(p, q, cost[chosen], rep, height, out)
-        grown = sums.merge(to, g_new)
         is_grown = np.zeros(g_new, dtype=bool)
-        is_grown[grown] = True
+        is_grown[to[p]] = True
         tot, sy = (np.bincount(to, weights=v, minlength=g_new) for v in (tot, sy))
         new_ss = np.empty(g_new)
         new_ss[to] = ss
-        new_ss[grown] = dots(grown, grown, tot)
+        new_ss[to[p]] = ss[p] + ss[q] + 2.0 * cross[chosen]  # centred sums add
         r, c, kept, at, tl, th = _next_pairs(to[r], to[c], is_grown, g_new)
-        cross = np.insert(cross[kept], at, dots(tl, th, tot))
+        if gram is None:
+            sums.merge(to, g_new)
+            new_cross = dots(tl, th, tot)
+            spent += tl.size if g_new <= gram_groups else 0
+        else:
+            gram.merge(p, q, to)
+            new_cross = gram.cross(tl, th)
+        cross = np.insert(cross[kept], at, new_cross)
         g, ss, height = g_new, new_ss, up
     a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in out)
     keep = np.argsort(h, kind="stable")
     merges = Merges(n_items, a[keep].astype(np.int64), b[keep].astype(np.int64), h[keep])
     return merges, {"ss": ss, "sy": sy, "yy": yy, "rows": r, "cols": c, "cross": cross}
+
+
+class _GroupGram:
+    """The centred products of the groups, once they are few: the last rounds merge a few
+    pairs each, and would multiply a large group's series with every neighbour's again in
+    each. A group's row holds its products with the groups there were when the Gram matrix
+    was made (its base groups): a merge adds two rows, and two groups' product is the sum
+    of one's row over the other's base groups (the smaller one's)."""
+
+    def __init__(self, X: np.ndarray, tot: np.ndarray, w: np.ndarray):
+        used = w > 0
+        Xc = X[:, used] - (tot / used.sum())[:, None]
+        self.K = Xc @ Xc.T
+        self.row = np.arange(X.shape[0])  # each group's row of K
+        self.group = np.arange(X.shape[0])  # each base group's group
+
+    def merge(self, p: np.ndarray, q: np.ndarray, to: np.ndarray) -> None:
+        """Groups ``q`` join groups ``p`` (disjoint pairs); group ``i`` becomes ``to[i]``."""
+        self.K[self.row[p]] += self.K[self.row[q]]
+        left = np.ones(to.size, dtype=bool)
+        left[q] = False
+        self.row = self.row[left]  # ``to`` keeps the order of the groups left
+        self.group = to[self.group]
+
+    def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The products of the pairs of groups ``(a[i], b[i])``."""
+        order = np.argsort(self.group, kind="stable")  # the base groups, by group
+        size = np.bincount(self.group, minlength=self.row.size)
+        start = np.cumsum(size) - size
+        small = np.where(size[a] <= size[b], a, b)
+        big = a + b - small
+        count = size[small]
+        pair = np.repeat(np.arange(a.size), count)
+        within = np.arange(pair.size) - np.repeat(np.cumsum(count) - count, count)
+        base = order[np.repeat(start[small], count) + within]
+        return np.bincount(pair, weights=self.K[self.row[big][pair], base], minlength=a.size)
+
+
+def _row_weights(n_samples: int, rows) -> np.ndarray:
+    """1 on the samples ``rows``, 0 elsewhere: products are then sums over those samples,
+    without a copy of the series."""
+    w = np.zeros(n_samples)
+    w[rows] = 1.0
+    return w
+
+
+def _weighted_cross(take, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_t w[t] x_a[t] x_b[t]`` for every pair ``(a[i], b[i])``, in blocks; ``take(items)``
+    gives the items' rows (a copy)."""
+    out = np.empty(a.size)
+    for blk in row_blocks(a.size, w.size, PAIR_BYTES):
+        prod = take(a[blk])
+        prod *= take(b[blk])
+        out[blk] = prod @ w
+    return out
+
+
+def centred_statistics(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> dict:
+    """The items' statistics on the samples ``rows`` that :func:`signal_merges` and
+    :func:`relevance_order` start from: each item's sum ``tot``, its centred sum of squares
+    ``ss`` and product with the target ``sy``, the target's ``yy``, and the centred products
+    ``cross`` of the adjacent pairs ``rows[i] < cols[i]`` (:func:`upper_pairs`)."""
+    n_items, n_samples = S.shape
+    w = _row_weights(n_samples, rows)
+    n = float(w.sum())
+    yc = np.where(w > 0, np.asarray(y, dtype=np.float64) - np.asarray(y)[rows].mean(), 0.0)
+    tot, sy = np.empty(n_items), np.empty(n_items)
+    for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
+        tot[blk], sy[blk] = S[blk] @ w, S[blk] @ yc
+    items = np.arange(n_items)
+    ss = _weighted_cross(S.__getitem__, items, items, w)
+    r, c = upper_pairs(adjacency)
+    cross = _weighted_cross(S.__getitem__, r, c, w)
+    mean = tot / n
+    return {
+        "tot": tot,
+        "ss": ss - tot * mean,
+        "sy": sy,
+        "yy": float(yc @ yc),
+        "rows": r,
+        "cols": c,
+        "cross": cross - tot[r] * mean[c],
+    }
 
 
 def _matching(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
@@ -598,11 +698,14 @@ def _signal_cost(ssa, ssb, cross, sya, syb, yy: float):
     return both - merged, rho, both
 
 
-def regions_merges(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> Merges:
+def regions_merges(
+    S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None), start: dict | None = None
+) -> Merges:
     """The second stage of :class:`dcfa.RegionsCV`'s relevance order on the samples ``rows``:
-    the adjacent groups that carry one signal merge first (:func:`signal_merges`), then the
-    groups they leave in the relevance order (:func:`relevance_order`)."""
-    first, groups = signal_merges(S, y, adjacency, rows=rows)
+    the adjacent groups that carry one signal merge first (:func:`signal_merges`, from the
+    statistics ``start`` when known), then the groups they leave in the relevance order
+    (:func:`relevance_order`)."""
+    first, groups = signal_merges(S, y, adjacency, rows=rows, start=start)
     second = relevance_order(
         groups["rows"], groups["cols"], groups["ss"], groups["sy"], groups["yy"], groups["cross"]
     )

@@ -183,21 +183,30 @@ class Pieces:
         sample): its merges of these pieces, from the series centred on those rows. With
         :attr:`signal`, the groups that carry one signal merge first
         (:func:`dcfa.cfa.hierarchy.regions_merges`), from the pieces' sums on those rows."""
+        c = self.centred(rows)
         if self.signal:
-            return regions_merges(self.sums, self.y, self.adjacency, rows=rows)
+            return regions_merges(self.sums, self.y, self.adjacency, rows=rows, start=c)
+        return relevance_order(c["rows"], c["cols"], c["ss"], c["sy"], c["yy"], c["cross"])
+
+    def centred(self, rows) -> dict:
+        """The pieces' statistics centred on the samples ``rows`` (a union of segments), from
+        the per-segment sums: what :func:`dcfa.cfa.hierarchy.centred_statistics` computes
+        from the series."""
         t = self._segment_sums
         take = self.segments.of(rows)
         n = float(self.segments.lengths[take].sum())
-        mean = t["s"][:, take].sum(axis=1) / n
+        tot = t["s"][:, take].sum(axis=1)
+        mean = tot / n
         ymean = t["y"][take].sum() / n
-        return relevance_order(
-            t["rows"],
-            t["cols"],
-            t["ss"][:, take].sum(axis=1) - n * mean * mean,
-            t["sy"][:, take].sum(axis=1) - n * mean * ymean,
-            float(t["yy"][take].sum() - n * ymean * ymean),
-            t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
-        )
+        return {
+            "tot": tot,
+            "ss": t["ss"][:, take].sum(axis=1) - n * mean * mean,
+            "sy": t["sy"][:, take].sum(axis=1) - n * mean * ymean,
+            "yy": float(t["yy"][take].sum() - n * ymean * ymean),
+            "rows": t["rows"],
+            "cols": t["cols"],
+            "cross": t["cross"][:, take].sum(axis=1) - n * mean[t["rows"]] * mean[t["cols"]],
+        }
 
     def weights(self, rows) -> np.ndarray:
         """Each piece's weight per cell in a ridge regression of the target on all cells,

@@ -182,10 +182,11 @@ class RegionsCV(BaseCFA):
         and a merged mean that fits the target as well as the two by an F test at 1 %). Where
         a box of cells drives the target and the field does not set it apart, the relevance
         order alone leaves the box's cells as regions of one cell; with ``signal=True`` they
-        form one region. It costs two to four times the fit (the groups' products are
-        computed on every fold's months), holds the merged groups' sums beside the pieces'
-        (which the memory check does not count), and is not yet the default: see the
-        panel's box draws in the evidence pages.
+        form one region. It costs about twice the fit (the products of the groups its
+        rounds make are computed on every fold's months), holds the merged groups' sums
+        beside the pieces' and up to 128 MiB of the groups' products (which the memory
+        check does not count), and is not yet the default: see the panel's box draws in
+        the evidence pages.
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0
@@ -429,14 +430,15 @@ class RegionsCV(BaseCFA):
         self.n_patches_ = _patches(shared.adjacency)
         sizes = _sizes(self.max_groups, self.n_patches_)
         r2 = np.full((levels.size, sizes.size, len(folds)), np.nan)
+        fold_paths: dict[int, list] = {}
         if "relevance" in orders:
-            r2 = _relevance_skill(stages, sizes, folds)
+            r2, fold_paths = _relevance_skill(stages, sizes, folds)
         finest = stages[levels[0]]
         r2_w, coefs = np.full((sizes.size, len(folds)), np.nan), []
         if "weights" in orders:
             r2_w, coefs = _weights_skill(finest, sizes, folds)
         finest.drop_sums()
-        chosen = _choose(r2, r2_w, stages, sizes, folds, coefs, self.parsimony)
+        chosen = _choose(r2, r2_w, stages, fold_paths, sizes, folds, coefs, self.parsimony)
         pieces = chosen.pieces
         final, *fold_maps = (pieces.cells(cut(path, pieces.n - chosen.k)) for path in chosen.paths)
         t2 = time.perf_counter()
@@ -570,20 +572,23 @@ def _check_budget(n_samples: int, n_features: int) -> None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 
 
-def _relevance_skill(stages: dict, sizes: np.ndarray, folds) -> np.ndarray:
+def _relevance_skill(stages: dict, sizes: np.ndarray, folds) -> tuple[np.ndarray, dict]:
     """The relevance order's skill at every level (``stages``, highest first) and size in
     every fold, shape ``(levels, sizes, folds)``: each fold merges the level's pieces on its
-    training rows. Levels with as many pieces have the same ones, and are scored once."""
+    training rows. Levels with as many pieces have the same ones, and are scored once.
+    Returns the skill and each level's fold paths (the chosen level's are cut again)."""
     r2 = np.full((len(stages), sizes.size, len(folds)), np.nan)
     scored: dict[int, np.ndarray] = {}
+    paths: dict[int, list] = {}
     for i, pieces in enumerate(stages.values()):
         if pieces.n in scored:
             r2[i] = scored[pieces.n]
             continue
-        r2[i] = pieces.skill_of((pieces.regions(train) for train, _ in folds), sizes, folds)
+        paths[pieces.n] = [pieces.regions(train) for train, _ in folds]
+        r2[i] = pieces.skill_of(paths[pieces.n], sizes, folds)
         scored[pieces.n] = r2[i]
         pieces.drop_sums()
-    return r2
+    return r2, paths
 
 
 def _weights_skill(finest: Pieces, sizes: np.ndarray, folds) -> tuple[np.ndarray, list]:
@@ -617,11 +622,14 @@ class _Choice:
         return float(self.r2.mean())
 
 
-def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _Choice:
+def _choose(
+    r2, r2_w, stages: dict, fold_paths: dict, sizes, folds, coefs, parsimony: float
+) -> _Choice:
     """The relevance order's smallest map within ``parsimony`` standard errors of its best,
     unless the weights order's maps are clearly better: then the most skilful map of the
     weights order, cut from smoothed weights (chosen on the weights themselves, since
-    smoothed ones would favour this order by the prior they assume)."""
+    smoothed ones would favour this order by the prior they assume). ``fold_paths``: each
+    level's fold paths of the relevance order, by its number of pieces."""
     levels = list(stages)
     family, pick = first_within_noise(
         r2.reshape(-1, len(folds)), np.tile(sizes, len(levels)), r2_w, sizes, parsimony
@@ -630,7 +638,7 @@ def _choose(r2, r2_w, stages: dict, sizes, folds, coefs, parsimony: float) -> _C
     if family == 0:
         i, j = divmod(pick, sizes.size)
         pieces = stages[levels[i]]
-        paths = [pieces.regions(rows) for rows in [slice(None)] + [tr for tr, _ in folds]]
+        paths = [pieces.regions(slice(None)), *fold_paths[pieces.n]]
         return _Choice(
             "relevance",
             float(levels[i]),

@@ -401,12 +401,20 @@ def _signal_rounds(S, y, A, rows, floor, alpha) -> tuple[list, np.ndarray, list]
     return sorted(m[0] for m in made), labels, part
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(2, 4), st.integers(2, 5), st.booleans())
-def test_signal_merges_are_the_rounds_written_out(seed, n_rows, n_cols, fold):
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 4),
+    st.integers(2, 5),
+    st.booleans(),
+    st.sampled_from([0, 6, 100]),
+)
+def test_signal_merges_are_the_rounds_written_out(seed, n_rows, n_cols, fold, gram_groups):
     """Each cut is the partition of the rounds written out with least squares on the
     series, on all samples or a fold's rows; the groups left are reported with their
-    statistics centred on those rows; only pairs that pass both tests merge."""
+    statistics centred on those rows; only pairs that pass both tests merge. The groups'
+    products come from their series in every round (``gram_groups=0``), from their Gram
+    matrix from the first (100), or from the series until 6 groups are left."""
     rng = np.random.default_rng(seed)
     n, T = n_rows * n_cols, 60
     A = sp.csr_array(grid_adjacency((n_rows, n_cols), 1))
@@ -414,7 +422,9 @@ def test_signal_merges_are_the_rounds_written_out(seed, n_rows, n_cols, fold):
     S = rng.normal(size=(n, 2)) @ common + 0.8 * rng.normal(size=(n, T))
     y = common[0] + rng.normal(size=T)
     rows = np.r_[0:20, 35:60] if fold else slice(None)
-    merges, groups = signal_merges(S, y, A, rows=rows, floor=0.3, alpha=0.05)
+    merges, groups = signal_merges(
+        S, y, A, rows=rows, floor=0.3, alpha=0.05, gram_groups=gram_groups
+    )
     heights, labels, parts = _signal_rounds(S, y, A, rows, 0.3, 0.05)
     np.testing.assert_allclose(merges.value, heights, rtol=1e-9, atol=1e-12)
     for k, theirs in enumerate(parts):
