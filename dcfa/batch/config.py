@@ -31,6 +31,8 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     missing = -99.99              # values that mean a missing month (a number or a list)
     units = "m3 s-1"              # CSV only: the target's units, which the forecast carries
     lead = 3                      # predict the target 3 samples ahead of the predictors
+    transform = "log"             # fit on the log of a skewed target above 0 (a flow);
+                                  # dcfa apply's forecast is back in its units (the median)
 
     [method]
     name = "regionscv"            # regionscv (default) | lincfa | nonlincfa | genlincfa |
@@ -92,6 +94,8 @@ from dcfa.cfa.methods import METHODS
 __all__ = ["ConfigError", "JobConfig", "load_config", "METHODS", "CLUSTER_KINDS"]
 
 CLUSTER_KINDS = ("local", "slurm", "pbs")
+#: what ``target.transform`` may be: the target as it is, or its natural logarithm
+TRANSFORMS = ("none", "log")
 
 
 class ConfigError(InputError):
@@ -133,6 +137,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "units": (str, None),
         "select": (dict, {}),
         "lead": ((int, list), 0),
+        "transform": (str, "none"),
         "storage_options": (dict, {}),
     },
     "method": {
@@ -230,6 +235,12 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "is named in a warning.",
     ("target", "select"): "netCDF and Zarr only: one label of each of the target variable's "
     'dims other than time, such as a member of an ensemble: `{member = "r1i1p1f1"}`.',
+    ("target", "transform"): "`log`: fit on the natural logarithm of the target, for a "
+    "skewed quantity above 0 (a river's flow, a season's rainfall); a value of 0 or below "
+    "is an error. The result's target, skill and GBMAP are those of the logarithm; "
+    "`dcfa apply` brings its `forecast` and GBMAP `prediction` back to the target's units "
+    "with the exponential, which is the target's median, not its mean. `none` (the default): "
+    "the target as it is.",
     ("target", "lead"): "Predict the target this many samples ahead of the predictors, in "
     "steps of the target's own dates. A list (`[0, 3, 6]`) fits a map for each lead from one "
     "read of the archive, each in its own result: `output.store` then holds `{lead}`.",
@@ -547,6 +558,11 @@ def _check_target(c: dict, where: str) -> None:
             )
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
+    if c["target"]["transform"] not in TRANSFORMS:
+        raise ConfigError(
+            f"{where} target.transform must be 'none' or 'log', got "
+            f"{_toml(c['target']['transform'])}"
+        )
 
 
 def _check_method(c: dict, where: str) -> None:

@@ -25,6 +25,7 @@ from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._units import same_units
 from dcfa._validation import far_off, gaps_text, label_positions, same_coordinates
 from dcfa.batch.destination import PYTHON_NAMES
+from dcfa.batch.transform import back_note, back_transformed
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
 from dcfa.io.calendars import calendar_of
@@ -94,6 +95,9 @@ class FittedResult:
     #: the target's own name (its ``long_name``, else its variable's), which its forecast
     #: is named by
     target_name: str | None = None
+    #: ``target.transform``: ``"log"`` when the job fitted the target's logarithm (its
+    #: forecasts are brought back with the exponential)
+    target_transform: str = "none"
     attrs: dict = field(default_factory=dict, repr=False)
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
@@ -241,9 +245,13 @@ class FittedResult:
         intercept = float(self.regression.predict(np.zeros((1, p)))[0])
         coef = self.regression.predict(np.eye(p)) - intercept
         out = xr.dot(features, xr.DataArray(coef, dims="group"), dim="group") + intercept
+        out = back_transformed(out, self.target_transform)
         # the target's attrs, not the features'
         name = self.target_name or "the target"
-        out.attrs = {"long_name": f"{name} predicted by {regression_text(self.regression)}"}
+        out.attrs = {
+            "long_name": f"{name} predicted by {regression_text(self.regression)}"
+            + back_note(self.target_transform)
+        }
         if self.target_units is not None:
             out.attrs["units"] = self.target_units
         return self._for_target_time(out.rename("forecast"))
@@ -293,6 +301,8 @@ class FittedResult:
         complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
         filled = features.where(complete, 0.0)  # any finite value: masked below
         out = {n: methods[n](filled).where(complete).rename(n) for n in names}
+        if "prediction" in out and not hasattr(gbmap, "classes_"):  # of the fitted target
+            out["prediction"] = back_transformed(out["prediction"], self.target_transform)
         # the prediction is of the target at t + lead, as the forecast is
         return {n: v if n == "embedding" else self._for_target_time(v) for n, v in out.items()}
 

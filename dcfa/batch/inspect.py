@@ -17,6 +17,7 @@ from dcfa._terminal import counted, escape
 from dcfa.batch.destination import APPLIED
 from dcfa.batch.output import print_groups, result_skill, skill_text
 from dcfa.forecast.leads import steps_text
+from dcfa.io.result import LOG_OF, LOG_OF_UNITS
 
 __all__ = ["describe"]
 
@@ -137,8 +138,13 @@ def _describe_archive(ds: xr.Dataset, path: Path) -> list[str]:
 
 
 def _target_units(ds: xr.Dataset) -> str | None:
-    """The units of the target the result keeps (``target.units`` for a CSV), as said."""
-    units = ds["target"].attrs.get("units") if "target" in ds else None
+    """The units of the target the result keeps (``target.units`` for a CSV), as said; of
+    the quantity, for a target fitted on its logarithm (``target.transform``)."""
+    attrs = ds["target"].attrs if "target" in ds else {}
+    if LOG_OF in attrs or LOG_OF_UNITS in attrs:
+        units = attrs.get(LOG_OF_UNITS)
+        return (f"in {units}, " if units else "") + "fitted on its logarithm"
+    units = attrs.get("units")
     return f"in {units}" if units else None
 
 

@@ -85,6 +85,7 @@ from dcfa.batch.output import (
     skill_text,
 )
 from dcfa.batch.shared import SharedFits, cells_digest
+from dcfa.batch.transform import check_transform, transformed_target
 from dcfa.batch.workdir import WorkDir
 from dcfa.cfa.reduction import Reduction
 from dcfa.gbmap import CheckpointMismatch
@@ -284,6 +285,7 @@ def _task(
         check_anomaly_months(aligned, dim, tgt["lead"])
     gbmap = build_gbmap(config)
     check_classes(gbmap, config, target)
+    check_transform(tgt["transform"], config.method["params"], gbmap)
     echo(
         f"[1/5] {inp['store']}: {inp['variables']} {archive.stored}; target "
         f"{tgt['path']}"
@@ -292,10 +294,17 @@ def _task(
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
     )
     valid = valid_time[position]
+    target = transformed_target(target, tgt["transform"], valid)
     said = alignment(
         aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, archive.stored[dim]
     )
     echo(f"      {said}")
+    if tgt["transform"] == "log":
+        echo(
+            f"      target.transform = 'log': fitted on the logarithm of the target (from "
+            f"{np.exp(np.nanmin(target)):.3g} to {np.exp(np.nanmax(target)):.3g}); skill is "
+            "that of the logarithm, and dcfa apply's forecast is the target's median"
+        )
     if archive.box:
         echo(f"      input.select: {archive.box}")
     if archive.holes:

@@ -22,7 +22,7 @@ from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.batch.fitted import FittedResult, _months
 from dcfa.io.archive import open_zarr
 from dcfa.io.calendars import calendar_of
-from dcfa.io.result import TARGET_DESCRIPTION
+from dcfa.io.result import LOG_OF, LOG_OF_UNITS, TARGET_DESCRIPTION
 from dcfa.io.sources import existing
 
 __all__ = ["load_result", "FittedResult", "PYTHON_NAMES"]
@@ -141,6 +141,7 @@ def load_result(
     aggregation = ds["cell_index"].attrs.get("aggregation", estimator.fit_options().aggregation)
     gbmap, why = _gbmap_of(ds, dim)
     regression, no_regression = _regression_of(ds, estimator, gbmap, dim)
+    logged = config.target["transform"] == "log"  # the target fitted was its logarithm
     monthly = None
     if dim in ds.coords and calendar_of(ds[dim]) is not None and ds.sizes[dim] > 1:
         # the job's samples (the features' dates): one per calendar month?
@@ -164,8 +165,9 @@ def load_result(
         gbmap_missing=why,
         regression=regression,
         regression_missing=no_regression,
-        target_units=ds["target"].attrs.get("units") if "target" in ds else None,
-        target_name=_target_name(ds),
+        target_units=_target_attrs(ds).get(LOG_OF_UNITS if logged else "units"),
+        target_name=_target_attrs(ds).get(LOG_OF) if logged else _target_name(ds),
+        target_transform=str(config.target["transform"]),
         attrs=dict(ds.attrs),
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
@@ -179,6 +181,10 @@ def load_result(
         units=ds["features"].attrs.get("units") if "features" in ds else None,
         trained=ds["features"].transpose(dim, "group").values if "features" in ds else None,
     )
+
+
+def _target_attrs(ds: xr.Dataset) -> dict:
+    return dict(ds["target"].attrs) if "target" in ds else {}
 
 
 def _target_name(ds: xr.Dataset) -> str | None:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # hints only: writing a result needs neither scikit-learn nor
     from dcfa.stats.grid import GridMoments
     from dcfa.stats.moments import Moments
 
+#: the attributes of a target that is a logarithm (``target.transform = "log"``) holding
+#: the name and units of the quantity: a forecast brought back with the exponential has them
+LOG_OF = "log_of"
+LOG_OF_UNITS = "log_of_units"
 #: what a result's ``target`` is, beside its own name
 TARGET_DESCRIPTION = "the target the features were fitted for (of sample t: the target at t + lead)"
 
@@ -98,8 +102,9 @@ def result_dataset(
             "long_name": str(own) if own is not None else TARGET_DESCRIPTION,
             "description": TARGET_DESCRIPTION,
         }
-        if getattr(target, "attrs", {}).get("units") is not None:
-            ds["target"].attrs["units"] = str(target.attrs["units"])
+        for key in ("units", LOG_OF, LOG_OF_UNITS):
+            if getattr(target, "attrs", {}).get(key) is not None:
+                ds["target"].attrs[key] = str(target.attrs[key])
         gappy = getattr(model, "missing", "exclude") == "pairwise"  # NaN in the features
         ds["group_target_corr"] = _corr_with(features, target, sample_dim, gappy=gappy)
         ds = ds.assign(_corr_bounds(features, target, ds["group_target_corr"], sample_dim))

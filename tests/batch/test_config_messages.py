@@ -43,6 +43,8 @@ def test_a_directory_as_the_job_file(tmp_path):
         # fsspec's bare 'Protocol not known: S3' named neither the key nor the URL
         ("input.store='S3://bucket/sst.zarr'", r"^input\.store: 'S3://bucket/sst\.zarr': the "),
         ("output.store='gcz://b/r.zarr'", r"^output\.store: 'gcz://b/r\.zarr': the protocol "),
+        # a target that crosses 0 has no logarithm: the first such month is named
+        ("target.transform=log", r"^target\.transform = 'log' needs a target above 0: \d+ "),
     ],
 )
 def test_keys_named_before_any_pass(tmp_path, override, message):
@@ -61,6 +63,10 @@ def test_keys_named_before_any_pass(tmp_path, override, message):
             r"target\.lead must be an integer or a list, got 'two' \(given by --set ",
         ),
         (["cluster.n_workers=0"], r">= 1 \(given by --set cluster\.n_workers=0\)$"),
+        (
+            ["target.transform=sqrt"],
+            r"target\.transform must be 'none' or 'log', got .sqrt. \(given by --set ",
+        ),
         (["input.store=S3://b/x.zarr"], r"^input\.store: .* \(given by --set input\.store=S3:"),
     ],
 )
