@@ -47,6 +47,8 @@ defaults, on all months, and judged with a 5-block blocked K-fold OLS on its reg
 * after a box draw's row: ``single``, the regions of one cell (but cells with no neighbour,
   which are patches of their own); ``box``, the share of the box's
   cells in the region that holds most of them, and that region's share of cells inside the box;
+  ``r edge`` and ``next``, the target's median correlation with the box's cells next to a
+  cell outside it and with the cells next to the box (how sharp the box's edge is in the data);
 * after the row: the order :class:`dcfa.RegionsCV` chose, and the ``gain`` of the weights
   order's best map over the relevance order's best (mean inner-fold R^2 in ``cv_path_``).
 
@@ -279,6 +281,26 @@ def judge_box(draw: Draw, ds, model, X: np.ndarray, y: np.ndarray) -> None:
     truth = X[:, box].mean(axis=1, keepdims=True)
     draw.reference = blocked_cv(LinearRegression(), truth, y, n_splits=5).mean
     draw.extra["ridge_reference"] = blocked_cv(regression("ridge"), truth, y).mean
+    draw.extra.update(edge_correlations(ds.box.values, X, y))
+
+
+def edge_correlations(box: np.ndarray, X: np.ndarray, y: np.ndarray) -> dict:
+    """How sharp the box's edge is in the data: the median correlation with the target of
+    the box's cells next to a cell outside it (``edge_corr``), and of the cells with data
+    next to the box (``ring_corr``); neighbours are the 8 around a cell."""
+    from scipy.ndimage import binary_dilation, binary_erosion
+
+    three = np.ones((3, 3), dtype=bool)
+    edge = box & ~binary_erosion(box, three, border_value=1)
+    ring = binary_dilation(box, three) & ~box
+    Xc = X - X.mean(axis=0)  # land cells stay NaN
+    yc = y - y.mean()
+    with np.errstate(invalid="ignore"):
+        corr = (yc @ Xc) / np.sqrt((Xc * Xc).sum(axis=0) * (yc @ yc))
+    return {
+        "edge_corr": float(np.nanmedian(corr[edge.ravel()])),
+        "ring_corr": float(np.nanmedian(corr[ring.ravel()])),
+    }
 
 
 def nested_skill(model, X, y, regressions: dict) -> dict:
@@ -321,7 +343,8 @@ def row(d: Draw) -> str:
         + (f"  {d.extra['order']} (gain {d.extra['gain']:+.3f})" if "gain" in d.extra else "")
         + (
             f"  single {d.extra['single']}, box {d.extra['box_kept']:.2f}"
-            f"/{d.extra['box_inside']:.2f}"
+            f"/{d.extra['box_inside']:.2f}, r edge {d.extra['edge_corr']:.2f}"
+            f" next {d.extra['ring_corr']:.2f}"
             if d.kind == "box"
             else ""
         )
@@ -414,6 +437,8 @@ def summarise_boxes(boxes: list[Draw]) -> dict:
         "box_kept_median": float(np.median(kept)),
         "box_kept_worst": float(kept.min()),
         "box_inside_median": float(np.median([d.extra["box_inside"] for d in boxes])),
+        "edge_corr_median": float(np.median([d.extra["edge_corr"] for d in boxes])),
+        "ring_corr_median": float(np.median([d.extra["ring_corr"] for d in boxes])),
         "ratio_median": float(np.median([d.ratio for d in boxes])),
         "nested_ratio_median": float(np.median(nested)),
         "nested_ratio_worst": float(nested.min()),
@@ -470,7 +495,10 @@ def print_summary(summary: dict) -> None:
             f"{b['single_worst']} [{'ok' if g['no_single'] else 'MISSED'}: none]; share of the "
             f"box in one region median {b['box_kept_median']:.2f}, worst "
             f"{b['box_kept_worst']:.2f} [{'ok' if g['box_kept'] else 'MISSED'}: >= 0.90], that "
-            f"region's share inside the box median {b['box_inside_median']:.2f}; R2/oracle "
+            f"region's share inside the box median {b['box_inside_median']:.2f} (the "
+            f"target's correlation with the box's edge cells median "
+            f"{b['edge_corr_median']:.2f}, with the cells next to it "
+            f"{b['ring_corr_median']:.2f}); R2/oracle "
             f"median {b['ratio_median']:.3f}, nested median {b['nested_ratio_median']:.3f}, "
             f"worst {b['nested_ratio_worst']:.3f} [{'ok' if g['ratio_worst'] else 'MISSED'}: "
             f">= 0.90]; contiguous share worst {b['contiguous_worst']:.2f}; fit median "
