@@ -569,9 +569,12 @@ class _GroupGram:
     of one's row over the other's base groups (the smaller one's)."""
 
     def __init__(self, X: np.ndarray, tot: np.ndarray, w: np.ndarray):
+        # X: the groups' series, a copy centred here in place, the samples not used zeroed
+        # (one copy of the series, not two)
         used = w > 0
-        Xc = X[:, used] - (tot / used.sum())[:, None]
-        self.K = Xc @ Xc.T
+        X -= (tot / used.sum())[:, None]
+        X[:, ~used] = 0.0
+        self.K = X @ X.T
         self.row = np.arange(X.shape[0])  # each group's row of K
         self.group = np.arange(X.shape[0])  # each base group's group
 
@@ -625,11 +628,9 @@ def centred_statistics(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(No
     w = _row_weights(n_samples, rows)
     n = float(w.sum())
     yc = np.where(w > 0, np.asarray(y, dtype=np.float64) - np.asarray(y)[rows].mean(), 0.0)
-    tot, sy = np.empty(n_items), np.empty(n_items)
+    tot, sy, ss = np.empty(n_items), np.empty(n_items), np.empty(n_items)
     for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
-        tot[blk], sy[blk] = S[blk] @ w, S[blk] @ yc
-    items = np.arange(n_items)
-    ss = _weighted_cross(S.__getitem__, items, items, w)
+        tot[blk], sy[blk], ss[blk] = S[blk] @ w, S[blk] @ yc, (S[blk] * S[blk]) @ w
     r, c = upper_pairs(adjacency)
     cross = _weighted_cross(S.__getitem__, r, c, w)
     mean = tot / n
