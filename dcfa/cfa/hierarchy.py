@@ -713,7 +713,7 @@ def regions_merges(
     return chain(first, len(first), second)
 
 
-def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
+def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> Merges:
     """Merge adjacent items in order of increasing relevance, until none is left to merge.
 
     An item's relevance is the absolute correlation of its series with the target ``y``; a
@@ -726,19 +726,19 @@ def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency) -> Merges:
     Parameters
     ----------
     S : ndarray of shape (n_items, n_samples)
-        Each item's series, centred on the rows that ``y`` holds. Not changed.
+        Each item's series. Not changed.
     y : ndarray of shape (n_samples,)
-        The target, centred.
     adjacency : sparse matrix of shape (n_items, n_items)
+    rows : slice or ndarray, default=slice(None)
+        The samples to use; the series and the target are centred on them.
 
     Returns
     -------
     Merges
         ``value`` holds each merge's relevance.
     """
-    rows, cols = upper_pairs(adjacency)
-    ss = np.einsum("ij,ij->i", S, S)
-    return relevance_order(rows, cols, ss, S @ y, float(y @ y), _pair_cross(S, rows, cols))
+    st = centred_statistics(S, y, adjacency, rows=rows)
+    return relevance_order(st["rows"], st["cols"], st["ss"], st["sy"], st["yy"], st["cross"])
 
 
 def relevance_order(

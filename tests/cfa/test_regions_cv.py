@@ -220,14 +220,21 @@ def _kruskal(S, y, A):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_relevance_merges_are_kruskal_on_the_larger_relevance(seed):
+@pytest.mark.parametrize("on_rows", [False, True])
+def test_relevance_merges_are_kruskal_on_the_larger_relevance(seed, on_rows):
+    """On the samples ``rows`` of series that are not centred (a fold's training months),
+    the order is Kruskal's on those samples' correlations."""
     X, A = _field(seed, shape=(5, 5))
     rng = np.random.default_rng(seed)
-    y = X[:, :3].sum(axis=1) + rng.normal(size=X.shape[0])
-    y = y - y.mean()
-    S = np.ascontiguousarray(X.T)
-    merges = relevance_merges(S.copy(), y, A)
-    expected = _kruskal(S, y, A)
+    y = X[:, :3].sum(axis=1) + rng.normal(size=X.shape[0]) + 3.0
+    S = np.ascontiguousarray(X.T) + rng.normal(size=(X.shape[1], 1))
+    rows = np.sort(rng.choice(X.shape[0], X.shape[0] * 2 // 3, replace=False))
+    if not on_rows:
+        rows = np.arange(X.shape[0])
+    before = S.copy()
+    merges = relevance_merges(S, y, A, rows=rows)
+    np.testing.assert_array_equal(S, before)
+    expected = _kruskal(S[:, rows], y[rows], A)
     assert list(zip(merges.a.tolist(), merges.b.tolist(), strict=True)) == [
         (a, b) for a, b, _ in expected
     ]
