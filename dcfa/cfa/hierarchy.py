@@ -11,17 +11,13 @@ every neighbour of its two parts: every group is one connected patch of the grap
   correlated (the order-free greedy of LinCFA's Remark 13, on the group means of Remark 12),
   until no adjacent pair is correlated above ``floor``. It never reads the target: the pieces
   it makes are the patches of the field that vary together.
-* :func:`signal_merges` merges first the adjacent pair whose merged mean loses least of a
-  least-squares fit of the target on the two means, among the pairs that carry one signal:
-  means correlated at :data:`SIGNAL_FLOOR`, and a loss that an F test does not find. The
-  cells of a region that drives the target become one group, which no test between single
-  noisy cells would make, and two regions with independent signals stay apart.
 * :func:`relevance_merges` merges first the adjacent pair whose more relevant member (the
   larger absolute correlation of its mean with the target) is the least relevant; among equal
   relevance, the more correlated pair. Groups that tell nothing about the target merge into a
   background first; a relevant group is merged last, and the cross-validation of
   :class:`dcfa.RegionsCV` decides how far down this order a map goes.
-  :func:`regions_merges` follows :func:`signal_merges` with it (``RegionsCV(signal=True)``).
+  :func:`dcfa.cfa.signal_order.regions_merges` puts the signal order before it
+  (``RegionsCV(signal=True)``), with the rounds' helpers of this module.
 
 * :func:`ward_merges` merges first the adjacent pair of groups whose values (each group's
   weighted mean of its items') are the most alike, by Ward's criterion: with the items'
@@ -32,8 +28,12 @@ every neighbour of its two parts: every group is one connected patch of the grap
 
 :func:`cut` turns the first ``k`` merges into labels; :func:`chain` follows one order with
 another; :func:`sums_in_place` writes the groups' sums over the items' series;
-:func:`neighbourhood_means` smooths the items' values over the graph. Nothing here
-imports Dask or xarray.
+:func:`neighbourhood_means` smooths the items' values over the graph.
+:class:`GroupSums` holds the groups' sums without a copy of the series,
+:func:`centred_statistics` the items' statistics on some of the samples (a fold's), and
+:func:`next_pairs` and :func:`join_pairs` carry the adjacent pairs from one round of merges
+to the next; the signal order (:mod:`dcfa.cfa.signal_order`) is made of them too. Nothing
+here imports Dask or xarray.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from dcfa.stats.kernels import row_blocks
 __all__ = [
     "Merges",
     "by_first_item",
+    "centred_statistics",
     "chain",
     "correlation_merges",
     "cut",
@@ -58,11 +59,9 @@ __all__ = [
     "membership",
     "neighbourhood_means",
     "projection_merges",
-    "regions_merges",
     "relevance_merges",
     "relevance_order",
     "segment_pair_cross",
-    "signal_merges",
     "sums_in_place",
     "upper_pairs",
     "ward_merges",
@@ -148,7 +147,7 @@ def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray, take=None) ->
     return out
 
 
-def _best_pairs(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
+def best_pairs(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
     """Each pair's rank in ``order`` (the pairs best first), and each group's best pair: the
     lowest rank of the pairs at either end of which it is (``order.size`` for none)."""
     rank = np.empty(order.size, dtype=np.int64)
@@ -248,7 +247,7 @@ def correlation_merges(
     out: tuple[list, list, list] = ([], [], [])
     labels = np.arange(n_items)
     g = n_items
-    sums = _GroupSums(S)
+    sums = GroupSums(S)
     rows, cols = _group_pairs(adjacency, labels, g)
     ss = np.einsum("ij,ij->i", S, S)
     cross = sums.cross(rows, cols)
@@ -261,7 +260,7 @@ def correlation_merges(
             r, c, rk = rows[keep], cols[keep], rho[keep]
             # every group's best pair, by decreasing correlation
             order = np.argsort(-rk, kind="stable")
-            _, first = _best_pairs(order, r, c, g)
+            _, first = best_pairs(order, r, c, g)
             best = order[np.unique(first[first < order.size])]
             rep = _representatives(labels, g)
             uf.union_all(rep[r[best]], rep[c[best]], rk[best], out)
@@ -309,7 +308,7 @@ def sums_in_place(S: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return S[:n_groups]
 
 
-class _GroupSums:
+class GroupSums:
     """Each group's sum of its items' series, without a copy of the series: a group of one
     item is that item's row of ``S`` (never written), a group of several a row of ``G``. Only
     the merged groups take memory, and a row freed by a merge is used again.
@@ -400,18 +399,18 @@ def _adder(to: np.ndarray, src: np.ndarray, shape) -> sp.csr_array:
     return sp.csr_array((np.ones(to.size), (to, src)), shape=shape)
 
 
-def _carry_pairs(sums: _GroupSums, grown, to, rows, cols, cross):
+def _carry_pairs(sums: GroupSums, grown, to, rows, cols, cross):
     """The adjacent pairs ``rows < cols`` of the new groups (old group ``i`` is ``to[i]``),
     sorted, with their products: a pair of groups that did not grow keeps its product, the
     others are computed from the groups' sums."""
     g_new = sums.at.size
     is_grown = np.zeros(g_new, dtype=bool)
     is_grown[grown] = True
-    rows, cols, kept, at, tl, th = _next_pairs(to[rows], to[cols], is_grown, g_new)
+    rows, cols, kept, at, tl, th = next_pairs(to[rows], to[cols], is_grown, g_new)
     return rows, cols, np.insert(cross[kept], at, sums.cross(tl, th))
 
 
-def _next_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
+def next_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
     """The sorted pairs ``(a[i], b[i])`` of a round's groups, once each, from the round's
     sorted pairs relabelled (``changed``: the groups it made). A relabelling that keeps the
     order of the unchanged groups keeps their pairs' order too, so only the pairs touching a
@@ -436,171 +435,7 @@ def _split_pairs(a: np.ndarray, b: np.ndarray, changed: np.ndarray, n: int):
     return lo[kept], hi[kept], kept, touched // n, touched % n
 
 
-#: the correlation of two adjacent groups' means below which :func:`signal_merges` never merges
-#: them: independent signals (two regions, a region and its neighbour) stay apart, whatever
-#: the target says of them
-SIGNAL_FLOOR = 0.3
-#: the level of the F test by which the two means of a pair fit the target better than their
-#: merged mean does (then the pair is not merged by :func:`signal_merges`): every group is
-#: tested against its cheapest neighbour in every round, and at 5 % enough pairs of one
-#: region are kept apart by chance to leave fragments of it
-SIGNAL_ALPHA = 0.01
-#: the number of groups at or below which :func:`signal_merges` may hold their products with
-#: one another (a Gram matrix, 128 MB at most) instead of multiplying the series of each
-#: round's new pairs: the last rounds merge a few pairs each, and would multiply a large
-#: group's series with every neighbour's again in each
-GRAM_GROUPS = 4096
-#: how many entries of the Gram matrix cost as much as one pair's product from the series:
-#: the matrix is made once the pairs multiplied since the groups were few enough have cost
-#: as much as it would (about 400 entries on 2 cores, gathered rows against BLAS; 100, as
-#: the rounds left may be few: 9.2 s and 15.3 s on a 2 and a 1 degree field, against 10.3
-#: and 15.2 s at 400, 9.1 and 19.0 s without the matrix)
-GRAM_PAIR_COST = 100
-
-
-def signal_merges(
-    S: np.ndarray,
-    y: np.ndarray,
-    adjacency,
-    *,
-    rows=slice(None),
-    start: dict | None = None,
-    floor: float = SIGNAL_FLOOR,
-    alpha: float = SIGNAL_ALPHA,
-    gram_groups: int = GRAM_GROUPS,
-) -> tuple[Merges, dict]:
-    """Merge adjacent groups that carry one signal of the target, the cheapest first.
-
-    Two adjacent groups carry one signal when their means are correlated at ``floor`` or
-    above and their merged mean fits the target as well as the two means do: the least-squares
-    fit of the target on the two is not better by an F test at level ``alpha`` (one degree of
-    freedom, on the samples ``rows``). A merge costs the R^2 the fit loses. The merges go in
-    rounds: the pairs that are the cheapest of both their groups merge, then those of the
-    groups left (so that a round merges about half the groups, and a chain of cheap pairs
-    does not merge into one group without being tested as one), then the groups' statistics
-    are recomputed, until no pair carries one signal. A single cell tells little of the target;
-    the cells of a region that drives it, merged, tell it well, and a group's test has the
-    power a cell's lacks.
-
-    Parameters
-    ----------
-    S : ndarray of shape (n_items, n_samples)
-        Each item's series (its sum over its cells). Not changed.
-    y : ndarray of shape (n_samples,)
-    adjacency : sparse matrix of shape (n_items, n_items)
-    rows : slice or ndarray, default=slice(None)
-        The samples to use; the series and the target are centred on them.
-    start : dict, optional
-        The items' statistics on ``rows`` when they are known (:func:`centred_statistics`
-        makes them from ``S``): the merges then read the series only for the groups they make.
-    floor, alpha : float
-        See :data:`SIGNAL_FLOOR` and :data:`SIGNAL_ALPHA`.
-    gram_groups : int
-        See :data:`GRAM_GROUPS` and :data:`GRAM_PAIR_COST`.
-
-    Returns
-    -------
-    merges : Merges
-        ``value`` holds each merge's height: its cost, or the height of a merge that made one
-        of its groups when that is higher.
-    groups : dict
-        The groups left, numbered as :func:`cut` numbers them, centred on ``rows``: each
-        one's sum of squares ``ss`` and product with the target ``sy``, the target's ``yy``,
-        and the products ``cross`` of the adjacent pairs ``rows[i] < cols[i]`` (what
-        :func:`relevance_order` reads).
-    """
-    from scipy.stats import f as f_dist
-
-    n_items = S.shape[0]
-    w = _row_weights(S.shape[1], rows)
-    n = float(w.sum())
-    sums = _GroupSums(S)
-
-    def dots(a: np.ndarray, b: np.ndarray, tot: np.ndarray) -> np.ndarray:  # centred on rows
-        return _weighted_cross(sums.take, a, b, w) - tot[a] * tot[b] / n
-
-    if start is None:
-        start = centred_statistics(S, y, adjacency, rows=rows)
-    tot, ss, sy, yy = start["tot"], start["ss"], start["sy"], start["yy"]
-    r, c, cross = start["rows"], start["cols"], start["cross"]
-    critical = f_dist.ppf(1.0 - alpha, 1, max(n - 3, 1))
-    g = n_items
-    rep = np.arange(n_items)  # each group's last item
-    height = np.zeros(n_items)  # each group's highest merge so far
-    gram, spent = None, 0  # spent: pairs multiplied from the series since g <= gram_groups
-    out: tuple[list, list, list] = ([], [], [])
-    while r.size:
-        cost, rho, fit = _signal_cost(ss[r], ss[c], cross, sy[r], sy[c], yy)
-        ok = np.flatnonzero((rho >= floor) & (cost * (n - 3) <= critical * (1.0 - fit)))
-        if not ok.size:
-            break
-        if gram is None and g <= gram_groups and spent * GRAM_PAIR_COST >= g * g:
-            gram = _GroupGram(sums.take(np.arange(g)), tot, w)
-        chosen = ok[_matching(np.argsort(cost[ok], kind="stable"), r[ok], c[ok], g)]
-        p, q = r[chosen], c[chosen]  # disjoint pairs, p < q
-        to, g_new, rep, up = _join_pairs(p, q, cost[chosen], rep, height, out)
-        is_grown = np.zeros(g_new, dtype=bool)
-        is_grown[to[p]] = True
-        tot, sy = (np.bincount(to, weights=v, minlength=g_new) for v in (tot, sy))
-        new_ss = np.empty(g_new)
-        new_ss[to] = ss
-        new_ss[to[p]] = ss[p] + ss[q] + 2.0 * cross[chosen]  # centred sums add
-        r, c, kept, at, tl, th = _next_pairs(to[r], to[c], is_grown, g_new)
-        if gram is None:
-            sums.merge(to, g_new)
-            new_cross = dots(tl, th, tot)
-            spent += tl.size if g_new <= gram_groups else 0
-        else:
-            gram.merge(p, q, to)
-            new_cross = gram.cross(tl, th)
-        cross = np.insert(cross[kept], at, new_cross)
-        g, ss, height = g_new, new_ss, up
-    a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in out)
-    keep = np.argsort(h, kind="stable")
-    merges = Merges(n_items, a[keep].astype(np.int64), b[keep].astype(np.int64), h[keep])
-    return merges, {"ss": ss, "sy": sy, "yy": yy, "rows": r, "cols": c, "cross": cross}
-
-
-class _GroupGram:
-    """The centred products of the groups, once they are few: the last rounds merge a few
-    pairs each, and would multiply a large group's series with every neighbour's again in
-    each. A group's row holds its products with the groups there were when the Gram matrix
-    was made (its base groups): a merge adds two rows, and two groups' product is the sum
-    of one's row over the other's base groups (the smaller one's)."""
-
-    def __init__(self, X: np.ndarray, tot: np.ndarray, w: np.ndarray):
-        # X: the groups' series, a copy centred here in place, the samples not used zeroed
-        # (one copy of the series, not two)
-        used = w > 0
-        X -= (tot / used.sum())[:, None]
-        X[:, ~used] = 0.0
-        self.K = X @ X.T
-        self.row = np.arange(X.shape[0])  # each group's row of K
-        self.group = np.arange(X.shape[0])  # each base group's group
-
-    def merge(self, p: np.ndarray, q: np.ndarray, to: np.ndarray) -> None:
-        """Groups ``q`` join groups ``p`` (disjoint pairs); group ``i`` becomes ``to[i]``."""
-        self.K[self.row[p]] += self.K[self.row[q]]
-        left = np.ones(to.size, dtype=bool)
-        left[q] = False
-        self.row = self.row[left]  # ``to`` keeps the order of the groups left
-        self.group = to[self.group]
-
-    def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The products of the pairs of groups ``(a[i], b[i])``."""
-        order = np.argsort(self.group, kind="stable")  # the base groups, by group
-        size = np.bincount(self.group, minlength=self.row.size)
-        start = np.cumsum(size) - size
-        small = np.where(size[a] <= size[b], a, b)
-        big = a + b - small
-        count = size[small]
-        pair = np.repeat(np.arange(a.size), count)
-        within = np.arange(pair.size) - np.repeat(np.cumsum(count) - count, count)
-        base = order[np.repeat(start[small], count) + within]
-        return np.bincount(pair, weights=self.K[self.row[big][pair], base], minlength=a.size)
-
-
-def _row_weights(n_samples: int, rows) -> np.ndarray:
+def row_weights(n_samples: int, rows) -> np.ndarray:
     """1 on the samples ``rows``, 0 elsewhere: products are then sums over those samples,
     without a copy of the series."""
     w = np.zeros(n_samples)
@@ -608,7 +443,7 @@ def _row_weights(n_samples: int, rows) -> np.ndarray:
     return w
 
 
-def _weighted_cross(take, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+def weighted_cross(take, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``sum_t w[t] x_a[t] x_b[t]`` for every pair ``(a[i], b[i])``, in blocks; ``take(items)``
     gives the items' rows (a copy)."""
     out = np.empty(a.size)
@@ -620,19 +455,20 @@ def _weighted_cross(take, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.nda
 
 
 def centred_statistics(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> dict:
-    """The items' statistics on the samples ``rows`` that :func:`signal_merges` and
-    :func:`relevance_order` start from: each item's sum ``tot``, its centred sum of squares
-    ``ss`` and product with the target ``sy``, the target's ``yy``, and the centred products
-    ``cross`` of the adjacent pairs ``rows[i] < cols[i]`` (:func:`upper_pairs`)."""
+    """The items' statistics on the samples ``rows`` that :func:`relevance_order` and
+    :func:`dcfa.cfa.signal_order.signal_merges` start from: each item's sum ``tot``, its
+    centred sum of squares ``ss`` and product with the target ``sy``, the target's ``yy``,
+    and the centred products ``cross`` of the adjacent pairs ``rows[i] < cols[i]``
+    (:func:`upper_pairs`)."""
     n_items, n_samples = S.shape
-    w = _row_weights(n_samples, rows)
+    w = row_weights(n_samples, rows)
     n = float(w.sum())
     yc = np.where(w > 0, np.asarray(y, dtype=np.float64) - np.asarray(y)[rows].mean(), 0.0)
     tot, sy, ss = np.empty(n_items), np.empty(n_items), np.empty(n_items)
     for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
         tot[blk], sy[blk], ss[blk] = S[blk] @ w, S[blk] @ yc, (S[blk] * S[blk]) @ w
     r, c = upper_pairs(adjacency)
-    cross = _weighted_cross(S.__getitem__, r, c, w)
+    cross = weighted_cross(S.__getitem__, r, c, w)
     mean = tot / n
     return {
         "tot": tot,
@@ -645,23 +481,7 @@ def centred_statistics(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(No
     }
 
 
-def _matching(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
-    """Disjoint pairs, cheapest first (``order``: positions of the pairs by cost): the pairs
-    that are the cheapest of both their groups, then again among the pairs of the groups not
-    yet matched, until none is left. Returns their positions."""
-    free = np.ones(n_groups, dtype=bool)
-    live, taken = order, []
-    while live.size:
-        rank, best = _best_pairs(np.arange(live.size), rows[live], cols[live], n_groups)
-        mutual = live[(best[rows[live]] == rank) & (best[cols[live]] == rank)]
-        taken.append(mutual)
-        free[rows[mutual]] = False
-        free[cols[mutual]] = False
-        live = live[free[rows[live]] & free[cols[live]]]
-    return np.sort(np.concatenate(taken))
-
-
-def _join_pairs(p, q, cost, rep, height, out: tuple[list, list, list]):
+def join_pairs(p, q, cost, rep, height, out: tuple[list, list, list]):
     """Disjoint pairs ``p < q`` of a round's groups join, ``q``'s group into ``p``'s: each
     merge is recorded in ``out`` by the two groups' last items, at its height (its ``cost``,
     or the height of a merge that made one of its groups when that is higher: merges then go
@@ -680,37 +500,6 @@ def _join_pairs(p, q, cost, rep, height, out: tuple[list, list, list]):
     rep[to[p]] = rep_pq
     up[to[p]] = h
     return to, int(left.sum()), rep, up
-
-
-def _signal_cost(ssa, ssb, cross, sya, syb, yy: float):
-    """Per pair of groups (centred sums of squares ``ssa``, ``ssb``, products ``cross`` and
-    with the target ``sya``, ``syb``): the R^2 a fit of the target loses when the two means
-    are merged into one, the correlation of the two means, and the R^2 of the fit on both."""
-    tiny = np.finfo(np.float64).tiny
-    prod = ssa * ssb
-    rho = cross / np.sqrt(np.maximum(prod, tiny))
-    merged = (sya + syb) ** 2 / np.maximum(ssa + 2 * cross + ssb, tiny) / yy
-    # two means that are one series up to rounding (or a mean without variance) fit the
-    # target as their merged mean does; elsewhere the two-mean fit is at least the merged's
-    det = prod - cross * cross
-    one = det <= 1e-9 * prod
-    both = (ssb * sya * sya - 2 * cross * sya * syb + ssa * syb * syb) / np.where(one, 1.0, det)
-    both = np.where(one, merged, np.clip(np.maximum(both / yy, merged), 0.0, 1.0))
-    return both - merged, rho, both
-
-
-def regions_merges(
-    S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None), start: dict | None = None
-) -> Merges:
-    """The second stage of :class:`dcfa.RegionsCV`'s relevance order on the samples ``rows``:
-    the adjacent groups that carry one signal merge first (:func:`signal_merges`, from the
-    statistics ``start`` when known), then the groups they leave in the relevance order
-    (:func:`relevance_order`)."""
-    first, groups = signal_merges(S, y, adjacency, rows=rows, start=start)
-    second = relevance_order(
-        groups["rows"], groups["cols"], groups["ss"], groups["sy"], groups["yy"], groups["cross"]
-    )
-    return chain(first, len(first), second)
 
 
 def relevance_merges(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(None)) -> Merges:
@@ -838,15 +627,15 @@ def ward_merges(value: np.ndarray, weight: np.ndarray, adjacency) -> Merges:
     while rows.size:
         cost = gw[rows] * gw[cols] / (gw[rows] + gw[cols]) * (gv[rows] - gv[cols]) ** 2
         # every group's cheapest pair; ties by position, so that ranks are distinct
-        rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, g)
+        rank, best = best_pairs(np.argsort(cost, kind="stable"), rows, cols, g)
         mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
         p, q = rows[mutual], cols[mutual]  # disjoint: a group's cheapest pair is one pair
         # heights kept monotone: cuts stay Ward's groups
-        to, g_new, rep, up = _join_pairs(p, q, cost[mutual], rep, height, out)
+        to, g_new, rep, up = join_pairs(p, q, cost[mutual], rep, height, out)
         # the pairs of the new groups, sorted, once each
         changed = np.zeros(g_new, dtype=bool)
         changed[to[p]] = True
-        rows, cols, *_ = _next_pairs(to[rows], to[cols], changed, g_new)
+        rows, cols, *_ = next_pairs(to[rows], to[cols], changed, g_new)
         gw = np.bincount(to, weights=gw, minlength=g_new)
         wv = np.bincount(to, weights=wv, minlength=g_new)
         g, height, gv = g_new, up, wv / gw
@@ -911,7 +700,7 @@ def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adja
         vm = np.maximum((va + 2 * cross + vb) / (n * n), np.finfo(np.float64).tiny)
         cu = (ca * va + (ca + cb) * cross + cb * vb) / n
         cost = np.maximum(vu - cu * cu / vm, 0.0)
-        rank, best = _best_pairs(np.argsort(cost, kind="stable"), rows, cols, n_items)
+        rank, best = best_pairs(np.argsort(cost, kind="stable"), rows, cols, n_items)
         mutual = np.flatnonzero((best[rows] == rank) & (best[cols] == rank))
         a, b = rows[mutual], cols[mutual]
         h = np.maximum(cost[mutual], np.maximum(height[a], height[b]))

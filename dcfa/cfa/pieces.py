@@ -34,7 +34,6 @@ from dcfa.cfa.hierarchy import (
     membership,
     neighbourhood_means,
     projection_merges,
-    regions_merges,
     relevance_order,
     segment_pair_cross,
     sums_in_place,
@@ -42,6 +41,7 @@ from dcfa.cfa.hierarchy import (
     ward_merges,
 )
 from dcfa.cfa.selection import ridge_weights, scaled_gram, uses_gram
+from dcfa.cfa.signal_order import regions_merges
 from dcfa.stats.kernels import row_blocks
 
 __all__ = ["FirstStage", "Pieces", "Segments", "first_stage", "kept_adjacency"]
@@ -182,7 +182,7 @@ class Pieces:
         """The second stage on the samples ``rows`` (a fold's training rows, or every
         sample): its merges of these pieces, from the series centred on those rows. With
         :attr:`signal`, the groups that carry one signal merge first
-        (:func:`dcfa.cfa.hierarchy.regions_merges`), from the pieces' sums on those rows."""
+        (:func:`dcfa.cfa.signal_order.regions_merges`), from the pieces' sums on those rows."""
         c = self.centred(rows)
         if self.signal:
             return regions_merges(self.sums, self.y, self.adjacency, rows=rows, start=c)

@@ -15,7 +15,7 @@ and lets time-blocked cross-validation decide how far each stage goes:
    two means with the target): pieces that say nothing about the target merge into a
    background, and a relevant piece stays apart until the end. With ``signal=True`` the
    adjacent pieces that carry one signal of the target merge first
-   (:func:`dcfa.cfa.hierarchy.signal_merges`: their means correlate at 0.3 or above, and
+   (:func:`dcfa.cfa.signal_order.signal_merges`: their means correlate at 0.3 or above, and
    their merged mean fits the target as well as the two do by an F test at 1 %), so that a
    region's cells become one group where the field alone does not set the region apart and
    single cells are too noisy to tell (a basin's soil moisture). A second order is scored
@@ -178,7 +178,7 @@ class RegionsCV(BaseCFA):
         agglomeration per fold).
     signal : bool, default=False
         Before the relevance order, merge the adjacent groups that carry one signal of the
-        target (:func:`dcfa.cfa.hierarchy.signal_merges`: means correlated at 0.3 or above,
+        target (:func:`dcfa.cfa.signal_order.signal_merges`: means correlated at 0.3 or above,
         and a merged mean that fits the target as well as the two by an F test at 1 %). Where
         a box of cells drives the target and the field does not set it apart, the relevance
         order alone leaves the box's cells as regions of one cell; with ``signal=True`` they

@@ -28,7 +28,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 import dcfa
-from dcfa.cfa import hierarchy, selection
+from dcfa.cfa import hierarchy, selection, signal_order
 from dcfa.cfa.agreement import comembership
 from dcfa.cfa.hierarchy import (
     Merges,
@@ -39,7 +39,6 @@ from dcfa.cfa.hierarchy import (
     neighbourhood_means,
     projection_merges,
     relevance_merges,
-    signal_merges,
     sums_in_place,
     upper_pairs,
     ward_merges,
@@ -50,6 +49,7 @@ from dcfa.cfa.selection import (
     scaled_gram,
     within_noise,
 )
+from dcfa.cfa.signal_order import signal_merges
 from dcfa.datasets import make_regions_field
 from dcfa.geo import group_mean, group_patches
 from dcfa.neighbors import grid_adjacency
@@ -646,7 +646,7 @@ def test_a_folds_merges_from_segment_sums_are_those_of_its_rows(seed, level, sig
     for rows in [train for train, _ in folds] + [slice(None)]:
         Pr = P[:, rows] - P[:, rows].mean(axis=1, keepdims=True)
         if signal:  # on the pieces' own sums on these rows
-            expected = hierarchy.regions_merges(np.ascontiguousarray(P[:, rows]), y[rows], AP)
+            expected = signal_order.regions_merges(np.ascontiguousarray(P[:, rows]), y[rows], AP)
         else:
             expected = relevance_merges(Pr, y[rows] - y[rows].mean(), AP)
         got = pieces.regions(rows)
