@@ -29,7 +29,6 @@ from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult, far_from_training, members_hint, regression_text
 from dcfa.batch.output import missing_chunk_lines, result_skill, skill_text
 from dcfa.batch.results import load_result
-from dcfa.batch.transform import back_note
 from dcfa.io.archive import open_store, open_zarr, take_record
 from dcfa.io.calendars import calendar_of, date_span
 from dcfa.io.result import stamped, uniform_chunks, write_into
@@ -158,15 +157,11 @@ def _apply(
         outputs = {k: v.rename(None) for k, v in fitted.gbmap_outputs(features).items()}
         data["embedding"] = outputs["embedding"].astype("float32")
         data["embedding"].attrs = {"long_name": "GBMAP embedding (f_1(x), ..., f_m(x))"}
-        if "decision_function" in outputs:
+        data["prediction"] = outputs["prediction"]  # a regressor's in the target's units
+        if "decision_function" in outputs:  # a classifier's (FittedResult.gbmap_outputs)
             data["decision_function"] = outputs["decision_function"]
             data["decision_function"].attrs = {"long_name": "GBMAP score (logit)"}
-        data["prediction"] = outputs["prediction"]
-        data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
-        if "decision_function" not in outputs:  # a regressor's, in the target's units
-            data["prediction"].attrs["long_name"] += back_note(fitted.target_transform)
-            if fitted.target_units is not None:
-                data["prediction"].attrs["units"] = fitted.target_units
+            data["prediction"].attrs = {"long_name": "GBMAP prediction of the target"}
     elif fitted.gbmap_missing:
         echo(f"      note: the GBMAP is not applied: {fitted.gbmap_missing}")
     span = date_span(features[dim], calendar_of(features[dim]), "exact")

@@ -245,16 +245,19 @@ class FittedResult:
         intercept = float(self.regression.predict(np.zeros((1, p)))[0])
         coef = self.regression.predict(np.eye(p)) - intercept
         out = xr.dot(features, xr.DataArray(coef, dims="group"), dim="group") + intercept
+        out = self._in_target_units(out, regression_text(self.regression))
+        return self._for_target_time(out.rename("forecast"))
+
+    def _in_target_units(self, out: xr.DataArray, by: str) -> xr.DataArray:
+        """``out``, a prediction of the fitted target made by ``by``, in the target's own
+        units (the exponential of a prediction of its logarithm), with the target's name and
+        units in its attrs, not the features'."""
         out = back_transformed(out, self.target_transform)
-        # the target's attrs, not the features'
         name = self.target_name or "the target"
-        out.attrs = {
-            "long_name": f"{name} predicted by {regression_text(self.regression)}"
-            + back_note(self.target_transform)
-        }
+        out.attrs = {"long_name": f"{name} predicted by {by}" + back_note(self.target_transform)}
         if self.target_units is not None:
             out.attrs["units"] = self.target_units
-        return self._for_target_time(out.rename("forecast"))
+        return out
 
     def _for_target_time(self, out: xr.DataArray) -> xr.DataArray:
         """``out`` (a prediction along the sample dim) with the ``target_time`` coordinate of
@@ -289,9 +292,12 @@ class FittedResult:
         group whose cells are all NaN that month) has no GBMAP value: NaN there, and the
         other samples as the GBMAP gives them (it needs every feature of a sample).
         """
+        from sklearn.base import is_classifier
+
         gbmap = self._require_gbmap()
+        classifier = is_classifier(gbmap)
         methods = {"embedding": gbmap.transform}
-        if hasattr(gbmap, "classes_"):
+        if classifier:
             methods["decision_function"] = gbmap.decision_function
         methods["prediction"] = gbmap.predict
         names = list(methods) if names is None else list(names)
@@ -301,8 +307,8 @@ class FittedResult:
         complete = features.notnull().all([d for d in features.dims if d != self.sample_dim])
         filled = features.where(complete, 0.0)  # any finite value: masked below
         out = {n: methods[n](filled).where(complete).rename(n) for n in names}
-        if "prediction" in out and not hasattr(gbmap, "classes_"):  # of the fitted target
-            out["prediction"] = back_transformed(out["prediction"], self.target_transform)
+        if "prediction" in out and not classifier:  # of the fitted target
+            out["prediction"] = self._in_target_units(out["prediction"], "GBMAP")
         # the prediction is of the target at t + lead, as the forecast is
         return {n: v if n == "embedding" else self._for_target_time(v) for n, v in out.items()}
 

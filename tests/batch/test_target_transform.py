@@ -75,7 +75,9 @@ def test_fit_on_the_log_and_apply_back_in_the_targets_units(tmp_path, cluster_ad
         applied.prediction.sel(time=result.time).values, np.exp(logged), rtol=1e-4
     )
     assert applied.prediction.attrs["units"] == "m3 s-1"
-    assert applied.prediction.attrs["long_name"].endswith("prediction: the median)")
+    assert applied.prediction.attrs["long_name"] == (
+        "y predicted by GBMAP (the exponential of its logarithm's prediction: the median)"
+    )
     shown = cli("inspect", str(tmp_path / "out.zarr"), cwd=tmp_path)
     assert "(y, in m3 s-1, fitted on its logarithm), " in shown.stdout, shown.stdout
     # the same from Python, on a field in memory
@@ -85,6 +87,9 @@ def test_fit_on_the_log_and_apply_back_in_the_targets_units(tmp_path, cluster_ad
     np.testing.assert_allclose(
         fitted.forecast(field).sel(time=result.time).values, forecast, rtol=1e-6
     )
+    predicted = fitted.predict(field).sel(time=result.time)
+    np.testing.assert_allclose(predicted.values, np.exp(logged), rtol=1e-4)
+    assert predicted.attrs == applied.prediction.attrs
 
 
 @pytest.mark.slow
