@@ -88,6 +88,7 @@ from dcfa.cfa.selection import (
     warn_if_no_skill,
     within_noise,
 )
+from dcfa.cfa.signal_order import gram_bytes
 from dcfa.geo import group_mean
 
 if TYPE_CHECKING:
@@ -184,9 +185,10 @@ class RegionsCV(BaseCFA):
         order alone leaves the box's cells as regions of one cell; with ``signal=True`` they
         form one region. It costs about twice the fit (the products of the groups its
         rounds make are computed on every fold's months), holds the merged groups' sums
-        beside the pieces' and up to 128 MiB of the groups' products (which the memory
-        check does not count), and is not yet the default: see the panel's box draws in
-        the evidence pages.
+        beside the pieces', and once 4 096 groups or fewer are left, their products (up to
+        128 MiB) and a copy of their series, which the memory check counts
+        (:func:`dcfa.cfa.signal_order.gram_bytes`). It is not yet the default: see the
+        panel's box draws in the evidence pages.
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0
@@ -485,7 +487,7 @@ class RegionsCV(BaseCFA):
             )
         folds = blocked_folds(inp.n_samples, self.n_splits, self.gap)
         warn_if_blocks_small(inp.n_samples, self.n_splits)
-        _check_budget(inp.n_samples, D)
+        _check_budget(inp.n_samples, D, signal=self.signal)
         return inp, Y, folds
 
     def check_n_samples(self, n_samples: int) -> None:
@@ -556,18 +558,19 @@ class RegionsCV(BaseCFA):
         :class:`dcfa.MemoryBudgetError` when they would not fit, reading no data."""
         validate_params(self)
         inp = check_X(X, sample_dim=self.sample_dim)
-        _check_budget(inp.n_samples, inp.n_features)
+        _check_budget(inp.n_samples, inp.n_features, signal=self.signal)
         return "series"
 
     def grid_pass_request(self, X: ArrayLike | da.Array | xr.DataArray) -> None:
         return None
 
 
-def _check_budget(n_samples: int, n_features: int) -> None:
+def _check_budget(n_samples: int, n_features: int, *, signal: bool = False) -> None:
     from dcfa.cfa.series import over_budget
     from dcfa.memory import MemoryBudgetError
 
-    why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=WORKING_BYTES, hint=True)
+    blocks = WORKING_BYTES + (gram_bytes(n_samples, n_features) if signal else 0)
+    why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=blocks, hint=True)
     if why is not None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
 

@@ -35,6 +35,7 @@ __all__ = [
     "GRAM_PAIR_COST",
     "SIGNAL_ALPHA",
     "SIGNAL_FLOOR",
+    "gram_bytes",
     "regions_merges",
     "signal_merges",
 ]
@@ -59,6 +60,14 @@ GRAM_GROUPS = 4096
 #: the rounds left may be few: 9.2 s and 15.3 s on a 2 and a 1 degree field, against 10.3
 #: and 15.2 s at 400, 9.1 and 19.0 s without the matrix)
 GRAM_PAIR_COST = 100
+
+
+def gram_bytes(n_samples: int, n_items: int) -> int:
+    """The most memory the Gram matrix of :func:`signal_merges` takes on ``n_items`` items:
+    the matrix of at most :data:`GRAM_GROUPS` groups, and the copy of their series it is
+    made from."""
+    g = min(n_items, GRAM_GROUPS)
+    return 8 * g * (g + n_samples)
 
 
 def signal_merges(

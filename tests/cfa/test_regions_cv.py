@@ -1177,6 +1177,25 @@ def test_regions_cv_execution_for_checks_the_budget_reading_nothing(regions_fiel
                 dcfa.RegionsCV().execution_for(lazy)
 
 
+def test_signal_counts_its_gram_matrix_in_the_budget(regions_field):
+    """``signal=True`` holds the Gram matrix of up to GRAM_GROUPS groups and a copy of their
+    series (8 bytes x g x (g + months)): a budget that holds the series and the default's
+    blocks but not those refuses it, before reading anything."""
+    from dcfa.cfa.regions import SERIES_COPIES, WORKING_BYTES
+    from dcfa.cfa.series import series_bytes
+
+    lazy = regions_field.field.chunk({"time": 60})
+    n, cells = lazy.sizes["time"], lazy.sizes["lat"] * lazy.sizes["lon"]
+    plain = int(SERIES_COPIES * series_bytes(n, cells)) + WORKING_BYTES
+    gram = 8 * cells * (cells + n)  # fewer cells than GRAM_GROUPS
+    with count_computes(0), dask.config.set({"dcfa.memory_budget": plain + gram // 2}):
+        assert dcfa.RegionsCV().execution_for(lazy) == "series"
+        with pytest.raises(dcfa.MemoryBudgetError, match="RegionsCV holds the series"):
+            dcfa.RegionsCV(signal=True).execution_for(lazy)
+    with count_computes(0), dask.config.set({"dcfa.memory_budget": plain + gram + 2**20}):
+        assert dcfa.RegionsCV(signal=True).execution_for(lazy) == "series"
+
+
 @pytest.mark.parametrize(
     "make",
     [
