@@ -83,6 +83,7 @@ from dcfa.neighbors import grid_adjacency, periodic_dims
 # (name, estimator class, parameters): the rows of the table; change freely
 SETTINGS = [
     ("RegionsCV", RegionsCV, {}),  # the recommended call: its defaults (neighbors=1)
+    ("RegionsCV-signal", RegionsCV, {"signal": True}),  # one signal's groups merge first
     (
         "LinCFA-grid",
         LinCFA,

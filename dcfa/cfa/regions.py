@@ -187,8 +187,11 @@ class RegionsCV(BaseCFA):
         rounds make are computed on every fold's months), holds the merged groups' sums
         beside the pieces', and once 4 096 groups or fewer are left, their products (up to
         128 MiB) and a copy of their series, which the memory check counts
-        (:func:`dcfa.cfa.signal_order.gram_bytes`). It is not yet the default: see the
-        panel's box draws in the evidence pages.
+        (:func:`dcfa.cfa.signal_order.gram_bytes`). It meets every goal of the panel that
+        the default meets, and is not the default: on the ENSO comparison it is 0.07 R²
+        behind it at lead 0 with the wind, and at 0.25 degree (725 465 cells, 500 months)
+        a fit did not end in 27 minutes, against 95 s for the default (the panel page and
+        the design notes).
     n_splits : int, default=5
         Blocks of the purged blocked K-fold cross-validation.
     gap : int, default=0

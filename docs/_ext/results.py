@@ -18,7 +18,8 @@ from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from table_nodes import table
 
-NAMES = ("RegionsCV()", "GenLinCFA(neighbors=1)")
+#: the former call the panel compares the recommended one with (``--compare``)
+FORMER = "GenLinCFA(neighbors=1)"
 
 
 def _pair(median: float, worst: float, fmt: str) -> str:
@@ -33,9 +34,10 @@ def _goal(ok: bool, text: str) -> str:
 
 
 def panel_table(record: dict) -> tuple[list[str], list[list[str]]]:
-    """The panel's summary: the recommended call against the former one, with the goals."""
+    """The panel's summary: the recommended call (the run's first RegionsCV, at its defaults
+    or with the options the run gave it) against the former one, with the goals."""
     res = record["results"]
-    names = [n for n in NAMES if n in res]
+    names = [n for n in res if n.startswith("RegionsCV(")][:1] + [n for n in (FORMER,) if n in res]
     reg = [res[n]["summary"]["regions"] for n in names]
     smo = [res[n]["summary"]["smooth"] for n in names]
     goals, smooth_goals = reg[0]["goals"], smo[0]["goals"]
