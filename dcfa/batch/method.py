@@ -15,6 +15,7 @@ from dcfa.cfa.methods import METHODS
 __all__ = [
     "DEFAULT_RANDOM_STATE",
     "PURGE_RULE",
+    "binary_key",
     "build_estimator",
     "build_gbmap",
     "check_classes",
@@ -122,27 +123,35 @@ def purged(config: JobConfig) -> tuple[JobConfig, int | None]:
     return dataclasses.replace(config, method=method), int(gap)
 
 
-def check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
-    """A binary task (a GBMAP classifier, a ``bernoulli`` family) needs a target of two
-    classes: checked on the target, before any pass, naming the key that asks for it."""
-    values = np.unique(target.values[np.isfinite(target.values)])
-    if values.size == 2:
-        return
-    found = f"{values.size} distinct values" + (
-        f" ({', '.join(f'{v:g}' for v in values[:4])}{', ...' if values.size > 4 else ''})"
-    )
-    if config.method["params"].get("family") == "bernoulli":
-        raise InputError(
-            f"method.params.family: 'bernoulli' needs a target of two classes; "
-            f"{config.target['variable']!r} holds {found}"
-        )
+def binary_key(family: str | None, gbmap) -> tuple[str, str, str] | None:
+    """The job key that makes the task one of two classes, its value and the setting to use
+    for a quantity instead; None when the task is a quantity.
+
+    ``family`` is GenLinCFA's (``method.params.family``), ``gbmap`` the job's GBMAP (None
+    without one): every check of a binary task asks here, so that they all name the same key.
+    """
+    if family == "bernoulli":
+        return "method.params.family", "bernoulli", 'family = "gaussian"'
     from dcfa import GBMAPClassifier
 
     if isinstance(gbmap, GBMAPClassifier):
-        raise InputError(
-            f"gbmap.task: 'classification' needs a target of two classes; "
-            f'{config.target["variable"]!r} holds {found} (use task = "regression")'
-        )
+        return "gbmap.task", "classification", 'task = "regression"'
+    return None
+
+
+def check_classes(gbmap, config: JobConfig, target: xr.DataArray) -> None:
+    """A binary task (a GBMAP classifier, a ``bernoulli`` family) needs a target of two
+    classes: checked on the target, before any pass, naming the key that asks for it."""
+    binary = binary_key(config.method["params"].get("family"), gbmap)
+    values = np.unique(target.values[np.isfinite(target.values)])
+    if binary is None or values.size == 2:
+        return
+    key, value, instead = binary
+    listed = ", ".join(f"{v:g}" for v in values[:4]) + (", ..." if values.size > 4 else "")
+    raise InputError(
+        f"{key}: {value!r} needs a target of two classes; {config.target['variable']!r} "
+        f"holds {values.size} distinct values ({listed}); for a quantity, use {instead}"
+    )
 
 
 def build_gbmap(config: JobConfig):

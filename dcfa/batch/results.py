@@ -227,7 +227,7 @@ def _regression_of(ds: xr.Dataset, estimator, gbmap, sample_dim: str):
     :func:`dcfa.forward_cv` fits it after the estimator (:func:`dcfa.skill.regression_for`:
     ridge on the standardised region means for RegionsCV, OLS for the others), on the samples
     where the target and every feature have a value; and, when there is none, why."""
-    from dcfa import GBMAPClassifier
+    from dcfa.batch.method import binary_key
     from dcfa.skill import regression_for
 
     if "target" not in ds or "features" not in ds:
@@ -235,7 +235,7 @@ def _regression_of(ds: xr.Dataset, estimator, gbmap, sample_dim: str):
             "it holds no target (written by a dcfa fit older than this version): run the "
             "job again to forecast"
         )
-    if isinstance(gbmap, GBMAPClassifier) or getattr(estimator, "family", None) == "bernoulli":
+    if binary_key(getattr(estimator, "family", None), gbmap) is not None:
         return None, "its target is of two classes: no regression is fitted to it"
     X = ds["features"].transpose(sample_dim, "group").values.astype(np.float64)
     y = ds["target"].values.astype(np.float64)

@@ -49,20 +49,16 @@ def transformed_target(target: xr.DataArray, transform: str, dates) -> xr.DataAr
 
 def check_transform(transform: str, method_params: dict, gbmap) -> None:
     """A log target is a quantity, not two classes: refuse it with a classifier."""
-    if transform == "none":
-        return
-    from dcfa import GBMAPClassifier
+    from dcfa.batch.method import binary_key
 
-    if method_params.get("family") == "bernoulli":
-        raise InputError(
-            "target.transform = 'log' is for a quantity above 0, not for the two classes "
-            "that method.params.family = 'bernoulli' needs"
-        )
-    if isinstance(gbmap, GBMAPClassifier):
-        raise InputError(
-            "target.transform = 'log' is for a quantity above 0, not for the two classes "
-            "that gbmap.task = 'classification' needs"
-        )
+    binary = binary_key(method_params.get("family"), gbmap)
+    if transform == "none" or binary is None:
+        return
+    key, value, _ = binary
+    raise InputError(
+        "target.transform = 'log' is for a quantity above 0, not for the two classes "
+        f"that {key} = {value!r} needs"
+    )
 
 
 def back_transformed(prediction: xr.DataArray, transform: str) -> xr.DataArray:

@@ -6,6 +6,8 @@ as ``output.store``."""
 
 from __future__ import annotations
 
+import re
+
 import dask
 import pytest
 from support import cli, cli_imports, tree, write_job
@@ -52,6 +54,23 @@ def test_keys_named_before_any_pass(tmp_path, override, message):
     before = _files(tmp_path)
     with pytest.raises(ValueError, match=message):
         run_job(load_config(job, [override]), echo=lambda *a: None)
+    assert _files(tmp_path) == before
+
+
+def test_a_bernoulli_family_on_a_quantity_names_its_key(tmp_path):
+    """The two-class check asked by GenLinCFA's family, not GBMAP's task, names that key and
+    what to use for a quantity, before any pass."""
+    params = {"family": "bernoulli", "neighbors": 1}
+    job = write_job(tmp_path, method__name="genlincfa", method__params=params)
+    before = _files(tmp_path)
+    with pytest.raises(ValueError) as err:
+        run_job(load_config(job), echo=lambda *a: None)
+    assert re.fullmatch(
+        r"method\.params\.family: 'bernoulli' needs a target of two classes; 'soi' holds "
+        r"\d+ distinct values \([-\d.e]+, [-\d.e]+, [-\d.e]+, [-\d.e]+, \.\.\.\); for a "
+        r'quantity, use family = "gaussian"',
+        str(err.value),
+    ), err.value
     assert _files(tmp_path) == before
 
 
