@@ -40,6 +40,7 @@ _EXPORTS = {
     "PatchesWarning": "dcfa._errors",
     "grid_moments": "dcfa.stats.grid",
     "genlincfa": "dcfa.cfa.genlincfa",
+    "LabelledRegressor": "dcfa.labelled",
     "LinCFA": "dcfa.cfa.lincfa",
     "lincfa": "dcfa.cfa.lincfa",
     "Moments": "dcfa.stats.moments",
@@ -63,7 +64,7 @@ __all__ = sorted(_EXPORTS) + ["__version__", "memory"]
 _SUBMODULES = frozenset(
     {
         "anomalies", "batch", "cfa", "datasets", "forecast", "gbmap", "geo", "io",
-        "neighbors", "plot", "skill", "stacking", "stats", "storage", "targets",
+        "labelled", "neighbors", "plot", "skill", "stacking", "stats", "storage", "targets",
     }
 )  # fmt: skip
 __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, __all__, _SUBMODULES)

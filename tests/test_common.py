@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sklearn.linear_model import LinearRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dcfa import (
@@ -9,6 +10,7 @@ from dcfa import (
     GBMAPKNeighborsRegressor,
     GenLinCFA,
     GenLinCFACV,
+    LabelledRegressor,
     LinCFA,
     NonLinCFA,
     NonLinCFACV,
@@ -54,6 +56,8 @@ EXPECTED_FAILED = {
         RegionsCV(neighbors=None, n_splits=2),
         GBMAPKNeighborsRegressor(3, n_boosts=3, random_state=0),
         GBMAPKNeighborsClassifier(3, n_boosts=3, random_state=0),
+        RegionsCV().regressor(),
+        LabelledRegressor(LinearRegression()),
     ],
     expected_failed_checks=lambda est: EXPECTED_FAILED.get(type(est).__name__, {}),
 )

@@ -154,7 +154,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("stats",),
     ("memory",),
     ("io",),
-    ("anomalies", "forecast", "skill", "targets"),
+    ("anomalies", "forecast", "labelled", "skill", "targets"),
     ("cfa",),
     ("gbmap",),
     ("datasets", "plot"),

@@ -319,7 +319,9 @@ class RegionsCV(BaseCFA):
 
     def regressor(self) -> BaseEstimator:
         """The regression the map is chosen for (``regression``), new and unfitted: the step
-        to put after this estimator in a pipeline.
+        to put after this estimator in a pipeline. Wrapped in a
+        :class:`~dcfa.LabelledRegressor`, it predicts a DataArray of region means (what this
+        estimator's ``transform`` gives for a DataArray field) as a DataArray along its samples.
 
         Examples
         --------

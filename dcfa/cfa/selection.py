@@ -245,8 +245,12 @@ REGRESSIONS: dict[str, Regression] = {
 
 def regression(name: str):
     """A new, unfitted scikit-learn estimator of the regression ``name`` of
-    :data:`REGRESSIONS`: the one to fit on the region means of a map chosen for it."""
-    return REGRESSIONS[name].estimator()
+    :data:`REGRESSIONS`: the one to fit on the region means of a map chosen for it, which
+    predicts a DataArray of region means along its samples (:class:`dcfa.LabelledRegressor`).
+    """
+    from dcfa.labelled import LabelledRegressor
+
+    return LabelledRegressor(REGRESSIONS[name].estimator())
 
 
 def within_noise(skill: np.ndarray, sizes: np.ndarray, parsimony: float = 1.0) -> int:
