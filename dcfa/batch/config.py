@@ -31,6 +31,7 @@ GBMAP) and writes a result store. Example (every key but ``input.store``,
     missing = -99.99              # values that mean a missing month (a number or a list)
     units = "m3 s-1"              # CSV only: the target's units, which the forecast carries
     lead = 3                      # predict the target 3 samples ahead of the predictors
+    months = [12, 1, 2]           # optional: fit the target's December-February values only
     transform = "log"             # fit on the log of a skewed target above 0 (a flow);
                                   # dcfa apply's forecast is back in its units (the median)
 
@@ -137,6 +138,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple, Any]]] = {
         "units": (str, None),
         "select": (dict, {}),
         "lead": ((int, list), 0),
+        "months": (list, None),
         "transform": (str, "none"),
         "storage_options": (dict, {}),
     },
@@ -235,6 +237,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "is named in a warning.",
     ("target", "select"): "netCDF and Zarr only: one label of each of the target variable's "
     'dims other than time, such as a member of an ensemble: `{member = "r1i1p1f1"}`.',
+    ("target", "months"): "The calendar months (1-12) of the target to fit, such as `[12, 1, "
+    "2]` for a winter index: the target's own months, the ones predicted `lead` steps after "
+    "the predictors. The others are left out as missing values are (the fit, its skill and "
+    "GBMAP see only these), and `dcfa apply`'s forecast is NaN for them. Unset: every month.",
     ("target", "transform"): "`log`: fit on the natural logarithm of the target, for a "
     "skewed quantity above 0 (a river's flow, a season's rainfall); a value of 0 or below "
     "is an error. The result's target, skill and GBMAP are those of the logarithm; "
@@ -558,6 +564,16 @@ def _check_target(c: dict, where: str) -> None:
             )
     if c["target"]["match"] not in ("exact", "month"):
         raise ConfigError(f"{where} target.match must be 'exact' or 'month'")
+    months = c["target"]["months"]
+    if months is not None and not (
+        months
+        and all(_is_int(m) and 1 <= m <= 12 for m in months)
+        and len(set(months)) == len(months)
+    ):
+        raise ConfigError(
+            f"{where} target.months must be a non-empty list of calendar months 1-12, each "
+            f"once (December-February: [12, 1, 2]), got {_toml(months)}"
+        )
     if c["target"]["transform"] not in TRANSFORMS:
         raise ConfigError(
             f"{where} target.transform must be 'none' or 'log', got "

@@ -72,6 +72,9 @@ class FittedResult:
     lead_step : str
         The step ``lead`` counts: ``"month"`` for monthly dates, ``"day"``, ...;
         ``"sample"`` for labels on no regular step (and for results that do not say).
+    target_months : list of int or None
+        The job's ``target.months``: the calendar months of the target it fitted. A forecast
+        (and a GBMAP regressor's prediction) is NaN for the target at any other month.
     """
 
     path: str
@@ -102,6 +105,7 @@ class FittedResult:
     time_scales: dict = field(default_factory=dict)
     lead: int = 0
     lead_step: str = "sample"
+    target_months: list | None = None
     # whether the job's samples were one per calendar month (its windows, lags, climatology
     # and spread are of monthly values); None when the store does not say
     monthly: bool | None = None
@@ -262,14 +266,22 @@ class FittedResult:
     def _for_target_time(self, out: xr.DataArray) -> xr.DataArray:
         """``out`` (a prediction along the sample dim) with the ``target_time`` coordinate of
         :func:`dcfa.forecast.leads.target_time`: what each value predicts, ``lead`` steps
-        after its sample; unchanged when the samples have no labels to add the lead to."""
+        after its sample; unchanged when the samples have no labels to add the lead to. With
+        ``target_months``, NaN where the target predicted falls in another month."""
         from dcfa.forecast.leads import target_time
 
         dim = self.sample_dim
         if dim not in out.coords:
             return out
         later = target_time(out[dim], self.lead, self.lead_step)
-        return out if later is None else out.assign_coords(target_time=later)
+        when = None if self.lead else out[dim]  # the dates the values are for
+        if later is not None:
+            out = out.assign_coords(target_time=later)
+            when = out["target_time"]
+        if self.target_months and when is not None:
+            fitted = when.dt.month.isin(self.target_months)
+            out = out.where(fitted).assign_attrs(out.attrs, target_months=list(self.target_months))
+        return out
 
     def embedding(self, field) -> xr.DataArray:
         """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in

@@ -21,6 +21,7 @@ __all__ = [
     "alignment",
     "check_anomaly_months",
     "drop_samples",
+    "in_target_months",
     "months_absent",
     "reading",
     "select_cells",
@@ -232,6 +233,22 @@ def target_at_lead(
         raise InputError(f"target.lead = {lead}: {said.removeprefix('lead: ')}") from None
     gaps = (how.n_gaps, how.first_gap)
     return later.drop_vars("target_time"), later["target_time"].values, how.step, gaps
+
+
+def in_target_months(target: xr.DataArray, valid, months: list) -> tuple[xr.DataArray, np.ndarray]:
+    """``target`` (1-D) with its values outside ``target.months`` missing, by the calendar
+    month of ``valid`` (the dates its values belong to, :func:`target_at_lead`'s), and which
+    of its samples those are."""
+    from dcfa.io.calendars import calendar_of
+
+    when = xr.DataArray(np.asarray(valid), dims="sample")
+    if calendar_of(when) is None:
+        raise InputError(
+            f"target.months: the target's samples are labelled by {when.dtype} values, not "
+            "dates; calendar months need dates"
+        )
+    outside = ~np.isin(np.asarray(when.dt.month.values), months)
+    return target.where(xr.DataArray(~outside, dims=target.dims)), outside
 
 
 def check_anomaly_months(field: xr.DataArray, dim: str, lead: int) -> None:

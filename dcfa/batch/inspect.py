@@ -169,7 +169,8 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
         f"({int((~used).sum())} not used)",
         f"  parameters {json.loads(a.get('parameters', '{}'))}",
     ]
-    lead = json.loads(a.get("config", "{}")).get("target", {}).get("lead", 0)
+    target = json.loads(a.get("config", "{}")).get("target", {})
+    lead = target.get("lead", 0)
     chosen = (
         f"; eps {a['eps']:g} chosen by forward CV"
         if "eps" in a
@@ -180,6 +181,8 @@ def _describe_result(ds: xr.Dataset, path: Path) -> list[str]:
     if lead:
         lead = steps_text(lead, a.get("lead_step", "sample"))
     lines.append(f"  lead {lead} (target.lead){chosen}")
+    if target.get("months"):
+        lines.append(f"  the target's months {target['months']} only (target.months)")
     skill = skill_text(result_skill(a))
     if skill:
         lines.append(f"  {skill}")

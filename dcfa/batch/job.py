@@ -57,6 +57,7 @@ from dcfa.batch.inputs import (
     alignment,
     check_anomaly_months,
     drop_samples,
+    in_target_months,
     months_absent,
     reading,
     select_cells,
@@ -264,6 +265,9 @@ def _task(
     at_lead, valid_time, step, gaps = target_at_lead(
         target, tgt["lead"], dim, field[dim], tgt["match"]
     )
+    outside = np.zeros(at_lead.size, dtype=bool)
+    if tgt["months"]:
+        at_lead, outside = in_target_months(at_lead, valid_time, tgt["months"])
     aligned, target, n_common = io.align_target(field, at_lead, sample_dim=dim, match=tgt["match"])
     # where each target value comes from: the position in at_lead of every field month it
     # pairs with, then of those that hold a value (aligned as the values are)
@@ -271,7 +275,9 @@ def _task(
     _, paired, n_paired = io.align_target(field, index, sample_dim=dim, match=tgt["match"])
     paired = paired.values.astype(int)
     position = paired[at_lead.notnull().values[paired]]
-    n_gaps = n_paired - n_common  # missing among the field's months, not the whole file's
+    n_outside = int(outside[paired].sum())
+    # missing among the field's months, not the whole file's
+    n_gaps = n_paired - n_common - n_outside
     if n_common < 4:
         raise InputError(
             f"target: only {n_common} samples in common with the input"
@@ -292,6 +298,11 @@ def _task(
         + (f" ({tgt['variable']})" if several and tgt["variable"] is not None else "")
         + f": {n_common} samples in common"
         + (f" ({n_gaps} missing target values left out)" if n_gaps else "")
+        + (
+            f" ({counted(n_outside, 'sample')} outside target.months {tgt['months']} left out)"
+            if n_outside
+            else ""
+        )
     )
     valid = valid_time[position]
     target = transformed_target(target, tgt["transform"], valid)

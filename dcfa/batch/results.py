@@ -172,6 +172,7 @@ def load_result(
         time_scales={k: inp[k] for k in _TIME_SCALE_KEYS},
         lead=int(config.target["lead"]),
         lead_step=str(ds.attrs.get("lead_step", "sample")),
+        target_months=config.target.get("months"),
         monthly=monthly,
         group_coords={
             c: ("group", ds[c].values, dict(ds[c].attrs))
