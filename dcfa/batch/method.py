@@ -132,9 +132,9 @@ def binary_key(family: str | None, gbmap) -> tuple[str, str, str] | None:
     """
     if family == "bernoulli":
         return "method.params.family", "bernoulli", 'family = "gaussian"'
-    from dcfa import GBMAPClassifier
+    from sklearn.base import is_classifier
 
-    if isinstance(gbmap, GBMAPClassifier):
+    if gbmap is not None and is_classifier(gbmap):
         return "gbmap.task", "classification", 'task = "regression"'
     return None
 
