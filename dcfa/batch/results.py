@@ -243,7 +243,9 @@ def _regression_of(ds: xr.Dataset, estimator, gbmap, sample_dim: str):
     rows = np.isfinite(y) & np.isfinite(X).all(axis=1)
     if rows.sum() < 3:
         return None, f"only {int(rows.sum())} samples hold the target and every feature"
-    return regression_for(estimator).fit(X[rows], y[rows]), None
+    fitted = regression_for(estimator).fit(X[rows], y[rows])
+    # the scikit-learn regression itself: a LabelledRegressor's labels are for DataArrays
+    return getattr(fitted, "estimator_", fitted), None
 
 
 def _gbmap_of(ds: xr.Dataset, sample_dim: str):
