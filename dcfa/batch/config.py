@@ -240,7 +240,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("target", "months"): "The calendar months (1-12) of the target to fit, such as `[12, 1, "
     "2]` for a winter index: the target's own months, the ones predicted `lead` steps after "
     "the predictors. The others are left out as missing values are (the fit, its skill and "
-    "GBMAP see only these), and `dcfa apply`'s forecast is NaN for them. Unset: every month.",
+    "GBMAP see only these), and `dcfa apply` keeps the samples whose target falls in these "
+    "months. Unset: every month.",
     ("target", "transform"): "`log`: fit on the natural logarithm of the target, for a "
     "skewed quantity above 0 (a river's flow, a season's rainfall); a value of 0 or below "
     "is an error. The result's target, skill and GBMAP are those of the logarithm; "

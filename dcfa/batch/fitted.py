@@ -73,8 +73,9 @@ class FittedResult:
         The step ``lead`` counts: ``"month"`` for monthly dates, ``"day"``, ...;
         ``"sample"`` for labels on no regular step (and for results that do not say).
     target_months : list of int or None
-        The job's ``target.months``: the calendar months of the target it fitted. A forecast
-        (and a GBMAP regressor's prediction) is NaN for the target at any other month.
+        The job's ``target.months``: the calendar months of the target it fitted.
+        :meth:`transform` keeps the samples whose target (``lead`` steps later) falls in
+        them, so every series, forecast and GBMAP value is for those months.
     """
 
     path: str
@@ -266,22 +267,14 @@ class FittedResult:
     def _for_target_time(self, out: xr.DataArray) -> xr.DataArray:
         """``out`` (a prediction along the sample dim) with the ``target_time`` coordinate of
         :func:`dcfa.forecast.leads.target_time`: what each value predicts, ``lead`` steps
-        after its sample; unchanged when the samples have no labels to add the lead to. With
-        ``target_months``, NaN where the target predicted falls in another month."""
+        after its sample; unchanged when the samples have no labels to add the lead to."""
         from dcfa.forecast.leads import target_time
 
         dim = self.sample_dim
         if dim not in out.coords:
             return out
         later = target_time(out[dim], self.lead, self.lead_step)
-        when = None if self.lead else out[dim]  # the dates the values are for
-        if later is not None:
-            out = out.assign_coords(target_time=later)
-            when = out["target_time"]
-        if self.target_months and when is not None:
-            fitted = when.dt.month.isin(self.target_months)
-            out = out.where(fitted).assign_attrs(out.attrs, target_months=list(self.target_months))
-        return out
+        return out if later is None else out.assign_coords(target_time=later)
 
     def embedding(self, field) -> xr.DataArray:
         """The GBMAP embedding ``(sample_dim, boost)`` of ``field`` (lazy for Dask); NaN in
@@ -466,10 +459,31 @@ class FittedResult:
             raise InputError(f"{key}: holds {field.dtype} values; expected numbers")
         if field.sizes[dim] == 0:
             raise InputError(f"{key}: no samples")
-        field = self._time_scaled(field, names, time)
+        field = self._in_target_months(self._time_scaled(field, names, time), key)
         self._check_sampling(field[dim], names)
         self._check_months(field[dim], names)
         return field
+
+    def _in_target_months(self, field: xr.DataArray, key: str) -> xr.DataArray:
+        """The samples of ``field`` whose target, ``lead`` steps later, falls in
+        ``target_months`` (every sample without them): the months the result was fitted for,
+        as the job kept them."""
+        from dcfa.forecast.leads import target_time
+
+        if not self.target_months:
+            return field
+        dim = self.sample_dim
+        when = target_time(field[dim], self.lead, self.lead_step) if self.lead else field[dim]
+        months = f"the target's months {self.target_months} (target.months)"
+        if when is None or calendar_of(when) is None:
+            raise InputError(
+                f"{key}: its samples are labelled by {field[dim].dtype} values, not dates; the "
+                f"result was fitted for {months}, which need dates"
+            )
+        keep = np.flatnonzero(when.dt.month.isin(self.target_months).values)
+        if keep.size == 0:
+            raise InputError(f"{key}: none of its samples is for {months}")
+        return field.isel({dim: keep})
 
     def _check_sampling(self, coord: xr.DataArray, names: dict) -> None:
         """Monthly samples for a result fitted on monthly ones: daily values would be divided

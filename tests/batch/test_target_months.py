@@ -32,9 +32,9 @@ def _run(job, scheduler, *overrides) -> list[str]:
 def test_chosen_months_are_the_job_on_a_file_of_those_months(tmp_path, scheduler, anomalies):
     """The result with ``target.months`` is the result of a target file whose other months
     were deleted (the reference: dates the job already handles), and its forecast is that
-    result's at the chosen months and NaN at the others. With anomalies, the result's
-    climatology holds the predictors' months only (October-December), so it applies to
-    those."""
+    result's: a field of every month is applied to the samples whose target is in winter,
+    which a reference result without the key would refuse with anomalies (its climatology
+    holds October-December only)."""
     job = write_job(tmp_path, input__anomalies=anomalies)
     lines = _run(job, scheduler, f"target.months={WINTER}")
     soi = pd.read_csv(tmp_path / "soi.csv", parse_dates=["time"])
@@ -54,16 +54,22 @@ def test_chosen_months_are_the_job_on_a_file_of_those_months(tmp_path, scheduler
     assert f"  the target's months {WINTER} only (target.months)" in said.splitlines(), said
     assert "target.months" not in describe(str(reference))
 
-    field = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)
-    if anomalies:
-        field = field.sel(time=field.time.dt.month.isin([10, 11, 12]))
+    field = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False)  # every month
     forecast = load_result(tmp_path / "result.zarr").forecast(field).load()
-    expected = load_result(reference).forecast(field).load()
-    winter = forecast.target_time.dt.month.isin(WINTER).values
-    assert winter.sum() == 30 and winter.all() == anomalies
-    assert np.isnan(forecast.values[~winter]).all()
-    np.testing.assert_allclose(forecast.values[winter], expected.values[winter], rtol=1e-10)
-    assert forecast.attrs == {**expected.attrs, "target_months": WINTER}
+    expected = load_result(reference).forecast(field.isel(time=_for_winter(field))).load()
+    np.testing.assert_array_equal(forecast.time, ours.time)  # the fitted samples, no other
+    assert forecast.target_time.dt.month.isin(WINTER).all()
+    np.testing.assert_allclose(forecast.values, expected.values, rtol=1e-10)
+    assert forecast.attrs == expected.attrs
+    other = np.setdiff1d(np.arange(field.sizes["time"]), _for_winter(field))[:3]
+    with pytest.raises(InputError, match=r"^field: none of its samples is for the target's "):
+        load_result(tmp_path / "result.zarr").forecast(field.isel(time=other))
+
+
+def _for_winter(field) -> np.ndarray:
+    """The samples whose target, ``LEAD`` months later, is in winter."""
+    target_month = (field.time.dt.month.values - 1 + LEAD) % 12 + 1
+    return np.flatnonzero(np.isin(target_month, WINTER))
 
 
 @pytest.mark.parametrize(
