@@ -459,12 +459,12 @@ class FittedResult:
             raise InputError(f"{key}: holds {field.dtype} values; expected numbers")
         if field.sizes[dim] == 0:
             raise InputError(f"{key}: no samples")
-        field = self._in_target_months(self._time_scaled(field, names, time), key)
+        field = self._for_target_months(self._time_scaled(field, names, time), key)
         self._check_sampling(field[dim], names)
         self._check_months(field[dim], names)
         return field
 
-    def _in_target_months(self, field: xr.DataArray, key: str) -> xr.DataArray:
+    def _for_target_months(self, field: xr.DataArray, key: str) -> xr.DataArray:
         """The samples of ``field`` whose target, ``lead`` steps later, falls in
         ``target_months`` (every sample without them): the months the result was fitted for,
         as the job kept them."""
