@@ -207,6 +207,11 @@ def _apply(
             if fitted.lead
             else ""
         )
+        + (
+            f"; the samples for the target's months {fitted.target_months} (target.months)"
+            if fitted.target_months
+            else ""
+        )
     )
     from dcfa.batch.inputs import months_absent, reading
 

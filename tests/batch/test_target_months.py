@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from support import write_job
+from support import cli, tree, write_job
 
 from dcfa import InputError, load_result
 from dcfa.batch.config import ConfigError, load_config
@@ -91,3 +91,23 @@ def test_months_of_samples_that_are_not_dates_name_the_key():
     kept, outside = in_target_months(target, dates, WINTER[:1])
     np.testing.assert_array_equal(outside, [True, False, True])
     np.testing.assert_array_equal(kept.values, [np.nan, 2.0, np.nan])
+
+
+@pytest.mark.slow
+def test_dcfa_apply_says_it_keeps_the_samples_of_the_months(tmp_path, scheduler):
+    """``dcfa apply`` of a season's result on the whole archive exits 0, says which samples
+    it kept and why, writes the output alone, and holds the winter samples only."""
+    job = write_job(tmp_path)
+    _run(job, scheduler, f"target.months={WINTER}")
+    before = tree(tmp_path)
+    proc = cli("apply", "result.zarr", "sst.zarr", "--output", "out.zarr", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.endswith(
+        ", 30 samples; lead 2 months: for the target at t + 2 months; the samples for the "
+        f"target's months {WINTER} (target.months)"
+    ), first
+    after = tree(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith("out.zarr")} == before
+    out = xr.open_zarr(tmp_path / "out.zarr")
+    assert out.sizes["time"] == 30 and out.forecast.target_time.dt.month.isin(WINTER).all()
