@@ -39,7 +39,7 @@ class InputError(ValueError):
 
     A :class:`ValueError`, so ``except ValueError`` still catches it;
     :class:`~dcfa.batch.config.ConfigError`, :class:`~dcfa.batch.inputs.InputDataError`,
-    :class:`dcfa.MemoryBudgetError` and :class:`~dcfa.io.store.OutputError` are InputErrors.
+    :class:`dcfa.MemoryBudgetError` and :class:`~dcfa.storage.store.OutputError` are InputErrors.
     """
 
 

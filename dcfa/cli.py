@@ -303,7 +303,7 @@ def _bad_input(exc: BaseException) -> bool:
     - :class:`dcfa.InputError`, what dcfa's input checks raise, naming the key, argument or
       path (``input.variables: ...``, ``ARCHIVE: ...``, ``--connect-timeout must ...``):
       :class:`~dcfa.batch.config.ConfigError`, :class:`~dcfa.batch.inputs.InputDataError`,
-      :class:`dcfa.MemoryBudgetError`, :class:`~dcfa.io.store.OutputError` (an output path
+      :class:`dcfa.MemoryBudgetError`, :class:`~dcfa.storage.store.OutputError` (an output path
       dcfa refuses), an input path that is not there (``input.store: no Zarr store at ...``)
       and a scheduler it cannot reach (``--scheduler: cannot reach ...``) among them;
     - scikit-learn's ``InvalidParameterError``: a bad estimator parameter (a job wraps the

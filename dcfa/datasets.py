@@ -372,7 +372,7 @@ def _write_store(make, path: str | os.PathLike, *, overwrite: bool) -> Path:
     """``make()`` written to a Zarr store at ``path`` atomically (the path is checked before
     anything is built; ``overwrite`` replaces only a store dcfa wrote)."""
     from dcfa.io import write_dataset
-    from dcfa.io.store import check_replaceable
+    from dcfa.storage.store import check_replaceable
 
     check_replaceable(path, overwrite=overwrite)
     ds = make()

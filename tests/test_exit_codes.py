@@ -19,8 +19,8 @@ from dcfa.batch.cluster import SchedulerUnreachable
 from dcfa.batch.config import ConfigError
 from dcfa.batch.inputs import InputDataError
 from dcfa.cli import main
-from dcfa.io.store import OutputError
 from dcfa.memory import MemoryBudgetError
+from dcfa.storage.store import OutputError
 
 
 def entries(root) -> set[str]:

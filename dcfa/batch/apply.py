@@ -3,7 +3,7 @@
 :func:`apply_result` checks an archive against a result loaded by
 :func:`~dcfa.batch.results.load_result` (grid, variables, calendar months of the climatology)
 and writes the series, and the GBMAP embedding and prediction, to a new store, atomically,
-never over, into or around its inputs (:mod:`dcfa.io.store`).
+never over, into or around its inputs (:mod:`dcfa.storage.store`).
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def _with_archive_attrs(attrs: dict, archive_attrs: dict, archive) -> dict:
 def _write(out, dataset: xr.Dataset, overwrite: bool, names: dict, so) -> None:
     """As :func:`dcfa.io.write_result` writes a result: atomically, one compute."""
     from dcfa.batch.destination import NO_ROOM
-    from dcfa.io.store import atomic_store
+    from dcfa.storage.store import atomic_store
 
     kw = {"storage_options": so} if isinstance(out, str) and so else {}
     dataset = stamped(uniform_chunks(dataset), APPLIED)

@@ -378,7 +378,7 @@ def _resolve_paths(raw: dict, base: Path) -> None:
 def _check_protocols(raw: dict) -> None:
     """A URL whose protocol fsspec does not know (``S3://``, a typo) is named with its key,
     before fsspec's bare 'Protocol not known' could surface from the first pass."""
-    from dcfa.io.objectstore import check_protocol
+    from dcfa.storage.objectstore import check_protocol
 
     for section, key in PATH_KEYS:
         value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dcfa.batch.config import ConfigError, JobConfig, for_target, target_leads, target_names
-from dcfa.io.objectstore import check_protocol
 from dcfa.io.sources import existing, exists, location, source_files
+from dcfa.storage.objectstore import check_protocol
 from dcfa.storage.store import (
     FULL_DISK,
     OutputError,

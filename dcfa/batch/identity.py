@@ -90,7 +90,7 @@ def _store_listing(root: Path) -> list:
 def store_parts(path: str | os.PathLike, storage_options: dict | None = None) -> dict[str, str]:
     """A hash per top-level entry of a store (a variable, a coordinate, the root metadata):
     what :func:`store_identity` is made of, kept to say which part changed."""
-    from dcfa.io.objectstore import is_url, listing
+    from dcfa.storage.objectstore import is_url, listing
 
     if is_url(path):
         entries = listing(os.fspath(path), storage_options)

@@ -34,9 +34,9 @@ def describe(store: str, storage_options: dict | None = None) -> str:
     metadata (written last), is reported incomplete (a ValueError).
     """
     from dcfa.io.archive import open_store, open_zarr
-    from dcfa.io.objectstore import check_protocol
     from dcfa.io.sources import archive_kind, existing
-    from dcfa.io.store import dcfa_kind, incomplete_reason
+    from dcfa.storage.objectstore import check_protocol
+    from dcfa.storage.store import dcfa_kind, incomplete_reason
 
     check_protocol(store, "store")
     path = existing(store, "store", storage_options)
@@ -76,7 +76,7 @@ def _describe_moments(path, kind: str, storage_options: dict | None) -> list[str
         from dcfa.stats.kinds import load_moments
 
         return [f"{path}: dcfa {kind} store", f"  {load_moments(path)!r}"]
-    from dcfa.io.objectstore import root_attrs
+    from dcfa.storage.objectstore import root_attrs
 
     attrs = root_attrs(path, storage_options) or {}
     shown = {k: v for k, v in attrs.items() if k != "dcfa_kind" and not isinstance(v, list | dict)}

@@ -3,7 +3,7 @@
 Every check that needs no pass over the data comes first (the output path, stores, variables,
 dims, dtypes, target, overlap, estimator parameters, memory), so a bad job exits before it
 writes anything; the output must not be, contain or lie inside an input, and it replaces only
-an earlier dcfa result (:mod:`dcfa.io.store`).
+an earlier dcfa result (:mod:`dcfa.storage.store`).
 Then, on the cluster:
 
 1. preprocessing pass: which cells hold data, the seasonal cycle, the spread;

@@ -68,7 +68,7 @@ def load_result(
         the result's features (``regression``), ``embedding`` / ``predict`` the GBMAP's (when
         the result holds one); ``gbmap`` is the fitted GBMAP estimator.
     """
-    from dcfa.io.store import incomplete_reason
+    from dcfa.storage.store import incomplete_reason
 
     key = _key
     loc = existing(path, key, storage_options, "Zarr store")

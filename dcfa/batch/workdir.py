@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dcfa.batch.config import ConfigError
 from dcfa.batch.identity import COMPARED, what_changed
-from dcfa.io.store import OutputError, atomic_file, tree_digest
+from dcfa.storage.store import OutputError, atomic_file, tree_digest
 
 try:
     import fcntl

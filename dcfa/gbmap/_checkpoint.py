@@ -27,7 +27,7 @@ import numpy as np
 from dcfa._errors import InputError
 from dcfa._interrupts import held_interrupt
 from dcfa.gbmap._learners import Learners
-from dcfa.io.store import OutputError, atomic_file, check_writable
+from dcfa.storage.store import OutputError, atomic_file, check_writable
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -119,7 +119,7 @@ def check_directory(directory) -> None:
 def save_checkpoint(
     directory, fingerprint: dict, arrays: dict[str, np.ndarray], seed: int, learners: Learners
 ) -> Path:
-    """Write the learners so far atomically (:func:`dcfa.io.store.atomic_file`)."""
+    """Write the learners so far atomically (:func:`dcfa.storage.store.atomic_file`)."""
     path = _path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = json.dumps({"format": _FORMAT, "seed": int(seed), "fingerprint": fingerprint})

@@ -19,7 +19,7 @@ Writing
 
 from dcfa._lazy import lazy_attributes
 
-# imported on first use: the batch job checks paths through dcfa.io.sources and dcfa.io.store
+# imported on first use: the batch job checks paths through dcfa.io.sources and dcfa.storage.store
 # before it needs xarray (a refused output path is said in well under a second)
 _EXPORTS = {
     "ChunkWarning": "dcfa.io.archive",

@@ -403,14 +403,14 @@ def write_result(
     """Write a result Dataset (and its moments, as a ``moments`` sub-group) atomically.
 
     Everything goes to a temporary store next to ``path`` that is renamed into place once
-    complete (:func:`dcfa.io.store.atomic_store`), so an interrupted write never leaves a store
+    complete (:func:`dcfa.storage.store.atomic_store`), so an interrupted write never leaves a store
     that looks finished; on object storage (a URL) the store is complete once its root
-    metadata, written last, exists (:mod:`dcfa.io.objectstore`). ``overwrite`` replaces only an
+    metadata, written last, exists (:mod:`dcfa.storage.objectstore`). ``overwrite`` replaces only an
     earlier dcfa result, never a store or file that dcfa did not write. ``before_publish``, a
     callable, runs once everything is written (the last read of the inputs done) and before
     the store is published: an error it raises leaves ``path`` as it was.
     """
-    from dcfa.io.store import atomic_store
+    from dcfa.storage.store import atomic_store
 
     path = location(path)
     so = {"storage_options": storage_options} if isinstance(path, str) and storage_options else {}
@@ -427,9 +427,9 @@ def write_result(
 
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write a Dataset to a Zarr store, atomically (:func:`dcfa.io.store.atomic_store`:
+    """Write a Dataset to a Zarr store, atomically (:func:`dcfa.storage.store.atomic_store`:
     ``overwrite`` replaces only a store dcfa wrote; :func:`write_into`)."""
-    from dcfa.io.store import atomic_store
+    from dcfa.storage.store import atomic_store
 
     with atomic_store(path, overwrite=overwrite) as tmp:
         write_into(ds, tmp)
@@ -467,7 +467,7 @@ def _save_moments_into(moments, store, storage_options) -> None:
         return
     import tempfile
 
-    from dcfa.io.objectstore import url_fs
+    from dcfa.storage.objectstore import url_fs
 
     fs, key = url_fs(store, storage_options)
     with tempfile.TemporaryDirectory() as local:

@@ -26,13 +26,13 @@ __all__ = [
 
 def location(path) -> Path | str:
     """A local path as a Path, a URL (``s3://...``) as it is."""
-    from dcfa.io.objectstore import is_url
+    from dcfa.storage.objectstore import is_url
 
     return os.fspath(path) if is_url(path) else Path(path)
 
 
 def exists(path: Path | str, storage_options: dict | None) -> bool:
-    from dcfa.io.objectstore import exists
+    from dcfa.storage.objectstore import exists
 
     if isinstance(path, str):
         return exists(path, storage_options)

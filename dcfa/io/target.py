@@ -309,7 +309,7 @@ def _in_time_order(series: xr.DataArray, sample_dim: str) -> xr.DataArray:
 
 def _is_dir(p, storage_options) -> bool:
     if isinstance(p, str):
-        from dcfa.io.objectstore import url_fs
+        from dcfa.storage.objectstore import url_fs
 
         fs, key = url_fs(p, storage_options)
         return bool(fs.isdir(key))

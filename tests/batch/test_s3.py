@@ -179,7 +179,7 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
     script = textwrap.dedent(
         f"""
         import sys, time, numpy as np, xarray as xr
-        from dcfa.io import objectstore as o
+        from dcfa.storage import objectstore as o
         options = {options!r}
         if sys.argv[1] == "write":
             with o.staged({url!r}, options) as tmp:
@@ -220,7 +220,7 @@ def test_a_killed_write_leaves_nothing_that_looks_complete(tmp_path, bucket):
             fs.rm(f"{name}/r.zarr", recursive=True)
             fs.rm(f"{name}/.r.zarr.tmp-dead", recursive=True)
     # the next write to the same destination removes the killed write's temporary prefix
-    from dcfa.io.store import atomic_store
+    from dcfa.storage.store import atomic_store
 
     with atomic_store(url, storage_options=options) as tmp:
         xr.Dataset({"v": ("x", np.arange(2.0))}).to_zarr(tmp, storage_options=options)

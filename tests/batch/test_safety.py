@@ -278,7 +278,7 @@ def test_leftovers_of_a_killed_write_are_marked_and_removed(tmp_path, scheduler)
     script = textwrap.dedent(
         f"""
         import time, xarray as xr, numpy as np
-        from dcfa.io.store import atomic_store
+        from dcfa.storage.store import atomic_store
         with atomic_store({str(tmp_path / "result.zarr")!r}) as tmp:
             xr.Dataset({{"v": ("x", np.arange(4.0))}}).to_zarr(tmp, mode="a")
             print("written", flush=True)
@@ -304,7 +304,7 @@ def test_leftovers_of_a_killed_write_are_marked_and_removed(tmp_path, scheduler)
 
 def test_a_running_write_is_left_alone(tmp_path):
     """A temporary store whose writer still runs is not a leftover."""
-    from dcfa.io.store import atomic_store, remove_leftovers
+    from dcfa.storage.store import atomic_store, remove_leftovers
 
     with atomic_store(tmp_path / "r.zarr") as tmp:
         assert remove_leftovers(tmp_path / "r.zarr") == [] and tmp.is_dir()
@@ -661,7 +661,7 @@ def test_dense_job_over_the_memory_budget_exits_2_before_any_pass(tmp_path, sche
 def test_a_dcfa_store_of_another_kind_is_named_as_such(tmp_path):
     """A dcfa apply output (or a dataset dcfa wrote) given as a fit's output with overwrite:
     refused, and called what it is, not "a directory that dcfa did not write"."""
-    from dcfa.io.store import OutputError, check_replaceable
+    from dcfa.storage.store import OutputError, check_replaceable
 
     store = tmp_path / "series.zarr"
     xr.Dataset({"v": ("x", np.arange(3.0))}, attrs={"dcfa_kind": "region series"}).to_zarr(

@@ -24,10 +24,10 @@ from strategies import chunks
 from support import _traced_peak
 
 import dcfa
-from dcfa.io.store import OutputError
 from dcfa.memory import MemoryBudgetError, estimate_moments
 from dcfa.stats.grid import GridMoments
 from dcfa.stats.kinds import load_moments
+from dcfa.storage.store import OutputError
 
 
 def _exact(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
