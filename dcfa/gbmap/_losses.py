@@ -122,11 +122,6 @@ class SquaredLoss:
         return (y - f) ** 2
 
     @staticmethod
-    def pointwise_gradient(y, f):
-        """Derivative with respect to the score ``f``."""
-        return -2.0 * (y - f)
-
-    @staticmethod
     def loss_and_gradient(y, f):
         r = y - f
         return r * r, -2.0 * r
@@ -138,11 +133,6 @@ class LogisticLoss:
     @staticmethod
     def pointwise_loss(y, f):
         return np.logaddexp(0.0, -y * f)
-
-    @staticmethod
-    def pointwise_gradient(y, f):
-        """Derivative with respect to the score ``f``: ``-y * sigmoid(-y f)``."""
-        return -y * sigmoid(-y * f)
 
     @staticmethod
     def loss_and_gradient(y, f):

@@ -341,12 +341,6 @@ def take_record(field: xr.DataArray, name: str) -> dict:
 IDENTIFYING_ATTRS = ("units", "standard_name")
 
 
-def variable_units(ds: xr.Dataset, names, attr: str = "units") -> dict[str, str | None]:
-    """The ``units`` attribute (or another, e.g. ``standard_name``) of each variable ``names``
-    of ``ds`` (None where it has none)."""
-    return {n: (str(ds[n].attrs[attr]) if attr in ds[n].attrs else None) for n in names}
-
-
 def plan_chunks(
     field: xr.DataArray, *, sample_dim: str = "time", target_bytes: int = _TARGET_CHUNK_BYTES
 ) -> xr.DataArray:
