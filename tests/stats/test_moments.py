@@ -57,7 +57,10 @@ def test_matches_numpy_on_random_data(rng, kind, row_chunks):
     np.testing.assert_allclose(m.cross, C, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(m.corr(), R, atol=1e-12)
     np.testing.assert_allclose(m.target_corr()[:, 0], R[:12, 12], atol=1e-12)
+    np.testing.assert_allclose(m.feature_corr(), R[:12, :12], atol=1e-12)
     np.testing.assert_allclose(m.cov(), np.cov(np.column_stack([X, y]), rowvar=False), rtol=1e-10)
+    np.testing.assert_allclose(m.target_var(), [np.var(y, ddof=1)], rtol=1e-10)
+    np.testing.assert_allclose(m.target_var(ddof=0), [np.var(y)], rtol=1e-10)
     assert m.excluded == {}
 
 
