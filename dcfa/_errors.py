@@ -116,17 +116,19 @@ class NoSkillWarning(UserWarning):
 _PACKAGE = str(Path(__file__).parent)
 
 
-# a pipeline's step is called through scikit-learn's own frames: the user's line is beyond
-_SKLEARN = f"{os.sep}sklearn{os.sep}"
+# a pipeline's step is called through scikit-learn's own frames, and its first steps' fits
+# through joblib's Memory (even with memory=None): the user's line is beyond them
+_CALLERS = tuple(f"{os.sep}{name}{os.sep}" for name in ("sklearn", "joblib"))
 
 
 def outside_stacklevel() -> int:
     """The ``stacklevel`` that points a warning, issued by the function that calls this one,
-    at the first line outside dcfa and scikit-learn: the user's call, however deep in dcfa
-    (or in a pipeline) the check is."""
+    at the first line outside dcfa, scikit-learn and joblib: the user's call, however deep in
+    dcfa (or in a pipeline) the check is."""
     frame, level = inspect.currentframe().f_back, 1
     while frame is not None and (
-        frame.f_code.co_filename.startswith(_PACKAGE) or _SKLEARN in frame.f_code.co_filename
+        frame.f_code.co_filename.startswith(_PACKAGE)
+        or any(name in frame.f_code.co_filename for name in _CALLERS)
     ):
         frame, level = frame.f_back, level + 1
     return level

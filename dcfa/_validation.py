@@ -255,7 +255,7 @@ def check_fitted_X(
             f"its columns are taken as the fitted cells in their order ({layout.feature_dims} "
             "flattened). Pass a DataArray to have the cells matched by their labels.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
     inp = check_X(X, sample_dim=sample_dim, name=name)
     check_n_features(estimator, inp.n_features)
@@ -629,7 +629,7 @@ def single_target(y, inp: InputData, **checks) -> np.ndarray:
             "A column-vector y was passed when a 1d array was expected. Please change the "
             "shape of y to (n_samples,), for example using ravel().",
             DataConversionWarning,
-            stacklevel=4,
+            stacklevel=outside_stacklevel(),
         )
     return values
 

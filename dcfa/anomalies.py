@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._units import derived_attrs
 from dcfa._validation import (
     Interval,
@@ -349,7 +349,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 + (" (and their spread is that of the other months)" if self.standardize else "")
                 + "; fit on at least two years of each month",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=outside_stacklevel(),
             )
         harmonics = self.harmonics if self.by == "dayofyear" else None
         if harmonics is not None and 2 * harmonics + 1 > self._n_groups:
@@ -396,7 +396,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
             f"{type(self).__name__}: by='month' on {per:.0f} samples a month: {SUB_MONTHLY}. "
             "Use by='dayofyear' (a smooth climatology of every calendar day).",
             UserWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
 
     def _refuse_one_year(self, X) -> None:
@@ -415,7 +415,7 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
                 f"{type(self).__name__}: X holds {', '.join(once)} in one year only, so "
                 "their climatology is that year's; fit on at least two years of each month",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=outside_stacklevel(),
             )
 
     def _groups(self, dates: xr.DataArray, *, reset: bool) -> np.ndarray:

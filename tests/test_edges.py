@@ -43,7 +43,7 @@ def test_within_noise_takes_the_better_of_two_maps_of_the_fewest_groups():
 
 def test_no_skill_message_when_the_best_mean_is_exactly_zero():
     with pytest.warns(UserWarning, match=r"no map beats the climatology"):
-        warn_if_no_skill("Est", "map", [0.0, -0.1], [0.0, 0.0, 0.0], "the map", stacklevel=1)
+        warn_if_no_skill("Est", "map", [0.0, -0.1], [0.0, 0.0, 0.0], "the map")
 
 
 def test_comembership_is_the_jaccard_index_over_each_map_s_cells():

@@ -457,7 +457,7 @@ def _warn_gappy(name: str, excluded: dict, takes_missing: bool) -> None:
         f"values are missing (e.g. {gappy[0].split(' (')[0]}; excluded_ lists them), wherever "
         f"they lie; {remedy}",
         GappyCellsWarning,
-        stacklevel=4,
+        stacklevel=outside_stacklevel(),
     )
 
 

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, outside_stacklevel
 from dcfa.cfa.basis import Basis, merge_rows
 from dcfa.cfa.greedy import greedy_partition
 from dcfa.cfa.sequential import sequential_partition
@@ -118,7 +118,7 @@ def drive(
             f"{n_kept * (n_kept - 1) / 2:.1e} tests); pass neighbors= (a radius on a gridded "
             "DataArray, or an adjacency matrix) for contiguous regions in far less time",
             UserWarning,
-            stacklevel=2,
+            stacklevel=outside_stacklevel(),
         )
     if progress is None:
         progress = _logged_progress()

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from dcfa._errors import outside_stacklevel
+
 __all__ = ["FitOptions", "RENAMED"]
 
 #: The executions' names before they were named after what they hold (``mode``, and the
@@ -68,7 +70,7 @@ class FitOptions:
                 f"mode={old!r} is now mode={RENAMED[old]!r} (the executions are named after "
                 "what they hold); the old name stops working in the next release",
                 FutureWarning,
-                stacklevel=4,
+                stacklevel=outside_stacklevel(),
             )
             given["mode"] = RENAMED[old]
         return cls(estimator=estimator, rule=rule, reads_folds="cv" in params, **given)

@@ -67,7 +67,7 @@ import numpy as np
 import xarray as xr
 
 from dcfa._compute import one_blas_thread
-from dcfa._errors import InputError, NothingToFitError, PatchesWarning
+from dcfa._errors import InputError, NothingToFitError, PatchesWarning, outside_stacklevel
 from dcfa._validation import (
     Interval,
     StrOptions,
@@ -473,7 +473,6 @@ class RegionsCV(BaseCFA):
             np.concatenate(scored),
             self.cv_r2_,
             f"the {chosen.k}-region map",
-            stacklevel=4,  # the caller of fit or fit_targets
         )
         return shared
 
@@ -704,7 +703,7 @@ def _sizes(max_groups: int | None, patches: int) -> np.ndarray:
             f"max_groups={max_groups}; the map may have up to {most} regions (leave small "
             "patches out first: X.where(dcfa.patch_sizes(X) >= n))",
             PatchesWarning,
-            stacklevel=5,
+            stacklevel=outside_stacklevel(),
         )
     return np.unique(np.array([*(k for k in SIZES if k <= most), patches, most], dtype=np.int64))
 

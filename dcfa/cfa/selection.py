@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from dcfa._errors import NoSkillWarning
+from dcfa._errors import NoSkillWarning, outside_stacklevel
 from dcfa.stats.kernels import row_blocks
 
 __all__ = [
@@ -109,7 +109,6 @@ def warn_if_no_skill(
     chosen: str,
     *,
     hint: str = "",
-    stacklevel: int,
 ) -> None:
     """Warn when the map kept does not beat the climatology: the mean of its CV R^2 ``kept``
     (one per fold) is <= 0, or within one standard error of 0 (:func:`fold_skill`). It is
@@ -143,7 +142,7 @@ def warn_if_no_skill(
     warnings.warn(
         f"{who}: {what}, not a map of predictors. {NO_SKILL_ADVICE}.{hint}",
         NoSkillWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=outside_stacklevel(),
     )
 
 

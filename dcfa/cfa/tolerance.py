@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.model_selection import TimeSeriesSplit
 from sklearn.utils import check_random_state
 
-from dcfa._errors import InputError, NothingToFitError
+from dcfa._errors import InputError, NothingToFitError, outside_stacklevel
 from dcfa._validation import (
     Interval,
     check_X,
@@ -232,7 +232,6 @@ class _TolerancePath:
             self.cv_r2_,
             f"eps_={self.eps_:g} ({groups[best]} groups)",
             hint=" Or try fewer groups (max_groups, larger epsilons) or RegionsCV.",
-            stacklevel=2,
         )
         if rule_folds is not None:
             self.folds_ = rule_folds
@@ -276,7 +275,7 @@ class _TolerancePath:
                 f"{', '.join(f'{e:g}' for e in epsilons[allowed])}); {type(self).__name__} "
                 "takes the best of those. Add larger tolerances to epsilons or raise max_groups.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=outside_stacklevel(),
             )
         score = np.where(allowed & np.isfinite(mean), mean, -np.inf)
         # no fold scored (a constant target in every test block): the first allowed tolerance,

@@ -33,7 +33,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from dcfa._compute import compute
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._validation import (
     InputData,
     Interval,
@@ -230,7 +230,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 "linear model does. Reduce the features first (RegionsCV's region means, as "
                 "a batch job's [gbmap] does).",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=outside_stacklevel(),
             )
         return inp, target, standardizer
 
@@ -308,7 +308,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.train_loss_ = learners.train_loss.copy()
         self.initial_loss_ = initial_loss
         self.inactive_steps_ = inactive_steps(initial_loss, self.train_loss_)
-        self._warn_inactive(stacklevel=4)
+        self._warn_inactive()
         self.step_n_iter_ = learners.n_iter.copy()
         self.step_n_evals_ = learners.n_evals.copy()
         self.n_iter_ = int(learners.n_iter.sum())
@@ -323,7 +323,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             embedding, scores = compute(embedding, scores)
         self.train_embedding_, self._train_scores = embedding, scores
 
-    def _warn_inactive(self, stacklevel: int) -> None:
+    def _warn_inactive(self) -> None:
         steps = np.flatnonzero(self.inactive_steps_)
         if steps.size == 0:
             return
@@ -342,7 +342,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             "of the target) lets them. Compare the skill with a linear model's; see "
             "inactive_steps_.",
             InactiveLearnersWarning,
-            stacklevel=stacklevel,
+            stacklevel=outside_stacklevel(),
         )
 
     def _fingerprint(self, n: int, p: int, mean, scale, target: np.ndarray) -> tuple[dict, dict]:

@@ -189,7 +189,7 @@ def drift_experiment(
     drift, (c, a1, a2, b, keep, model) = _split_of_largest_drift(
         Xs, t, task, cls(**params), candidates, rng
     )
-    model._warn_inactive(stacklevel=3)  # the caller's line
+    model._warn_inactive()
     test = np.concatenate([a2, b])
     in_b = np.concatenate([np.zeros(a2.size, bool), np.ones(b.size, bool)])
     Xtest = Xs[test][:, keep]

@@ -1061,15 +1061,15 @@ def test_warn_if_no_skill_names_the_kept_map_and_the_best_candidate():
     warn = partial(selection.warn_if_no_skill, "Est", "map", chosen="the 2-region map")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn([-0.5, 0.3, np.nan], [0.01, 0.012, 0.008], stacklevel=1)  # out of its noise: silent
-        warn([-0.5, 0.3], [0.2, np.nan, 0.4], stacklevel=1)  # a fold no map could score
+        warn([-0.5, 0.3, np.nan], [0.01, 0.012, 0.008])  # out of its noise: silent
+        warn([-0.5, 0.3], [0.2, np.nan, 0.4])  # a fold no map could score
     none = r"^Est: no map beats the climatology \(mean CV R\^2 from -0.50 to -0.01\); the 2-"
     with pytest.warns(dcfa.NoSkillWarning, match=none + "region map is the least bad, not a map"):
-        warn([-0.5, -0.01, np.nan], [-0.01, -0.02, 0.0], stacklevel=1)
+        warn([-0.5, -0.01, np.nan], [-0.01, -0.02, 0.0])
     noise = r"\(mean CV R\^2 -0.02; the best map's \+0.01 is within the noise of it\)"
     with pytest.warns(dcfa.NoSkillWarning, match=r"^Est: the 2-region map does not beat the "
                       r"climatology " + noise):  # fmt: skip
-        warn([-0.5, 0.01], [-0.02, -0.01, -0.03], stacklevel=1)
+        warn([-0.5, 0.01], [-0.02, -0.01, -0.03])
     # above 0 but within one standard error of it: the best of many maps on white noise
     folds = np.array([0.023, -0.012, 0.024, -0.014, 0.002])
     se = folds.std(ddof=1) / np.sqrt(folds.size)
@@ -1077,7 +1077,7 @@ def test_warn_if_no_skill_names_the_kept_map_and_the_best_candidate():
     within = r"^Est: the 2-region map's mean CV R\^2 \(\+0.005\) is within one standard "
     within += rf"error \({se:.3f}\)"
     with pytest.warns(dcfa.NoSkillWarning, match=within):
-        warn([-0.5, 0.01], folds, stacklevel=1)
+        warn([-0.5, 0.01], folds)
 
 
 def test_regions_cv_says_when_its_map_does_not_beat_the_climatology(regions_field):
@@ -1089,6 +1089,12 @@ def test_regions_cv_says_when_its_map_does_not_beat_the_climatology(regions_fiel
         model = dcfa.RegionsCV(n_splits=4).fit(ds.field, noise)
     (warning,) = [w for w in caught if "climatology" in str(w.message)]
     assert warning.filename == __file__  # it points at the caller's fit
+    # in the forecast pipeline too, whose steps scikit-learn fits through joblib's frames
+    from sklearn.pipeline import make_pipeline
+
+    with pytest.warns(dcfa.NoSkillWarning, match=r"^RegionsCV: .*the climatology") as caught:
+        make_pipeline(dcfa.RegionsCV(n_splits=4), LinearRegression()).fit(ds.field, noise)
+    assert [w.filename for w in caught if "climatology" in str(w.message)] == [__file__]
     path = model.cv_path_.sel(n_groups=model.n_features_out_)
     kept = path["mean_r2"].sel(level=model.level_)
     if model.order_ == "weights":
@@ -1277,6 +1283,8 @@ def test_a_map_of_one_region_per_patch_is_scored_when_no_larger_size_is_reachabl
 def test_test_blocks_of_a_few_months_are_said_naming_n_splits(rng):
     """472 samples in 100 blocks of 4-5 months gave a mean CV R^2 of -0.35 where 5 blocks
     gave +0.67, and the only warning blamed the target ("Check the target and its lead")."""
+    from sklearn.pipeline import make_pipeline
+
     patches = np.repeat(np.arange(4), 10)
     signal = rng.normal(size=(240, 4))
     X = signal[:, patches] + 0.5 * rng.normal(size=(240, 40))
@@ -1286,8 +1294,10 @@ def test_test_blocks_of_a_few_months_are_said_naming_n_splits(rng):
         warnings.simplefilter("always")
         dcfa.RegionsCV(neighbors=A, n_splits=40).fit(X, y)
         dcfa.blocked_cv(LinearRegression(), X, y, n_splits=40)
+        # a pipeline fits its first steps through joblib's Memory: still the user's line
+        make_pipeline(dcfa.RegionsCV(neighbors=A, n_splits=40), LinearRegression()).fit(X, y)
     said = [w for w in caught if str(w.message).startswith("n_splits: 40 test blocks")]
-    assert len(said) == 2 and all(w.filename == __file__ for w in said), said
+    assert len(said) == 3 and all(w.filename == __file__ for w in said), said
     assert str(said[0].message) == (
         "n_splits: 40 test blocks of 240 samples hold 6 or 7 samples each: an R^2 over so few "
         "scores noise, and a map chosen by it too; n_splits <= 20 gives blocks of 12 or more"

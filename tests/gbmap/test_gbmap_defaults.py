@@ -52,8 +52,11 @@ def test_the_default_classifier_learns_synth_cos():
 
 def test_switched_off_learners_warn_naming_beta_and_n_boosts():
     X, y = make_synth_cos(40_000, 200, random_state=0)
-    with pytest.warns(InactiveLearnersWarning, match=r"2 of 3 boosting steps .* beta \(now 1:"):
+    with pytest.warns(
+        InactiveLearnersWarning, match=r"2 of 3 boosting steps .* beta \(now 1:"
+    ) as w:
         model = dcfa.GBMAPRegressor(beta=1.0, n_boosts=3, random_state=1).fit(X, y)
+    assert [x.filename for x in w if x.category is InactiveLearnersWarning] == [__file__]
     assert model.inactive_steps_.tolist() == [False, True, True]
     before = np.r_[model.initial_loss_, model.train_loss_[:-1]]
     drops = before - model.train_loss_
@@ -143,6 +146,14 @@ def test_more_features_than_samples_warn_before_the_fit():
     assert model.score(X[240:], y[240:]) < ridge.score(X[240:], y[240:]) - 0.3
     with pytest.warns(UserWarning, match="GBMAPClassifier: 2,000 features for 240 samples"):
         dcfa.GBMAPClassifier(n_boosts=1, random_state=0).fit(X[:240], y[:240] > 0)
+    # at the user's line, in a pipeline too
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipeline = make_pipeline(StandardScaler(), dcfa.GBMAPRegressor(n_boosts=1, random_state=0))
+    with pytest.warns(UserWarning, match="2,000 features for 240 samples") as caught:
+        pipeline.fit(X[:240], y[:240])
+    assert [w.filename for w in caught if "2,000 features" in str(w.message)] == [__file__]
     with warnings.catch_warnings():  # fewer features than samples: no such warning
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", InactiveLearnersWarning)
