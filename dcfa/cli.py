@@ -195,8 +195,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """dcfa's own warnings as a line of the command's output (``dcfa: warning: ...``), not
-    Python's file and line of source; other libraries' keep Python's form."""
-    if category.__module__.split(".")[0] == "dcfa" or _in_dcfa(filename):
+    Python's file and line of source; other libraries' keep Python's form. dcfa's warnings
+    point at the first line outside dcfa (:func:`dcfa._errors.outside_stacklevel`), which in
+    a command is where it started (runpy, or the ``dcfa`` script): a command has no user's
+    line."""
+    if (
+        category.__module__.split(".")[0] == "dcfa"
+        or _in_dcfa(filename)
+        or filename.startswith("<")
+        or Path(filename).resolve() == Path(sys.argv[0]).resolve()
+    ):
         logging.getLogger("dcfa").warning("warning: %s", message)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
