@@ -189,25 +189,31 @@ def main(argv: list[str] | None = None) -> int:
     import dask
 
     with dask.config.set({"dcfa.progress": not args.quiet}), warnings.catch_warnings():
-        warnings.showwarning = _show_warning
+        warnings.showwarning = _WarningLines()
         return _run(args)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """dcfa's own warnings as a line of the command's output (``dcfa: warning: ...``), not
-    Python's file and line of source; other libraries' keep Python's form. dcfa's warnings
-    point at the first line outside dcfa (:func:`dcfa._errors.outside_stacklevel`), which in
-    a command is where it started (runpy, or the ``dcfa`` script): a command has no user's
-    line."""
-    if (
-        category.__module__.split(".")[0] == "dcfa"
-        or _in_dcfa(filename)
-        or filename.startswith("<")
-        or Path(filename).resolve() == Path(sys.argv[0]).resolve()
-    ):
-        logging.getLogger("dcfa").warning("warning: %s", message)
-    else:
-        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+class _WarningLines:
+    """``warnings.showwarning`` for a command: dcfa's own warnings as a line of its output
+    (``dcfa: warning: ...``), each once, not Python's file and line of source; other
+    libraries' keep Python's form. dcfa's warnings point at the first line outside dcfa
+    (:func:`dcfa._errors.outside_stacklevel`), which in a command is where it started
+    (runpy, or the ``dcfa`` script): a command has no user's line."""
+
+    def __init__(self) -> None:
+        self.said: set[str] = set()  # a check run for every fit would say it again
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
+        if not (
+            category.__module__.split(".")[0] == "dcfa"
+            or _in_dcfa(filename)
+            or filename.startswith("<")
+            or Path(filename).resolve() == Path(sys.argv[0]).resolve()
+        ):
+            sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+        elif str(message) not in self.said:
+            self.said.add(str(message))
+            logging.getLogger("dcfa").warning("warning: %s", message)
 
 
 def _in_dcfa(filename: str) -> bool:

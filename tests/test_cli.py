@@ -155,15 +155,20 @@ def test_only_dcfas_warnings_are_reworded_as_the_commands_lines(capsys, caplog, 
 
     import dcfa.cli
     from dcfa import NoSkillWarning
-    from dcfa.cli import _show_warning
+    from dcfa.cli import _WarningLines
 
+    show = _WarningLines()
     inside = str(Path(dcfa.cli.__file__).parent / "batch" / "job.py")
     with caplog.at_level(logging.INFO, logger="dcfa"):
-        _show_warning(FutureWarning("renamed"), FutureWarning, "/site/xarray/core.py", 7)
-        _show_warning(NoSkillWarning("no skill"), NoSkillWarning, "/home/me/run.py", 3)
-        _show_warning(UserWarning("few months"), UserWarning, inside, 3)
+        show(FutureWarning("renamed"), FutureWarning, "/site/xarray/core.py", 7)
+        show(NoSkillWarning("no skill"), NoSkillWarning, "/home/me/run.py", 3)
+        show(UserWarning("few months"), UserWarning, inside, 3)
+        show(UserWarning("few months"), UserWarning, inside, 9)  # said once
+        # dcfa's warnings point at the first line outside dcfa: in a command, its start
+        show(FutureWarning("mode renamed"), FutureWarning, "<frozen runpy>", 88)
     assert capsys.readouterr().err == "/site/xarray/core.py:7: FutureWarning: renamed\n"
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
         ("dcfa", "WARNING", "warning: no skill"),
         ("dcfa", "WARNING", "warning: few months"),
+        ("dcfa", "WARNING", "warning: mode renamed"),
     ]
