@@ -50,11 +50,6 @@ def _two_columns(p1: np.ndarray) -> np.ndarray:
     return np.stack([1.0 - p1, p1], axis=1)
 
 
-def _init_knn(self, n_neighbors, **params) -> None:
-    _BaseGBMAP.__init__(self, **params)
-    self.n_neighbors = n_neighbors
-
-
 class _KNeighborsMixin:
     """The neighbour search of the kNN estimators (before the GBMAP bases in the MRO)."""
 
@@ -62,6 +57,39 @@ class _KNeighborsMixin:
         **_BaseGBMAP._parameter_constraints,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
     }
+
+    # both estimators take GBMAP's parameters after ``n_neighbors``: one signature for both
+    def __init__(
+        self,
+        n_neighbors: int = 10,
+        *,
+        n_boosts: int = 10,
+        beta: float = 10.0,
+        penalty: float = 0.1,
+        max_iter: int = 100,
+        tol: float = 1e-3,
+        n_restarts: int = 1,
+        random_state=None,
+        persist="auto",
+        checkpoint=None,
+        sample_dim: str = "time",
+        f0=None,
+    ):
+        _BaseGBMAP.__init__(
+            self,
+            n_boosts=n_boosts,
+            beta=beta,
+            penalty=penalty,
+            max_iter=max_iter,
+            tol=tol,
+            n_restarts=n_restarts,
+            random_state=random_state,
+            persist=persist,
+            checkpoint=checkpoint,
+            sample_dim=sample_dim,
+            f0=f0,
+        )
+        self.n_neighbors = n_neighbors
 
     def _check_neighbors(self, inp: InputData) -> None:
         if inp.n_samples < self.n_neighbors:
@@ -132,38 +160,6 @@ class GBMAPKNeighborsRegressor(_KNeighborsMixin, _GBMAPRegressorBase):
     """
     )
 
-    def __init__(
-        self,
-        n_neighbors: int = 10,
-        *,
-        n_boosts: int = 10,
-        beta: float = 10.0,
-        penalty: float = 0.1,
-        max_iter: int = 100,
-        tol: float = 1e-3,
-        n_restarts: int = 1,
-        random_state=None,
-        persist="auto",
-        checkpoint=None,
-        sample_dim: str = "time",
-        f0=None,
-    ):
-        _init_knn(
-            self,
-            n_neighbors,
-            n_boosts=n_boosts,
-            beta=beta,
-            penalty=penalty,
-            max_iter=max_iter,
-            tol=tol,
-            n_restarts=n_restarts,
-            random_state=random_state,
-            persist=persist,
-            checkpoint=checkpoint,
-            sample_dim=sample_dim,
-            f0=f0,
-        )
-
     def _encode_target(self, y, inp: InputData) -> np.ndarray:
         self._check_neighbors(inp)
         return super()._encode_target(y, inp)
@@ -232,38 +228,6 @@ class GBMAPKNeighborsClassifier(_KNeighborsMixin, _GBMAPClassifierBase):
     True
     """
     )
-
-    def __init__(
-        self,
-        n_neighbors: int = 10,
-        *,
-        n_boosts: int = 10,
-        beta: float = 10.0,
-        penalty: float = 0.1,
-        max_iter: int = 100,
-        tol: float = 1e-3,
-        n_restarts: int = 1,
-        random_state=None,
-        persist="auto",
-        checkpoint=None,
-        sample_dim: str = "time",
-        f0=None,
-    ):
-        _init_knn(
-            self,
-            n_neighbors,
-            n_boosts=n_boosts,
-            beta=beta,
-            penalty=penalty,
-            max_iter=max_iter,
-            tol=tol,
-            n_restarts=n_restarts,
-            random_state=random_state,
-            persist=persist,
-            checkpoint=checkpoint,
-            sample_dim=sample_dim,
-            f0=f0,
-        )
 
     def _encode_target(self, y, inp: InputData) -> np.ndarray:
         self._check_neighbors(inp)
