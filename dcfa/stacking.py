@@ -459,15 +459,16 @@ class FeatureLayout:
         self,
         data,
         *,
-        dim: str,
+        dim: str | None = None,
         coords: dict | None = None,
         name: str | None = None,
         attrs: dict | None = None,
     ) -> xr.DataArray:
-        """Wrap a ``(n_samples, k)`` result with the sample coordinates and ``dim`` for columns."""
+        """Wrap a ``(n_samples,)`` result, or a ``(n_samples, k)`` one with ``dim`` for its
+        columns, with the sample coordinates (and ``attrs``, ``X``'s by default)."""
         return xr.DataArray(
             data,
-            dims=(self.sample_dim, dim),
+            dims=(self.sample_dim,) if dim is None else (self.sample_dim, dim),
             coords={**self.sample_coords, **(coords or {})},
             name=name,
             attrs=dict(self.attrs if attrs is None else attrs),

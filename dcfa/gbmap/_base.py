@@ -588,13 +588,7 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _wrap_samples(values, inp: InputData, name: str, attrs: dict | None = None):
         if inp.layout is None:
             return values
-        return xr.DataArray(
-            values,
-            dims=(inp.layout.sample_dim,),
-            coords=dict(inp.layout.sample_coords),
-            name=name,
-            attrs=attrs or {},
-        )
+        return inp.layout.samples(values, name=name, attrs=attrs or {})
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
