@@ -49,10 +49,12 @@ def transformed_target(target: xr.DataArray, transform: str, dates) -> xr.DataAr
 
 def check_transform(transform: str, method_params: dict, gbmap) -> None:
     """A log target is a quantity, not two classes: refuse it with a classifier."""
+    if transform == "none":
+        return
     from dcfa.batch.method import binary_key
 
     binary = binary_key(method_params.get("family"), gbmap)
-    if transform == "none" or binary is None:
+    if binary is None:
         return
     key, value, _ = binary
     raise InputError(
