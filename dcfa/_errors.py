@@ -23,6 +23,7 @@ __all__ = [
     "InputTypeError",
     "NoSkillWarning",
     "NothingToFitError",
+    "in_dcfa",
     "outside_stacklevel",
 ]
 
@@ -113,7 +114,12 @@ class NoSkillWarning(UserWarning):
     :func:`dcfa.blocked_cv` filter it in their refits, whose skill they return."""
 
 
-_PACKAGE = str(Path(__file__).parent)
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def in_dcfa(filename: str) -> bool:
+    """Whether ``filename`` (a frame's code, or a warning's) is one of dcfa's own modules."""
+    return Path(filename).resolve().is_relative_to(_PACKAGE)
 
 
 # a pipeline's step is called through scikit-learn's own frames, and its first steps' fits
@@ -127,7 +133,7 @@ def outside_stacklevel() -> int:
     dcfa (or in a pipeline) the check is."""
     frame, level = inspect.currentframe().f_back, 1
     while frame is not None and (
-        frame.f_code.co_filename.startswith(_PACKAGE)
+        in_dcfa(frame.f_code.co_filename)
         or any(name in frame.f_code.co_filename for name in _CALLERS)
     ):
         frame, level = frame.f_back, level + 1

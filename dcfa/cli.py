@@ -27,7 +27,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from dcfa._errors import InputError
+from dcfa._errors import InputError, in_dcfa
 
 __all__ = ["main"]
 
@@ -206,7 +206,7 @@ class _WarningLines:
     def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
         if not (
             category.__module__.split(".")[0] == "dcfa"
-            or _in_dcfa(filename)
+            or in_dcfa(filename)
             or filename.startswith("<")
             or Path(filename).resolve() == Path(sys.argv[0]).resolve()
         ):
@@ -214,10 +214,6 @@ class _WarningLines:
         elif str(message) not in self.said:
             self.said.add(str(message))
             logging.getLogger("dcfa").warning("warning: %s", message)
-
-
-def _in_dcfa(filename: str) -> bool:
-    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 def _run(args) -> int:

@@ -144,6 +144,24 @@ def test_the_example_job_ships_with_the_package(tmp_path):
     assert "dcfa example-job > job.toml" in cli("fit", "--help", cwd=tmp_path).stdout
 
 
+def test_a_file_beside_the_package_is_not_dcfas():
+    """Whose a warning is, for the command's lines and for ``outside_stacklevel``: a user's
+    folder next to the package, named with its name as a prefix, is not dcfa's (a prefix
+    test of the path string took it for dcfa's, and pointed warnings past the user's line)."""
+    import dcfa.cli
+    from dcfa._errors import in_dcfa, outside_stacklevel
+
+    package = Path(dcfa.cli.__file__).resolve().parent
+    assert in_dcfa(dcfa.cli.__file__) and in_dcfa(str(package / "batch" / "job.py"))
+    assert not in_dcfa(str(package) + "_scripts/run.py")
+    assert not in_dcfa(str(package.parent / "run.py")) and not in_dcfa("<frozen runpy>")
+    # a warning issued from that user's file points at its own line
+    users = compile("level = outside_stacklevel()", str(package) + "_scripts/run.py", "exec")
+    space = {"outside_stacklevel": outside_stacklevel}
+    exec(users, space)
+    assert space["level"] == 1
+
+
 def test_only_dcfas_warnings_are_reworded_as_the_commands_lines(capsys, caplog, monkeypatch):
     """dcfa's warnings (its categories, or raised from its files) become ``warning: ...``
     lines of the "dcfa" logger; other libraries' keep Python's form."""
