@@ -137,16 +137,6 @@ def _group_pairs(adjacency: sp.csr_array, labels: np.ndarray, n_groups: int):
     return upper_pairs(group_adjacency(adjacency, labels, n_groups))
 
 
-def _pair_cross(S: np.ndarray, rows: np.ndarray, cols: np.ndarray, take=None) -> np.ndarray:
-    """``S[rows[i]] . S[cols[i]]`` for every pair, in blocks; ``take(items)`` gives the items'
-    rows where they are not ``S[items]``."""
-    take = S.__getitem__ if take is None else take
-    out = np.empty(rows.size)
-    for b in row_blocks(rows.size, S.shape[1], PAIR_BYTES):
-        out[b] = np.einsum("ij,ij->i", take(rows[b]), take(cols[b]))
-    return out
-
-
 def best_pairs(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, n_groups: int):
     """Each pair's rank in ``order`` (the pairs best first), and each group's best pair: the
     lowest rank of the pairs at either end of which it is (``order.size`` for none)."""
@@ -335,7 +325,7 @@ class GroupSums:
 
     def cross(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``sum_a . sum_b`` for every pair ``(a[i], b[i])``, in blocks."""
-        return _pair_cross(self.S, a, b, take=self.take)
+        return pair_cross(self.take, a, b, self.S.shape[1])
 
     def merge(self, to: np.ndarray, g_new: int) -> np.ndarray:
         """Group ``i`` becomes group ``to[i]``: each new group of several parts keeps the row
@@ -443,14 +433,16 @@ def row_weights(n_samples: int, rows) -> np.ndarray:
     return w
 
 
-def weighted_cross(take, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``sum_t w[t] x_a[t] x_b[t]`` for every pair ``(a[i], b[i])``, in blocks; ``take(items)``
-    gives the items' rows (a copy)."""
+def pair_cross(
+    take, a: np.ndarray, b: np.ndarray, n_samples: int, w: np.ndarray | None = None
+) -> np.ndarray:
+    """``sum_t w[t] x_a[t] x_b[t]`` for every pair ``(a[i], b[i])`` (each ``w[t]`` 1 when
+    ``w`` is None), in blocks; ``take(items)`` gives the items' rows (a copy)."""
     out = np.empty(a.size)
-    for blk in row_blocks(a.size, w.size, PAIR_BYTES):
+    for blk in row_blocks(a.size, n_samples, PAIR_BYTES):
         prod = take(a[blk])
         prod *= take(b[blk])
-        out[blk] = prod @ w
+        out[blk] = prod.sum(axis=1) if w is None else prod @ w
     return out
 
 
@@ -468,7 +460,7 @@ def centred_statistics(S: np.ndarray, y: np.ndarray, adjacency, *, rows=slice(No
     for blk in row_blocks(n_items, n_samples, PAIR_BYTES):
         tot[blk], sy[blk], ss[blk] = S[blk] @ w, S[blk] @ yc, (S[blk] * S[blk]) @ w
     r, c = upper_pairs(adjacency)
-    cross = weighted_cross(S.__getitem__, r, c, w)
+    cross = pair_cross(S.__getitem__, r, c, n_samples, w)
     mean = tot / n
     return {
         "tot": tot,
@@ -690,7 +682,7 @@ def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adja
     alias = np.arange(n_items)
     a_out, b_out, h_out = [], [], []
     rows, cols = upper_pairs(adjacency)
-    cross = _pair_cross(X, rows, cols) / T
+    cross = pair_cross(X.__getitem__, rows, cols, T) / T
     while rows.size:
         # on the groups' sums s (mean m = s / n): u = ca s_a + cb s_b, m_ab = (s_a + s_b) / n
         n = w[rows] + w[cols]
@@ -720,7 +712,7 @@ def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adja
         kl, kh, keep, nr, nc = _split_pairs(alias[rows], alias[cols], changed, n_items)
         rows = np.concatenate([kl, nr])
         cols = np.concatenate([kh, nc])
-        cross = np.concatenate([cross[keep], _pair_cross(X, nr, nc) / T])
+        cross = np.concatenate([cross[keep], pair_cross(X.__getitem__, nr, nc, T) / T])
     a, b, h = (np.concatenate(x) if x else np.zeros(0) for x in (a_out, b_out, h_out))
     order = np.argsort(h, kind="stable")
     return Merges(n_items, a[order].astype(np.int64), b[order].astype(np.int64), h[order])
@@ -728,7 +720,7 @@ def projection_merges(sums: np.ndarray, size: np.ndarray, coef: np.ndarray, adja
 
 def _row_dots(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``X[i] . X[i]`` for each row ``i`` of ``rows``, in blocks."""
-    return _pair_cross(X, rows, rows)
+    return pair_cross(X.__getitem__, rows, rows, X.shape[1])
 
 
 def chain(first: Merges, k: int, second: Merges) -> Merges:

@@ -25,9 +25,9 @@ from dcfa.cfa.hierarchy import (
     chain,
     join_pairs,
     next_pairs,
+    pair_cross,
     relevance_order,
     row_weights,
-    weighted_cross,
 )
 
 __all__ = [
@@ -130,7 +130,7 @@ def signal_merges(
     sums = GroupSums(S)
 
     def dots(a: np.ndarray, b: np.ndarray, tot: np.ndarray) -> np.ndarray:  # centred on rows
-        return weighted_cross(sums.take, a, b, w) - tot[a] * tot[b] / n
+        return pair_cross(sums.take, a, b, w.size, w) - tot[a] * tot[b] / n
 
     if start is None:
         start = centred_statistics(S, y, adjacency, rows=rows)
