@@ -26,9 +26,10 @@ from dcfa._units import same_units
 from dcfa._validation import far_off, gaps_text, label_positions, same_coordinates
 from dcfa.batch.destination import PYTHON_NAMES
 from dcfa.batch.transform import back_note, back_transformed
+from dcfa.forecast.leads import steps_text, target_time
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
-from dcfa.io.calendars import calendar_of
+from dcfa.io.calendars import calendar_of, months_of
 from dcfa.stacking import ensemble_dim, isel_positions, single_members
 
 
@@ -138,8 +139,6 @@ class FittedResult:
     @property
     def lead_text(self) -> str:
         """The lead with its step: ``"3 months"``, ``"14 days"``."""
-        from dcfa.forecast.leads import steps_text
-
         return steps_text(self.lead, self.lead_step)
 
     @property
@@ -268,8 +267,6 @@ class FittedResult:
         """``out`` (a prediction along the sample dim) with the ``target_time`` coordinate of
         :func:`dcfa.forecast.leads.target_time`: what each value predicts, ``lead`` steps
         after its sample; unchanged when the samples have no labels to add the lead to."""
-        from dcfa.forecast.leads import target_time
-
         dim = self.sample_dim
         if dim not in out.coords:
             return out
@@ -468,19 +465,22 @@ class FittedResult:
         """The samples of ``field`` whose target, ``lead`` steps later, falls in
         ``target_months`` (every sample without them): the months the result was fitted for,
         as the job kept them."""
-        from dcfa.forecast.leads import target_time
-
         if not self.target_months:
             return field
         dim = self.sample_dim
-        when = target_time(field[dim], self.lead, self.lead_step) if self.lead else field[dim]
         months = f"the target's months {self.target_months} (target.months)"
-        if when is None or calendar_of(when) is None:
-            raise InputError(
-                f"{key}: its samples are labelled by {field[dim].dtype} values, not dates; the "
-                f"result was fitted for {months}, which need dates"
-            )
-        keep = np.flatnonzero(when.dt.month.isin(self.target_months).values)
+        need = f"the result was fitted for {months}, which need dates"
+        when = months_of(field[dim], key, need)  # numbers refused before the lead moves them
+        if self.lead:
+            later = target_time(field[dim], self.lead, self.lead_step)
+            if later is None:  # lead_step "sample": the job took the target's own dates
+                raise InputError(
+                    f"{key}: the result was fitted for {months} at a lead of {self.lead} "
+                    "samples on no regular step, so the dates of these samples' targets are "
+                    "unknown"
+                )
+            when = months_of(later, key, need)
+        keep = np.flatnonzero(np.isin(when, self.target_months))
         if keep.size == 0:
             raise InputError(f"{key}: none of its samples is for {months}")
         return field.isel({dim: keep})
@@ -591,12 +591,7 @@ class FittedResult:
         if clim is None:
             return
         key = names["archive"]
-        if calendar_of(coord) is None:
-            raise InputError(
-                f"{key}: its sample coordinate {coord.name!r} holds {coord.dtype} values, not "
-                "dates; the result's monthly climatology needs dates"
-            )
-        months = np.unique(np.asarray(coord.dt.month.values, dtype=np.int64))
+        months = np.unique(months_of(coord, key, "the result's monthly climatology needs dates"))
         known = set(np.asarray(clim["month"].values, dtype=np.int64).tolist())
         outside = [int(m) for m in months if int(m) not in known]
         if outside:

@@ -239,15 +239,10 @@ def in_target_months(target: xr.DataArray, valid, months: list) -> tuple[xr.Data
     """``target`` (1-D) with its values outside ``target.months`` missing, by the calendar
     month of ``valid`` (the dates its values belong to, :func:`target_at_lead`'s), and which
     of its samples those are."""
-    from dcfa.io.calendars import calendar_of
+    from dcfa.io.calendars import months_of
 
-    when = xr.DataArray(np.asarray(valid), dims="sample")
-    if calendar_of(when) is None:
-        raise InputError(
-            f"target.months: the target's samples are labelled by {when.dtype} values, not "
-            "dates; calendar months need dates"
-        )
-    outside = ~np.isin(np.asarray(when.dt.month.values), months)
+    when = xr.DataArray(np.asarray(valid), dims="sample", name=target.dims[0])
+    outside = ~np.isin(months_of(when, "target.months", "calendar months need dates"), months)
     return target.where(xr.DataArray(~outside, dims=target.dims)), outside
 
 

@@ -22,7 +22,7 @@ from dcfa.forecast._checks import (
     _label_steps,
     _Steps,
 )
-from dcfa.io.calendars import date_label, refuse_repeated
+from dcfa.io.calendars import calendar_of, date_label, refuse_repeated
 from dcfa.stacking import isel_positions
 
 __all__ = ["LeadAlignment", "lead_of", "lead_target", "target_time", "warn_if_purge_short"]
@@ -487,7 +487,11 @@ def target_time(labels: xr.DataArray, lead: int, step: str) -> xr.DataArray | No
     move the calendar month and keep the day (the month's last day when it has fewer, as
     pandas' ``DateOffset`` does), in the labels' own calendar, cftime included; a duration
     (days, hours, ``"6-hour step"``) is added; ``"step of 0.5"`` adds to numbers. None for
-    ``"sample"`` (labels on no regular step), which gives no date to add to."""
+    ``"sample"`` (labels on no regular step) and for labels that are not dates on a step of
+    dates, which give no date to add to."""
+    numeric = step == "sample" or step.startswith("step of ")
+    if not numeric and calendar_of(labels) is None:
+        return None
     months = _STEP_MONTHS.get(step) or _leading_int(step, "-month step")
     values = np.asarray(labels.values)
     if months:

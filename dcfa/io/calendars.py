@@ -322,13 +322,22 @@ SUB_MONTHLY = (
 )
 
 
-def months_of(coord: xr.DataArray, key: str) -> np.ndarray:
-    """The calendar month (1..12) of every sample, for datetime64 or cftime dates."""
+def need_dates(coord: xr.DataArray, key: str, need: str) -> None:
+    """Refuse a sample coordinate ``coord`` that does not hold dates, naming ``key`` and
+    saying why dates are needed (``need``)."""
     if calendar_of(coord) is None:
         raise InputError(
             f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
-            "dates; monthly anomalies need dates"
+            f"dates; {need}"
         )
+
+
+def months_of(
+    coord: xr.DataArray, key: str, need: str = "monthly anomalies need dates"
+) -> np.ndarray:
+    """The calendar month (1..12) of every sample, for datetime64 or cftime dates; other
+    values refused as :func:`need_dates` does."""
+    need_dates(coord, key, need)
     return np.asarray(coord.dt.month.values, dtype=np.int64)
 
 

@@ -85,7 +85,7 @@ def test_months_of_samples_that_are_not_dates_name_the_key():
     """Samples labelled by numbers (a Zarr target on an integer sample dim) have no calendar
     month: refused naming the key, not with xarray's error on ``.dt``."""
     target = xr.DataArray([1.0, 2.0, 3.0], dims="sample")
-    with pytest.raises(InputError, match=r"^target\.months: the target's samples are labelled "):
+    with pytest.raises(InputError, match=r"^target\.months: .* not dates; calendar months"):
         in_target_months(target, np.arange(3), [1])
     dates = pd.date_range("2000-11-01", periods=3, freq="MS").values
     kept, outside = in_target_months(target, dates, WINTER[:1])
@@ -111,3 +111,8 @@ def test_dcfa_apply_says_it_keeps_the_samples_of_the_months(tmp_path, scheduler)
     assert {k: v for k, v in after.items() if not k.startswith("out.zarr")} == before
     out = xr.open_zarr(tmp_path / "out.zarr")
     assert out.sizes["time"] == 30 and out.forecast.target_time.dt.month.isin(WINTER).all()
+    # samples numbered, not dated, have no month: refused naming the argument
+    field = xr.open_zarr(tmp_path / "sst.zarr", consolidated=False).sst
+    numbered = field.assign_coords(time=np.arange(field.sizes["time"]))
+    with pytest.raises(InputError, match=r"^field: .* holds int64 values, not dates; the result"):
+        load_result(tmp_path / "result.zarr").transform(numbered)

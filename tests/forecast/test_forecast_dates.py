@@ -482,6 +482,9 @@ def test_target_time_adds_durations_and_numbers_and_none_to_samples():
     years = target_time(xr.DataArray([1990, 1991], dims="t"), 2, "step of 1")
     assert years.values.tolist() == [1992, 1993] and years.dtype.kind == "i"
     assert target_time(hours, 3, "sample") is None
+    numbered = xr.DataArray([0, 1, 2], dims="t")  # a result fitted on dates, given numbers
+    for step in ("month", "year", "3-month step", "day", "6-hour step"):
+        assert target_time(numbered, 2, step) is None, step
 
 
 def test_a_target_of_monthly_periods_is_refused_naming_to_timestamp():
