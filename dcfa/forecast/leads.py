@@ -22,7 +22,7 @@ from dcfa.forecast._checks import (
     _label_steps,
     _Steps,
 )
-from dcfa.io.calendars import calendar_of, date_label, refuse_repeated
+from dcfa.io.calendars import calendar_of, date_label, need_dates, refuse_repeated
 from dcfa.stacking import isel_positions
 
 __all__ = ["LeadAlignment", "lead_of", "lead_target", "target_time", "warn_if_purge_short"]
@@ -156,6 +156,9 @@ def _months(labels: pd.Index | None, what: str, dim: str) -> pd.PeriodIndex:
             f"match: 'month' pairs calendar months, which needs dates on both sides; the "
             f"{what}'s {dim!r} labels are {labels.dtype}{_kind(labels)}"
         ) from None
+    need_dates(
+        xr.DataArray(np.asarray(labels), dims=dim, name=dim), what, "match='month' needs dates"
+    )
     months = pd.PeriodIndex([pd.Period(ordinal=int(k), freq="M") for k in ordinals])
     if months.has_duplicates:
         refuse_repeated(pd.Index(labels), what, dim)  # a row written twice: not a month's

@@ -292,12 +292,8 @@ def calendar_days(coord: xr.DataArray, key: str) -> tuple[np.ndarray, int]:
     every date in a leap year's 366 days, so that 1 March is one day in every year and 29
     February its own.
     """
+    need_dates(coord, key, "day-of-year anomalies need dates")
     calendar = calendar_of(coord)
-    if calendar is None:
-        raise InputError(
-            f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
-            "dates; day-of-year anomalies need dates"
-        )
     calendar = _CALENDAR_ALIASES.get(calendar, calendar)
     if calendar in _YEAR_DAYS:
         days = np.asarray(coord.dt.dayofyear.values, dtype=np.int64) - 1
@@ -323,12 +319,19 @@ SUB_MONTHLY = (
 
 
 def need_dates(coord: xr.DataArray, key: str, need: str) -> None:
-    """Refuse a sample coordinate ``coord`` that does not hold dates, naming ``key`` and
-    saying why dates are needed (``need``)."""
+    """Refuse a sample coordinate ``coord`` that does not hold dates, or misses some (NaT),
+    naming ``key`` and saying why dates are needed (``need``)."""
     if calendar_of(coord) is None:
         raise InputError(
             f"{key}: the sample coordinate {coord.name!r} holds {coord.dtype} values, not "
             f"dates; {need}"
+        )
+    missing = np.flatnonzero(pd.isna(np.asarray(coord.values)))
+    if missing.size:
+        raise InputError(
+            f"{key}: the sample coordinate {coord.name!r} misses the date of "
+            f"{missing.size} sample(s) (NaT; the first is sample {missing[0]}); {need}: "
+            "drop those samples or give them their dates"
         )
 
 

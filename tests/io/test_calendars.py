@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from sklearn.pipeline import make_pipeline
 
 import dcfa
 from dcfa import io
@@ -418,3 +419,48 @@ def test_calendar_days_of_calendars_with_leap_years_place_every_date_in_a_leap_y
     assert n == 366
     expected = [0, 58, 60, 365, 58, 60, 59, 60, 365] + ([59] if calendar == "julian" else [])
     np.testing.assert_array_equal(days, expected)
+
+
+_NAT_FIT = """
+import numpy as np, pandas as pd, xarray as xr, dcfa
+time = pd.date_range("2000-01-01", periods=48, freq="MS").values.copy()
+time[5] = np.datetime64("NaT")
+X = xr.DataArray(np.random.default_rng(0).normal(size=(48, 2, 3)), dims=("time", "lat", "lon"),
+                 coords={"time": time, "lat": [0.0, 1.0], "lon": [0.0, 1.0, 2.0]})
+try:
+    dcfa.Anomalies().fit(X)
+except dcfa.InputError as e:
+    print(e)
+import gc; gc.collect()
+"""
+
+
+def test_a_missing_date_is_refused_naming_its_sample():
+    """A NaT in the dates became month -2**63, and the climatology's bincount of it corrupted
+    the heap: the process aborted after the fit (run in a subprocess for that reason). Every
+    reader of months or days refuses it, naming the argument and the sample."""
+    proc = subprocess.run([sys.executable, "-c", _NAT_FIT], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(
+        "X: the sample coordinate 'time' misses the date of 1 sample(s) (NaT; the first is "
+        "sample 5); monthly anomalies need dates"
+    ), proc.stdout
+    time = pd.date_range("2000-01-01", periods=48, freq="MS").values
+    X = xr.DataArray(np.random.default_rng(0).normal(size=(48, 3)), dims=("time", "cell"),
+                     coords={"time": time})  # fmt: skip
+    y = X.mean("cell")
+    gap = time.copy()
+    gap[30] = np.datetime64("NaT")
+    Xn, yn = X.assign_coords(time=gap), y.assign_coords(time=gap)
+    missing = r"the sample coordinate 'time' misses the date of 1 sample\(s\) \(NaT; the first is sample 30\)"  # noqa: E501
+    with pytest.raises(dcfa.InputError, match=rf"^X: {missing}; day-of-year anomalies"):
+        dcfa.Anomalies(by="dayofyear").fit(Xn)
+    with pytest.raises(dcfa.InputError, match=rf"^X: {missing}; monthly anomalies"):
+        dcfa.Anomalies().fit(X).transform(Xn)
+    with pytest.raises(dcfa.InputError, match=rf"^target: {missing}; match='month'"):
+        dcfa.lead_target(X, yn, 2, match="month")
+    with pytest.raises(dcfa.InputError, match=rf"^field: {missing}; match='month'"):
+        dcfa.lead_target(Xn, y, 2, match="month")
+    pipeline = make_pipeline(dcfa.Anomalies(), dcfa.GenLinCFA())
+    with pytest.raises(dcfa.InputError, match=rf"^X: {missing}; the model's anomalies"):
+        dcfa.forward_cv(pipeline, Xn, yn, n_splits=2, min_train=24)
