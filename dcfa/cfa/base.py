@@ -396,10 +396,13 @@ class BaseCFA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _group_coords(self) -> dict:
         """``group_name`` of every group (its variable, window and lag where the input has
-        several, and its centre: ``sst_2S_129W``), as a result store names them."""
+        several, and its centre: ``sst_2S_129W``), as a result store names them; none when
+        it was fitted on an array, whose features have no places."""
         from dcfa.io.result import group_centres, group_names
 
-        region, n = self.label_map_, self.n_features_out_
+        region, n = getattr(self, "label_map_", None), self.n_features_out_
+        if region is None:
+            return {}
         return {"group_name": ("group", group_names(region, group_centres(region, n), n))}
 
     def inverse_transform(self, Xt):

@@ -6,6 +6,7 @@ import warnings
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 import xarray as xr
@@ -172,6 +173,23 @@ def test_xarray_in_xarray_out(rng):
     np.testing.assert_array_equal(out.time.values, time)
     assert isinstance(out.data, da.Array)
     np.testing.assert_allclose(out.values, np_model.transform(X), atol=1e-9)
+
+
+@pytest.mark.parametrize("estimator", [LinCFA(random_state=1), dcfa.GenLinCFA()], ids=repr)
+def test_fitted_on_an_array_it_labels_a_dataarray_by_its_samples(rng, estimator):
+    """Fitted on an array, then given the field as a DataArray, transform stopped on
+    ``AttributeError: ... no attribute 'label_map_'`` (it named the groups after their
+    places, which an array's features do not have)."""
+    X, y = correlated_data(rng, n=60, D=12)
+    time = pd.date_range("2000-01-01", periods=60, freq="MS")
+    field = xr.DataArray(X.reshape(60, 3, 4), dims=("time", "lat", "lon"),
+                         coords={"time": time, "lat": [0.0, 1.0, 2.0]})  # fmt: skip
+    model = estimator.fit(X, y)
+    out = model.transform(field)
+    assert out.dims == ("time", "group") and "group_name" not in out.coords
+    np.testing.assert_array_equal(out.time.values, time.values)
+    np.testing.assert_array_equal(out.group.values, np.arange(model.n_features_out_))
+    np.testing.assert_allclose(out.values, model.transform(X), atol=1e-12)
 
 
 def test_other_sample_dim_name(rng):
