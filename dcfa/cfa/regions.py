@@ -489,7 +489,7 @@ class RegionsCV(BaseCFA):
                 f"(at most {COMPLETE_GRAPH_LIMIT:,}); pass a radius on a gridded DataArray "
                 "or an adjacency matrix"
             )
-        folds = blocked_folds(inp.n_samples, self.n_splits, self.gap)
+        folds = _scorable(blocked_folds(inp.n_samples, self.n_splits, self.gap), Y[:, 0])
         warn_if_blocks_small(inp.n_samples, self.n_splits)
         _check_budget(inp.n_samples, D, signal=self.signal)
         return inp, Y, folds
@@ -577,6 +577,30 @@ def _check_budget(n_samples: int, n_features: int, *, signal: bool = False) -> N
     why = over_budget(n_samples, n_features, copies=SERIES_COPIES, blocks=blocks, hint=True)
     if why is not None:
         raise MemoryBudgetError(f"RegionsCV holds the series of the kept features: {why}")
+
+
+def _scorable(folds: list, y: np.ndarray) -> list:
+    """The ``folds`` whose test block of ``y`` varies: on a constant block (a dry season's
+    rainfall of 0) every map's R^2 is undefined, so that fold can tell no maps apart. Left
+    out with a warning; refused when fewer than two folds are left."""
+    flat = [i for i, (_, test) in enumerate(folds) if np.ptp(y[test]) == 0]
+    if not flat:
+        return folds
+    blocks = ", ".join(f"{i} (samples {folds[i][1][0]}-{folds[i][1][-1]})" for i in flat)
+    if len(folds) - len(flat) < 2:
+        raise InputError(
+            f"y: constant over the test blocks of folds {blocks} of {len(folds)}: RegionsCV "
+            "scores its maps by R^2 on each fold's test block, undefined where the target "
+            "does not vary, and needs two folds that score; a smaller n_splits gives longer "
+            "blocks"
+        )
+    warnings.warn(
+        f"y: constant over the test blocks of folds {blocks}: the R^2 of a map is undefined "
+        f"there, so the map is chosen on the other {len(folds) - len(flat)} folds",
+        UserWarning,
+        stacklevel=outside_stacklevel(),
+    )
+    return [f for i, f in enumerate(folds) if i not in flat]
 
 
 def _relevance_skill(stages: dict, sizes: np.ndarray, folds) -> tuple[np.ndarray, dict]:

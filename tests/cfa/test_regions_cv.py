@@ -888,6 +888,26 @@ def test_regions_cv_fitted_values(regions_field, caplog):
     assert ols.attrs["regression"] == "ols"
 
 
+def test_a_fold_whose_target_is_constant_is_left_out_of_the_choice():
+    """A target of 0 over the first 20 of 100 months (no rain in a dry spell): the first
+    fold's R^2 is undefined for every map, and the fit stopped on a bare ValueError ("no
+    candidate map could be scored in every fold"). That fold is left out, with a warning;
+    with fewer than two folds left the target is refused."""
+    ds = make_regions_field(n_time=100, shape=(6, 12), n_regions=4, seed=1).compute()
+    y = ds.target.copy()
+    y[:20] = 0.0
+    with pytest.warns(UserWarning, match=r"^y: constant over the test blocks of folds 0 "
+                      r"\(samples 0-19\): .* chosen on the other 4 folds") as caught:  # fmt: skip
+        model = dcfa.RegionsCV().fit(ds.field, y)
+    assert caught[0].filename == __file__
+    np.testing.assert_array_equal(model.cv_path_.test_start.values, [20, 40, 60, 80])
+    assert np.isfinite(model.cv_path_.r2.sel(level=model.level_)).any()
+    y[:80] = 0.0
+    refused = r"^y: constant over the test blocks of folds 0 \(samples 0-19\), 1 .* 3 \(samples"
+    with pytest.raises(dcfa.InputError, match=refused + r" 60-79\) of 5: .* smaller n_splits"):
+        dcfa.RegionsCV().fit(ds.field, y)
+
+
 @pytest.mark.slow
 def test_regions_cv_same_map_from_numpy_dask_and_xarray(regions_field):
     ds = regions_field
