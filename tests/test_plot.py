@@ -737,6 +737,12 @@ def test_predicted_and_observed_series_are_paired_by_their_dates():
     later = xr.DataArray(rng.standard_normal(24), dims="time", coords={"time": months[3:27]})
     points = plot_predicted(observed, later).collections[0].get_offsets()
     np.testing.assert_array_equal(points, np.c_[observed.values[3:], later.values[:21]])
+    # a model on a 360-day calendar, stamped on the 1st as the observations are: by month
+    # (cftime refused to compare its dates with the observations', a TypeError)
+    days360 = xr.date_range("1999-04-01", periods=24, freq="MS", calendar="360_day")
+    model360 = later.assign_coords(time=days360)
+    points = plot_predicted(observed, model360).collections[0].get_offsets()
+    np.testing.assert_array_equal(points, np.c_[observed.values[3:], later.values[:21]])
     # arrays, or one side without labels: by position
     points = plot_predicted(observed.values, later).collections[0].get_offsets()
     np.testing.assert_array_equal(points, np.c_[observed.values, later.values])

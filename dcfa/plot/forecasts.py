@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import xarray as xr
 
 from dcfa._errors import InputError
-from dcfa.io.calendars import month_numbers
+from dcfa.io.calendars import calendar_of, month_numbers, same_calendar
 from dcfa.plot._figure import default_index, sample_axis
 from dcfa.plot._figure import pyplot as _pyplot
 
@@ -174,7 +175,10 @@ def _pairs(lo, lp, no: int, np_: int, names: tuple[str, str]) -> tuple | None:
         return None
     # the same labels, or the same calendar months, whichever pairs more: a model's monthly
     # stamps (the 16th at noon, the 15th) a lead later are seldom its own stamps
-    keyings = [(list(lo), list(lp))]
+    # dates of two calendars are never the same date (and cftime refuses to compare them)
+    co, cp = calendar_of(xr.DataArray(lo, dims="s")), calendar_of(xr.DataArray(lp, dims="s"))
+    alike = co == cp or (lo.dtype.kind == lp.dtype.kind and same_calendar(co, cp))
+    keyings = [(list(lo), list(lp))] if alike else []
     mo, mp = month_numbers(lo), month_numbers(lp)
     if mo is not None and mp is not None:
         keyings.append((mo.tolist(), mp.tolist()))
