@@ -35,6 +35,8 @@ import weakref
 
 import dask
 
+from dcfa._errors import outside_stacklevel
+
 __all__ = [
     "SPLIT_EVERY",
     "NoWorkersError",
@@ -223,7 +225,7 @@ def settle(client, futures, timeout: float = SETTLE_TIMEOUT) -> None:
             f"{len(running)} task(s) of the failed computation still run after {timeout:g} s; "
             "what they write may appear after this error",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
 
 

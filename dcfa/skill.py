@@ -348,7 +348,7 @@ def _warn_again(caught: list, folds: list | None) -> None:
         warnings.warn(
             f"{len(gappy)}{of} folds' refits: {gappy[0].message}",
             GappyCellsWarning,
-            stacklevel=4,  # the caller of forward_cv or blocked_cv
+            stacklevel=outside_stacklevel(),
         )
     seen: dict = {}
     for w in caught:

@@ -23,7 +23,7 @@ import xarray as xr
 
 from dcfa import _version, io
 from dcfa._compute import active_client
-from dcfa._errors import InputError, NoSkillWarning
+from dcfa._errors import InputError, NoSkillWarning, outside_stacklevel
 from dcfa._terminal import counted
 from dcfa.batch.destination import APPLIED, PYTHON_NAMES, check_applied_output
 from dcfa.batch.fitted import FittedResult, far_from_training, members_hint, regression_text
@@ -231,7 +231,7 @@ def _apply(
             + (" and forecast" if "forecast" in data else "")
             + " predict the target no better than the climatology",
             NoSkillWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
     # reading: an undecodable chunk is exit 2, naming the archive
     with reading(str(location(archive)), fitted.variables, names["archive"]):
@@ -252,7 +252,7 @@ def _apply(
             f"({fitted_in}) or of another quantity does this (a variable without a units "
             "attribute is not checked)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
     echo(
         f"[2/2] {out}: {counted(n_samples, 'sample')} x {counted(fitted.n_groups, 'group')}"

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa.forecast._checks import (
     _check_length,
     _check_new_dim,
@@ -97,7 +97,7 @@ def _warn_of_gaps(keys, kept, start: int, labels, name: str, values) -> None:
         "(reindex to every step, then interpolate_na with a max_gap), or use shorter "
         f"{name}",
         UserWarning,
-        stacklevel=5,  # the caller of trailing_windows or lagged
+        stacklevel=outside_stacklevel(),
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dcfa._errors import InputError, InputNotFoundError
+from dcfa._errors import InputError, InputNotFoundError, outside_stacklevel
 from dcfa.io.calendars import CFTIME_FALLBACK
 from dcfa.io.sources import (
     archive_kind,
@@ -382,6 +382,6 @@ def plan_chunks(
         f"~{task_mib:.0f} MiB per task). Store the archive in larger time chunks (e.g. with "
         "rechunker) to avoid it.",
         ChunkWarning,
-        stacklevel=2,
+        stacklevel=outside_stacklevel(),
     )
     return field.chunk(want)

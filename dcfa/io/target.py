@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError
+from dcfa._errors import LARGEST_TARGET, InputError, InputNotFoundError, outside_stacklevel
 from dcfa._terminal import first_labels
 from dcfa._units import same_units
 from dcfa.io.archive import open_zarr
@@ -271,7 +271,7 @@ def _coded(series: xr.DataArray, missing: Sequence[float], p) -> xr.DataArray:
             f"{'once' if n == 1 else f'{n} times'} ({'at' if n == 1 else 'first at'} {at}), "
             f"{why}: if it marks missing samples, set target.missing = {code:g}",
             UserWarning,
-            stacklevel=3,
+            stacklevel=outside_stacklevel(),
         )
     return series
 

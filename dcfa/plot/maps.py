@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dcfa._errors import InputError, InputTypeError
+from dcfa._errors import InputError, InputTypeError, outside_stacklevel
 from dcfa._terminal import counted
 from dcfa._validation import region_labels
 from dcfa.geo import latitude_label, longitude_label
@@ -403,7 +403,7 @@ def _add_coastlines(ax, caller: str) -> None:
             f"data on disk and cannot download them ({exc}). Download them once where there "
             "is network (cartopy's data_dir), or pass coastlines=False.",
             UserWarning,
-            stacklevel=4,  # the user's call of plot_regions or plot_stability
+            stacklevel=outside_stacklevel(),
         )
         return
     ax.coastlines(resolution="110m")

@@ -173,6 +173,11 @@ def test_samples_dropped_at_a_gap_are_counted_and_the_edge_is_not():
     assert warning.filename == __file__
     with pytest.warns(UserWarning, match=rf"^lags: 2 of {n - 2 - 2 - 2} samples dropped at g"):
         lagged(windows, [0, 2])
+    # a Dataset's variables are lagged one by one, deeper in dcfa: still the user's line
+    for shift in (lagged, trailing_windows):
+        with pytest.warns(UserWarning, match="samples dropped at gaps") as seen:
+            shift(gapped.to_dataset(name="sst"), [1, 3])
+        assert seen[0].filename == __file__, shift
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lagged(trailing_windows(field(X_FULL), [1, 3]), [0, 2])

@@ -56,7 +56,7 @@ def test_an_undeclared_code_is_named_with_its_count_date_and_key(tmp_path):
     with pytest.warns(UserWarning) as record:
         y = open_target(_csv(tmp_path / "idx.csv", coded), "idx")
     (message,) = [str(w.message) for w in record]
-    assert message.startswith("target.variable: 'idx' in ")
+    assert message.startswith("target.variable: 'idx' in ") and record[0].filename == __file__
     for needle in ("holds -99.99 3 times (first at 1990-06-01)", "set target.missing = -99.99"):
         assert needle in message, message
     assert (y.values == -99.99).sum() == 3  # a warning: the values are as written
