@@ -285,6 +285,15 @@ def _task(
             + (f" for target.variable {tgt['variable']!r}" if tgt["variable"] else "")
             + "; need >= 4"
         )
+    values = target.values[np.isfinite(target.values)]
+    if values.size and values.min() == values.max():  # found here, not after the passes
+        raise InputError(
+            f"target: {tgt['path']}"
+            + (f" ({tgt['variable']})" if tgt["variable"] else "")
+            + f" is {values[0]:g} in all {n_common} samples in common with the input"
+            + (f" at target.lead = {tgt['lead']}" if tgt["lead"] else "")
+            + ": there is nothing to predict; give another target.path or target.variable"
+        )
     estimator = build_estimator(config.method)
     check_record(estimator, n_common, config, filled_gap=gap)
     if inp["anomalies"]:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from support import cli, write_job
+from support import cli, fails, tree, write_job
 
 import dcfa
 from dcfa.batch.config import ConfigError, load_config
@@ -440,3 +440,22 @@ def test_more_patches_than_max_groups_are_said_in_the_jobs_terms(tmp_path, sched
         "fewer"
     ], note
     assert xr.open_zarr(out).sizes["group"] >= 4
+
+
+def test_a_constant_target_is_refused_before_any_pass(tmp_path):
+    """A target of one value exited 2 after the passes, naming ``y``, and kept its work
+    directory with advice to resume that no fix could use: refused before any pass now,
+    naming the file and the keys, and nothing is written."""
+    job = write_job(tmp_path)
+    soi = pd.read_csv(tmp_path / "soi.csv")
+    soi["soi"] = 1.0
+    soi.to_csv(tmp_path / "soi.csv", index=False)
+    before = tree(tmp_path)
+    proc = cli("fit", str(job), cwd=tmp_path)
+    fails(
+        proc,
+        2,
+        f"target: {tmp_path / 'soi.csv'} (soi) is 1 in all 120 samples in common with the "
+        "input: there is nothing to predict; give another target.path or target.variable",
+    )
+    assert "[1/5]" not in proc.stdout and tree(tmp_path) == before
