@@ -422,7 +422,8 @@ def _run_task(
                 )
         except BaseException as exc:
             if done and isinstance(exc, Exception):
-                exc.add_note(f"the results of the targets before it are written: {done}")
+                written = ", ".join(str(o) for o in done)
+                exc.add_note(f"the results of the targets before it are written: {written}")
             _failed(exc, workdir, out)
         workdir.remove()
     finally:

@@ -172,6 +172,24 @@ def test_resume_keeps_the_targets_written_and_continues_the_next(tmp_path, sched
     assert tree(tmp_path) == before
 
 
+def test_a_failure_in_a_later_target_names_the_results_written(tmp_path, scheduler):
+    """The note on an error in the second target listed the first's result as Python's
+    ``[PosixPath('...')]``: it names the path."""
+    job = _two_targets(tmp_path, target__variable=["soi", "east"], output__store="r-{target}.zarr")
+    seen = []
+
+    def echo(line):
+        seen.append(line)
+        if line.startswith("[4/5]") and sum(s.startswith("[4/5]") for s in seen) == 2:
+            raise RuntimeError("stopped in the second target")
+
+    with pytest.raises(RuntimeError) as caught:
+        run_job(load_config(job), scheduler=scheduler, echo=echo)
+    assert caught.value.__notes__[0] == (
+        f"the results of the targets before it are written: {tmp_path / 'r-soi.zarr'}"
+    )
+
+
 def test_targets_on_the_same_months_share_regionscvs_pieces(tmp_path, monkeypatch):
     """RegionsCV's pieces depend on the field alone: the targets of a job on the same months
     (the same cells) make them once, and each map equals the one a job of its own makes; a
