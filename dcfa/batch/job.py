@@ -177,24 +177,34 @@ def run_job(
     from dcfa.batch.cluster import open_client
 
     bound = {"dcfa.no_workers_timeout": config.cluster["no_workers_timeout"]}
-    with dask.config.set(bound), open_client(config.cluster, scheduler, echo) as client:
-        echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
-        if not several:
-            _run_task(tasks[0], None, client, echo, since=t0, done=[])
-            return outs[0]
-        held = held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
-        todo = [task for task in tasks if task.out not in written]
-        shared = SharedFits(
-            {t.name: t.field[inp["sample_dim"]].values for t in todo},
-            {t.name: t.target for t in todo},
-        )
-        for i, task in enumerate(tasks):
-            if task.out in written:
-                continue
-            echo(f"target {i + 1}/{len(tasks)}: {task.name} -> {task.out}")
-            _run_task(
-                task, held, client, echo, since=time.perf_counter(), done=outs[:i], shared=shared
+    done = []  # the results written, each once it is complete
+    try:
+        with dask.config.set(bound), open_client(config.cluster, scheduler, echo) as client:
+            echo(f"      cluster: {client} (dashboard {client.dashboard_link})")
+            if not several:
+                _run_task(tasks[0], None, client, echo, since=t0, done=done)
+                return outs[0]
+            held = held_for_targets(field, inp["sample_dim"], client, echo)  # read once for all
+            todo = [task for task in tasks if task.out not in written]
+            shared = SharedFits(
+                {t.name: t.field[inp["sample_dim"]].values for t in todo},
+                {t.name: t.target for t in todo},
             )
+            for i, task in enumerate(tasks):
+                if task.out in written:
+                    done.append(task.out)
+                    continue
+                echo(f"target {i + 1}/{len(tasks)}: {task.name} -> {task.out}")
+                _run_task(
+                    task, held, client, echo, since=time.perf_counter(), done=done, shared=shared
+                )
+    except KeyboardInterrupt as exc:
+        if not done:
+            raise
+        # stopped while printing a result or closing the cluster: what is written is whole
+        said = f"{exc}; " if str(exc) else ""
+        written = ", ".join(str(o) for o in done)
+        raise KeyboardInterrupt(f"{said}written and complete: {written}") from None
     echo(f"{counted(len(tasks), 'result')} in {time.perf_counter() - t0:.1f} s")
     return outs
 
@@ -425,6 +435,7 @@ def _run_task(
                 written = ", ".join(str(o) for o in done)
                 exc.add_note(f"the results of the targets before it are written: {written}")
             _failed(exc, workdir, out)
+        done.append(out)
         workdir.remove()
     finally:
         workdir.close()

@@ -26,6 +26,7 @@ from terminal import dcfa_command
 
 from dcfa.batch.config import load_config
 from dcfa.batch.job import run_job
+from dcfa.batch.results import load_result
 
 pytestmark = pytest.mark.slow
 
@@ -413,6 +414,22 @@ def test_an_interrupt_before_any_finished_pass_leaves_nothing(tmp_path, schedule
     interrupt(load_config(job), "[2/5]", scheduler)
     work = tmp_path / "result.zarr.work"
     assert set(_passes(work)) == {"preprocessing.zarr"}
+
+
+def test_an_interrupt_once_the_result_is_written_says_it_is_complete(tmp_path, scheduler):
+    """Ctrl-C while the job printed its groups, after the result was written, said "before
+    any pass: nothing was kept" beside a complete result: it names the result."""
+    job = write_job(tmp_path)
+
+    def echo(line):
+        if line.startswith("[5/5]"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run_job(load_config(job), scheduler=scheduler, echo=echo)
+    assert str(caught.value) == f"written and complete: {tmp_path / 'result.zarr'}"
+    assert load_result(tmp_path / "result.zarr").n_groups > 0
+    assert not (tmp_path / "result.zarr.work").exists()
 
 
 ############################################################################################
