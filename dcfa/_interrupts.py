@@ -17,9 +17,13 @@ from collections.abc import Iterator
 @contextlib.contextmanager
 def held_interrupt() -> Iterator[list[bool]]:
     """Within the block, SIGINT is recorded in the list yielded, not raised (only in the main
-    thread, where signal handlers can be set; elsewhere nothing is held)."""
+    thread, where signal handlers can be set; elsewhere nothing is held). A SIGINT the
+    process ignores (a background job of a shell script starts so) stays ignored."""
     got: list[bool] = []
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
         yield got
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(True))

@@ -6,6 +6,7 @@ configuration mistake."""
 from __future__ import annotations
 
 import errno
+import signal
 import subprocess
 import sys
 
@@ -193,3 +194,25 @@ def test_ctrl_c_inside_a_string_exec_still_exits_1(tmp_path):
     )
     assert (proc.returncode, proc.stderr) == (1, "dcfa: interrupted; stopped\n")
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_a_held_interrupt_keeps_an_ignored_sigint_ignored():
+    """A background job of a shell script starts with SIGINT ignored; holding Ctrl-C while
+    the cluster started put a recorder in its place, so a SIGINT then stopped the job (exit
+    1, "interrupted") where the same signal at any other moment did nothing."""
+    import os
+
+    from dcfa._interrupts import held_interrupt
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with held_interrupt() as got:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+        assert got == [] and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with held_interrupt() as got:  # a terminal's job: recorded, not raised
+            os.kill(os.getpid(), signal.SIGINT)
+        assert got == [True] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
