@@ -275,12 +275,12 @@ def alignment(
     inp: dict,
     dim: str,
     gaps: tuple = (0, None),
-    n_stored: int | None = None,
+    history: tuple[int, int] = (0, 0),
 ) -> str:
     """What is predicted from what: the first and last predictor dates, their targets', the
-    samples kept of the ``n_input`` predictors (after the windows and lags, which take the
-    first of the archive's ``n_stored``), and those dropped at a gap of the target's dates
-    (``gaps``: their count and the first)."""
+    samples kept of the ``n_input`` predictors (after the windows and lags), those dropped at
+    a gap of the target's dates (``gaps``: their count and the first), and the archive's
+    first samples that only feed the windows and lags (``history``: how many, of how many)."""
     from dcfa.forecast import LeadAlignment
 
     text = str(
@@ -301,9 +301,8 @@ def alignment(
         text += f"; windows {inp['windows']} ({inp['aggregate']})"
     if inp["lags"] != [0]:
         text += f"; lags {inp['lags']}"
-    history = 0 if n_stored is None else n_stored - n_input
-    if history > 0:
-        text += f" (the archive's first {history} of {n_stored} samples only feed them)"
+    if history[0] > 0:
+        text += f" (the archive's first {history[0]} of {history[1]} samples only feed them)"
     return text
 
 

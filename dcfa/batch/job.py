@@ -148,7 +148,8 @@ def run_job(
     absent, quantities = (take_record(field, name) for name in ("missing_chunks", "variable_attrs"))
     holes = months_absent(field[inp["sample_dim"]])  # a file of the archive missing
     field, dropped = drop_samples(field, inp)  # before windows and lags: they see the gap
-    archive = _Archive(absent, quantities, stored, box, dropped, holes)
+    kept = field[inp["sample_dim"]].values
+    archive = _Archive(absent, quantities, stored, box, dropped, holes, kept)
     field = time_scales(field, inp)  # input.windows and input.lags checked
     configs, gaps = zip(*(purged(job) for job in configs), strict=True)
     tasks = [
@@ -239,8 +240,9 @@ class _Archive:
     """What the job read of the archive, for every target: each variable's chunks missing
     from the store and its units (:func:`dcfa.io.open_archive`), its sizes as stored (said
     before windows and lags), the cells of ``input.select`` in words, the samples
-    ``input.drop_time`` left out, and the months within its span it has no sample of
-    (:func:`months_absent`)."""
+    ``input.drop_time`` left out, the months within its span it has no sample of
+    (:func:`months_absent`), and the labels of the samples it keeps, before windows and
+    lags."""
 
     absent: dict
     quantities: dict
@@ -248,6 +250,7 @@ class _Archive:
     box: str
     dropped: list
     holes: tuple[int, str] | None
+    kept: np.ndarray
 
 
 def _task(
@@ -325,9 +328,9 @@ def _task(
     )
     valid = valid_time[position]
     target = transformed_target(target, tgt["transform"], valid)
-    said = alignment(
-        aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, archive.stored[dim]
-    )
+    # the samples before the first that windows and lags leave: those only feed them
+    history = int(np.searchsorted(archive.kept, field[dim].values[0])), archive.kept.size
+    said = alignment(aligned, valid, tgt["lead"], step, n_input, inp, dim, gaps, history)
     echo(f"      {said}")
     if tgt["transform"] == "log":
         echo(

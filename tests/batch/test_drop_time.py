@@ -66,6 +66,14 @@ def test_a_month_absent_everywhere_is_named_and_drop_time_leaves_it_out(tmp_path
     for said in (lines, ref_lines):
         common = [line for line in said if "samples in common" in line]
         assert len(common) == 1 and common[0].endswith(f": {n} samples in common"), common
+    # the months the lags only read: the first, not the month left out ("first 2 of 120")
+    lead = [line for line in lines if line.startswith("      lead 0:")]
+    assert lead == [line for line in ref_lines if line.startswith("      lead 0:")], lead
+    fed = " (the archive's first 1 of 119 samples only feed them)"
+    if lags == [0, 1]:
+        assert lead[0].endswith(fed), lead
+    else:
+        assert "only feed" not in lead[0], lead
     got, want = (xr.open_zarr(p, consolidated=False).load() for p in (out, ref_out))
     np.testing.assert_array_equal(got.region.values, want.region.values)
     np.testing.assert_allclose(got.features.values, want.features.values, rtol=1e-12)
