@@ -551,12 +551,14 @@ class Anomalies(OneToOneFeatureMixin, TransformerMixin, BaseEstimator, auto_wrap
 
         Returns
         -------
-        Xt : same type as X
+        Xt : xarray.DataArray, pandas.Series, ndarray or DataFrame
             A DataArray keeps its dims (in their order), coordinates, name and attributes
             (with ``units = "1"`` when ``standardize``: anomalies over their spread); Dask
             input gives a lazy result with the same chunks. A pandas Series gives a Series
-            with its index and name. Float64 (float32 input stays
-            float32; the arithmetic is float64).
+            with its index and name. An array or a DataFrame gives an array, as
+            scikit-learn's transformers do, or a DataFrame with its index after
+            ``set_output(transform="pandas")``. Float64 (float32 input stays float32; the
+            arithmetic is float64).
 
         Raises
         ------
