@@ -506,6 +506,9 @@ def _check_input(c: dict, where: str) -> None:
     variables = c["input"]["variables"]
     if not variables or not all(isinstance(v, str) and v for v in variables):
         raise ConfigError(f"{where} input.variables must be a non-empty list of names")
+    twice = sorted({v for v in variables if variables.count(v) > 1})
+    if twice:  # a second block of the same cells: every region would be said twice
+        raise ConfigError(f"{where} input.variables names {twice} more than once")
     if c["input"]["time"] is not None and len(c["input"]["time"]) != 2:
         raise ConfigError(
             f"{where} input.time must be [start, stop], got {_toml(c['input']['time'])}"

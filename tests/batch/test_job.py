@@ -34,6 +34,10 @@ def test_config_errors_name_the_key(tmp_path):
         ({**good, "inputs": {}}, "unknown section"),
         ({**good, "input": {"store": "a"}}, "missing required key input.variables"),
         ({**good, "input": {"store": "a", "variables": "v"}}, "input.variables must be a list"),
+        (
+            {**good, "input": {"store": "a", "variables": ["v", "w", "v"]}},
+            r"input\.variables names \['v'\] more than once$",
+        ),
         ({**good, "method": {"name": "pca"}}, "method.name must be one of"),
         (
             {**good, "output": {"store": "o", "ovewrite": True}},
