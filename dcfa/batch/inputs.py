@@ -280,7 +280,8 @@ def alignment(
     """What is predicted from what: the first and last predictor dates, their targets', the
     samples kept of the ``n_input`` predictors (after the windows and lags), those dropped at
     a gap of the target's dates (``gaps``: their count and the first), and the archive's
-    first samples that only feed the windows and lags (``history``: how many, of how many)."""
+    first samples that only feed the windows and lags (``history``: how many, of how many);
+    the others the windows and lags leave out reach a month missing from the archive."""
     from dcfa.forecast import LeadAlignment
 
     text = str(
@@ -301,8 +302,14 @@ def alignment(
         text += f"; windows {inp['windows']} ({inp['aggregate']})"
     if inp["lags"] != [0]:
         text += f"; lags {inp['lags']}"
-    if history[0] > 0:
-        text += f" (the archive's first {history[0]} of {history[1]} samples only feed them)"
+    first, n_kept = history
+    at_gaps = n_kept - first - n_input
+    reach = f"{'reaches' if at_gaps == 1 else 'reach'} a month it misses"
+    if first > 0:
+        text += f" (the archive's first {first} of {n_kept} samples only feed them"
+        text += f"; {at_gaps} more {reach})" if at_gaps > 0 else ")"
+    elif at_gaps > 0:
+        text += f" ({at_gaps} of the archive's {n_kept} samples {reach})"
     return text
 
 
