@@ -399,13 +399,21 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
                     "f0: an unfitted estimator is fitted on the training data first, which "
                     "needs in-memory X; fit it beforehand for Dask input"
                 )
-            f0 = clone(f0).fit(self._f0_input(inp.data), self._fit_target)
+            self._check_f0_kind(f0)  # before a fit on a target of the wrong kind fails
+            f0 = clone(f0).fit(self._f0_input(inp.data), self._f0_target(f0))
         self._f0_method = self._f0_output_method(f0)
         self.f0_ = f0
 
-    def _f0_output_method(self, f0) -> str:
+    def _check_f0_kind(self, f0) -> None:
         if is_classifier(f0):
             raise InputError("f0: a classifier cannot be the initial model of a regressor")
+
+    def _f0_target(self, f0) -> np.ndarray:
+        """The target an unfitted ``f0`` is fitted on: the training target."""
+        return self._fit_target
+
+    def _f0_output_method(self, f0) -> str:
+        self._check_f0_kind(f0)
         return "predict"
 
     def _f0_descriptor(self):

@@ -116,8 +116,9 @@ _SHARED_PARAMETERS = """
         be the same) ``decision_function``, else the logit of ``predict_proba``; a regressor
         given to the classifier has its ``predict`` taken as the logit, not a probability. A
         fitted estimator is used as is; an unfitted one is cloned and fitted on the training
-        data first (so :func:`sklearn.base.clone`, which unfits it, refits it in every
-        cross-validation fold; wrap a pre-trained model in
+        data first (a regressor given to the classifier on the +1 / -1 coding of the two
+        classes, ``classes_[1]`` as +1; :func:`sklearn.base.clone`, which unfits it, so
+        refits it in every cross-validation fold; wrap a pre-trained model in
         :class:`sklearn.frozen.FrozenEstimator` to keep it fixed).
 """
 

@@ -219,6 +219,17 @@ class _GBMAPClassifierBase(ClassifierMixin, _BaseGBMAP):
         self._fit_target = values
         return np.where(values == classes[1], 1.0, -1.0)
 
+    def _check_f0_kind(self, f0) -> None:
+        pass  # a classifier's scores, or a regressor's output as the score
+
+    def _f0_target(self, f0) -> np.ndarray:
+        """A classifier is fitted on the labels; a regressor, whose output is taken as the
+        score, on the +1 / -1 coding of the two classes the boosting fits, so that its
+        scores do not depend on what numbers name the classes."""
+        if is_classifier(f0):
+            return self._fit_target
+        return np.where(self._fit_target == self.classes_[1], 1.0, -1.0)
+
     def _f0_output_method(self, f0) -> str:
         if not is_classifier(f0):
             return "predict"  # a regressor's output is taken as the score (logit)

@@ -349,6 +349,26 @@ def test_f0_classifier_boosts_from_the_logit(rng):
         GBMAPClassifier(f0=lr).fit(X, np.where(labels == "yes", 1, 0))
     with pytest.raises(ValueError, match="f0: a classifier"):
         GBMAPRegressor(f0=lr).fit(X, y)
+    # unfitted, refused before its fit (scikit-learn said "Unknown label type: continuous")
+    with pytest.raises(ValueError, match="f0: a classifier"):
+        GBMAPRegressor(f0=LogisticRegression()).fit(X, y)
+
+
+def test_an_unfitted_regressor_f0_of_a_classifier_scores_the_classes_coding(rng):
+    """An unfitted regressor as a classifier's f0 was fitted on the labels themselves, and
+    its output taken as the logit: classes 1000 / 2000 gave a logit of about 1 500 and an
+    accuracy of 0.58 where 0 / 1 gave 0.86, and "cold" / "warm" failed in scikit-learn. It
+    is fitted on the +1 / -1 coding the boosting fits, whatever names the classes."""
+    X, y = bumpy(rng)
+    hot = y > 0.8
+    coded = LinearRegression().fit(X, np.where(hot, 1.0, -1.0))
+    ref = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0, f0=coded).fit(X, hot)
+    for names in ([0, 1], [1000, 2000], ["cold", "warm"]):
+        labels = np.where(hot, names[1], names[0])
+        model = GBMAPClassifier(n_boosts=3, beta=5.0, random_state=0, f0=LinearRegression())
+        model.fit(X, labels)
+        np.testing.assert_allclose(model.f0_.coef_, coded.coef_, rtol=1e-10)
+        np.testing.assert_allclose(model.decision_function(X), ref.decision_function(X))
 
 
 def test_f0_on_dask_gives_the_in_memory_model(rng):
