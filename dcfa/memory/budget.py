@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
 import dask.config
@@ -60,13 +61,17 @@ def _budget_setting() -> tuple[float | None, int | None]:
     if isinstance(value, bool) or value is None:
         raise bad
     if isinstance(value, str):
+        if not value.strip():  # dask reads "" as 1 byte: an unset variable, not a budget
+            raise bad
         try:
             value = float(value) if _is_fraction(value) else parse_bytes(value)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             raise bad from None
-    if not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+    if isinstance(value, Integral):  # NumPy's integers too
+        value = int(value)
+    if not isinstance(value, Real) or not value > 0 or not math.isfinite(value):
         raise bad
-    if isinstance(value, float) and value <= 1:
+    if not isinstance(value, int) and value <= 1:
         return float(value), None
     return None, int(value)
 

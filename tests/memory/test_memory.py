@@ -159,6 +159,11 @@ def test_the_config_key_sets_the_budget():
         assert memory_budget().driver == 2**20
         with pytest.raises(MemoryBudgetError):
             dcfa.moments(X, y)
+    # NumPy's numbers as Python's (np.int64 was refused, np.float32(0.5) read as 0 bytes)
+    with dask.config.set({"dcfa.memory_budget": np.int64(2**20)}):
+        assert memory_budget().driver == 2**20
+    with dask.config.set({"dcfa.memory_budget": np.float32(0.5)}):
+        assert memory_budget().source.startswith("dcfa.memory_budget = 0.5 x ")
     # a fraction of what is available; the default is 0.5
     with dask.config.set({"dcfa.memory_budget": 1e-9}):
         assert memory_budget().driver < 2**10
@@ -171,8 +176,10 @@ def test_the_config_key_sets_the_budget():
         assert check_dense(LinCFA(), N, D_BIG).driver_bytes > 2 * 26 * 2**30
 
 
-@pytest.mark.parametrize("bad", [0, -1, "lots", True, float("nan")])
+@pytest.mark.parametrize("bad", [0, -1, "lots", True, float("nan"), "", " ", "1e400"])
 def test_a_bad_budget_names_the_key(bad):
+    """An empty value (an unset environment variable) was a budget of 1 byte, dask's reading
+    of ""; "1e400" raised dask's OverflowError."""
     with dask.config.set({"dcfa.memory_budget": bad}), pytest.raises(ValueError) as info:
         memory_budget()
     assert "dcfa.memory_budget" in str(info.value)
@@ -234,3 +241,4 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         # an absolute budget is capped by a worker's memory_limit
         with dask.config.set({"dcfa.memory_budget": "1TiB"}):
             assert {b for b, _, _ in memory_budget().workers.values()} == set(limits.values())
+
