@@ -8,13 +8,16 @@ task of a chunked input, as a :class:`DenseEstimate`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dcfa._compute import SPLIT_EVERY
+from dcfa._errors import InputError, InputTypeError
 
 if TYPE_CHECKING:  # hints only: ``import dcfa`` imports this package, with NumPy alone
     from collections.abc import Sequence
@@ -332,6 +335,9 @@ def estimate_moments(
     -------
     DenseEstimate
     """
+    _check_shape(n_samples=n_samples, n_features=n_features, n_targets=n_targets)
+    if missing not in _RESULT_FIELDS:
+        raise InputError(f"missing: expected one of {sorted(_RESULT_FIELDS)}, got {missing!r}")
     bounds = [0, n_samples] if segments is None else [int(b) for b in segments]
     client_active = _client_active()
     driver, terms, tasks, width, results = _pass_terms(
@@ -363,7 +369,38 @@ def fit_options(estimator):
     """A CFA fit's options (:class:`dcfa.cfa.options.FitOptions`): given, or the
     estimator's."""
     resolve = getattr(estimator, "fit_options", None)
+    if resolve is None and not (dataclasses.is_dataclass(estimator) and hasattr(estimator, "mode")):
+        raise InputTypeError(
+            "estimator: expected a CFA estimator (LinCFA, NonLinCFA, GenLinCFA, RegionsCV, "
+            f"...) or its FitOptions, got {type(estimator).__name__}; the moments pass of "
+            "others: estimate_moments"
+        )
     return estimator if resolve is None else resolve()
+
+
+def _with_mode(estimator, mode: str | None):
+    """``estimator`` with ``mode`` in its place: an estimator's copy checked as its ``fit``
+    checks it (naming ``mode`` and the executions; an old name is renamed when its options
+    are read), or the fit options with that mode."""
+    if mode is None:
+        return estimator
+    if dataclasses.is_dataclass(estimator):
+        return dataclasses.replace(estimator, mode=mode)
+    from sklearn.base import clone
+
+    from dcfa._validation import validate_params
+
+    estimator = clone(estimator).set_params(mode=mode)
+    validate_params(estimator)
+    return estimator
+
+
+def _check_shape(**sizes: int) -> None:
+    """Refuse a size that is not a whole number (``n_targets`` may be 0, the others not)."""
+    for name, value in sizes.items():
+        least = 0 if name == "n_targets" else 1
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
+            raise InputError(f"{name}: expected an integer >= {least}, got {value!r}")
 
 
 def _client_active() -> bool:
@@ -399,8 +436,9 @@ def estimate_dense(
     DenseEstimate or None
         None when the execution builds no ``D x D`` matrix.
     """
-    opts = fit_options(estimator)
-    if (mode or opts.mode) not in ("dense", "auto"):
+    _check_shape(n_samples=n_samples, n_features=n_features)
+    opts = fit_options(_with_mode(estimator, mode))
+    if opts.mode not in ("dense", "auto"):
         return None
     missing = opts.missing
     bounds, n_parts = [0, n_samples], 1

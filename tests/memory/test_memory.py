@@ -242,3 +242,29 @@ def test_the_budget_follows_the_workers_of_a_cluster():
         with dask.config.set({"dcfa.memory_budget": "1TiB"}):
             assert {b for b, _, _ in memory_budget().workers.values()} == set(limits.values())
 
+
+def test_the_estimates_check_their_arguments():
+    """mode="full" (dense's old name) skipped the check of a 15 TB pass without a word, and
+    any mode was accepted; a GBMAP estimator, an unknown ``missing`` and a negative size
+    raised AttributeError, KeyError and ZeroDivisionError."""
+    huge = estimate_dense(LinCFA(), 100, 10**6, mode="dense").driver_bytes
+    assert huge > 10 * 2**40
+    with pytest.warns(FutureWarning, match="mode='full' is now mode='dense'"):
+        assert estimate_dense(LinCFA(), 100, 10**6, mode="full").driver_bytes == huge
+    with dask.config.set({"dcfa.memory_budget": "1GiB"}), pytest.raises(MemoryBudgetError):
+        with pytest.warns(FutureWarning):
+            check_dense(LinCFA(), 100, 10**6, mode="full")
+    assert estimate_dense(LinCFA(), 100, 10**6, mode="series") is None
+    with pytest.raises(ValueError, match=r"^The 'mode' parameter of LinCFA must be .*'bogus'"):
+        estimate_dense(LinCFA(), 100, 10**6, mode="bogus")
+    with pytest.raises(TypeError, match=r"^estimator: expected a CFA estimator .*GBMAPRe"):
+        check_dense(dcfa.GBMAPRegressor(), 100, 1000)
+    with pytest.raises(dcfa.InputError, match=r"^missing: expected one of .*got 'pairwize'"):
+        estimate_moments(100, 50, missing="pairwize")
+    for bad in (-1, 0, 10.5, True):
+        with pytest.raises(
+            dcfa.InputError, match=rf"^n_features: expected an integer >= 1, got {bad!r}"
+        ):  # noqa: E501
+            estimate_dense(LinCFA(), 100, bad)
+    with pytest.raises(dcfa.InputError, match=r"^n_targets: expected an integer >= 0, got -1"):
+        estimate_moments(100, 50, n_targets=-1)
