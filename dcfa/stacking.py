@@ -465,11 +465,13 @@ class FeatureLayout:
         attrs: dict | None = None,
     ) -> xr.DataArray:
         """Wrap a ``(n_samples,)`` result, or a ``(n_samples, k)`` one with ``dim`` for its
-        columns, with the sample coordinates (and ``attrs``, ``X``'s by default)."""
+        columns, with the sample coordinates and the scalar ones (an ensemble member's label,
+        a height), and ``attrs`` (``X``'s by default)."""
+        scalars = {k: v for k, v in self.feature_coords.items() if not v.dims}
         return xr.DataArray(
             data,
             dims=(self.sample_dim,) if dim is None else (self.sample_dim, dim),
-            coords={**self.sample_coords, **(coords or {})},
+            coords={**scalars, **self.sample_coords, **(coords or {})},
             name=name,
             attrs=dict(self.attrs if attrs is None else attrs),
         )

@@ -437,3 +437,23 @@ def test_a_target_table_with_its_dates_or_a_dataset_names_what_to_select(rng):
         GBMAPRegressor(n_boosts=1).fit(X, target.to_dataframe())
     with pytest.raises(TypeError, match=r"^y: got an xarray.Dataset; select one variable"):
         GBMAPRegressor(n_boosts=1).fit(X, target.to_dataset())
+
+
+def test_outputs_along_the_samples_keep_the_fields_scalar_coordinates():
+    """A field of one ensemble member, at one height: GBMAP's transform, predict and drift
+    score, and a CFA estimator's transform, dropped its scalar coordinates (its local_coef
+    kept them), so the outputs of two members could not be told apart."""
+    import dcfa
+
+    rng = np.random.default_rng(0)
+    time = pd.date_range("2000-01-01", periods=120, freq="MS")
+    X = xr.DataArray(rng.normal(size=(120, 2, 3)), dims=("time", "lat", "lon"),
+                     coords={"time": time, "lat": [0.0, 1.0], "lon": [10.0, 20.0, 30.0],
+                             "member": "r1i1p1f1", "height": 2.0})  # fmt: skip
+    y = xr.DataArray(np.abs(X.isel(lat=0, lon=0).values), dims="time", coords={"time": time})
+    gbmap = GBMAPRegressor(n_boosts=2, random_state=0).fit(X, y)
+    outputs = [gbmap.transform(X), gbmap.predict(X), gbmap.drift_score(X)]
+    outputs.append(dcfa.LinCFA(random_state=0).fit(X, y).transform(X))
+    for out in outputs:
+        assert out.member.item() == "r1i1p1f1" and out.height.item() == 2.0, out.name
+        np.testing.assert_array_equal(out.time.values, time.values)
