@@ -771,11 +771,11 @@ def _check_monthly_anomalies(model, X, folds, argument: str) -> None:
     ]
     if not seasonal or not isinstance(X, xr.DataArray):
         return
-    from dcfa.io.calendars import MONTH_NAMES, calendar_of, months_of
+    from dcfa.io.calendars import MONTH_NAMES, calendar_of, months_of, need_dates
 
     sample_dim = X.dims[0]
     if calendar_of(X[sample_dim]) is not None:  # a missing date named in X, not in a fold
-        months_of(X[sample_dim], "X", "the model's anomalies need dates")
+        need_dates(X[sample_dim], "X", "the model's anomalies need dates")
     for i, (train, test) in enumerate(folds):
         rows = X.isel({sample_dim: train})
         dates = rows[sample_dim]

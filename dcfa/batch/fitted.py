@@ -29,7 +29,7 @@ from dcfa.batch.transform import back_note, back_transformed
 from dcfa.forecast.leads import steps_text, target_time
 from dcfa.geo import is_longitude
 from dcfa.io.archive import select_time
-from dcfa.io.calendars import calendar_of, months_of
+from dcfa.io.calendars import calendar_of, months_of, need_dates
 from dcfa.stacking import ensemble_dim, isel_positions, single_members
 
 
@@ -470,17 +470,17 @@ class FittedResult:
         dim = self.sample_dim
         months = f"the target's months {self.target_months} (target.months)"
         need = f"the result was fitted for {months}, which need dates"
-        when = months_of(field[dim], key, need)  # numbers refused before the lead moves them
+        when = field[dim]
+        need_dates(when, key, need)  # numbers refused before the lead moves them
         if self.lead:
-            later = target_time(field[dim], self.lead, self.lead_step)
-            if later is None:  # lead_step "sample": the job took the target's own dates
+            when = target_time(when, self.lead, self.lead_step)
+            if when is None:  # lead_step "sample": the job took the target's own dates
                 raise InputError(
                     f"{key}: the result was fitted for {months} at a lead of {self.lead} "
                     "samples on no regular step, so the dates of these samples' targets are "
                     "unknown"
                 )
-            when = months_of(later, key, need)
-        keep = np.flatnonzero(np.isin(when, self.target_months))
+        keep = np.flatnonzero(np.isin(months_of(when, key, need), self.target_months))
         if keep.size == 0:
             raise InputError(f"{key}: none of its samples is for {months}")
         return field.isel({dim: keep})

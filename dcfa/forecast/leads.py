@@ -148,17 +148,15 @@ def _months(labels: pd.Index | None, what: str, dim: str) -> pd.PeriodIndex:
             f"match: 'month' pairs calendar months, which needs dates on both sides; the {what} "
             f"has no {dim!r} labels"
         )
+    coord = xr.DataArray(np.asarray(labels), dims=dim, name=dim)
     try:
-        dt = xr.DataArray(np.asarray(labels), dims="s").dt
-        ordinals = (np.asarray(dt.year) - 1970) * 12 + np.asarray(dt.month) - 1
+        ordinals = (np.asarray(coord.dt.year) - 1970) * 12 + np.asarray(coord.dt.month) - 1
     except (AttributeError, TypeError, ValueError):
         raise InputError(
             f"match: 'month' pairs calendar months, which needs dates on both sides; the "
             f"{what}'s {dim!r} labels are {labels.dtype}{_kind(labels)}"
         ) from None
-    need_dates(
-        xr.DataArray(np.asarray(labels), dims=dim, name=dim), what, "match='month' needs dates"
-    )
+    need_dates(coord, what, "match='month' needs dates")  # a missing one (NaT) named
     months = pd.PeriodIndex([pd.Period(ordinal=int(k), freq="M") for k in ordinals])
     if months.has_duplicates:
         refuse_repeated(pd.Index(labels), what, dim)  # a row written twice: not a month's
