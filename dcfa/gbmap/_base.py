@@ -393,13 +393,13 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
             raise InputTypeError(
                 f"f0: expected None, a number or a scikit-learn estimator, got {type(f0).__name__}"
             )
+        self._check_f0_kind(f0)  # before a fit on a target of the wrong kind fails
         if not _is_fitted(f0):
             if inp.is_dask:
                 raise InputError(
                     "f0: an unfitted estimator is fitted on the training data first, which "
                     "needs in-memory X; fit it beforehand for Dask input"
                 )
-            self._check_f0_kind(f0)  # before a fit on a target of the wrong kind fails
             f0 = clone(f0).fit(self._f0_input(inp.data), self._f0_target(f0))
         self._f0_method = self._f0_output_method(f0)
         self.f0_ = f0
@@ -413,7 +413,6 @@ class _BaseGBMAP(_EmbeddingMixin, ClassNamePrefixFeaturesOutMixin, TransformerMi
         return self._fit_target
 
     def _f0_output_method(self, f0) -> str:
-        self._check_f0_kind(f0)
         return "predict"
 
     def _f0_descriptor(self):
